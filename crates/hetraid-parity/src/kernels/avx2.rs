@@ -1,0 +1,160 @@
+//! AVX2: 128 bytes per loop iteration (four 256-bit lanes) for XOR and P+Q,
+//! split-nibble shuffles for multiplication by a constant.
+
+use super::{
+    portable::{self, Portable},
+    Kernels,
+};
+use crate::gf;
+use std::arch::x86_64::*;
+
+pub struct Avx2;
+
+impl Avx2 {
+    pub fn detected() -> bool {
+        is_x86_feature_detected!("avx2")
+    }
+}
+
+const BLOCK: usize = 128;
+
+impl Kernels for Avx2 {
+    fn name(&self) -> &'static str {
+        "avx2"
+    }
+
+    fn xor_gen(&self, dst: &mut [u8], srcs: &[&[u8]]) {
+        let done = dst.len() / BLOCK * BLOCK;
+        // SAFETY: AVX2 is present (this set is only handed out when detected) and all
+        // slices are at least `done` bytes long (caller contract, checked in lib.rs).
+        unsafe { xor_blocks(dst, srcs, done, false) };
+        portable::xor_range(dst, srcs, done, false);
+    }
+
+    fn xor_acc(&self, dst: &mut [u8], srcs: &[&[u8]]) {
+        let done = dst.len() / BLOCK * BLOCK;
+        // SAFETY: as in `xor_gen`.
+        unsafe { xor_blocks(dst, srcs, done, true) };
+        portable::xor_range(dst, srcs, done, true);
+    }
+
+    fn pq_gen(&self, data: &[&[u8]], p: &mut [u8], q: &mut [u8]) {
+        let done = p.len() / BLOCK * BLOCK;
+        // SAFETY: as in `xor_gen`.
+        unsafe { pq_blocks(data, p, q, done) };
+        portable::pq_range(data, p, q, done);
+    }
+
+    fn mul_acc(&self, c: u8, src: &[u8], dst: &mut [u8]) {
+        let done = dst.len() / 32 * 32;
+        // SAFETY: as in `xor_gen`.
+        unsafe { mul_acc_blocks(c, src, dst, done) };
+        Portable.mul_acc(c, &src[done..], &mut dst[done..]);
+    }
+}
+
+#[target_feature(enable = "avx2")]
+unsafe fn xor_blocks(dst: &mut [u8], srcs: &[&[u8]], len: usize, acc: bool) {
+    let d = dst.as_mut_ptr();
+    let mut i = 0;
+    while i < len {
+        let (mut a, mut b, mut c, mut e);
+        let first;
+        if acc {
+            let p = d.add(i) as *const __m256i;
+            a = _mm256_loadu_si256(p);
+            b = _mm256_loadu_si256(p.add(1));
+            c = _mm256_loadu_si256(p.add(2));
+            e = _mm256_loadu_si256(p.add(3));
+            first = 0;
+        } else {
+            let p = srcs[0].as_ptr().add(i) as *const __m256i;
+            a = _mm256_loadu_si256(p);
+            b = _mm256_loadu_si256(p.add(1));
+            c = _mm256_loadu_si256(p.add(2));
+            e = _mm256_loadu_si256(p.add(3));
+            first = 1;
+        }
+        for s in &srcs[first..] {
+            let p = s.as_ptr().add(i) as *const __m256i;
+            a = _mm256_xor_si256(a, _mm256_loadu_si256(p));
+            b = _mm256_xor_si256(b, _mm256_loadu_si256(p.add(1)));
+            c = _mm256_xor_si256(c, _mm256_loadu_si256(p.add(2)));
+            e = _mm256_xor_si256(e, _mm256_loadu_si256(p.add(3)));
+        }
+        let o = d.add(i) as *mut __m256i;
+        _mm256_storeu_si256(o, a);
+        _mm256_storeu_si256(o.add(1), b);
+        _mm256_storeu_si256(o.add(2), c);
+        _mm256_storeu_si256(o.add(3), e);
+        i += BLOCK;
+    }
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn mul2(x: __m256i, poly: __m256i) -> __m256i {
+    // High bit of each byte -> 0xff mask (signed compare against zero), shift left,
+    // reduce by 0x1d where the high bit was set.
+    let mask = _mm256_cmpgt_epi8(_mm256_setzero_si256(), x);
+    _mm256_xor_si256(_mm256_add_epi8(x, x), _mm256_and_si256(mask, poly))
+}
+
+#[target_feature(enable = "avx2")]
+unsafe fn pq_blocks(data: &[&[u8]], p: &mut [u8], q: &mut [u8], len: usize) {
+    let poly = _mm256_set1_epi8(0x1d);
+    let top = data.len() - 1;
+    let mut i = 0;
+    while i < len {
+        let t = data[top].as_ptr().add(i) as *const __m256i;
+        let mut p0 = _mm256_loadu_si256(t);
+        let mut p1 = _mm256_loadu_si256(t.add(1));
+        let mut p2 = _mm256_loadu_si256(t.add(2));
+        let mut p3 = _mm256_loadu_si256(t.add(3));
+        let (mut q0, mut q1, mut q2, mut q3) = (p0, p1, p2, p3);
+        for z in (0..top).rev() {
+            let s = data[z].as_ptr().add(i) as *const __m256i;
+            let d0 = _mm256_loadu_si256(s);
+            let d1 = _mm256_loadu_si256(s.add(1));
+            let d2 = _mm256_loadu_si256(s.add(2));
+            let d3 = _mm256_loadu_si256(s.add(3));
+            p0 = _mm256_xor_si256(p0, d0);
+            p1 = _mm256_xor_si256(p1, d1);
+            p2 = _mm256_xor_si256(p2, d2);
+            p3 = _mm256_xor_si256(p3, d3);
+            q0 = _mm256_xor_si256(mul2(q0, poly), d0);
+            q1 = _mm256_xor_si256(mul2(q1, poly), d1);
+            q2 = _mm256_xor_si256(mul2(q2, poly), d2);
+            q3 = _mm256_xor_si256(mul2(q3, poly), d3);
+        }
+        let po = p.as_mut_ptr().add(i) as *mut __m256i;
+        let qo = q.as_mut_ptr().add(i) as *mut __m256i;
+        _mm256_storeu_si256(po, p0);
+        _mm256_storeu_si256(po.add(1), p1);
+        _mm256_storeu_si256(po.add(2), p2);
+        _mm256_storeu_si256(po.add(3), p3);
+        _mm256_storeu_si256(qo, q0);
+        _mm256_storeu_si256(qo.add(1), q1);
+        _mm256_storeu_si256(qo.add(2), q2);
+        _mm256_storeu_si256(qo.add(3), q3);
+        i += BLOCK;
+    }
+}
+
+#[target_feature(enable = "avx2")]
+unsafe fn mul_acc_blocks(c: u8, src: &[u8], dst: &mut [u8], len: usize) {
+    let (lo, hi) = gf::nibble_tables(c);
+    let lo_t = _mm256_broadcastsi128_si256(_mm_loadu_si128(lo.as_ptr() as *const __m128i));
+    let hi_t = _mm256_broadcastsi128_si256(_mm_loadu_si128(hi.as_ptr() as *const __m128i));
+    let nib = _mm256_set1_epi8(0x0f);
+    let mut i = 0;
+    while i < len {
+        let x = _mm256_loadu_si256(src.as_ptr().add(i) as *const __m256i);
+        let l = _mm256_and_si256(x, nib);
+        let h = _mm256_and_si256(_mm256_srli_epi64(x, 4), nib);
+        let m = _mm256_xor_si256(_mm256_shuffle_epi8(lo_t, l), _mm256_shuffle_epi8(hi_t, h));
+        let o = dst.as_mut_ptr().add(i) as *mut __m256i;
+        _mm256_storeu_si256(o, _mm256_xor_si256(_mm256_loadu_si256(o), m));
+        i += 32;
+    }
+}

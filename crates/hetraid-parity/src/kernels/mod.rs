@@ -1,0 +1,46 @@
+//! One file per instruction set, all behind [`Kernels`]. The dispatcher picks the
+//! widest set the CPU has at run time; `reference.rs` defines the expected results.
+
+#[cfg(target_arch = "x86_64")]
+pub mod avx2;
+#[cfg(target_arch = "x86_64")]
+pub mod avx512;
+pub mod portable;
+
+/// The primitive operations every instruction set provides. Callers guarantee that
+/// all slices have the same length (any length, odd ones included) and that
+/// `srcs`/`data` are non-empty.
+pub trait Kernels: Sync {
+    /// Short name printed by benchmarks ("avx2", "portable", ...).
+    fn name(&self) -> &'static str;
+    /// `dst = srcs[0] ^ srcs[1] ^ ...`.
+    fn xor_gen(&self, dst: &mut [u8], srcs: &[&[u8]]);
+    /// `dst ^= srcs[0] ^ srcs[1] ^ ...`.
+    fn xor_acc(&self, dst: &mut [u8], srcs: &[&[u8]]);
+    /// `P = XOR of data`, `Q = sum g^i * data[i]` over GF(2^8).
+    fn pq_gen(&self, data: &[&[u8]], p: &mut [u8], q: &mut [u8]);
+    /// `dst ^= c * src` over GF(2^8).
+    fn mul_acc(&self, c: u8, src: &[u8], dst: &mut [u8]);
+}
+
+/// Every kernel set this CPU can run, widest first (used by tests and benches).
+pub fn available() -> Vec<&'static dyn Kernels> {
+    let mut v: Vec<&'static dyn Kernels> = Vec::new();
+    #[cfg(target_arch = "x86_64")]
+    {
+        if avx512::Avx512::detected() {
+            v.push(&avx512::Avx512);
+        }
+        if avx2::Avx2::detected() {
+            v.push(&avx2::Avx2);
+        }
+    }
+    v.push(&portable::Portable);
+    v
+}
+
+/// The kernel set chosen for this CPU (the first of [`available`]).
+pub fn best() -> &'static dyn Kernels {
+    static BEST: std::sync::OnceLock<&'static dyn Kernels> = std::sync::OnceLock::new();
+    *BEST.get_or_init(|| available()[0])
+}
