@@ -1,1 +1,22 @@
-//! placeholder
+//! hetraid's decision core.
+//!
+//! Everything a RAID controller decides — where a byte lives, which members a write
+//! must read, RMW or RCW, how a degraded read is reconstructed, which stripes a rebuild
+//! may run in parallel — is a pure function here. The engine and the simulator execute
+//! the resulting plans; neither re-decides anything.
+//!
+//! This crate does no I/O, reads no clock and spawns no thread.
+
+pub mod decompose;
+pub mod error;
+pub mod exec;
+pub mod layout;
+pub mod member;
+pub mod plan;
+pub mod rebuild;
+pub mod units;
+
+pub use error::{LayoutError, PlanError};
+pub use layout::{build, ChunkLoc, Layout, LayoutKind, LayoutSpec, Redundancy, Stripe};
+pub use member::{MemberKind, ServiceModel};
+pub use plan::{ArrayState, Mode, Plan, Planner, Request, StripePlan, WritePolicy};

@@ -1,0 +1,132 @@
+//! HPDA (SPEC §9) geometry: n SSD data members + HDD-1 (parity, then log) + HDD-2
+//! (log mirror). The RAID4 part is exposed as the stripes; the log regions are
+//! described by [`LogRegion`] for the log writer (a later issue).
+
+use super::{ChunkLoc, Layout, Redundancy, Stripe};
+use crate::error::LayoutError;
+use crate::member::MemberKind;
+use serde::Serialize;
+
+/// One copy of the mirrored write log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LogRegion {
+    #[serde(rename = "device")]
+    pub member: usize,
+    pub offset: u64,
+    pub length: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Hpda {
+    ssds: Vec<usize>,
+    hdd1: usize,
+    hdd2: usize,
+    chunk: u64,
+    rows: u64,
+    log_bytes: u64,
+}
+
+impl Hpda {
+    /// Members: the SSDs (by kind) hold data, the first HDD parity and a log copy,
+    /// the second HDD the other log copy. Without kinds: all but the last two
+    /// members are SSDs.
+    pub fn new(sizes: &[u64], chunk: u64, kinds: &[MemberKind]) -> Result<Self, LayoutError> {
+        let n = sizes.len();
+        super::need_members("hpda", n, 4)?;
+        let all_hdd = kinds.iter().all(|k| *k == MemberKind::Hdd);
+        let is_ssd = |m: usize| {
+            if all_hdd {
+                m < n - 2
+            } else {
+                kinds[m] != MemberKind::Hdd
+            }
+        };
+        let ssds: Vec<usize> = (0..n).filter(|&m| is_ssd(m)).collect();
+        let hdds: Vec<usize> = (0..n).filter(|&m| !is_ssd(m)).collect();
+        if hdds.len() != 2 || ssds.len() < 2 {
+            return Err(LayoutError::Invalid(format!(
+                "hpda needs at least two SSDs and exactly two HDDs, got {} SSDs and {} HDDs; set --kinds",
+                ssds.len(),
+                hdds.len()
+            )));
+        }
+        let rows = ssds.iter().map(|&m| sizes[m]).min().unwrap() / chunk;
+        let (hdd1, hdd2) = (hdds[0], hdds[1]);
+        let raid4 = rows * chunk;
+        if sizes[hdd1] <= raid4 {
+            return Err(LayoutError::MemberTooSmall {
+                member: hdd1,
+                size: sizes[hdd1],
+                need: raid4 + chunk,
+            });
+        }
+        let log_bytes = (sizes[hdd1] - raid4).min(sizes[hdd2]) / chunk * chunk;
+        if rows == 0 || log_bytes == 0 {
+            return Err(LayoutError::Invalid(
+                "hpda members are too small for one stripe and one chunk of log; use larger members".into(),
+            ));
+        }
+        Ok(Self {
+            ssds,
+            hdd1,
+            hdd2,
+            chunk,
+            rows,
+            log_bytes,
+        })
+    }
+}
+
+impl Layout for Hpda {
+    fn name(&self) -> String {
+        "hpda".into()
+    }
+    fn members(&self) -> usize {
+        self.ssds.len() + 2
+    }
+    fn chunk_bytes(&self) -> u64 {
+        self.chunk
+    }
+    fn stripe_count(&self) -> u64 {
+        self.rows
+    }
+    fn data_per_stripe(&self) -> usize {
+        self.ssds.len()
+    }
+    fn redundancy(&self) -> Redundancy {
+        Redundancy::Parity { count: 1 }
+    }
+    fn stripe(&self, s: u64) -> Stripe {
+        let off = s * self.chunk;
+        Stripe {
+            index: s,
+            data: self
+                .ssds
+                .iter()
+                .map(|&m| ChunkLoc {
+                    member: m,
+                    offset: off,
+                })
+                .collect(),
+            parity: vec![ChunkLoc {
+                member: self.hdd1,
+                offset: off,
+            }],
+            mirrors: vec![],
+        }
+    }
+    fn log_regions(&self) -> Vec<LogRegion> {
+        vec![
+            LogRegion {
+                member: self.hdd1,
+                offset: self.rows * self.chunk,
+                length: self.log_bytes,
+            },
+            LogRegion {
+                member: self.hdd2,
+                offset: 0,
+                length: self.log_bytes,
+            },
+        ]
+    }
+}

@@ -1,0 +1,337 @@
+//! Layouts: pure maps from logical chunks to (member, member offset).
+//!
+//! Every layout is described as a sequence of *stripes* (redundancy groups): the
+//! data chunks in logical order, their parity chunks (P, then Q) and, for mirrored
+//! layouts, the extra copies of each data chunk. The planner only ever looks at a
+//! layout through [`Layout`], so a new layout needs no planner change.
+
+mod classic;
+mod hpda;
+mod presets;
+mod raidh;
+mod raidx;
+mod s2;
+
+pub use classic::{ParityOrder, Raid0, Raid1, Raid10, Raid4, Raid5, Raid6};
+pub use hpda::{Hpda, LogRegion};
+pub use presets::{Permuted, Preset};
+pub use raidh::{swrr_cycle, RaidH};
+pub use raidx::{max_bundles, RaidX, RaidXLevel};
+pub use s2::{S2Raid10, S2Raid5};
+
+use crate::error::LayoutError;
+use crate::member::MemberKind;
+use crate::units::PAGE;
+use serde::Serialize;
+
+/// Most members one array may have (stripe column sets are 64-bit masks).
+pub const MAX_MEMBERS: usize = 64;
+
+/// One chunk's place: member index and byte offset in that member's data area.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct ChunkLoc {
+    #[serde(rename = "device")]
+    pub member: usize,
+    pub offset: u64,
+}
+
+/// What protects a stripe's data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Redundancy {
+    None,
+    /// Every data chunk has `copies` copies in all (data + mirrors).
+    Mirror {
+        copies: usize,
+    },
+    /// 1 = XOR parity (P), 2 = P + Q.
+    Parity {
+        count: usize,
+    },
+}
+
+impl Redundancy {
+    /// Member failures any stripe survives.
+    pub fn tolerance(self) -> usize {
+        match self {
+            Self::None => 0,
+            Self::Mirror { copies } => copies - 1,
+            Self::Parity { count } => count,
+        }
+    }
+}
+
+/// One redundancy group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Stripe {
+    #[serde(rename = "stripe")]
+    pub index: u64,
+    /// Data chunks in logical order.
+    pub data: Vec<ChunkLoc>,
+    /// P, then Q.
+    pub parity: Vec<ChunkLoc>,
+    /// For each data chunk, its extra copies (empty for parity layouts).
+    pub mirrors: Vec<Vec<ChunkLoc>>,
+}
+
+impl Stripe {
+    /// Every chunk of the stripe.
+    pub fn all(&self) -> impl Iterator<Item = ChunkLoc> + '_ {
+        self.data
+            .iter()
+            .chain(self.parity.iter())
+            .chain(self.mirrors.iter().flatten())
+            .copied()
+    }
+}
+
+/// A layout: geometry only. Implementations are cheap to query and deterministic.
+pub trait Layout: Send + Sync + std::fmt::Debug {
+    /// Canonical name (`raid5`, `raidh`, `s2raid5`, ...).
+    fn name(&self) -> String;
+    fn members(&self) -> usize;
+    fn chunk_bytes(&self) -> u64;
+    fn stripe_count(&self) -> u64;
+    /// Data chunks per stripe (constant for a layout).
+    fn data_per_stripe(&self) -> usize;
+    fn redundancy(&self) -> Redundancy;
+    /// Geometry of stripe `s < stripe_count()`.
+    fn stripe(&self, s: u64) -> Stripe;
+
+    /// Logical chunk -> (stripe, data index). Default: stripes hold consecutive chunks.
+    fn locate_chunk(&self, logical_chunk: u64) -> (u64, usize) {
+        let k = self.data_per_stripe() as u64;
+        (logical_chunk / k, (logical_chunk % k) as usize)
+    }
+
+    /// Inverse of [`Layout::locate_chunk`].
+    fn logical_chunk(&self, stripe: u64, data_index: usize) -> u64 {
+        stripe * self.data_per_stripe() as u64 + data_index as u64
+    }
+
+    fn capacity_bytes(&self) -> u64 {
+        self.stripe_count() * self.data_per_stripe() as u64 * self.chunk_bytes()
+    }
+
+    /// RAIDX: number of bundles allocated.
+    fn bundles(&self) -> Option<u64> {
+        None
+    }
+
+    /// HPDA: the mirrored log regions.
+    fn log_regions(&self) -> Vec<LogRegion> {
+        Vec::new()
+    }
+
+    /// Spare space: where the lost chunk `lost` is rebuilt when redirected to spare
+    /// slot `slot` on member `target`; `None` when the layout reserves no spare space
+    /// (then rebuilds go to a replacement member in place).
+    fn spare_location(&self, _lost: ChunkLoc, _target: usize, _slot: usize) -> Option<ChunkLoc> {
+        None
+    }
+
+    /// Spare slots per member (0 = none).
+    fn spare_slots(&self) -> usize {
+        0
+    }
+}
+
+/// Which layout, with its own parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LayoutKind {
+    Raid0,
+    Raid1,
+    Raid10 {
+        copies: usize,
+    },
+    Raid4,
+    Raid5 {
+        order: ParityOrder,
+    },
+    Raid6,
+    RaidH {
+        weights: Vec<u64>,
+    },
+    S2Raid5 {
+        group: usize,
+        partitions: Option<usize>,
+        spare_partitions: usize,
+    },
+    S2Raid10 {
+        partitions: Option<usize>,
+    },
+    RaidX {
+        chunks_per_bundle: usize,
+        level: Option<RaidXLevel>,
+    },
+    Hpda,
+    Preset(Preset),
+}
+
+impl LayoutKind {
+    /// Parse a layout name (parameters come from [`LayoutSpec`]'s other fields).
+    pub fn names() -> &'static [&'static str] {
+        &[
+            "raid0", "raid1", "raid10", "raid4", "raid5", "raid6", "raidh", "s2raid5", "s2raid10",
+            "raidx", "hpda", "raid4s", "raid4n", "raid5s", "raidf5", "raide", "raid5nss",
+        ]
+    }
+}
+
+/// Everything needed to build a layout.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayoutSpec {
+    pub kind: LayoutKind,
+    pub chunk_bytes: u64,
+    /// Data-area size of each member in bytes (defines the member count).
+    pub sizes: Vec<u64>,
+    /// Member kinds (for presets, HPDA and the cost policy); empty = all HDD.
+    pub kinds: Vec<MemberKind>,
+}
+
+impl LayoutSpec {
+    /// Member kinds, defaulting to all HDD.
+    pub fn kinds_or_default(&self) -> Vec<MemberKind> {
+        if self.kinds.is_empty() {
+            vec![MemberKind::Hdd; self.sizes.len()]
+        } else {
+            self.kinds.clone()
+        }
+    }
+}
+
+/// Chunks of `chunk` bytes that fit in the smallest member.
+pub(crate) fn min_chunks(sizes: &[u64], chunk: u64) -> u64 {
+    sizes.iter().copied().min().unwrap_or(0) / chunk
+}
+
+pub(crate) fn need_members(layout: &str, got: usize, min: usize) -> Result<(), LayoutError> {
+    if got < min {
+        return Err(LayoutError::TooFewMembers {
+            layout: layout.to_string(),
+            min,
+            got,
+        });
+    }
+    Ok(())
+}
+
+/// Build a layout from its spec, validating every parameter.
+pub fn build(spec: &LayoutSpec) -> Result<Box<dyn Layout>, LayoutError> {
+    let n = spec.sizes.len();
+    let c = spec.chunk_bytes;
+    if c == 0 || c % PAGE != 0 {
+        return Err(LayoutError::BadChunk(c));
+    }
+    if n > MAX_MEMBERS {
+        return Err(LayoutError::TooManyMembers {
+            max: MAX_MEMBERS,
+            got: n,
+        });
+    }
+    if !spec.kinds.is_empty() && spec.kinds.len() != n {
+        return Err(LayoutError::CountMismatch {
+            what: "--kinds".into(),
+            got: spec.kinds.len(),
+            members: n,
+        });
+    }
+    let sizes = &spec.sizes;
+    let layout: Box<dyn Layout> = match &spec.kind {
+        LayoutKind::Raid0 => Box::new(Raid0::new(sizes, c)?),
+        LayoutKind::Raid1 => Box::new(Raid1::new(sizes, c)?),
+        LayoutKind::Raid10 { copies } => Box::new(Raid10::new(sizes, c, *copies)?),
+        LayoutKind::Raid4 => Box::new(Raid4::new(sizes, c)?),
+        LayoutKind::Raid5 { order } => Box::new(Raid5::new(sizes, c, *order)?),
+        LayoutKind::Raid6 => Box::new(Raid6::new(sizes, c)?),
+        LayoutKind::RaidH { weights } => Box::new(RaidH::new(sizes, c, weights)?),
+        LayoutKind::S2Raid5 {
+            group,
+            partitions,
+            spare_partitions,
+        } => Box::new(S2Raid5::new(
+            sizes,
+            c,
+            *group,
+            *partitions,
+            *spare_partitions,
+        )?),
+        LayoutKind::S2Raid10 { partitions } => Box::new(S2Raid10::new(sizes, c, *partitions)?),
+        LayoutKind::RaidX {
+            chunks_per_bundle,
+            level,
+        } => Box::new(RaidX::new(sizes, c, *chunks_per_bundle, *level)?),
+        LayoutKind::Hpda => Box::new(Hpda::new(sizes, c, &spec.kinds_or_default())?),
+        LayoutKind::Preset(p) => p.build(sizes, c, &spec.kinds_or_default())?,
+    };
+    Ok(layout)
+}
+
+/// Parse a layout name plus the generic options the CLI passes along.
+#[allow(clippy::too_many_arguments)]
+pub fn parse_kind(
+    name: &str,
+    weights: Option<Vec<u64>>,
+    order: Option<&str>,
+    copies: Option<usize>,
+    group: Option<usize>,
+    partitions: Option<usize>,
+    spare_partitions: usize,
+    chunks_per_bundle: Option<usize>,
+    raidx_level: Option<&str>,
+) -> Result<LayoutKind, LayoutError> {
+    let has_weights = weights.is_some();
+    let lname = name.to_ascii_lowercase().replace(['-', '_', '²'], "");
+    let kind = match lname.as_str() {
+        "raid0" => LayoutKind::Raid0,
+        "raid1" => LayoutKind::Raid1,
+        "raid10" => LayoutKind::Raid10 {
+            copies: copies.unwrap_or(2),
+        },
+        "raid4" => LayoutKind::Raid4,
+        "raid5" => LayoutKind::Raid5 {
+            order: ParityOrder::parse(order.unwrap_or("left-symmetric"))?,
+        },
+        "raid6" => LayoutKind::Raid6,
+        "raidh" => LayoutKind::RaidH {
+            weights: weights.ok_or_else(|| {
+                LayoutError::Invalid(
+                    "raidh needs --weights w0,w1,... with one parity weight per member".into(),
+                )
+            })?,
+        },
+        "s2raid5" | "sraid5" => LayoutKind::S2Raid5 {
+            group: group.ok_or_else(|| {
+                LayoutError::Invalid("s2raid5 needs --group G (a prime, e.g. 3)".into())
+            })?,
+            partitions,
+            spare_partitions,
+        },
+        "s2raid10" | "sraid10" => LayoutKind::S2Raid10 { partitions },
+        "raidx" => {
+            let c = chunks_per_bundle.ok_or_else(|| {
+                LayoutError::Invalid("raidx needs --chunks-per-bundle c (1 or more)".into())
+            })?;
+            let level = raidx_level.map(RaidXLevel::parse).transpose()?;
+            LayoutKind::RaidX {
+                chunks_per_bundle: c,
+                level,
+            }
+        }
+        "hpda" => LayoutKind::Hpda,
+        other => match Preset::parse(other) {
+            Some(p) => LayoutKind::Preset(p),
+            None => {
+                return Err(LayoutError::Invalid(format!(
+                    "layout '{name}' is unknown; choose one of {}",
+                    LayoutKind::names().join(", ")
+                )))
+            }
+        },
+    };
+    if has_weights && !matches!(kind, LayoutKind::RaidH { .. }) {
+        return Err(LayoutError::Invalid(format!(
+            "--weights applies to raidh only, not to '{name}'"
+        )));
+    }
+    Ok(kind)
+}

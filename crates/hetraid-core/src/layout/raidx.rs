@@ -1,0 +1,284 @@
+//! RAIDX (SPEC §10): bundles of c chunks, at most one per member, anywhere on that
+//! member, so members of different sizes are used in full.
+
+use super::{ChunkLoc, Layout, Redundancy, Stripe};
+use crate::error::LayoutError;
+
+/// Redundancy inside a bundle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RaidXLevel {
+    X0,
+    X1,
+    X5,
+    X6,
+    X10,
+}
+
+impl RaidXLevel {
+    pub fn parse(s: &str) -> Result<Self, LayoutError> {
+        match s.trim() {
+            "0" => Ok(Self::X0),
+            "1" => Ok(Self::X1),
+            "5" => Ok(Self::X5),
+            "6" => Ok(Self::X6),
+            "10" => Ok(Self::X10),
+            _ => Err(LayoutError::Invalid(format!(
+                "--raidx-level '{s}' is unknown; use 0, 1, 5, 6 or 10"
+            ))),
+        }
+    }
+
+    pub fn min_chunks(self) -> usize {
+        match self {
+            Self::X0 => 1,
+            Self::X1 => 2,
+            Self::X5 => 3,
+            Self::X6 | Self::X10 => 4,
+        }
+    }
+
+    pub fn number(self) -> u32 {
+        match self {
+            Self::X0 => 0,
+            Self::X1 => 1,
+            Self::X5 => 5,
+            Self::X6 => 6,
+            Self::X10 => 10,
+        }
+    }
+
+    fn default_for(c: usize) -> Self {
+        match c {
+            1 => Self::X0,
+            2 => Self::X1,
+            _ => Self::X5,
+        }
+    }
+}
+
+/// The largest number of bundles of `c` chunks on distinct members that members of
+/// `sizes` chunks can hold: the largest B with sum(min(s_i, B)) >= c*B (a member can
+/// give at most one chunk per bundle).
+pub fn max_bundles(sizes: &[u64], c: usize) -> u64 {
+    if c == 0 || sizes.len() < c {
+        return 0;
+    }
+    let c = c as u64;
+    let (mut lo, mut hi) = (0u64, sizes.iter().sum::<u64>() / c);
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        let cap: u64 = sizes.iter().map(|&s| s.min(mid)).sum();
+        if cap >= c * mid {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    lo
+}
+
+/// Most bundles one table may hold (the table is materialised in memory).
+pub const MAX_BUNDLES: u64 = 64 << 20;
+
+#[derive(Debug, Clone)]
+pub struct RaidX {
+    n: usize,
+    c: usize,
+    chunk: u64,
+    level: RaidXLevel,
+    /// bundles * c entries: bundle b's chunks, members ascending.
+    table: Vec<ChunkLoc>,
+}
+
+impl RaidX {
+    pub fn new(
+        sizes: &[u64],
+        chunk: u64,
+        c: usize,
+        level: Option<RaidXLevel>,
+    ) -> Result<Self, LayoutError> {
+        if c == 0 {
+            return Err(LayoutError::Invalid(
+                "--chunks-per-bundle must be at least 1".into(),
+            ));
+        }
+        let level = level.unwrap_or(RaidXLevel::default_for(c));
+        if c < level.min_chunks() {
+            return Err(LayoutError::Invalid(format!(
+                "RAIDX{} needs at least {} chunks per bundle, got {c}",
+                level.number(),
+                level.min_chunks()
+            )));
+        }
+        if level == RaidXLevel::X10 && c % 2 != 0 {
+            return Err(LayoutError::Invalid(format!(
+                "RAIDX10 needs an even number of chunks per bundle, got {c}"
+            )));
+        }
+        super::need_members("raidx", sizes.len(), c)?;
+        let chunks: Vec<u64> = sizes.iter().map(|s| s / chunk).collect();
+        let target = max_bundles(&chunks, c);
+        if target > MAX_BUNDLES {
+            return Err(LayoutError::Invalid(format!(
+                "{target} bundles exceed the {MAX_BUNDLES} limit of the in-memory table; use a larger chunk"
+            )));
+        }
+        if target == 0 {
+            return Err(LayoutError::Invalid(format!(
+                "the members cannot hold a single bundle of {c} chunks of {chunk} bytes; use larger members or a smaller chunk"
+            )));
+        }
+        let table = allocate(&chunks, c, target, chunk);
+        Ok(Self {
+            n: sizes.len(),
+            c,
+            chunk,
+            level,
+            table,
+        })
+    }
+
+    pub fn level(&self) -> RaidXLevel {
+        self.level
+    }
+
+    /// bundle -> its chunks (members ascending).
+    pub fn bundle(&self, b: u64) -> &[ChunkLoc] {
+        let i = b as usize * self.c;
+        &self.table[i..i + self.c]
+    }
+}
+
+/// Greedy: each bundle takes the c members with the most free chunks (ties: lowest
+/// index). Taking from the fullest members first keeps the largest ones from being
+/// left alone, and reaches `max_bundles` (checked against brute force in tests).
+fn allocate(chunks: &[u64], c: usize, bundles: u64, chunk: u64) -> Vec<ChunkLoc> {
+    let n = chunks.len();
+    let mut free = chunks.to_vec();
+    let mut next = vec![0u64; n];
+    let mut table = Vec::with_capacity(bundles as usize * c);
+    let mut idx: Vec<usize> = (0..n).collect();
+    for _ in 0..bundles {
+        idx.sort_by(|&a, &b| free[b].cmp(&free[a]).then(a.cmp(&b)));
+        let mut pick: Vec<usize> = idx[..c].to_vec();
+        pick.sort_unstable();
+        for &m in &pick {
+            debug_assert!(free[m] > 0, "allocator ran past a member's end");
+            table.push(ChunkLoc {
+                member: m,
+                offset: next[m] * chunk,
+            });
+            next[m] += 1;
+            free[m] -= 1;
+        }
+    }
+    table
+}
+
+impl Layout for RaidX {
+    fn name(&self) -> String {
+        "raidx".into()
+    }
+    fn members(&self) -> usize {
+        self.n
+    }
+    fn chunk_bytes(&self) -> u64 {
+        self.chunk
+    }
+    fn stripe_count(&self) -> u64 {
+        (self.table.len() / self.c) as u64
+    }
+    fn data_per_stripe(&self) -> usize {
+        match self.level {
+            RaidXLevel::X0 => self.c,
+            RaidXLevel::X1 => 1,
+            RaidXLevel::X5 => self.c - 1,
+            RaidXLevel::X6 => self.c - 2,
+            RaidXLevel::X10 => self.c / 2,
+        }
+    }
+    fn redundancy(&self) -> Redundancy {
+        match self.level {
+            RaidXLevel::X0 => Redundancy::None,
+            RaidXLevel::X1 => Redundancy::Mirror { copies: self.c },
+            RaidXLevel::X5 => Redundancy::Parity { count: 1 },
+            RaidXLevel::X6 => Redundancy::Parity { count: 2 },
+            RaidXLevel::X10 => Redundancy::Mirror { copies: 2 },
+        }
+    }
+    fn bundles(&self) -> Option<u64> {
+        Some(self.stripe_count())
+    }
+    fn stripe(&self, s: u64) -> Stripe {
+        let b = self.bundle(s);
+        let c = self.c;
+        let (data, parity, mirrors) = match self.level {
+            RaidXLevel::X0 => (b.to_vec(), vec![], vec![]),
+            RaidXLevel::X1 => (vec![b[0]], vec![], vec![b[1..].to_vec()]),
+            RaidXLevel::X5 => {
+                let p = c - 1 - (s % c as u64) as usize;
+                (
+                    b.iter()
+                        .enumerate()
+                        .filter(|(i, _)| *i != p)
+                        .map(|(_, l)| *l)
+                        .collect(),
+                    vec![b[p]],
+                    vec![],
+                )
+            }
+            RaidXLevel::X6 => {
+                let p = c - 1 - (s % c as u64) as usize;
+                let q = (p + 1) % c;
+                let data = (0..c - 2).map(|i| b[(q + 1 + i) % c]).collect();
+                (data, vec![b[p], b[q]], vec![])
+            }
+            RaidXLevel::X10 => (
+                (0..c / 2).map(|i| b[2 * i]).collect(),
+                vec![],
+                (0..c / 2).map(|i| vec![b[2 * i + 1]]).collect(),
+            ),
+        };
+        Stripe {
+            index: s,
+            data,
+            parity,
+            mirrors,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GB: u64 = 1 << 30;
+
+    #[test]
+    fn paper_capacity_example() {
+        // 4 x 148.5, 139.2, 297.5, 74 GB in chunks of 0.1 GB (keeps counts small).
+        let unit = GB / 10 / 4096 * 4096;
+        let sizes: Vec<u64> = [1485u64, 1485, 1485, 1485, 1392, 2975, 740]
+            .iter()
+            .map(|s| s * unit)
+            .collect();
+        let chunks: Vec<u64> = sizes.iter().map(|s| s / unit).collect();
+        let raw: u64 = chunks.iter().sum();
+        for c in [2usize, 3] {
+            assert_eq!(
+                max_bundles(&chunks, c) * c as u64,
+                raw - raw % c as u64,
+                "c = {c} uses every chunk"
+            );
+        }
+        // c = 4: the 297.5 GB disk can only join as many bundles as there are.
+        let b4 = max_bundles(&chunks, 4);
+        assert_eq!(b4 * 4, 10760, "c = 4 places 1076 GB as published");
+        // A classic 7-wide array: 7 x the smallest.
+        assert_eq!(7 * 74, 518);
+        // 1 TB + 2 x 250 GB at c = 2: 500 GB of bundles at most.
+        assert_eq!(max_bundles(&[1000, 250, 250], 2), 500);
+        let l = RaidX::new(&sizes, unit, 3, Some(RaidXLevel::X0)).unwrap();
+        assert_eq!(l.stripe_count(), max_bundles(&chunks, 3));
+    }
+}

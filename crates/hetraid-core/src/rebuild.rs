@@ -1,0 +1,265 @@
+//! Rebuild and scrub plans, and the rebuild scheduler that groups stripes into
+//! streams sharing no member, so they can run in parallel (S2-RAID yields one
+//! stream per affected subRAID; classic RAID5 one stream).
+
+use crate::error::PlanError;
+use crate::layout::Layout;
+use crate::plan::{low_bits, ArrayState, ColSet, Mode, Planner, RowRun, Strategy, StripePlan};
+use crate::units::PAGE;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+impl Planner<'_> {
+    fn full_run(
+        &self,
+        mode: Mode,
+        strategy: Strategy,
+        read: ColSet,
+        write: ColSet,
+        lost: ColSet,
+    ) -> RowRun {
+        RowRun {
+            page: 0,
+            pages: (self.layout.chunk_bytes() / PAGE) as u32,
+            mode,
+            strategy,
+            read,
+            write,
+            lost,
+        }
+    }
+
+    /// Plan rebuilding stripe `s`'s chunks that live on `rebuilding` members (which
+    /// `state` must not count as available for `s`). `redirect = Some((member,
+    /// slot))` writes the rebuilt chunk into that member's spare slot instead of in
+    /// place. Returns None when the stripe has nothing on those members.
+    pub fn rebuild_stripe(
+        &self,
+        s: u64,
+        state: &ArrayState,
+        rebuilding: &[usize],
+        redirect: Option<(usize, usize)>,
+    ) -> Result<Option<StripePlan>, PlanError> {
+        let (mut cols, k, pc) = self.columns(s);
+        let mut lost = ColSet::default();
+        let mut failed = ColSet::default();
+        for (c, col) in cols.iter().enumerate() {
+            if !state.available(col.loc.member, s) {
+                failed.insert(c);
+                if rebuilding.contains(&col.loc.member) {
+                    lost.insert(c);
+                }
+            }
+        }
+        if lost.is_empty() {
+            return Ok(None);
+        }
+        let data_lost = |f: ColSet| PlanError::DataLost {
+            stripe: s,
+            failed: f.iter().map(|c| cols[c].loc.member).collect(),
+        };
+        let mut read = ColSet::default();
+        if pc > 0 {
+            let data = ColSet(low_bits(k));
+            let lost_data = ColSet(failed.0 & data.0).len();
+            let mut par = ColSet::default();
+            for c in k..k + pc {
+                if par.len() < lost_data && !failed.contains(c) {
+                    par.insert(c);
+                }
+            }
+            if par.len() < lost_data {
+                return Err(data_lost(failed));
+            }
+            read = data.minus(failed).union(par);
+        } else {
+            for c in lost.iter() {
+                let i = match cols[c].role {
+                    crate::plan::Role::Data(i) | crate::plan::Role::Copy(i) => i,
+                    _ => unreachable!("mirror stripes have no parity"),
+                };
+                let src = std::iter::once(i)
+                    .chain(
+                        cols.iter()
+                            .enumerate()
+                            .filter(|(_, x)| x.role == crate::plan::Role::Copy(i))
+                            .map(|(j, _)| j),
+                    )
+                    .find(|j| !failed.contains(*j))
+                    .ok_or_else(|| data_lost(failed))?;
+                read.insert(src);
+            }
+        }
+        if let Some((target, slot)) = redirect {
+            for c in lost.iter() {
+                let loc = self
+                    .layout
+                    .spare_location(cols[c].loc, target, slot)
+                    .ok_or_else(|| {
+                        PlanError::Invalid(format!(
+                            "member {target} has no spare slot {slot} for stripe {s}"
+                        ))
+                    })?;
+                cols[c].loc = loc;
+            }
+        }
+        let run = self.full_run(Mode::Rebuild, Strategy::Rebuild, read, lost, lost);
+        Ok(Some(StripePlan {
+            stripe: s,
+            columns: cols,
+            data_count: k,
+            parity_count: pc,
+            runs: vec![run],
+            pieces: vec![],
+        }))
+    }
+
+    /// Plan a scrub of stripe `s`: read every live column; `repair` lists the
+    /// redundancy columns (P, Q, copies) a mismatch rewrites. None when the stripe
+    /// has no redundancy left to check.
+    pub fn scrub_stripe(&self, s: u64, state: &ArrayState, repair: bool) -> Option<StripePlan> {
+        let (cols, k, pc) = self.columns(s);
+        let mut read = ColSet::default();
+        for (c, col) in cols.iter().enumerate() {
+            if state.available(col.loc.member, s) {
+                read.insert(c);
+            }
+        }
+        let redundant = ColSet(read.0 & !low_bits(k));
+        // Parity: every column must be present to check; mirrors: two copies.
+        let checkable = if pc > 0 {
+            read.len() == cols.len()
+        } else {
+            !redundant.is_empty()
+        };
+        if !checkable {
+            return None;
+        }
+        let write = if repair { redundant } else { ColSet::default() };
+        let run = self.full_run(Mode::Scrub, Strategy::Scrub, read, write, ColSet::default());
+        Some(StripePlan {
+            stripe: s,
+            columns: cols,
+            data_count: k,
+            parity_count: pc,
+            runs: vec![run],
+            pieces: vec![],
+        })
+    }
+}
+
+/// One group of stripes whose rebuild reads a member set disjoint from every other
+/// stream's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RebuildStream {
+    pub stripes: Vec<u64>,
+    /// Members read by this stream.
+    pub read_members: Vec<usize>,
+    /// Spare target (member, slot) when rebuilding into spare space.
+    pub target: Option<(usize, usize)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RebuildSchedule {
+    pub streams: Vec<RebuildStream>,
+}
+
+impl RebuildSchedule {
+    pub fn stripe_count(&self) -> usize {
+        self.streams.iter().map(|s| s.stripes.len()).sum()
+    }
+}
+
+fn find(parent: &mut [usize], x: usize) -> usize {
+    let mut r = x;
+    while parent[r] != r {
+        r = parent[r];
+    }
+    let mut y = x;
+    while parent[y] != r {
+        let next = parent[y];
+        parent[y] = r;
+        y = next;
+    }
+    r
+}
+
+/// Group the rebuild of `rebuilding` members into streams that share no member.
+/// With `to_spare` (and a layout that reserves spare slots) each stream gets its
+/// own spare target outside its read set.
+pub fn schedule(
+    layout: &dyn Layout,
+    state: &ArrayState,
+    rebuilding: &[usize],
+    to_spare: bool,
+) -> Result<RebuildSchedule, PlanError> {
+    for &m in rebuilding {
+        if m >= layout.members() {
+            return Err(PlanError::NoSuchMember(m));
+        }
+    }
+    let planner = Planner::new(layout, crate::plan::WritePolicy::Md, vec![]);
+    // Stripes grouped by the member set their rebuild reads.
+    let mut groups: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    for s in 0..layout.stripe_count() {
+        if let Some(sp) = planner.rebuild_stripe(s, state, rebuilding, None)? {
+            let mut mask = 0u64;
+            for c in sp.runs[0].read.iter() {
+                mask |= 1 << sp.columns[c].loc.member;
+            }
+            groups.entry(mask).or_default().push(s);
+        }
+    }
+    // Union groups whose member sets intersect (union-find over members).
+    let n = layout.members();
+    let mut parent: Vec<usize> = (0..n).collect();
+    for &mask in groups.keys() {
+        let ms: Vec<usize> = (0..n).filter(|m| mask >> m & 1 == 1).collect();
+        for w in ms.windows(2) {
+            let (a, b) = (find(&mut parent, w[0]), find(&mut parent, w[1]));
+            parent[a] = b;
+        }
+    }
+    let mut streams: BTreeMap<usize, (u64, Vec<u64>)> = BTreeMap::new();
+    for (mask, stripes) in groups {
+        let root = if mask == 0 {
+            usize::MAX
+        } else {
+            find(&mut parent, mask.trailing_zeros() as usize)
+        };
+        let e = streams.entry(root).or_default();
+        e.0 |= mask;
+        e.1.extend(stripes);
+    }
+    let mut out: Vec<RebuildStream> = streams
+        .into_values()
+        .map(|(mask, mut stripes)| {
+            stripes.sort_unstable();
+            RebuildStream {
+                stripes,
+                read_members: (0..n).filter(|m| mask >> m & 1 == 1).collect(),
+                target: None,
+            }
+        })
+        .collect();
+    out.sort_by_key(|s| s.stripes[0]);
+    if to_spare && layout.spare_slots() > 0 {
+        let used: u64 = out
+            .iter()
+            .flat_map(|s| s.read_members.iter())
+            .fold(0, |a, m| a | 1 << m);
+        let mut slots_used = vec![0usize; n];
+        for st in out.iter_mut() {
+            let ok = |m: usize| {
+                !st.read_members.contains(&m) && !rebuilding.contains(&m) && state.available(m, 0)
+            };
+            let pick = (0..n)
+                .filter(|&m| ok(m) && slots_used[m] < layout.spare_slots())
+                .min_by_key(|&m| (used >> m & 1, slots_used[m], m))
+                .ok_or_else(|| PlanError::Invalid("no member has a free spare slot for every rebuild stream; reserve more spare partitions".into()))?;
+            st.target = Some((pick, slots_used[pick]));
+            slots_used[pick] += 1;
+        }
+    }
+    Ok(RebuildSchedule { streams: out })
+}

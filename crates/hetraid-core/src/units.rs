@@ -1,0 +1,74 @@
+//! Sizes: the 4 KiB page that parity decisions are made on, and `64K`-style parsing.
+
+/// Parity decisions are made per 4 KiB page row, like Linux MD.
+pub const PAGE: u64 = 4096;
+
+/// Parse `4096`, `4K`, `64k`, `1M`, `2G`, `1T` (binary multiples, optional `B`/`iB`).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let t = t
+        .strip_suffix("iB")
+        .or_else(|| t.strip_suffix('B'))
+        .unwrap_or(t);
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m: u64 = match c.to_ascii_uppercase() {
+                'K' => 1 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                'T' => 1 << 40,
+                _ => return Err(format!("size '{s}' has an unknown unit; use K, M, G or T")),
+            };
+            (&t[..i], m)
+        }
+        _ => (t, 1),
+    };
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size; write it like 4096, 64K, 1M or 2G"))?;
+    if !(n >= 0.0) || !n.is_finite() {
+        return Err(format!("size '{s}' must be a non-negative number"));
+    }
+    let v = n * mult as f64;
+    if v > u64::MAX as f64 / 2.0 || v.fract() != 0.0 {
+        return Err(format!(
+            "size '{s}' is not a whole number of bytes below 2^63"
+        ));
+    }
+    Ok(v as u64)
+}
+
+/// `65536` -> `64K`, for tables.
+pub fn format_size(b: u64) -> String {
+    for (unit, m) in [
+        ("T", 1u64 << 40),
+        ("G", 1 << 30),
+        ("M", 1 << 20),
+        ("K", 1 << 10),
+    ] {
+        if b >= m && b % m == 0 {
+            return format!("{}{unit}", b / m);
+        }
+    }
+    format!("{b}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("4K"), Ok(4096));
+        assert_eq!(parse_size("64k"), Ok(65536));
+        assert_eq!(parse_size("1M"), Ok(1 << 20));
+        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
+        assert_eq!(parse_size("1.5K"), Ok(1536));
+        assert_eq!(parse_size("123"), Ok(123));
+        assert!(parse_size("x").is_err());
+        assert!(parse_size("4Q").is_err());
+        assert!(parse_size("-1").is_err());
+        assert!(parse_size("").is_err());
+        assert_eq!(format_size(65536), "64K");
+        assert_eq!(format_size(1000), "1000");
+    }
+}
