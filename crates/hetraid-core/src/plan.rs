@@ -732,7 +732,7 @@ impl<'a> Planner<'a> {
         let rmw_ok = written.0 & failed.0 == 0;
         let rcw_ok = not_full.0 & failed.0 == 0;
         let use_rmw = match (rmw_ok, rcw_ok) {
-            (true, true) => self.prefer_rmw(sp, rmw_reads, rcw_reads),
+            (true, true) => self.prefer_rmw(sp, rmw_reads, rcw_reads, write),
             (true, false) => true,
             (false, true) => false,
             (false, false) => {
@@ -762,25 +762,37 @@ impl<'a> Planner<'a> {
         })
     }
 
-    fn prefer_rmw(&self, sp: &StripePlan, rmw: ColSet, rcw: ColSet) -> bool {
+    fn prefer_rmw(&self, sp: &StripePlan, rmw: ColSet, rcw: ColSet, write: ColSet) -> bool {
         let (a, b) = (rmw.len(), rcw.len());
         match self.policy {
             WritePolicy::Md => a < b,
             WritePolicy::Modthresh => a <= b + 1,
             WritePolicy::RmwAlways => true,
             WritePolicy::Cost => {
-                let cost = |set: ColSet| {
-                    let times: Vec<u64> = set
-                        .iter()
-                        .map(|c| {
-                            let m = sp.columns[c].loc.member;
-                            self.service.get(m).map_or(PAGE, |sv| sv.service_ns(PAGE))
-                        })
-                        .collect();
-                    (
-                        times.iter().copied().max().unwrap_or(0),
-                        times.iter().sum::<u64>(),
-                    )
+                // Estimated cost of a row = total member busy time (what limits
+                // throughput under load) + the slowest member (latency). A member
+                // read and then written at the same place positions once: the
+                // write follows the read (a rotation on a disk, nothing on flash).
+                let cost = |reads: ColSet| {
+                    let mut busy: Vec<(usize, u64, u64)> = Vec::new(); // (member, ops, ns)
+                    for c in reads.iter().chain(write.iter()) {
+                        let m = sp.columns[c].loc.member;
+                        let sv = self
+                            .service
+                            .get(m)
+                            .copied()
+                            .unwrap_or(crate::member::MemberKind::Hdd.default_service());
+                        let xfer = sv.service_ns(PAGE) - sv.position_ns;
+                        match busy.iter_mut().find(|b| b.0 == m) {
+                            Some(b) => {
+                                b.1 += 1;
+                                b.2 += xfer;
+                            }
+                            None => busy.push((m, 1, sv.position_ns + xfer)),
+                        }
+                    }
+                    let total: u64 = busy.iter().map(|b| b.2).sum();
+                    total + busy.iter().map(|b| b.2).max().unwrap_or(0)
                 };
                 cost(rmw) <= cost(rcw)
             }

@@ -1,0 +1,478 @@
+//! The DESIGN.md invariants, for every layout, with proptest (failing cases are
+//! printed and their seeds persisted under proptest-regressions/ for replay).
+
+use hetraid_core::exec::MemArray;
+use hetraid_core::layout::{
+    build, max_bundles, swrr_cycle, LayoutKind, LayoutSpec, ParityOrder, Preset, RaidXLevel,
+    S2Raid5,
+};
+use hetraid_core::plan::{ArrayState, MemberState, Planner, Request, WritePolicy};
+use hetraid_core::{Layout, MemberKind, Redundancy};
+use proptest::prelude::*;
+use std::collections::HashSet;
+
+const CHUNK: u64 = 8192;
+
+/// A small layout of every kind, members of a few chunks each.
+fn any_spec() -> impl Strategy<Value = LayoutSpec> {
+    let uniform = |kind: LayoutKind, n: usize| LayoutSpec {
+        kind,
+        chunk_bytes: CHUNK,
+        sizes: vec![CHUNK * 6; n],
+        kinds: vec![],
+    };
+    prop_oneof![
+        (1usize..6).prop_map(move |n| uniform(LayoutKind::Raid0, n)),
+        (2usize..5).prop_map(move |n| uniform(LayoutKind::Raid1, n)),
+        (2usize..7, 2usize..4)
+            .prop_filter("copies <= n", |(n, c)| c <= n)
+            .prop_map(move |(n, c)| uniform(LayoutKind::Raid10 { copies: c }, n)),
+        (2usize..7).prop_map(move |n| uniform(LayoutKind::Raid4, n)),
+        (2usize..7, 0usize..4).prop_map(move |(n, o)| {
+            let order = [
+                ParityOrder::LeftSymmetric,
+                ParityOrder::LeftAsymmetric,
+                ParityOrder::RightSymmetric,
+                ParityOrder::RightAsymmetric,
+            ][o];
+            uniform(LayoutKind::Raid5 { order }, n)
+        }),
+        (4usize..8).prop_map(move |n| uniform(LayoutKind::Raid6, n)),
+        proptest::collection::vec(0u64..4, 2..7)
+            .prop_filter("some weight", |w| w.iter().sum::<u64>() > 0)
+            .prop_map(move |w| uniform(LayoutKind::RaidH { weights: w.clone() }, w.len())),
+        (0usize..6, 3usize..6).prop_map(move |(p, n)| {
+            let preset = [
+                Preset::Raid4S,
+                Preset::Raid4N,
+                Preset::Raid5S,
+                Preset::RaidF5,
+                Preset::RaidE,
+                Preset::Raid5NSS,
+            ][p];
+            uniform(LayoutKind::Preset(preset), n.max(4))
+        }),
+        (0usize..2).prop_map(move |spare| LayoutSpec {
+            kind: LayoutKind::S2Raid5 {
+                group: 3,
+                partitions: None,
+                spare_partitions: spare
+            },
+            chunk_bytes: CHUNK,
+            sizes: vec![CHUNK * 12; 9],
+            kinds: vec![],
+        }),
+        (2usize..4).prop_map(move |m| uniform(LayoutKind::S2Raid10 { partitions: None }, 2 * m)),
+        (proptest::collection::vec(1u64..8, 3..6), 0usize..5).prop_map(move |(sz, l)| {
+            let (c, level) = [
+                (2, RaidXLevel::X1),
+                (3, RaidXLevel::X5),
+                (3, RaidXLevel::X0),
+                (4, RaidXLevel::X6),
+                (4, RaidXLevel::X10),
+            ][l];
+            let mut sizes: Vec<u64> = sz.iter().map(|s| s * CHUNK).collect();
+            while sizes.len() < c {
+                sizes.push(4 * CHUNK);
+            }
+            LayoutSpec {
+                kind: LayoutKind::RaidX {
+                    chunks_per_bundle: c,
+                    level: Some(level),
+                },
+                chunk_bytes: CHUNK,
+                sizes,
+                kinds: vec![],
+            }
+        }),
+        (2usize..4).prop_map(move |n| {
+            let mut sizes = vec![CHUNK * 6; n];
+            sizes.push(CHUNK * 10);
+            sizes.push(CHUNK * 4);
+            LayoutSpec {
+                kind: LayoutKind::Hpda,
+                chunk_bytes: CHUNK,
+                sizes,
+                kinds: vec![],
+            }
+        }),
+    ]
+}
+
+fn built(spec: &LayoutSpec) -> Box<dyn Layout> {
+    build(spec).unwrap_or_else(|e| panic!("{spec:?}: {e}"))
+}
+
+/// A deterministic byte pattern for request `seq`.
+fn pattern(seq: u64, len: usize) -> Vec<u8> {
+    let mut x = seq.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 192, ..ProptestConfig::default() })]
+
+    /// Every logical chunk has exactly one data place, no place holds two chunks,
+    /// no stripe has two chunks on one member, and everything fits in the members.
+    #[test]
+    fn layouts_are_bijections(spec in any_spec()) {
+        let l = built(&spec);
+        let mut seen: HashSet<(usize, u64)> = HashSet::new();
+        let k = l.data_per_stripe();
+        prop_assert!(l.stripe_count() > 0);
+        for s in 0..l.stripe_count() {
+            let st = l.stripe(s);
+            prop_assert_eq!(st.data.len(), k);
+            let mut members = HashSet::new();
+            for c in st.all() {
+                prop_assert!(members.insert(c.member), "stripe {} puts two chunks on member {}", s, c.member);
+                prop_assert!(seen.insert((c.member, c.offset)), "two chunks at member {} offset {}", c.member, c.offset);
+                prop_assert!(c.offset + l.chunk_bytes() <= spec.sizes[c.member]);
+                prop_assert_eq!(c.offset % l.chunk_bytes(), 0);
+            }
+            for i in 0..k {
+                let lc = l.logical_chunk(s, i);
+                prop_assert_eq!(l.locate_chunk(lc), (s, i));
+                prop_assert!(lc < l.stripe_count() * k as u64);
+            }
+        }
+    }
+
+    /// Random writes (normal and degraded) applied to an in-memory array read back
+    /// like a plain disk, scrub finds parity consistent, and a rebuild restores the
+    /// failed member byte for byte.
+    #[test]
+    fn plans_match_a_reference_disk(
+        spec in any_spec(),
+        ops in proptest::collection::vec((any::<u64>(), 1u64..40_000, any::<bool>()), 1..12),
+        fail_pick in any::<prop::sample::Index>(),
+        fail_at in 0usize..12,
+        policy in 0usize..4,
+    ) {
+        let l = built(&spec);
+        let n = l.members();
+        let cap = l.capacity_bytes();
+        let policy = [WritePolicy::Md, WritePolicy::Modthresh, WritePolicy::RmwAlways, WritePolicy::Cost][policy];
+        let kinds: Vec<MemberKind> = (0..n).map(|m| if m % 2 == 0 { MemberKind::Hdd } else { MemberKind::Ssd }).collect();
+        let planner = Planner::new(l.as_ref(), policy, kinds.iter().map(|k| k.default_service()).collect());
+        let mut arr = MemArray::new(&spec.sizes);
+        let mut reference = vec![0u8; cap as usize];
+        let mut state = ArrayState::healthy(n);
+        let tolerance = l.redundancy().tolerance();
+        let victim = fail_pick.index(n);
+        for (seq, (off, len, is_write)) in ops.iter().enumerate() {
+            if seq == fail_at && tolerance > 0 {
+                state.members[victim] = MemberState::Failed;
+                arr.failed[victim] = true;
+            }
+            let off = off % cap;
+            let len = (*len).min(cap - off);
+            if *is_write {
+                let mut data = pattern(seq as u64, len as usize);
+                let plan = planner.plan(&Request::write(off, len), &state).unwrap();
+                arr.execute(&plan, &mut data).map_err(|e| TestCaseError::fail(format!("write {off}+{len}: {e}")))?;
+                reference[off as usize..(off + len) as usize].copy_from_slice(&data);
+            } else {
+                let mut out = vec![0xeeu8; len as usize];
+                let plan = planner.plan(&Request::read(off, len), &state).unwrap();
+                arr.execute(&plan, &mut out).map_err(|e| TestCaseError::fail(format!("read {off}+{len}: {e}")))?;
+                prop_assert!(out == reference[off as usize..(off + len) as usize], "read {}+{} differs", off, len);
+            }
+        }
+        // Everything reads back, degraded or not.
+        let mut all = vec![0u8; cap as usize];
+        let plan = planner.plan(&Request::read(0, cap), &state).unwrap();
+        arr.execute(&plan, &mut all).map_err(TestCaseError::fail)?;
+        prop_assert!(all == reference, "full read differs from the reference");
+        // Rebuild a failed member onto a blank replacement, in place.
+        if state.members[victim] == MemberState::Failed {
+            arr.failed[victim] = false;
+            arr.members[victim].iter_mut().for_each(|b| *b = 0xa5);
+            for s in 0..l.stripe_count() {
+                if let Some(sp) = planner.rebuild_stripe(s, &state, &[victim], None).unwrap() {
+                    arr.execute_rebuild(&sp).map_err(TestCaseError::fail)?;
+                }
+            }
+            state.members[victim] = MemberState::InSync;
+            let plan = planner.plan(&Request::read(0, cap), &state).unwrap();
+            let mut again = vec![0u8; cap as usize];
+            arr.execute(&plan, &mut again).map_err(TestCaseError::fail)?;
+            prop_assert!(again == reference, "read after rebuild differs");
+        }
+        // Redundancy is consistent everywhere.
+        if l.redundancy() != Redundancy::None {
+            for s in 0..l.stripe_count() {
+                if let Some(sp) = planner.scrub_stripe(s, &state, false) {
+                    let bad = arr.execute_scrub(&sp).map_err(TestCaseError::fail)?;
+                    prop_assert_eq!(bad, 0, "stripe {} redundancy mismatch", s);
+                }
+            }
+        }
+    }
+
+    /// Any two failures of a RAID6 (and RAIDX6) stripe lose nothing.
+    #[test]
+    fn raid6_survives_any_two(n in 4usize..8, a in any::<prop::sample::Index>(), b in any::<prop::sample::Index>(), seed in any::<u64>()) {
+        let spec = LayoutSpec { kind: LayoutKind::Raid6, chunk_bytes: CHUNK, sizes: vec![CHUNK * 4; n], kinds: vec![] };
+        let l = built(&spec);
+        let cap = l.capacity_bytes();
+        let planner = Planner::new(l.as_ref(), WritePolicy::Md, vec![]);
+        let mut arr = MemArray::new(&spec.sizes);
+        let mut data = pattern(seed, cap as usize);
+        arr.execute(&planner.plan(&Request::write(0, cap), &ArrayState::healthy(n)).unwrap(), &mut data).unwrap();
+        let failed = [a.index(n), b.index(n)];
+        let state = ArrayState::with_failed(n, &failed);
+        failed.iter().for_each(|&f| arr.failed[f] = true);
+        // A degraded write, then a full read.
+        let mut w = pattern(seed ^ 1, 20_000);
+        let off = seed % (cap - 20_000);
+        arr.execute(&planner.plan(&Request::write(off, 20_000), &state).unwrap(), &mut w).unwrap();
+        data[off as usize..off as usize + 20_000].copy_from_slice(&w);
+        let mut out = vec![0u8; cap as usize];
+        arr.execute(&planner.plan(&Request::read(0, cap), &state).unwrap(), &mut out).unwrap();
+        prop_assert!(out == data);
+    }
+
+    /// RAIDH: over one cycle each member holds parity exactly in proportion to its weight.
+    #[test]
+    fn raidh_parity_is_proportional(w in proptest::collection::vec(0u64..6, 2..8)) {
+        prop_assume!(w.iter().sum::<u64>() > 0);
+        let cycle = swrr_cycle(&w);
+        for (d, wd) in w.iter().enumerate() {
+            prop_assert_eq!(cycle.iter().filter(|&&x| x == d).count() as u64, *wd);
+        }
+    }
+
+    /// RAIDX: the allocator reaches the brute-force maximum on small member sets.
+    #[test]
+    fn raidx_allocator_is_maximal(sizes in proptest::collection::vec(0u64..5, 2..5), c in 1usize..4) {
+        prop_assume!(sizes.len() >= c);
+        let best = brute_force_bundles(&sizes, c);
+        prop_assert_eq!(max_bundles(&sizes, c), best);
+        if best > 0 {
+            let l = built(&LayoutSpec {
+                kind: LayoutKind::RaidX { chunks_per_bundle: c, level: Some(RaidXLevel::X0) },
+                chunk_bytes: 4096,
+                sizes: sizes.iter().map(|s| s * 4096).collect(),
+                kinds: vec![],
+            });
+            prop_assert_eq!(l.stripe_count(), best);
+        }
+    }
+
+    /// S2-RAID5: for any single failed member the affected subRAIDs' survivors are
+    /// pairwise disjoint, and the scheduler makes one stream per affected subRAID.
+    #[test]
+    fn s2_survivors_are_disjoint(gi in 0usize..3, nf in any::<prop::sample::Index>(), victim in any::<prop::sample::Index>()) {
+        let g = [2usize, 3, 5][gi];
+        let n = 2 + nf.index(g - 1); // 2..=g groups
+        let r = n * g;
+        let sizes = vec![4096 * g as u64 * 2; r];
+        let l = S2Raid5::new(&sizes, 4096, g, None, 0).unwrap();
+        let v = victim.index(r);
+        let mut used: HashSet<usize> = HashSet::new();
+        let mut affected = 0;
+        for x in 0..g * g {
+            let members: Vec<usize> = (0..n).map(|i| l.member_of(x, i)).collect();
+            if members.contains(&v) {
+                affected += 1;
+                for m in members.into_iter().filter(|&m| m != v) {
+                    prop_assert!(used.insert(m), "member {} serves two rebuild streams", m);
+                }
+            }
+        }
+        prop_assert_eq!(affected, g);
+        let state = ArrayState::with_failed(r, &[v]);
+        let sched = hetraid_core::rebuild::schedule(&l, &state, &[v], false).unwrap();
+        prop_assert_eq!(sched.streams.len(), g);
+    }
+}
+
+fn brute_force_bundles(sizes: &[u64], c: usize) -> u64 {
+    fn go(free: &mut Vec<u64>, c: usize) -> u64 {
+        let n = free.len();
+        let mut best = 0;
+        // Try every c-subset of members with free space as the next bundle.
+        let mut idx: Vec<usize> = (0..c).collect();
+        loop {
+            if idx.iter().all(|&i| free[i] > 0) {
+                idx.iter().for_each(|&i| free[i] -= 1);
+                best = best.max(1 + go(free, c));
+                idx.iter().for_each(|&i| free[i] += 1);
+            }
+            // next combination
+            let mut i = c;
+            loop {
+                if i == 0 {
+                    return best;
+                }
+                i -= 1;
+                if idx[i] != i + n - c {
+                    break;
+                }
+                if i == 0 && idx[0] == n - c {
+                    return best;
+                }
+            }
+            idx[i] += 1;
+            for j in i + 1..c {
+                idx[j] = idx[j - 1] + 1;
+            }
+        }
+    }
+    go(&mut sizes.to_vec(), c)
+}
+
+#[test]
+fn raid4_and_raid5_fall_out_of_raidh_weights() {
+    let sizes = vec![CHUNK * 10; 5];
+    let h5 = built(&LayoutSpec {
+        kind: LayoutKind::RaidH {
+            weights: vec![1; 5],
+        },
+        chunk_bytes: CHUNK,
+        sizes: sizes.clone(),
+        kinds: vec![],
+    });
+    let h4 = built(&LayoutSpec {
+        kind: LayoutKind::RaidH {
+            weights: vec![0, 0, 0, 0, 5],
+        },
+        chunk_bytes: CHUNK,
+        sizes: sizes.clone(),
+        kinds: vec![],
+    });
+    let r4 = built(&LayoutSpec {
+        kind: LayoutKind::Raid4,
+        chunk_bytes: CHUNK,
+        sizes: sizes.clone(),
+        kinds: vec![],
+    });
+    let r5 = built(&LayoutSpec {
+        kind: LayoutKind::Raid5 {
+            order: ParityOrder::RightAsymmetric,
+        },
+        chunk_bytes: CHUNK,
+        sizes,
+        kinds: vec![],
+    });
+    for s in 0..10 {
+        assert_eq!(h4.stripe(s), r4.stripe(s), "stripe {s}");
+        assert_eq!(
+            h5.stripe(s).parity,
+            vec![hetraid_core::ChunkLoc {
+                member: (s % 5) as usize,
+                offset: s * CHUNK
+            }]
+        );
+        assert_eq!(
+            h5.stripe(s),
+            r5.stripe(s),
+            "RAIDH {{1,1,1,1,1}} is right-asymmetric RAID5"
+        );
+    }
+}
+
+/// SPEC §3: on a 4+1 array with 64 KiB chunks, writes of 64 KiB and less are RMW,
+/// md switches to RCW at 128 KiB, modthresh keeps 128 KiB as RMW.
+#[test]
+fn modthresh_keeps_128k_writes_rmw() {
+    use hetraid_core::plan::Mode;
+    let spec = LayoutSpec {
+        kind: LayoutKind::Preset(Preset::Raid4S),
+        chunk_bytes: 65536,
+        sizes: vec![1 << 30; 5],
+        kinds: vec![],
+    };
+    let l = built(&spec);
+    let state = ArrayState::healthy(5);
+    let modes = |policy, len| {
+        let p = Planner::new(l.as_ref(), policy, vec![])
+            .plan(&Request::write(0, len), &state)
+            .unwrap();
+        p.stripes
+            .iter()
+            .flat_map(|s| s.runs.iter().map(|r| r.mode))
+            .collect::<Vec<_>>()
+    };
+    for len in [4096u64, 16384, 65536] {
+        assert_eq!(modes(WritePolicy::Md, len), vec![Mode::Rmw], "md {len}");
+    }
+    assert_eq!(modes(WritePolicy::Md, 131072), vec![Mode::Rcw]);
+    assert_eq!(modes(WritePolicy::Modthresh, 131072), vec![Mode::Rmw]);
+    assert_eq!(modes(WritePolicy::Md, 262144), vec![Mode::Full]);
+    // RMW of 128 KiB touches the two data disks and the SSD parity only.
+    let p = Planner::new(l.as_ref(), WritePolicy::Modthresh, vec![])
+        .plan(&Request::write(0, 131072), &state)
+        .unwrap();
+    let io = p.member_io(5);
+    assert_eq!(
+        io.iter().map(|m| m.read_pages).collect::<Vec<_>>(),
+        vec![16, 16, 0, 0, 16]
+    );
+    assert_eq!(
+        io.iter().map(|m| m.write_pages).collect::<Vec<_>>(),
+        vec![16, 16, 0, 0, 16]
+    );
+}
+
+/// The cost policy keeps a RAID4S half-stripe write on the fast parity member.
+#[test]
+fn cost_policy_prefers_the_fast_member() {
+    use hetraid_core::plan::Mode;
+    let kinds = [
+        MemberKind::Hdd,
+        MemberKind::Hdd,
+        MemberKind::Hdd,
+        MemberKind::Hdd,
+        MemberKind::Ssd,
+    ];
+    let spec = LayoutSpec {
+        kind: LayoutKind::Raid4,
+        chunk_bytes: 65536,
+        sizes: vec![1 << 30; 5],
+        kinds: kinds.to_vec(),
+    };
+    let l = built(&spec);
+    let p = Planner::new(
+        l.as_ref(),
+        WritePolicy::Cost,
+        kinds.iter().map(|k| k.default_service()).collect(),
+    )
+    .plan(&Request::write(0, 131072), &ArrayState::healthy(5))
+    .unwrap();
+    assert_eq!(p.stripes[0].runs[0].mode, Mode::Rmw);
+}
+
+#[test]
+fn out_of_range_and_data_loss_are_errors() {
+    let spec = LayoutSpec {
+        kind: LayoutKind::Raid5 {
+            order: ParityOrder::LeftSymmetric,
+        },
+        chunk_bytes: CHUNK,
+        sizes: vec![CHUNK * 4; 4],
+        kinds: vec![],
+    };
+    let l = built(&spec);
+    let cap = l.capacity_bytes();
+    let p = Planner::new(l.as_ref(), WritePolicy::Md, vec![]);
+    assert!(p
+        .plan(&Request::write(cap - 1, 2), &ArrayState::healthy(4))
+        .is_err());
+    assert!(p
+        .plan(&Request::read(u64::MAX, 2), &ArrayState::healthy(4))
+        .is_err());
+    let two = ArrayState::with_failed(4, &[0, 1]);
+    assert!(matches!(
+        p.plan(&Request::read(0, cap), &two),
+        Err(hetraid_core::PlanError::DataLost { .. })
+    ));
+}
