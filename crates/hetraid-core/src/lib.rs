@@ -11,6 +11,7 @@ pub mod decompose;
 pub mod error;
 pub mod exec;
 pub mod layout;
+pub mod loadmap;
 pub mod member;
 pub mod plan;
 pub mod rebuild;

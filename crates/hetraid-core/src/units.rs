@@ -38,6 +38,14 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     Ok(v as u64)
 }
 
+/// Parse `OFFSET+LENGTH` (each a size, e.g. `0+128K`).
+pub fn parse_extent(s: &str) -> Result<(u64, u64), String> {
+    let (a, b) = s
+        .split_once('+')
+        .ok_or_else(|| format!("'{s}' is not OFFSET+LENGTH; write it like 0+128K or 1M+4K"))?;
+    Ok((parse_size(a)?, parse_size(b)?))
+}
+
 /// `65536` -> `64K`, for tables.
 pub fn format_size(b: u64) -> String {
     for (unit, m) in [

@@ -47,6 +47,9 @@ impl Raid0 {
 }
 
 impl Layout for Raid0 {
+    fn parity_cycle(&self) -> u64 {
+        1
+    }
     fn name(&self) -> String {
         "raid0".into()
     }
@@ -95,6 +98,9 @@ impl Raid1 {
 }
 
 impl Layout for Raid1 {
+    fn parity_cycle(&self) -> u64 {
+        1
+    }
     fn name(&self) -> String {
         "raid1".into()
     }
@@ -154,6 +160,13 @@ impl Raid10 {
 }
 
 impl Layout for Raid10 {
+    fn parity_cycle(&self) -> u64 {
+        {
+            let (n, c) = (self.n as u64, self.copies as u64);
+            let g = (1..=n.min(c)).rev().find(|d| n % d == 0 && c % d == 0).unwrap_or(1);
+            n / g
+        }
+    }
     fn name(&self) -> String {
         "raid10".into()
     }
@@ -209,6 +222,9 @@ impl Raid4 {
 }
 
 impl Layout for Raid4 {
+    fn parity_cycle(&self) -> u64 {
+        1
+    }
     fn name(&self) -> String {
         "raid4".into()
     }
@@ -313,6 +329,9 @@ impl Raid5 {
 }
 
 impl Layout for Raid5 {
+    fn parity_cycle(&self) -> u64 {
+        self.n as u64
+    }
     fn name(&self) -> String {
         "raid5".into()
     }
@@ -363,6 +382,9 @@ impl Raid6 {
 }
 
 impl Layout for Raid6 {
+    fn parity_cycle(&self) -> u64 {
+        self.n as u64
+    }
     fn name(&self) -> String {
         "raid6".into()
     }

@@ -78,6 +78,9 @@ impl Hpda {
 }
 
 impl Layout for Hpda {
+    fn parity_cycle(&self) -> u64 {
+        1
+    }
     fn name(&self) -> String {
         "hpda".into()
     }

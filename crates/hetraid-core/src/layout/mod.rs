@@ -112,6 +112,12 @@ pub trait Layout: Send + Sync + std::fmt::Debug {
         self.stripe_count() * self.data_per_stripe() as u64 * self.chunk_bytes()
     }
 
+    /// Stripes after which the placement pattern repeats (RAID5: n, RAIDH: sum of
+    /// weights). Used to enumerate every distinct start position once.
+    fn parity_cycle(&self) -> u64 {
+        self.stripe_count()
+    }
+
     /// RAIDX: number of bundles allocated.
     fn bundles(&self) -> Option<u64> {
         None

@@ -38,6 +38,9 @@ impl Permuted {
 }
 
 impl Layout for Permuted {
+    fn parity_cycle(&self) -> u64 {
+        self.inner.parity_cycle()
+    }
     fn name(&self) -> String {
         self.name.clone()
     }

@@ -88,6 +88,9 @@ impl RaidH {
 }
 
 impl Layout for RaidH {
+    fn parity_cycle(&self) -> u64 {
+        self.cycle.len() as u64
+    }
     fn name(&self) -> String {
         "raidh".into()
     }

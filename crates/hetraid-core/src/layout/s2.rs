@@ -242,6 +242,9 @@ impl S2Raid10 {
 }
 
 impl Layout for S2Raid10 {
+    fn parity_cycle(&self) -> u64 {
+        self.stripe_count()
+    }
     fn name(&self) -> String {
         "s2raid10".into()
     }

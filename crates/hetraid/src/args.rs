@@ -1,0 +1,93 @@
+//! Layout options shared by every verb, turned into a core `LayoutSpec`.
+
+use clap::Args;
+use hetraid_core::layout::{parse_kind, LayoutKind, LayoutSpec};
+use hetraid_core::units::parse_size;
+use hetraid_core::MemberKind;
+
+#[derive(Debug, Clone, Args)]
+pub struct LayoutArgs {
+    /// Layout: raid0 raid1 raid10 raid4 raid5 raid6 raidh s2raid5 s2raid10 raidx hpda,
+    /// or a placement preset: raid4s raid4n raid5s raidf5 raide raid5nss.
+    #[arg(long)]
+    pub layout: String,
+    /// Number of members.
+    #[arg(long)]
+    pub devices: usize,
+    /// Chunk (stripe unit) size, a multiple of 4K.
+    #[arg(long, default_value = "64K", value_parser = size)]
+    pub chunk: u64,
+    /// Data-area size of each member (comma-separated); default 1G each.
+    #[arg(long, value_delimiter = ',', value_parser = size)]
+    pub sizes: Option<Vec<u64>>,
+    /// Member kinds, one per member: hdd, ssd, nvram (presets, hpda, cost policy).
+    #[arg(long, value_delimiter = ',', value_parser = kind)]
+    pub kinds: Option<Vec<MemberKind>>,
+    /// RAIDH parity weights, one per member.
+    #[arg(long, value_delimiter = ',')]
+    pub weights: Option<Vec<u64>>,
+    /// RAID5 parity order: left-symmetric (default), left-asymmetric,
+    /// right-symmetric, right-asymmetric.
+    #[arg(long)]
+    pub parity_order: Option<String>,
+    /// RAID10 copies per chunk (default 2).
+    #[arg(long)]
+    pub copies: Option<usize>,
+    /// S2-RAID5 group size G (prime).
+    #[arg(long)]
+    pub group: Option<usize>,
+    /// S2-RAID partitions per member K (default G; S2-RAID10: members/2).
+    #[arg(long)]
+    pub partitions: Option<usize>,
+    /// S2-RAID5 spare partitions reserved at the end of each member.
+    #[arg(long, default_value_t = 0)]
+    pub spare_partitions: usize,
+    /// RAIDX chunks per bundle c.
+    #[arg(long)]
+    pub chunks_per_bundle: Option<usize>,
+    /// RAIDX level inside a bundle: 0, 1, 5, 6, 10 (default by c: 1->0, 2->1, 3+->5).
+    #[arg(long)]
+    pub raidx_level: Option<String>,
+}
+
+fn size(s: &str) -> Result<u64, String> {
+    parse_size(s)
+}
+
+fn kind(s: &str) -> Result<MemberKind, String> {
+    MemberKind::parse(s)
+}
+
+impl LayoutArgs {
+    pub fn spec(&self) -> Result<LayoutSpec, String> {
+        if self.devices == 0 {
+            return Err("--devices must be at least 1".into());
+        }
+        let sizes = match &self.sizes {
+            Some(s) if s.len() != self.devices => {
+                return Err(format!("--sizes lists {} sizes but --devices is {}; give one size per member", s.len(), self.devices))
+            }
+            Some(s) => s.clone(),
+            None => vec![1 << 30; self.devices],
+        };
+        let kind = parse_kind(
+            &self.layout,
+            self.weights.clone(),
+            self.parity_order.as_deref(),
+            self.copies,
+            self.group,
+            self.partitions,
+            self.spare_partitions,
+            self.chunks_per_bundle,
+            self.raidx_level.as_deref(),
+        )
+        .map_err(|e| e.to_string())?;
+        let kinds = match (&self.kinds, &kind) {
+            (Some(k), _) => k.clone(),
+            // A preset without kinds: members are in the preset's canonical order.
+            (None, LayoutKind::Preset(p)) if self.devices >= 2 => p.default_kinds(self.devices),
+            _ => vec![],
+        };
+        Ok(LayoutSpec { kind, chunk_bytes: self.chunk, sizes, kinds })
+    }
+}
