@@ -25,7 +25,11 @@ pub struct LoadMap {
 }
 
 /// Enumerate writes of `write_chunks` chunks from every start chunk of one cycle.
-pub fn loadmap(planner: &Planner, state: &ArrayState, write_chunks: u64) -> Result<LoadMap, PlanError> {
+pub fn loadmap(
+    planner: &Planner,
+    state: &ArrayState,
+    write_chunks: u64,
+) -> Result<LoadMap, PlanError> {
     let l: &dyn Layout = planner.layout;
     let chunk = l.chunk_bytes();
     let starts = l.parity_cycle() * l.data_per_stripe() as u64;
@@ -46,7 +50,10 @@ pub fn loadmap(planner: &Planner, state: &ArrayState, write_chunks: u64) -> Resu
             wp[io.device] += io.write_pages;
         }
     }
-    let (tr, tw) = (rp.iter().sum::<u64>().max(1) as f64, wp.iter().sum::<u64>().max(1) as f64);
+    let (tr, tw) = (
+        rp.iter().sum::<u64>().max(1) as f64,
+        wp.iter().sum::<u64>().max(1) as f64,
+    );
     Ok(LoadMap {
         starts,
         write_chunks,

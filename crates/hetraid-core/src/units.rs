@@ -26,7 +26,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     let n: f64 = num
         .parse()
         .map_err(|_| format!("'{s}' is not a size; write it like 4096, 64K, 1M or 2G"))?;
-    if !(n >= 0.0) || !n.is_finite() {
+    if n.is_nan() || n < 0.0 || !n.is_finite() {
         return Err(format!("size '{s}' must be a non-negative number"));
     }
     let v = n * mult as f64;
@@ -54,7 +54,7 @@ pub fn format_size(b: u64) -> String {
         ("M", 1 << 20),
         ("K", 1 << 10),
     ] {
-        if b >= m && b % m == 0 {
+        if b >= m && b.is_multiple_of(m) {
             return format!("{}{unit}", b / m);
         }
     }

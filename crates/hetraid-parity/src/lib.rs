@@ -169,8 +169,8 @@ pub fn recover(
         (1, [x]) | (1, [x, _]) if !p_missing => {
             // Data block x from P (Q, if also missing, is regenerated after).
             let x = *x;
-            let mut t = std::mem::take(&mut blocks[x]);
-            with_sources(blocks, data_count + 1, |srcs| best().xor_gen(&mut t, srcs));
+            let t = std::mem::take(&mut blocks[x]);
+            with_sources(blocks, data_count + 1, |srcs| best().xor_gen(t, srcs));
             blocks[x] = t;
             if miss.contains(&q_idx) {
                 regen_parity(blocks, data_count);
@@ -180,21 +180,21 @@ pub fn recover(
         (1, [x, _]) => {
             // Data block x and P missing: x from Q, then P.
             let x = *x;
-            let mut t = std::mem::take(&mut blocks[x]);
-            q_syndrome(blocks, data_count, &mut t);
+            let t = std::mem::take(&mut blocks[x]);
+            q_syndrome(blocks, data_count, t);
             let c = gf::inv(gf::pow2(x));
-            scale_in_place(&mut t, c);
+            scale_in_place(t, c);
             blocks[x] = t;
             regen_parity(blocks, data_count);
             Ok(())
         }
         (2, [x, y]) => {
             let (x, y) = (*x, *y);
-            let mut tx = std::mem::take(&mut blocks[x]);
-            let mut ty = std::mem::take(&mut blocks[y]);
+            let tx = std::mem::take(&mut blocks[x]);
+            let ty = std::mem::take(&mut blocks[y]);
             // tx = Pxy = P ^ other data; ty = Qxy = Q ^ sum g^i other data.
-            with_sources(blocks, data_count + 1, |srcs| best().xor_gen(&mut tx, srcs));
-            q_syndrome(blocks, data_count, &mut ty);
+            with_sources(blocks, data_count + 1, |srcs| best().xor_gen(tx, srcs));
+            q_syndrome(blocks, data_count, ty);
             let gx = gf::pow2(x);
             let gy = gf::pow2(y);
             let denom = gf::inv(gx ^ gy);

@@ -65,7 +65,11 @@ impl LayoutArgs {
         }
         let sizes = match &self.sizes {
             Some(s) if s.len() != self.devices => {
-                return Err(format!("--sizes lists {} sizes but --devices is {}; give one size per member", s.len(), self.devices))
+                return Err(format!(
+                    "--sizes lists {} sizes but --devices is {}; give one size per member",
+                    s.len(),
+                    self.devices
+                ))
             }
             Some(s) => s.clone(),
             None => vec![1 << 30; self.devices],
@@ -88,6 +92,11 @@ impl LayoutArgs {
             (None, LayoutKind::Preset(p)) if self.devices >= 2 => p.default_kinds(self.devices),
             _ => vec![],
         };
-        Ok(LayoutSpec { kind, chunk_bytes: self.chunk, sizes, kinds })
+        Ok(LayoutSpec {
+            kind,
+            chunk_bytes: self.chunk,
+            sizes,
+            kinds,
+        })
     }
 }

@@ -7,7 +7,11 @@ mod cmd;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "hetraid", version, about = "Software RAID for heterogeneous arrays, and a simulator that runs the same controller")]
+#[command(
+    name = "hetraid",
+    version,
+    about = "Software RAID for heterogeneous arrays, and a simulator that runs the same controller"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -5,8 +5,15 @@ use serde_json::Value;
 use std::process::Command;
 
 fn hetraid(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hetraid")).args(args).output().expect("run hetraid");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    let out = Command::new(env!("CARGO_BIN_EXE_hetraid"))
+        .args(args)
+        .output()
+        .expect("run hetraid");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 fn json(args: &[&str]) -> Value {
@@ -17,7 +24,18 @@ fn json(args: &[&str]) -> Value {
 
 #[test]
 fn layout_json_shape() {
-    let v = json(&["layout", "--layout", "raid5", "--devices", "5", "--chunk", "64K", "--stripes", "2", "--json"]);
+    let v = json(&[
+        "layout",
+        "--layout",
+        "raid5",
+        "--devices",
+        "5",
+        "--chunk",
+        "64K",
+        "--stripes",
+        "2",
+        "--json",
+    ]);
     assert_eq!(v["layout"], "raid5");
     assert_eq!(v["devices"], 5);
     assert_eq!(v["chunk_bytes"], 65536);
@@ -28,39 +46,115 @@ fn layout_json_shape() {
     assert_eq!(s[0]["stripe"], 0);
     assert_eq!(s[0]["parity"][0]["device"], 4);
     assert_eq!(s[1]["parity"][0]["device"], 3);
-    assert_eq!(s[1]["data"][0]["device"], 4, "left-symmetric: data starts after parity");
+    assert_eq!(
+        s[1]["data"][0]["device"], 4,
+        "left-symmetric: data starts after parity"
+    );
     assert_eq!(s[1]["data"][0]["offset"], 65536);
     assert!(s[0]["mirrors"].as_array().unwrap().is_empty());
     assert!(v.get("bundles").is_none());
-    let none = json(&["layout", "--layout", "raid5", "--devices", "5", "--stripes", "0", "--json"]);
+    let none = json(&[
+        "layout",
+        "--layout",
+        "raid5",
+        "--devices",
+        "5",
+        "--stripes",
+        "0",
+        "--json",
+    ]);
     assert!(none["stripes"].as_array().unwrap().is_empty());
 }
 
 #[test]
 fn layout_json_for_mirrors_raidh_s2_raidx() {
-    let r1 = json(&["layout", "--layout", "raid10", "--devices", "4", "--stripes", "2", "--json"]);
+    let r1 = json(&[
+        "layout",
+        "--layout",
+        "raid10",
+        "--devices",
+        "4",
+        "--stripes",
+        "2",
+        "--json",
+    ]);
     assert_eq!(r1["stripes"][1]["data"][0]["device"], 2);
     assert_eq!(r1["stripes"][1]["mirrors"][0][0]["device"], 3);
-    let h = json(&["layout", "--layout", "raidh", "--devices", "5", "--weights", "0,0,0,0,5", "--stripes", "3", "--json"]);
+    let h = json(&[
+        "layout",
+        "--layout",
+        "raidh",
+        "--devices",
+        "5",
+        "--weights",
+        "0,0,0,0,5",
+        "--stripes",
+        "3",
+        "--json",
+    ]);
     for s in h["stripes"].as_array().unwrap() {
         assert_eq!(s["parity"][0]["device"], 4);
     }
-    let s2 = json(&["layout", "--layout", "s2raid5", "--devices", "9", "--group", "3", "--sizes", "9M,9M,9M,9M,9M,9M,9M,9M,9M", "--json"]);
+    let s2 = json(&[
+        "layout",
+        "--layout",
+        "s2raid5",
+        "--devices",
+        "9",
+        "--group",
+        "3",
+        "--sizes",
+        "9M,9M,9M,9M,9M,9M,9M,9M,9M",
+        "--json",
+    ]);
     assert_eq!(s2["stripe_count"], 9 * 48);
-    let x = json(&["layout", "--layout", "raidx", "--devices", "3", "--sizes", "1G,256M,256M", "--chunks-per-bundle", "2", "--stripes", "0", "--json"]);
-    assert_eq!(x["bundles"], 8192, "1G + 2 x 256M at c = 2: 512M of mirrored bundles");
+    let x = json(&[
+        "layout",
+        "--layout",
+        "raidx",
+        "--devices",
+        "3",
+        "--sizes",
+        "1G,256M,256M",
+        "--chunks-per-bundle",
+        "2",
+        "--stripes",
+        "0",
+        "--json",
+    ]);
+    assert_eq!(
+        x["bundles"], 8192,
+        "1G + 2 x 256M at c = 2: 512M of mirrored bundles"
+    );
     assert_eq!(x["capacity_bytes"], 512u64 << 20);
 }
 
 #[test]
 fn plan_json_shape_and_modthresh() {
-    let base = ["plan", "--layout", "raid4s", "--devices", "5", "--chunk", "64K", "--write", "0+128K", "--json"];
+    let base = [
+        "plan",
+        "--layout",
+        "raid4s",
+        "--devices",
+        "5",
+        "--chunk",
+        "64K",
+        "--write",
+        "0+128K",
+        "--json",
+    ];
     let md = json(&base);
     assert_eq!(md["rows"][0]["mode"], "rcw");
     assert_eq!(md["rows"][0]["stripe"], 0);
     let m = &md["members"];
     assert_eq!(m.as_array().unwrap().len(), 5);
-    for key in ["device", "read_bytes", "write_bytes", "read_pages", "write_pages"] {
+    for key in [
+        "device",
+        "read_bytes",
+        "write_bytes",
+        "read_pages",
+        "write_pages",
+    ] {
         assert!(m[0].get(key).is_some(), "members[] lacks {key}");
     }
     assert_eq!(m[2]["read_bytes"], 65536);
@@ -69,47 +163,193 @@ fn plan_json_shape_and_modthresh() {
     let mt = json(&mt);
     assert_eq!(mt["rows"][0]["mode"], "rmw");
     assert_eq!(mt["members"][4]["read_pages"], 16);
-    let deg = json(&["plan", "--layout", "raid5", "--devices", "4", "--failed", "0", "--read", "0+4K", "--json"]);
+    let deg = json(&[
+        "plan",
+        "--layout",
+        "raid5",
+        "--devices",
+        "4",
+        "--failed",
+        "0",
+        "--read",
+        "0+4K",
+        "--json",
+    ]);
     assert_eq!(deg["rows"][0]["mode"], "degraded");
     assert_eq!(deg["members"][0]["read_bytes"], 0);
 }
 
 #[test]
 fn loadmap_json_shape() {
-    let v = json(&["loadmap", "--layout", "raid4", "--devices", "5", "--write-chunks", "1", "--json"]);
+    let v = json(&[
+        "loadmap",
+        "--layout",
+        "raid4",
+        "--devices",
+        "5",
+        "--write-chunks",
+        "1",
+        "--json",
+    ]);
     let m = v["members"].as_array().unwrap();
     assert_eq!(m.len(), 5);
-    let ws: Vec<f64> = m.iter().map(|x| x["write_share"].as_f64().unwrap()).collect();
-    assert!((ws[4] - 0.5).abs() < 1e-9, "RAID4 parity takes half of small-write traffic: {ws:?}");
-    let raide = json(&["loadmap", "--layout", "raide", "--devices", "5", "--write-chunks", "5", "--sizes", "1M,1M,1M,1M,1M", "--json"]);
-    let rs: Vec<f64> = raide["members"].as_array().unwrap().iter().map(|x| x["read_share"].as_f64().unwrap()).collect();
-    assert!(rs[0] > rs[2] && rs[4] > rs[2], "edges read more than the middle: {rs:?}");
+    let ws: Vec<f64> = m
+        .iter()
+        .map(|x| x["write_share"].as_f64().unwrap())
+        .collect();
+    assert!(
+        (ws[4] - 0.5).abs() < 1e-9,
+        "RAID4 parity takes half of small-write traffic: {ws:?}"
+    );
+    let raide = json(&[
+        "loadmap",
+        "--layout",
+        "raide",
+        "--devices",
+        "5",
+        "--write-chunks",
+        "5",
+        "--sizes",
+        "1M,1M,1M,1M,1M",
+        "--json",
+    ]);
+    let rs: Vec<f64> = raide["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["read_share"].as_f64().unwrap())
+        .collect();
+    assert!(
+        rs[0] > rs[2] && rs[4] > rs[2],
+        "edges read more than the middle: {rs:?}"
+    );
 }
 
 #[test]
 fn bad_input_is_one_sentence_and_exit_2() {
     let cases: &[&[&str]] = &[
-        &["layout", "--layout", "s2raid5", "--devices", "9", "--group", "4"],
-        &["layout", "--layout", "s2raid5", "--devices", "8", "--group", "3"],
-        &["layout", "--layout", "s2raid5", "--devices", "8", "--group", "2"],
-        &["layout", "--layout", "raidh", "--devices", "5", "--weights", "1,1,1"],
-        &["layout", "--layout", "raidh", "--devices", "5", "--weights", "0,0,0,0,0"],
-        &["layout", "--layout", "raid5", "--devices", "5", "--chunk", "6K"],
+        &[
+            "layout",
+            "--layout",
+            "s2raid5",
+            "--devices",
+            "9",
+            "--group",
+            "4",
+        ],
+        &[
+            "layout",
+            "--layout",
+            "s2raid5",
+            "--devices",
+            "8",
+            "--group",
+            "3",
+        ],
+        &[
+            "layout",
+            "--layout",
+            "s2raid5",
+            "--devices",
+            "8",
+            "--group",
+            "2",
+        ],
+        &[
+            "layout",
+            "--layout",
+            "raidh",
+            "--devices",
+            "5",
+            "--weights",
+            "1,1,1",
+        ],
+        &[
+            "layout",
+            "--layout",
+            "raidh",
+            "--devices",
+            "5",
+            "--weights",
+            "0,0,0,0,0",
+        ],
+        &[
+            "layout",
+            "--layout",
+            "raid5",
+            "--devices",
+            "5",
+            "--chunk",
+            "6K",
+        ],
         &["layout", "--layout", "raid6", "--devices", "3"],
         &["layout", "--layout", "raid5", "--devices", "1"],
         &["layout", "--layout", "nosuch", "--devices", "4"],
-        &["layout", "--layout", "raid5", "--devices", "3", "--sizes", "1G,1G"],
-        &["layout", "--layout", "raid5", "--devices", "3", "--sizes", "1G,1G,1X"],
-        &["plan", "--layout", "raid5", "--devices", "4", "--write", "9G+4K"],
-        &["plan", "--layout", "raid5", "--devices", "4", "--write", "12"],
-        &["plan", "--layout", "raid5", "--devices", "4", "--failed", "0,1", "--read", "0+1M"],
-        &["loadmap", "--layout", "raid5", "--devices", "4", "--write-chunks", "0"],
+        &[
+            "layout",
+            "--layout",
+            "raid5",
+            "--devices",
+            "3",
+            "--sizes",
+            "1G,1G",
+        ],
+        &[
+            "layout",
+            "--layout",
+            "raid5",
+            "--devices",
+            "3",
+            "--sizes",
+            "1G,1G,1X",
+        ],
+        &[
+            "plan",
+            "--layout",
+            "raid5",
+            "--devices",
+            "4",
+            "--write",
+            "9G+4K",
+        ],
+        &[
+            "plan",
+            "--layout",
+            "raid5",
+            "--devices",
+            "4",
+            "--write",
+            "12",
+        ],
+        &[
+            "plan",
+            "--layout",
+            "raid5",
+            "--devices",
+            "4",
+            "--failed",
+            "0,1",
+            "--read",
+            "0+1M",
+        ],
+        &[
+            "loadmap",
+            "--layout",
+            "raid5",
+            "--devices",
+            "4",
+            "--write-chunks",
+            "0",
+        ],
     ];
     for args in cases {
         let (code, out, err) = hetraid(args);
         assert_eq!(code, 2, "{args:?} should exit 2; stderr: {err}");
         assert!(out.is_empty(), "{args:?} printed to stdout: {out}");
-        assert!(!err.trim().is_empty() && err.trim().lines().count() <= 3, "{args:?}: {err}");
+        assert!(
+            !err.trim().is_empty() && err.trim().lines().count() <= 3,
+            "{args:?}: {err}"
+        );
         assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
     }
 }

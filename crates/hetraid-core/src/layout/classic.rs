@@ -163,7 +163,10 @@ impl Layout for Raid10 {
     fn parity_cycle(&self) -> u64 {
         {
             let (n, c) = (self.n as u64, self.copies as u64);
-            let g = (1..=n.min(c)).rev().find(|d| n % d == 0 && c % d == 0).unwrap_or(1);
+            let g = (1..=n.min(c))
+                .rev()
+                .find(|d| n % d == 0 && c % d == 0)
+                .unwrap_or(1);
             n / g
         }
     }

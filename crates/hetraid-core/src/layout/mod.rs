@@ -225,7 +225,7 @@ pub(crate) fn need_members(layout: &str, got: usize, min: usize) -> Result<(), L
 pub fn build(spec: &LayoutSpec) -> Result<Box<dyn Layout>, LayoutError> {
     let n = spec.sizes.len();
     let c = spec.chunk_bytes;
-    if c == 0 || c % PAGE != 0 {
+    if c == 0 || !c.is_multiple_of(PAGE) {
         return Err(LayoutError::BadChunk(c));
     }
     if n > MAX_MEMBERS {

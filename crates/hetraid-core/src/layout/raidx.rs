@@ -110,7 +110,7 @@ impl RaidX {
                 level.min_chunks()
             )));
         }
-        if level == RaidXLevel::X10 && c % 2 != 0 {
+        if level == RaidXLevel::X10 && !c.is_multiple_of(2) {
             return Err(LayoutError::Invalid(format!(
                 "RAIDX10 needs an even number of chunks per bundle, got {c}"
             )));

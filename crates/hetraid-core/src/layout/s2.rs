@@ -5,7 +5,10 @@ use super::{need_members, ChunkLoc, Layout, ParityOrder, Redundancy, Stripe};
 use crate::error::LayoutError;
 
 fn is_prime(g: usize) -> bool {
-    g >= 2 && (2..g).take_while(|d| d * d <= g).all(|d| g % d != 0)
+    g >= 2
+        && (2..g)
+            .take_while(|d| d * d <= g)
+            .all(|d| !g.is_multiple_of(d))
 }
 
 /// S2-RAID5 over R = N*G members: G prime, N groups of G consecutive members, each
@@ -43,7 +46,7 @@ impl S2Raid5 {
         if !is_prime(g) {
             return Err(LayoutError::NotPrime(g));
         }
-        if r % g != 0 || r == 0 {
+        if !r.is_multiple_of(g) || r == 0 {
             return Err(LayoutError::NotMultiple {
                 members: r,
                 group: g,
@@ -208,7 +211,7 @@ pub struct S2Raid10 {
 impl S2Raid10 {
     pub fn new(sizes: &[u64], chunk: u64, k: Option<usize>) -> Result<Self, LayoutError> {
         need_members("s2raid10", sizes.len(), 4)?;
-        if sizes.len() % 2 != 0 {
+        if !sizes.len().is_multiple_of(2) {
             return Err(LayoutError::Invalid(format!(
                 "s2raid10 needs an even member count (data + mirror halves), got {}",
                 sizes.len()

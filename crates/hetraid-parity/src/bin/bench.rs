@@ -1,1 +1,78 @@
-fn main() {}
+//! Throughput of hetraid's kernels for `scripts/bench-parity.sh`:
+//! `hetraid-parity-bench xor|pq|memcpy K CHUNK_BYTES WORKING_SET_BYTES MILLIS`
+//! prints "<GB/s of source data processed> <kernel set name>".
+//! The C harness in scripts/ measures ISA-L the same way.
+
+use std::alloc::{alloc_zeroed, Layout};
+use std::time::Instant;
+
+fn arg(args: &[String], i: usize, what: &str) -> u64 {
+    args.get(i).and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        eprintln!("usage: hetraid-parity-bench xor|pq|memcpy K CHUNK_BYTES WORKING_SET_BYTES MILLIS ({what} missing or not a number)");
+        std::process::exit(2)
+    })
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let mode = args.get(1).cloned().unwrap_or_default();
+    let k = arg(&args, 2, "K") as usize;
+    let chunk = arg(&args, 3, "CHUNK_BYTES") as usize;
+    let ws = arg(&args, 4, "WORKING_SET_BYTES") as usize;
+    let millis = arg(&args, 5, "MILLIS");
+    let parity = match mode.as_str() {
+        "xor" => 1,
+        "pq" => 2,
+        "memcpy" => 1,
+        _ => {
+            eprintln!("mode must be xor, pq or memcpy");
+            std::process::exit(2)
+        }
+    };
+    let per_stripe = (k + parity) * chunk;
+    let stripes = (ws / per_stripe).max(1);
+    let total = stripes * per_stripe;
+    // Page-aligned like the engine's buffers; never freed (process exits).
+    let base = unsafe { alloc_zeroed(Layout::from_size_align(total, 4096).unwrap()) };
+    assert!(!base.is_null(), "out of memory");
+    let buf: &mut [u8] = unsafe { std::slice::from_raw_parts_mut(base, total) };
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = (i as u32).wrapping_mul(2654435761).to_le_bytes()[1];
+    }
+    let mut ops = 0u64;
+    let start = Instant::now();
+    let deadline = std::time::Duration::from_millis(millis);
+    let mut s = 0usize;
+    while start.elapsed() < deadline {
+        for _ in 0..16 {
+            let stripe = &mut buf[s * per_stripe..(s + 1) * per_stripe];
+            let (data, par) = stripe.split_at_mut(k * chunk);
+            let mut arr: [&[u8]; 64] = [&[]; 64];
+            for (slot, c) in arr.iter_mut().zip(data.chunks(chunk)) {
+                *slot = c;
+            }
+            let srcs = &arr[..k];
+            match mode.as_str() {
+                "xor" => hetraid_parity::xor_gen(&mut par[..chunk], srcs),
+                "pq" => {
+                    let (p, q) = par.split_at_mut(chunk);
+                    hetraid_parity::pq_gen(srcs, p, q);
+                }
+                _ => {
+                    for (i, src) in srcs.iter().enumerate() {
+                        // memcpy baseline: copy every source once (k * chunk bytes).
+                        let dst = &mut par[..chunk];
+                        dst.copy_from_slice(src);
+                        std::hint::black_box(i);
+                    }
+                }
+            }
+            std::hint::black_box(&par[0]);
+            ops += 1;
+            s = (s + 1) % stripes;
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let gbps = (ops as f64 * (k * chunk) as f64) / secs / 1e9;
+    println!("{gbps:.2} {}", hetraid_parity::kernels::best().name());
+}

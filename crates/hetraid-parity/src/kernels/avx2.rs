@@ -27,7 +27,20 @@ impl Kernels for Avx2 {
         let done = dst.len() / BLOCK * BLOCK;
         // SAFETY: AVX2 is present (this set is only handed out when detected) and all
         // slices are at least `done` bytes long (caller contract, checked in lib.rs).
-        unsafe { xor_blocks(dst, srcs, done, false) };
+        // Common source counts get a fully unrolled loop with the source pointers in
+        // registers.
+        unsafe {
+            match srcs.len() {
+                2 => xor_fixed::<2>(dst, srcs, done),
+                3 => xor_fixed::<3>(dst, srcs, done),
+                4 => xor_fixed::<4>(dst, srcs, done),
+                5 => xor_fixed::<5>(dst, srcs, done),
+                6 => xor_fixed::<6>(dst, srcs, done),
+                7 => xor_fixed::<7>(dst, srcs, done),
+                8 => xor_fixed::<8>(dst, srcs, done),
+                _ => xor_blocks(dst, srcs, done, false),
+            }
+        }
         portable::xor_range(dst, srcs, done, false);
     }
 
@@ -53,9 +66,19 @@ impl Kernels for Avx2 {
     }
 }
 
+/// Non-temporal stores for parity outputs of at least STREAM_MIN bytes: parity is
+/// written to a member next, not read back by the CPU, so it should not evict the
+/// data being read (ISA-L's xor_gen/pq_gen do the same). Needs 32-byte alignment.
+const STREAM_MIN: usize = 16 * 1024;
+
+fn use_stream(p: *const u8, len: usize) -> bool {
+    len >= STREAM_MIN && (p as usize).is_multiple_of(32)
+}
+
 #[target_feature(enable = "avx2")]
 unsafe fn xor_blocks(dst: &mut [u8], srcs: &[&[u8]], len: usize, acc: bool) {
     let d = dst.as_mut_ptr();
+    let stream = use_stream(d, len);
     let mut i = 0;
     while i < len {
         let (mut a, mut b, mut c, mut e);
@@ -83,12 +106,71 @@ unsafe fn xor_blocks(dst: &mut [u8], srcs: &[&[u8]], len: usize, acc: bool) {
             e = _mm256_xor_si256(e, _mm256_loadu_si256(p.add(3)));
         }
         let o = d.add(i) as *mut __m256i;
-        _mm256_storeu_si256(o, a);
-        _mm256_storeu_si256(o.add(1), b);
-        _mm256_storeu_si256(o.add(2), c);
-        _mm256_storeu_si256(o.add(3), e);
+        if stream {
+            _mm256_stream_si256(o, a);
+            _mm256_stream_si256(o.add(1), b);
+            _mm256_stream_si256(o.add(2), c);
+            _mm256_stream_si256(o.add(3), e);
+        } else {
+            _mm256_storeu_si256(o, a);
+            _mm256_storeu_si256(o.add(1), b);
+            _mm256_storeu_si256(o.add(2), c);
+            _mm256_storeu_si256(o.add(3), e);
+        }
         i += BLOCK;
     }
+    if stream {
+        _mm_sfence();
+    }
+}
+
+#[target_feature(enable = "avx2")]
+unsafe fn xor_fixed<const K: usize>(dst: &mut [u8], srcs: &[&[u8]], len: usize) {
+    let mut p = [std::ptr::null::<u8>(); K];
+    for (slot, s) in p.iter_mut().zip(srcs) {
+        *slot = s.as_ptr();
+    }
+    let d = dst.as_mut_ptr();
+    let stream = use_stream(d, len);
+    // 256 bytes (eight lanes) per iteration while they last, then 128.
+    let mut i = 0;
+    while i + 2 * BLOCK <= len {
+        let mut v = [_mm256_setzero_si256(); 8];
+        let s0 = p[0].add(i) as *const __m256i;
+        for (j, lane) in v.iter_mut().enumerate() {
+            *lane = _mm256_loadu_si256(s0.add(j));
+        }
+        for src in p.iter().skip(1) {
+            let x = src.add(i) as *const __m256i;
+            for (j, lane) in v.iter_mut().enumerate() {
+                *lane = _mm256_xor_si256(*lane, _mm256_loadu_si256(x.add(j)));
+            }
+        }
+        let o = d.add(i) as *mut __m256i;
+        for (j, lane) in v.iter().enumerate() {
+            if stream {
+                _mm256_stream_si256(o.add(j), *lane);
+            } else {
+                _mm256_storeu_si256(o.add(j), *lane);
+            }
+        }
+        i += 2 * BLOCK;
+    }
+    if stream {
+        _mm_sfence();
+    }
+    if i < len {
+        xor_blocks(&mut dst[i..], &srcs_tail(srcs, i)[..K], len - i, false);
+    }
+}
+
+/// Sources advanced by `from` bytes (at most 8, fixed-size: no allocation).
+fn srcs_tail<'a>(srcs: &[&'a [u8]], from: usize) -> [&'a [u8]; 8] {
+    let mut out: [&[u8]; 8] = [&[]; 8];
+    for (o, s) in out.iter_mut().zip(srcs) {
+        *o = &s[from..];
+    }
+    out
 }
 
 #[inline]
@@ -103,6 +185,7 @@ unsafe fn mul2(x: __m256i, poly: __m256i) -> __m256i {
 #[target_feature(enable = "avx2")]
 unsafe fn pq_blocks(data: &[&[u8]], p: &mut [u8], q: &mut [u8], len: usize) {
     let poly = _mm256_set1_epi8(0x1d);
+    let stream = use_stream(p.as_ptr(), len) && use_stream(q.as_ptr(), len);
     let top = data.len() - 1;
     let mut i = 0;
     while i < len {
@@ -129,15 +212,29 @@ unsafe fn pq_blocks(data: &[&[u8]], p: &mut [u8], q: &mut [u8], len: usize) {
         }
         let po = p.as_mut_ptr().add(i) as *mut __m256i;
         let qo = q.as_mut_ptr().add(i) as *mut __m256i;
-        _mm256_storeu_si256(po, p0);
-        _mm256_storeu_si256(po.add(1), p1);
-        _mm256_storeu_si256(po.add(2), p2);
-        _mm256_storeu_si256(po.add(3), p3);
-        _mm256_storeu_si256(qo, q0);
-        _mm256_storeu_si256(qo.add(1), q1);
-        _mm256_storeu_si256(qo.add(2), q2);
-        _mm256_storeu_si256(qo.add(3), q3);
+        if stream {
+            _mm256_stream_si256(po, p0);
+            _mm256_stream_si256(po.add(1), p1);
+            _mm256_stream_si256(po.add(2), p2);
+            _mm256_stream_si256(po.add(3), p3);
+            _mm256_stream_si256(qo, q0);
+            _mm256_stream_si256(qo.add(1), q1);
+            _mm256_stream_si256(qo.add(2), q2);
+            _mm256_stream_si256(qo.add(3), q3);
+        } else {
+            _mm256_storeu_si256(po, p0);
+            _mm256_storeu_si256(po.add(1), p1);
+            _mm256_storeu_si256(po.add(2), p2);
+            _mm256_storeu_si256(po.add(3), p3);
+            _mm256_storeu_si256(qo, q0);
+            _mm256_storeu_si256(qo.add(1), q1);
+            _mm256_storeu_si256(qo.add(2), q2);
+            _mm256_storeu_si256(qo.add(3), q3);
+        }
         i += BLOCK;
+    }
+    if stream {
+        _mm_sfence();
     }
 }
 

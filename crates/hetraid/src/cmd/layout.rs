@@ -21,7 +21,10 @@ impl LayoutCmd {
         let spec = self.layout.spec()?;
         let l = build(&spec).map_err(|e| e.to_string())?;
         let count = l.stripe_count();
-        let listed = self.stripes.unwrap_or(if self.json { count } else { 32 }).min(count);
+        let listed = self
+            .stripes
+            .unwrap_or(if self.json { count } else { 32 })
+            .min(count);
         let stripes: Vec<_> = (0..listed).map(|s| l.stripe(s)).collect();
         if self.json {
             let mut v = json!({
@@ -58,24 +61,43 @@ impl LayoutCmd {
             println!("bundles: {b}");
         }
         for r in l.log_regions() {
-            println!("log copy: member {} offset {} length {}", r.member, r.offset, format_size(r.length));
+            println!(
+                "log copy: member {} offset {} length {}",
+                r.member,
+                r.offset,
+                format_size(r.length)
+            );
         }
         let n = l.members();
-        println!("{:>8}  {}", "stripe", (0..n).map(|d| format!("{:>10}", format!("m{d}"))).collect::<String>());
+        println!(
+            "{:>8}  {}",
+            "stripe",
+            (0..n)
+                .map(|d| format!("{:>10}", format!("m{d}")))
+                .collect::<String>()
+        );
         for st in &stripes {
             let mut cells = vec![String::from("."); n];
             for (i, c) in st.data.iter().enumerate() {
-                cells[c.member] = format!("D{i}@{}", format_size(c.offset).replace("0", "0"));
+                cells[c.member] = format!("D{i}@{}", format_size(c.offset));
             }
             for (j, c) in st.parity.iter().enumerate() {
-                cells[c.member] = format!("{}@{}", if j == 0 { "P" } else { "Q" }, format_size(c.offset));
+                cells[c.member] = format!(
+                    "{}@{}",
+                    if j == 0 { "P" } else { "Q" },
+                    format_size(c.offset)
+                );
             }
             for (i, m) in st.mirrors.iter().enumerate() {
                 for c in m {
                     cells[c.member] = format!("C{i}@{}", format_size(c.offset));
                 }
             }
-            println!("{:>8}  {}", st.index, cells.iter().map(|c| format!("{c:>10}")).collect::<String>());
+            println!(
+                "{:>8}  {}",
+                st.index,
+                cells.iter().map(|c| format!("{c:>10}")).collect::<String>()
+            );
         }
         if listed < count {
             println!("({} more stripes; --stripes N lists more)", count - listed);

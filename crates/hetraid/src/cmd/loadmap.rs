@@ -37,10 +37,25 @@ impl LoadmapCmd {
                 "members": map.members,
             }));
         }
-        println!("{}: writes of {} chunks from each of {} start positions ({} policy)", l.name(), map.write_chunks, map.starts, planner.policy.as_str());
-        println!("{:>6} {:>10} {:>11}  reads", "member", "read_share", "write_share");
+        println!(
+            "{}: writes of {} chunks from each of {} start positions ({} policy)",
+            l.name(),
+            map.write_chunks,
+            map.starts,
+            planner.policy.as_str()
+        );
+        println!(
+            "{:>6} {:>10} {:>11}  reads",
+            "member", "read_share", "write_share"
+        );
         for m in &map.members {
-            println!("{:>6} {:>10.4} {:>11.4}  {}", m.device, m.read_share, m.write_share, "#".repeat((m.read_share * 60.0).round() as usize));
+            println!(
+                "{:>6} {:>10.4} {:>11.4}  {}",
+                m.device,
+                m.read_share,
+                m.write_share,
+                "#".repeat((m.read_share * 60.0).round() as usize)
+            );
         }
         Ok(())
     }

@@ -4,6 +4,9 @@ pub mod plan;
 
 /// Print one JSON document on stdout.
 pub fn print_json(v: &serde_json::Value) -> Result<(), String> {
-    println!("{}", serde_json::to_string_pretty(v).map_err(|e| e.to_string())?);
+    println!(
+        "{}",
+        serde_json::to_string_pretty(v).map_err(|e| e.to_string())?
+    );
     Ok(())
 }

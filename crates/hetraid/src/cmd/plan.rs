@@ -25,15 +25,26 @@ pub struct PlanCmd {
     pub json: bool,
 }
 
-pub fn planner_for<'a>(l: &'a dyn hetraid_core::Layout, spec: &hetraid_core::LayoutSpec, policy: &str) -> Result<Planner<'a>, String> {
+pub fn planner_for<'a>(
+    l: &'a dyn hetraid_core::Layout,
+    spec: &hetraid_core::LayoutSpec,
+    policy: &str,
+) -> Result<Planner<'a>, String> {
     let policy = WritePolicy::parse(policy)?;
-    let service = spec.kinds_or_default().iter().map(|k| k.default_service()).collect();
+    let service = spec
+        .kinds_or_default()
+        .iter()
+        .map(|k| k.default_service())
+        .collect();
     Ok(Planner::new(l, policy, service))
 }
 
 pub fn state_for(n: usize, failed: &[usize]) -> Result<ArrayState, String> {
     if let Some(f) = failed.iter().find(|&&f| f >= n) {
-        return Err(format!("--failed {f} names no member; members are numbered 0 to {}", n - 1));
+        return Err(format!(
+            "--failed {f} names no member; members are numbered 0 to {}",
+            n - 1
+        ));
     }
     Ok(ArrayState::with_failed(n, failed))
 }
@@ -65,7 +76,11 @@ impl PlanCmd {
             }
             for r in &sp.runs {
                 match rows.last_mut() {
-                    Some(last) if last.0 == sp.stripe && last.1 == r.mode && last.2 + last.3 == r.page => last.3 += r.pages,
+                    Some(last)
+                        if last.0 == sp.stripe && last.1 == r.mode && last.2 + last.3 == r.page =>
+                    {
+                        last.3 += r.pages
+                    }
                     _ => rows.push((sp.stripe, r.mode, r.page, r.pages)),
                 }
             }
@@ -83,16 +98,57 @@ impl PlanCmd {
             });
             return super::print_json(&v);
         }
-        println!("{} {} on {} ({} policy{})", if self.write.is_some() { "write" } else { "read" }, text, l.name(), planner.policy.as_str(),
-            if self.failed.is_empty() { String::new() } else { format!(", failed {:?}", self.failed) });
-        println!("{:>6} {:>12} {:>12} {:>10} {:>11} {:>8} {:>9}", "member", "read_bytes", "write_bytes", "read_pages", "write_pages", "read_ops", "write_ops");
+        println!(
+            "{} {} on {} ({} policy{})",
+            if self.write.is_some() {
+                "write"
+            } else {
+                "read"
+            },
+            text,
+            l.name(),
+            planner.policy.as_str(),
+            if self.failed.is_empty() {
+                String::new()
+            } else {
+                format!(", failed {:?}", self.failed)
+            }
+        );
+        println!(
+            "{:>6} {:>12} {:>12} {:>10} {:>11} {:>8} {:>9}",
+            "member",
+            "read_bytes",
+            "write_bytes",
+            "read_pages",
+            "write_pages",
+            "read_ops",
+            "write_ops"
+        );
         for m in &members {
-            println!("{:>6} {:>12} {:>12} {:>10} {:>11} {:>8} {:>9}", m.device, m.read_bytes, m.write_bytes, m.read_pages, m.write_pages, m.read_ops, m.write_ops);
+            println!(
+                "{:>6} {:>12} {:>12} {:>10} {:>11} {:>8} {:>9}",
+                m.device,
+                m.read_bytes,
+                m.write_bytes,
+                m.read_pages,
+                m.write_pages,
+                m.read_ops,
+                m.write_ops
+            );
         }
         println!("{:>8} {:>9} {:>6}", "stripe", "mode", "pages");
         for (s, m, p, n) in rows.iter().take(32) {
             let mode = serde_json::to_value(m).unwrap();
-            println!("{:>8} {:>9} {:>6}", s, mode.as_str().unwrap_or("?"), if *n == 0 { "-".to_string() } else { format!("{p}..{}", p + n) });
+            println!(
+                "{:>8} {:>9} {:>6}",
+                s,
+                mode.as_str().unwrap_or("?"),
+                if *n == 0 {
+                    "-".to_string()
+                } else {
+                    format!("{p}..{}", p + n)
+                }
+            );
         }
         if rows.len() > 32 {
             println!("({} more rows; --json lists all)", rows.len() - 32);
