@@ -1,0 +1,912 @@
+//! An assembled array: executes the core's plans on real members.
+//!
+//! Shape of one request: plan (core) -> lock the stripes -> mark the bitmap ->
+//! read phase (parallel, per-member queues) -> arithmetic (core::exec) -> write
+//! phase (parallel) -> unlock. A member I/O error marks the member faulty and the
+//! request is planned again, degraded; beyond the redundancy the request fails.
+
+use crate::bitmap::Bitmap;
+use crate::error::{EngineError, Result};
+use crate::format::{
+    LayoutRecord, MemberRole, RoleState, Superblock, BITMAP_OFFSET, DATA_OFFSET, SB_SIZE,
+};
+use crate::member::{AlignedBuf, Member};
+use crate::queue::{run_batch, IoOp, MemberQueue};
+use hetraid_core::exec::{self, StripeBufs};
+use hetraid_core::layout::{build, Layout, LayoutSpec};
+use hetraid_core::plan::{ArrayState, MemberState, Op, Plan, Planner, Request, StripePlan};
+use hetraid_core::{MemberKind, WritePolicy};
+use serde::Serialize;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+const PAGE: u64 = 4096;
+const LOCK_SHARDS: usize = 4096;
+
+/// How to create an array.
+#[derive(Debug, Clone)]
+pub struct CreateOptions {
+    pub layout: LayoutRecord,
+    pub chunk_bytes: u64,
+    pub policy: WritePolicy,
+    pub kinds: Vec<MemberKind>,
+    /// Members are known to be all zero (freshly created files): skip the
+    /// initial parity sync.
+    pub assume_clean: bool,
+    /// Overwrite members that carry another array's superblock.
+    pub force: bool,
+}
+
+pub struct Array {
+    sb: Mutex<Superblock>,
+    spec: LayoutSpec,
+    layout: Box<dyn Layout>,
+    members: Vec<Option<Arc<dyn Member>>>,
+    queues: Vec<Option<MemberQueue>>,
+    state: RwLock<ArrayState>,
+    locks: Vec<Mutex<()>>,
+    bitmap: Mutex<Bitmap>,
+    /// User operations so far (rebuild throttling looks at it).
+    pub(crate) user_ops: AtomicU64,
+    warnings: Mutex<Vec<String>>,
+}
+
+/// `hetraid status` data.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    pub uuid: String,
+    pub layout: String,
+    pub members: usize,
+    pub chunk_bytes: u64,
+    pub capacity_bytes: u64,
+    pub stripe_count: u64,
+    pub policy: &'static str,
+    pub events: u64,
+    pub clean: bool,
+    pub state: &'static str,
+    pub dirty_regions: usize,
+    pub member_states: Vec<MemberStatus>,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MemberStatus {
+    pub device: usize,
+    pub path: Option<String>,
+    pub state: &'static str,
+    pub kind: &'static str,
+    pub data_bytes: u64,
+    pub rebuild_checkpoint: Option<u64>,
+}
+
+fn io_err(m: &dyn Member, e: std::io::Error) -> EngineError {
+    EngineError::Io {
+        member: m.name(),
+        source: e,
+    }
+}
+
+fn read_sb(m: &dyn Member) -> Result<std::result::Result<Superblock, crate::format::FormatError>> {
+    let mut b = AlignedBuf::zeroed(SB_SIZE);
+    if m.len() < SB_SIZE as u64 {
+        return Ok(Err(crate::format::FormatError::NoMagic));
+    }
+    m.read_at(&mut b, 0).map_err(|e| io_err(m, e))?;
+    Ok(Superblock::decode(&b))
+}
+
+impl Array {
+    /// Write superblocks and an empty bitmap to `members` and assemble them.
+    pub fn create(members: Vec<Arc<dyn Member>>, opts: &CreateOptions) -> Result<Self> {
+        let n = members.len();
+        if n == 0 {
+            return Err(EngineError::Refused("give at least one member".into()));
+        }
+        if n > crate::format::MAX_MEMBERS {
+            return Err(EngineError::Refused(format!(
+                "at most {} members are supported",
+                crate::format::MAX_MEMBERS
+            )));
+        }
+        if !opts.kinds.is_empty() && opts.kinds.len() != n {
+            return Err(EngineError::Refused(format!(
+                "--kinds lists {} kinds for {n} members; give one per member",
+                opts.kinds.len()
+            )));
+        }
+        let mut names = std::collections::HashSet::new();
+        for m in &members {
+            if !names.insert(m.name()) {
+                return Err(EngineError::Refused(format!(
+                    "member {} is listed twice",
+                    m.name()
+                )));
+            }
+            let need = DATA_OFFSET + opts.chunk_bytes;
+            if m.len() < need {
+                return Err(EngineError::Refused(format!(
+                    "member {} is {} bytes; it needs at least {need} (1 MiB of metadata plus one chunk)",
+                    m.name(),
+                    m.len()
+                )));
+            }
+            if !opts.force {
+                if let Ok(sb) = read_sb(m.as_ref())? {
+                    return Err(EngineError::Refused(format!(
+                        "member {} already belongs to array {} (slot {}); use --force to overwrite it",
+                        m.name(),
+                        sb.uuid_string(),
+                        sb.member
+                    )));
+                }
+            }
+        }
+        let kinds = if opts.kinds.is_empty() {
+            vec![MemberKind::Hdd; n]
+        } else {
+            opts.kinds.clone()
+        };
+        let sizes: Vec<u64> = members
+            .iter()
+            .map(|m| (m.len() - DATA_OFFSET) / opts.chunk_bytes * opts.chunk_bytes)
+            .collect();
+        let kind = opts.layout.kind().map_err(EngineError::Layout)?;
+        let spec = LayoutSpec {
+            kind,
+            chunk_bytes: opts.chunk_bytes,
+            sizes: sizes.clone(),
+            kinds: kinds.clone(),
+        };
+        let layout = build(&spec).map_err(|e| EngineError::Layout(e.to_string()))?;
+        let stripe_bytes = opts.chunk_bytes * layout.data_per_stripe() as u64;
+        let spb = Bitmap::stripes_per_bit(layout.stripe_count(), stripe_bytes);
+        let sb = Superblock {
+            uuid: *uuid::Uuid::new_v4().as_bytes(),
+            events: 1,
+            member: 0,
+            clean: true,
+            policy: opts.policy,
+            data_offset: DATA_OFFSET,
+            chunk_bytes: opts.chunk_bytes,
+            bitmap_stripes: spb as u32,
+            layout: opts.layout.clone(),
+            roles: (0..n)
+                .map(|i| MemberRole {
+                    state: RoleState::Active,
+                    kind: kinds[i],
+                    data_size: sizes[i],
+                    rebuild_checkpoint: 0,
+                })
+                .collect(),
+        };
+        let zero = AlignedBuf::zeroed((DATA_OFFSET - BITMAP_OFFSET) as usize);
+        for (i, m) in members.iter().enumerate() {
+            m.write_at(&zero, BITMAP_OFFSET)
+                .map_err(|e| io_err(m.as_ref(), e))?;
+            let mut s = sb.clone();
+            s.member = i as u32;
+            let mut b = AlignedBuf::zeroed(SB_SIZE);
+            b.copy_from_slice(&s.encode());
+            m.write_at(&b, 0).map_err(|e| io_err(m.as_ref(), e))?;
+            m.flush().map_err(|e| io_err(m.as_ref(), e))?;
+        }
+        let array = Self::from_parts(sb, spec, layout, members.into_iter().map(Some).collect())?;
+        if !opts.assume_clean {
+            array.resync_all()?;
+        }
+        Ok(array)
+    }
+
+    fn from_parts(
+        sb: Superblock,
+        spec: LayoutSpec,
+        layout: Box<dyn Layout>,
+        members: Vec<Option<Arc<dyn Member>>>,
+    ) -> Result<Self> {
+        let n = members.len();
+        let mut state = ArrayState::healthy(n);
+        for (i, r) in sb.roles.iter().enumerate() {
+            state.members[i] = match (r.state, members[i].is_some()) {
+                (RoleState::Active, true) => MemberState::InSync,
+                (RoleState::Rebuilding, true) => MemberState::Rebuilding {
+                    valid_below_stripe: r.rebuild_checkpoint,
+                },
+                _ => MemberState::Failed,
+            };
+        }
+        let queues = members
+            .iter()
+            .enumerate()
+            .map(|(i, m)| m.as_ref().map(|m| MemberQueue::new(m.clone(), i)))
+            .collect();
+        let nbits = layout.stripe_count().div_ceil(sb.bitmap_stripes as u64);
+        let bitmap = Bitmap::new(
+            sb.bitmap_stripes as u64,
+            vec![0; nbits.div_ceil(8) as usize],
+        );
+        Ok(Self {
+            sb: Mutex::new(sb),
+            spec,
+            layout,
+            members,
+            queues,
+            state: RwLock::new(state),
+            locks: (0..LOCK_SHARDS).map(|_| Mutex::new(())).collect(),
+            bitmap: Mutex::new(bitmap),
+            user_ops: AtomicU64::new(0),
+            warnings: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Assemble from members alone, in any order; resync regions left dirty by a
+    /// crash.
+    pub fn assemble(given: Vec<Arc<dyn Member>>) -> Result<Self> {
+        if given.is_empty() {
+            return Err(EngineError::Refused("give the array's members".into()));
+        }
+        let mut sbs = Vec::new();
+        for m in &given {
+            match read_sb(m.as_ref())? {
+                Ok(sb) => sbs.push(sb),
+                Err(e) => {
+                    return Err(EngineError::Refused(format!(
+                        "member {} is refused: {e}",
+                        m.name()
+                    )));
+                }
+            }
+        }
+        let first = &sbs[0];
+        for (m, sb) in given.iter().zip(&sbs) {
+            if sb.uuid != first.uuid {
+                return Err(EngineError::Refused(format!(
+                    "member {} belongs to array {}, not to array {} of member {}; assemble members of one array",
+                    m.name(),
+                    sb.uuid_string(),
+                    first.uuid_string(),
+                    given[0].name()
+                )));
+            }
+        }
+        let fresh = sbs.iter().max_by_key(|s| s.events).unwrap().clone();
+        let n = fresh.roles.len();
+        let mut slots: Vec<Option<Arc<dyn Member>>> = vec![None; n];
+        for (m, sb) in given.iter().zip(&sbs) {
+            if sb.events < fresh.events {
+                return Err(EngineError::Refused(format!(
+                    "member {} is stale (event {} < {}): it was failed or removed; leave it out, or bring it back with replace",
+                    m.name(),
+                    sb.events,
+                    fresh.events
+                )));
+            }
+            let i = sb.member as usize;
+            if i >= n || sb.roles.len() != n {
+                return Err(EngineError::Refused(format!(
+                    "member {} has an inconsistent member table",
+                    m.name()
+                )));
+            }
+            if slots[i].is_some() {
+                return Err(EngineError::Refused(format!(
+                    "members {} and another both claim slot {i}",
+                    m.name()
+                )));
+            }
+            if !matches!(
+                fresh.roles[i].state,
+                RoleState::Active | RoleState::Rebuilding
+            ) {
+                return Err(EngineError::Refused(format!(
+                    "member {} is marked {} in the array",
+                    m.name(),
+                    fresh.roles[i].state.as_str()
+                )));
+            }
+            slots[i] = Some(m.clone());
+        }
+        let sizes: Vec<u64> = fresh.roles.iter().map(|r| r.data_size).collect();
+        let kinds: Vec<MemberKind> = fresh.roles.iter().map(|r| r.kind).collect();
+        let kind = fresh.layout.kind().map_err(EngineError::Layout)?;
+        let spec = LayoutSpec {
+            kind,
+            chunk_bytes: fresh.chunk_bytes,
+            sizes,
+            kinds,
+        };
+        let layout = build(&spec).map_err(|e| EngineError::Layout(e.to_string()))?;
+        let tol = layout.redundancy().tolerance();
+        let missing: Vec<usize> = (0..n)
+            .filter(|&i| slots[i].is_none() || fresh.roles[i].state != RoleState::Active)
+            .collect();
+        let absent: Vec<usize> = (0..n)
+            .filter(|&i| slots[i].is_none() && fresh.roles[i].state == RoleState::Active)
+            .collect();
+        if missing.len() > tol && absent.iter().any(|_| true) {
+            return Err(EngineError::Refused(format!(
+                "members for slots {absent:?} are missing and the array survives only {tol} missing; give all members"
+            )));
+        }
+        let mut array = Self::from_parts(fresh.clone(), spec, layout, slots)?;
+        // The bitmap as the freshest live member has it.
+        let src = array.members.iter().flatten().next().unwrap().clone();
+        let mut bits = vec![0u8; array.bitmap.lock().unwrap().bits.len()];
+        let mut page = AlignedBuf::zeroed(bits.len().div_ceil(PAGE as usize) * PAGE as usize);
+        if !page.is_empty() {
+            src.read_at(&mut page, BITMAP_OFFSET)
+                .map_err(|e| io_err(src.as_ref(), e))?;
+            let l = bits.len();
+            bits.copy_from_slice(&page[..l]);
+        }
+        array.bitmap = Mutex::new(Bitmap::new(fresh.bitmap_stripes as u64, bits));
+        array.recover_dirty()?;
+        Ok(array)
+    }
+
+    pub fn layout(&self) -> &dyn Layout {
+        self.layout.as_ref()
+    }
+
+    pub fn capacity(&self) -> u64 {
+        self.layout.capacity_bytes()
+    }
+
+    pub fn members(&self) -> &[Option<Arc<dyn Member>>] {
+        &self.members
+    }
+
+    pub fn state(&self) -> ArrayState {
+        self.state.read().unwrap().clone()
+    }
+
+    pub fn superblock(&self) -> Superblock {
+        self.sb.lock().unwrap().clone()
+    }
+
+    fn planner(&self) -> Planner<'_> {
+        let policy = self.sb.lock().unwrap().policy;
+        Planner::new(
+            self.layout.as_ref(),
+            policy,
+            self.spec
+                .kinds_or_default()
+                .iter()
+                .map(|k| k.default_service())
+                .collect(),
+        )
+    }
+
+    fn lock_stripes(&self, stripes: impl Iterator<Item = u64>) -> Vec<MutexGuard<'_, ()>> {
+        let mut shards: Vec<usize> = stripes.map(|s| (s % LOCK_SHARDS as u64) as usize).collect();
+        shards.sort_unstable();
+        shards.dedup();
+        shards
+            .into_iter()
+            .map(|i| self.locks[i].lock().unwrap())
+            .collect()
+    }
+
+    /// Persist the superblock (bumping the event counter) on every live member.
+    fn write_superblocks(&self, sb: &mut Superblock) -> Result<()> {
+        sb.events += 1;
+        let mut ops = Vec::new();
+        for (i, m) in self.members.iter().enumerate() {
+            if m.is_none()
+                || !matches!(sb.roles[i].state, RoleState::Active | RoleState::Rebuilding)
+            {
+                continue;
+            }
+            let mut s = sb.clone();
+            s.member = i as u32;
+            let mut b = AlignedBuf::zeroed(SB_SIZE);
+            b.copy_from_slice(&s.encode());
+            ops.push((i, IoOp::Write { off: 0, buf: b }));
+            ops.push((i, IoOp::Flush));
+        }
+        let idx: Vec<usize> = ops.iter().map(|(i, _)| *i).collect();
+        let mut failed = Vec::new();
+        for (r, i) in run_batch(&self.queues, ops).into_iter().zip(idx) {
+            if r.is_err() && !failed.contains(&i) {
+                failed.push(i);
+            }
+        }
+        // A member that cannot take its superblock is failed (recorded on the others).
+        if !failed.is_empty() {
+            for &i in &failed {
+                sb.roles[i].state = RoleState::Faulty;
+                self.state.write().unwrap().members[i] = MemberState::Failed;
+            }
+            return self.write_superblocks(sb);
+        }
+        Ok(())
+    }
+
+    /// Mark member `i` faulty (as `hetraid fail` and as an I/O error do).
+    pub fn fail(&self, i: usize) -> Result<()> {
+        let mut sb = self.sb.lock().unwrap();
+        if i >= sb.roles.len() {
+            return Err(EngineError::Refused(format!(
+                "member {i} does not exist; members are 0 to {}",
+                sb.roles.len() - 1
+            )));
+        }
+        if sb.roles[i].state == RoleState::Faulty {
+            return Ok(());
+        }
+        sb.roles[i].state = RoleState::Faulty;
+        self.state.write().unwrap().members[i] = MemberState::Failed;
+        let failed = sb
+            .roles
+            .iter()
+            .filter(|r| r.state != RoleState::Active)
+            .count();
+        self.write_superblocks(&mut sb)?;
+        if failed > self.layout.redundancy().tolerance() {
+            self.warnings.lock().unwrap().push(format!(
+                "{failed} members are out: data beyond the redundancy is lost"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Record a member I/O error: the member becomes faulty.
+    fn member_error(&self, i: usize, e: &std::io::Error) {
+        let name = self.members[i]
+            .as_ref()
+            .map_or_else(|| format!("{i}"), |m| m.name());
+        self.warnings
+            .lock()
+            .unwrap()
+            .push(format!("member {i} ({name}) failed: {e}"));
+        let _ = self.fail(i);
+    }
+
+    /// Read `buf.len()` bytes at `offset`.
+    pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.user_ops.fetch_add(1, Ordering::Relaxed);
+        self.run(Request::read(offset, buf.len() as u64), buf)
+    }
+
+    /// Write `data` at `offset` (durable after [`Array::flush`]).
+    pub fn write(&self, offset: u64, data: &[u8]) -> Result<()> {
+        self.user_ops.fetch_add(1, Ordering::Relaxed);
+        let mut copy = data.to_vec();
+        self.run(Request::write(offset, data.len() as u64), &mut copy)
+    }
+
+    fn run(&self, req: Request, buf: &mut [u8]) -> Result<()> {
+        // Each retry follows a member failure, so it is bounded by the member count.
+        for _ in 0..=self.members.len() {
+            let state = self.state();
+            let plan = self.planner().plan(&req, &state)?;
+            match self.execute(&plan, buf) {
+                Ok(()) => return Ok(()),
+                Err(Retry::MemberFailed) => continue,
+                Err(Retry::Fatal(e)) => return Err(e),
+            }
+        }
+        Err(EngineError::TooManyFailures(
+            "members kept failing during one request".into(),
+        ))
+    }
+
+    fn execute(&self, plan: &Plan, buf: &mut [u8]) -> std::result::Result<(), Retry> {
+        let _g = self.lock_stripes(plan.stripes.iter().map(|s| s.stripe));
+        let bits: Vec<u64> = if plan.op == Op::Write {
+            let bm = self.bitmap.lock().unwrap();
+            let mut b: Vec<u64> = plan.stripes.iter().map(|s| bm.bit_of(s.stripe)).collect();
+            b.dedup();
+            b
+        } else {
+            vec![]
+        };
+        if !bits.is_empty() {
+            self.bitmap_begin(&bits).map_err(Retry::Fatal)?;
+        }
+        let r = self.execute_locked(plan, buf);
+        if !bits.is_empty() {
+            self.bitmap.lock().unwrap().end(&bits);
+        }
+        r
+    }
+
+    fn execute_locked(&self, plan: &Plan, buf: &mut [u8]) -> std::result::Result<(), Retry> {
+        for sp in &plan.stripes {
+            let mut bufs = StripeBufs::new(sp);
+            self.read_phase(
+                sp,
+                &mut bufs,
+                if plan.op == Op::Read {
+                    Some(&mut *buf)
+                } else {
+                    None
+                },
+            )?;
+            match plan.op {
+                Op::Read => exec::finish_reads(sp, &mut bufs, buf)
+                    .map_err(|e| Retry::Fatal(EngineError::Refused(e)))?,
+                Op::Write => {
+                    exec::fill_writes(sp, &mut bufs, buf)
+                        .map_err(|e| Retry::Fatal(EngineError::Refused(e)))?;
+                    self.write_phase(sp, &mut bufs, |r| r.write)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn data_off(&self) -> u64 {
+        DATA_OFFSET
+    }
+
+    /// Issue a stripe plan's reads (and direct reads into `user`) in parallel.
+    fn read_phase(
+        &self,
+        sp: &StripePlan,
+        bufs: &mut StripeBufs,
+        user: Option<&mut [u8]>,
+    ) -> std::result::Result<(), Retry> {
+        let mut ops = Vec::new();
+        let mut dest: Vec<(usize, u32, u32, Option<(usize, usize)>)> = Vec::new(); // (col, page, pages, direct buf range)
+        for run in &sp.runs {
+            for c in run.read.iter() {
+                let loc = sp.columns[c].loc;
+                ops.push((
+                    loc.member,
+                    IoOp::Read {
+                        off: self.data_off() + loc.offset + run.page as u64 * PAGE,
+                        len: (run.pages as u64 * PAGE) as usize,
+                    },
+                ));
+                dest.push((c, run.page, run.pages, None));
+            }
+        }
+        if user.is_some() {
+            for p in sp.pieces.iter().filter(|p| p.direct.is_some()) {
+                let loc = sp.columns[p.direct.unwrap()].loc;
+                ops.push((
+                    loc.member,
+                    IoOp::Read {
+                        off: self.data_off() + loc.offset + p.chunk_offset,
+                        len: p.len as usize,
+                    },
+                ));
+                dest.push((0, 0, 0, Some((p.buf_offset as usize, p.len as usize))));
+            }
+        }
+        let members: Vec<usize> = ops.iter().map(|(m, _)| *m).collect();
+        let results = run_batch(&self.queues, ops);
+        let mut user = user;
+        let mut failed = false;
+        for ((r, m), (c, page, pages, direct)) in results.into_iter().zip(members).zip(dest) {
+            match r {
+                Ok(Some(data)) => match direct {
+                    Some((a, len)) => user.as_deref_mut().expect("direct reads have a buffer")
+                        [a..a + len]
+                        .copy_from_slice(&data),
+                    None => {
+                        let run = hetraid_core::plan::RowRun {
+                            page,
+                            pages,
+                            mode: hetraid_core::Mode::Read,
+                            strategy: hetraid_core::plan::Strategy::Rcw,
+                            read: Default::default(),
+                            write: Default::default(),
+                            lost: Default::default(),
+                        };
+                        bufs.run_slice(c, &run).copy_from_slice(&data);
+                    }
+                },
+                Ok(None) => {}
+                Err(e) => {
+                    self.member_error(m, &e);
+                    failed = true;
+                }
+            }
+        }
+        if failed {
+            return Err(Retry::MemberFailed);
+        }
+        Ok(())
+    }
+
+    fn write_phase(
+        &self,
+        sp: &StripePlan,
+        bufs: &mut StripeBufs,
+        cols: impl Fn(&hetraid_core::plan::RowRun) -> hetraid_core::plan::ColSet,
+    ) -> std::result::Result<(), Retry> {
+        let mut ops = Vec::new();
+        for run in &sp.runs {
+            for c in cols(run).iter() {
+                let loc = sp.columns[c].loc;
+                let data = bufs.run_slice(c, run);
+                let mut b = AlignedBuf::zeroed(data.len());
+                b.copy_from_slice(data);
+                ops.push((
+                    loc.member,
+                    IoOp::Write {
+                        off: self.data_off() + loc.offset + run.page as u64 * PAGE,
+                        buf: b,
+                    },
+                ));
+            }
+        }
+        let members: Vec<usize> = ops.iter().map(|(m, _)| *m).collect();
+        let mut any = false;
+        for (r, m) in run_batch(&self.queues, ops).into_iter().zip(members) {
+            if let Err(e) = r {
+                // The stripe stays consistent without this member: mark it faulty.
+                self.member_error(m, &e);
+                any = true;
+            }
+        }
+        if any {
+            let failed = self
+                .state()
+                .members
+                .iter()
+                .filter(|s| **s != MemberState::InSync)
+                .count();
+            if failed > self.layout.redundancy().tolerance() {
+                return Err(Retry::Fatal(EngineError::TooManyFailures(format!(
+                    "{failed} members out"
+                ))));
+            }
+        }
+        Ok(())
+    }
+
+    fn live_members(&self) -> Vec<usize> {
+        let st = self.state();
+        (0..self.members.len())
+            .filter(|&i| self.members[i].is_some() && st.members[i] != MemberState::Failed)
+            .collect()
+    }
+
+    fn write_bitmap_pages(&self, bm: &Bitmap, pages: &[u64]) -> Result<()> {
+        let mut ops = Vec::new();
+        for &m in &self.live_members() {
+            for &p in pages {
+                let src = bm.page(p);
+                let mut b = AlignedBuf::zeroed(PAGE as usize);
+                b[..src.len()].copy_from_slice(src);
+                ops.push((
+                    m,
+                    IoOp::Write {
+                        off: BITMAP_OFFSET + p,
+                        buf: b,
+                    },
+                ));
+            }
+            ops.push((m, IoOp::Flush));
+        }
+        let idx: Vec<usize> = ops.iter().map(|(m, _)| *m).collect();
+        for (r, m) in run_batch(&self.queues, ops).into_iter().zip(idx) {
+            if let Err(e) = r {
+                self.member_error(m, &e);
+            }
+        }
+        Ok(())
+    }
+
+    fn bitmap_begin(&self, bits: &[u64]) -> Result<()> {
+        let mut bm = self.bitmap.lock().unwrap();
+        let pages = bm.begin(bits);
+        if !pages.is_empty() {
+            self.mark_dirty()?;
+            self.write_bitmap_pages(&bm, &pages)?;
+        }
+        Ok(())
+    }
+
+    fn mark_dirty(&self) -> Result<()> {
+        let mut sb = self.sb.lock().unwrap();
+        if sb.clean {
+            sb.clean = false;
+            self.write_superblocks(&mut sb)?;
+        }
+        Ok(())
+    }
+
+    /// Make every completed write durable on every member, then clear idle bitmap bits.
+    pub fn flush(&self) -> Result<()> {
+        let live = self.live_members();
+        let ops: Vec<(usize, IoOp)> = live.iter().map(|&m| (m, IoOp::Flush)).collect();
+        for (r, m) in run_batch(&self.queues, ops).into_iter().zip(live) {
+            if let Err(e) = r {
+                self.member_error(m, &e);
+            }
+        }
+        let failed = self
+            .state()
+            .members
+            .iter()
+            .filter(|s| **s == MemberState::Failed)
+            .count();
+        if failed > self.layout.redundancy().tolerance() {
+            return Err(EngineError::TooManyFailures(format!(
+                "{failed} members failed"
+            )));
+        }
+        let mut bm = self.bitmap.lock().unwrap();
+        let pages = bm.clear_idle();
+        if !pages.is_empty() {
+            self.write_bitmap_pages(&bm, &pages)?;
+        }
+        Ok(())
+    }
+
+    /// Flush and mark the array clean (a restart then needs no resync).
+    pub fn close(&self) -> Result<()> {
+        self.flush()?;
+        let mut sb = self.sb.lock().unwrap();
+        if !sb.clean {
+            sb.clean = true;
+            self.write_superblocks(&mut sb)?;
+        }
+        Ok(())
+    }
+
+    /// Recompute redundancy of every stripe in regions the bitmap marks dirty.
+    fn recover_dirty(&self) -> Result<()> {
+        let dirty = self.bitmap.lock().unwrap().dirty();
+        if dirty.is_empty() {
+            return Ok(());
+        }
+        let spb = self.bitmap.lock().unwrap().stripes_per_bit;
+        let state = self.state();
+        let degraded = state.members.iter().any(|s| *s != MemberState::InSync);
+        if degraded && self.layout.redundancy().tolerance() <= 1 {
+            self.warnings.lock().unwrap().push(format!(
+                "{} regions were being written at a crash while the array was degraded; their parity cannot be verified",
+                dirty.len()
+            ));
+        }
+        let mut fixed = 0;
+        for b in &dirty {
+            for s in b * spb..((b + 1) * spb).min(self.layout.stripe_count()) {
+                fixed += self.scrub_stripe(s, true)?.1;
+            }
+        }
+        if fixed > 0 {
+            self.warnings.lock().unwrap().push(format!(
+                "resynced {} dirty regions after an unclean shutdown ({fixed} stripes repaired)",
+                dirty.len()
+            ));
+        }
+        self.flush()
+    }
+
+    fn resync_all(&self) -> Result<()> {
+        for s in 0..self.layout.stripe_count() {
+            self.scrub_stripe(s, true)?;
+        }
+        self.flush()
+    }
+
+    /// Check (and with `repair`, fix) one stripe; returns (mismatched pages, stripes repaired).
+    pub fn scrub_stripe(&self, s: u64, repair: bool) -> Result<(u64, u64)> {
+        let state = self.state();
+        let planner = self.planner();
+        let Some(sp) = planner.scrub_stripe(s, &state, repair) else {
+            return Ok((0, 0));
+        };
+        let _g = self.lock_stripes(std::iter::once(s));
+        let mut bufs = StripeBufs::new(&sp);
+        if self.read_phase(&sp, &mut bufs, None).is_err() {
+            return Ok((0, 0));
+        }
+        let out = exec::scrub(&sp, &mut bufs);
+        if out.mismatched_pages > 0 && repair {
+            let _ = self.write_phase(&sp, &mut bufs, |r| r.write);
+            return Ok((out.mismatched_pages, 1));
+        }
+        Ok((out.mismatched_pages, 0))
+    }
+
+    pub fn status(&self) -> Status {
+        let sb = self.superblock();
+        let st = self.state();
+        let failed = st
+            .members
+            .iter()
+            .filter(|s| **s == MemberState::Failed)
+            .count();
+        let rebuilding = st
+            .members
+            .iter()
+            .any(|s| matches!(s, MemberState::Rebuilding { .. }));
+        let state = if failed > self.layout.redundancy().tolerance() {
+            "failed"
+        } else if rebuilding {
+            "rebuilding"
+        } else if failed > 0 {
+            "degraded"
+        } else {
+            "optimal"
+        };
+        Status {
+            uuid: sb.uuid_string(),
+            layout: self.layout.name(),
+            members: sb.roles.len(),
+            chunk_bytes: sb.chunk_bytes,
+            capacity_bytes: self.capacity(),
+            stripe_count: self.layout.stripe_count(),
+            policy: sb.policy.as_str(),
+            events: sb.events,
+            clean: sb.clean,
+            state,
+            dirty_regions: self.bitmap.lock().unwrap().dirty().len(),
+            member_states: sb
+                .roles
+                .iter()
+                .enumerate()
+                .map(|(i, r)| MemberStatus {
+                    device: i,
+                    path: self.members[i].as_ref().map(|m| m.name()),
+                    state: if self.members[i].is_none() && r.state == RoleState::Active {
+                        "missing"
+                    } else {
+                        r.state.as_str()
+                    },
+                    kind: r.kind.as_str(),
+                    data_bytes: r.data_size,
+                    rebuild_checkpoint: (r.state == RoleState::Rebuilding)
+                        .then_some(r.rebuild_checkpoint),
+                })
+                .collect(),
+            warnings: self.warnings.lock().unwrap().clone(),
+        }
+    }
+
+    pub(crate) fn lock_one(&self, s: u64) -> MutexGuard<'_, ()> {
+        self.locks[(s % LOCK_SHARDS as u64) as usize]
+            .lock()
+            .unwrap()
+    }
+
+    /// Reads of a stripe plan (no user buffer), for rebuild and scrub.
+    pub(crate) fn read_cols(&self, sp: &StripePlan, bufs: &mut StripeBufs) -> Result<()> {
+        self.read_phase(sp, bufs, None)
+            .map_err(|_| EngineError::TooManyFailures("a member failed while rebuilding".into()))
+    }
+
+    /// Writes of a stripe plan's `write` columns.
+    pub(crate) fn write_cols(&self, sp: &StripePlan, bufs: &mut StripeBufs) -> Result<()> {
+        self.write_phase(sp, bufs, |r| r.write)
+            .map_err(|e| match e {
+                Retry::Fatal(e) => e,
+                Retry::MemberFailed => {
+                    EngineError::TooManyFailures("a member failed while rebuilding".into())
+                }
+            })
+    }
+
+    /// Replace the superblock (bumping events) on every live member.
+    pub(crate) fn store_superblock(&self, new: Superblock) -> Result<()> {
+        let mut sb = self.sb.lock().unwrap();
+        let events = sb.events.max(new.events);
+        *sb = new;
+        sb.events = events;
+        self.write_superblocks(&mut sb)
+    }
+
+    pub(crate) fn set_in_sync(&self, members: &[usize]) {
+        let mut st = self.state.write().unwrap();
+        for &m in members {
+            st.members[m] = MemberState::InSync;
+        }
+    }
+
+    pub fn warnings(&self) -> Vec<String> {
+        self.warnings.lock().unwrap().clone()
+    }
+}
+
+/// Why a plan's execution stopped.
+enum Retry {
+    /// A member failed during the request: plan again with the new state.
+    MemberFailed,
+    Fatal(EngineError),
+}

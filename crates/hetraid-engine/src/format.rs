@@ -1,0 +1,338 @@
+//! On-disk format: a 4 KiB superblock at offset 0 of every member, the
+//! write-intent bitmap after it, data from `DATA_OFFSET`. Little-endian, versioned,
+//! crc32c-checksummed. Byte map in docs/FORMAT.md.
+
+use hetraid_core::layout::{parse_kind, LayoutKind, ParityOrder};
+use hetraid_core::{MemberKind, WritePolicy};
+
+pub const MAGIC: &[u8; 8] = b"HETRAID1";
+pub const VERSION: u32 = 1;
+pub const SB_SIZE: usize = 4096;
+/// Bitmap region: [BITMAP_OFFSET, DATA_OFFSET).
+pub const BITMAP_OFFSET: u64 = 4096;
+pub const DATA_OFFSET: u64 = 1 << 20;
+pub const MAX_MEMBERS: usize = 64;
+const TABLE: usize = 376;
+const ENTRY: usize = 32;
+const CRC_AT: usize = SB_SIZE - 4;
+
+/// Layout parameters as stored (and as given on the command line).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LayoutRecord {
+    pub name: String,
+    pub weights: Vec<u64>,
+    pub parity_order: Option<ParityOrder>,
+    pub copies: Option<usize>,
+    pub group: Option<usize>,
+    pub partitions: Option<usize>,
+    pub spare_partitions: usize,
+    pub chunks_per_bundle: Option<usize>,
+    pub raidx_level: Option<String>,
+}
+
+impl LayoutRecord {
+    pub fn kind(&self) -> Result<LayoutKind, String> {
+        parse_kind(
+            &self.name,
+            (!self.weights.is_empty()).then(|| self.weights.clone()),
+            self.parity_order.map(|o| o.as_str()),
+            self.copies,
+            self.group,
+            self.partitions,
+            self.spare_partitions,
+            self.chunks_per_bundle,
+            self.raidx_level.as_deref(),
+        )
+        .map_err(|e| e.to_string())
+    }
+}
+
+/// What a member slot is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoleState {
+    Active,
+    Faulty,
+    Rebuilding,
+    Removed,
+}
+
+impl RoleState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Active => "active",
+            Self::Faulty => "faulty",
+            Self::Rebuilding => "rebuilding",
+            Self::Removed => "removed",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemberRole {
+    pub state: RoleState,
+    pub kind: MemberKind,
+    /// Data-area bytes this member contributes.
+    pub data_size: u64,
+    /// Rebuilding: stripes below this are already rebuilt.
+    pub rebuild_checkpoint: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Superblock {
+    pub uuid: [u8; 16],
+    pub events: u64,
+    /// This member's slot.
+    pub member: u32,
+    pub clean: bool,
+    pub policy: WritePolicy,
+    pub data_offset: u64,
+    pub chunk_bytes: u64,
+    pub bitmap_stripes: u32,
+    pub layout: LayoutRecord,
+    pub roles: Vec<MemberRole>,
+}
+
+/// Why a superblock was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FormatError {
+    #[error("no hetraid superblock (bad magic)")]
+    NoMagic,
+    #[error("superblock version {0} is not supported (this hetraid reads version {VERSION})")]
+    Version(u32),
+    #[error("superblock checksum mismatch (damaged superblock)")]
+    Checksum,
+    #[error("superblock field {0} is invalid")]
+    Field(&'static str),
+}
+
+fn put_u16(b: &mut [u8], at: usize, v: u16) {
+    b[at..at + 2].copy_from_slice(&v.to_le_bytes());
+}
+fn put_u32(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+fn put_u64(b: &mut [u8], at: usize, v: u64) {
+    b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes(b[at..at + 2].try_into().unwrap())
+}
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+}
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+fn opt16(v: Option<usize>) -> u16 {
+    v.map_or(0, |x| x as u16)
+}
+fn unopt16(v: u16) -> Option<usize> {
+    (v != 0).then_some(v as usize)
+}
+
+const POLICIES: [WritePolicy; 4] = [
+    WritePolicy::Md,
+    WritePolicy::Modthresh,
+    WritePolicy::RmwAlways,
+    WritePolicy::Cost,
+];
+const ORDERS: [ParityOrder; 4] = [
+    ParityOrder::LeftSymmetric,
+    ParityOrder::LeftAsymmetric,
+    ParityOrder::RightSymmetric,
+    ParityOrder::RightAsymmetric,
+];
+const KINDS: [MemberKind; 3] = [MemberKind::Hdd, MemberKind::Ssd, MemberKind::Nvram];
+const STATES: [RoleState; 4] = [
+    RoleState::Active,
+    RoleState::Faulty,
+    RoleState::Rebuilding,
+    RoleState::Removed,
+];
+
+impl Superblock {
+    pub fn encode(&self) -> [u8; SB_SIZE] {
+        assert!(self.roles.len() <= MAX_MEMBERS && self.layout.weights.len() <= MAX_MEMBERS);
+        let mut b = [0u8; SB_SIZE];
+        b[0..8].copy_from_slice(MAGIC);
+        put_u32(&mut b, 8, VERSION);
+        put_u32(&mut b, 12, self.member);
+        b[16..32].copy_from_slice(&self.uuid);
+        put_u64(&mut b, 32, self.events);
+        put_u32(&mut b, 40, self.roles.len() as u32);
+        b[44] = self.clean as u8;
+        b[45] = POLICIES.iter().position(|p| *p == self.policy).unwrap() as u8;
+        put_u64(&mut b, 48, self.data_offset);
+        put_u64(&mut b, 56, self.chunk_bytes);
+        put_u32(&mut b, 64, self.bitmap_stripes);
+        let name = self.layout.name.as_bytes();
+        b[72..72 + name.len().min(32)].copy_from_slice(&name[..name.len().min(32)]);
+        b[104] = self
+            .layout
+            .parity_order
+            .map_or(0xff, |o| ORDERS.iter().position(|x| *x == o).unwrap() as u8);
+        b[105] = self
+            .layout
+            .raidx_level
+            .as_deref()
+            .and_then(|l| l.parse::<u8>().ok())
+            .unwrap_or(0xff);
+        put_u16(&mut b, 106, opt16(self.layout.copies));
+        put_u16(&mut b, 108, opt16(self.layout.group));
+        put_u16(&mut b, 110, opt16(self.layout.partitions));
+        put_u16(&mut b, 112, self.layout.spare_partitions as u16);
+        put_u16(&mut b, 114, opt16(self.layout.chunks_per_bundle));
+        put_u16(&mut b, 116, self.layout.weights.len() as u16);
+        for (i, w) in self.layout.weights.iter().enumerate() {
+            put_u32(&mut b, 120 + 4 * i, *w as u32);
+        }
+        for (i, r) in self.roles.iter().enumerate() {
+            let at = TABLE + ENTRY * i;
+            b[at] = STATES.iter().position(|s| *s == r.state).unwrap() as u8;
+            b[at + 1] = KINDS.iter().position(|k| *k == r.kind).unwrap() as u8;
+            put_u64(&mut b, at + 8, r.data_size);
+            put_u64(&mut b, at + 16, r.rebuild_checkpoint);
+        }
+        let crc = crc32c::crc32c(&b[..CRC_AT]);
+        put_u32(&mut b, CRC_AT, crc);
+        b
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Self, FormatError> {
+        if b.len() < SB_SIZE || &b[0..8] != MAGIC {
+            return Err(FormatError::NoMagic);
+        }
+        let version = u32_at(b, 8);
+        if version != VERSION {
+            return Err(FormatError::Version(version));
+        }
+        if crc32c::crc32c(&b[..CRC_AT]) != u32_at(b, CRC_AT) {
+            return Err(FormatError::Checksum);
+        }
+        let n = u32_at(b, 40) as usize;
+        if n == 0 || n > MAX_MEMBERS {
+            return Err(FormatError::Field("member count"));
+        }
+        let member = u32_at(b, 12);
+        if member as usize >= n {
+            return Err(FormatError::Field("member index"));
+        }
+        let name_raw = &b[72..104];
+        let name_len = name_raw.iter().position(|c| *c == 0).unwrap_or(32);
+        let name = std::str::from_utf8(&name_raw[..name_len])
+            .map_err(|_| FormatError::Field("layout name"))?
+            .to_string();
+        let wn = u16_at(b, 116) as usize;
+        if wn > MAX_MEMBERS {
+            return Err(FormatError::Field("weight count"));
+        }
+        let mut roles = Vec::with_capacity(n);
+        for i in 0..n {
+            let at = TABLE + ENTRY * i;
+            roles.push(MemberRole {
+                state: *STATES
+                    .get(b[at] as usize)
+                    .ok_or(FormatError::Field("member state"))?,
+                kind: *KINDS
+                    .get(b[at + 1] as usize)
+                    .ok_or(FormatError::Field("member kind"))?,
+                data_size: u64_at(b, at + 8),
+                rebuild_checkpoint: u64_at(b, at + 16),
+            });
+        }
+        Ok(Self {
+            uuid: b[16..32].try_into().unwrap(),
+            events: u64_at(b, 32),
+            member,
+            clean: b[44] == 1,
+            policy: *POLICIES
+                .get(b[45] as usize)
+                .ok_or(FormatError::Field("write policy"))?,
+            data_offset: u64_at(b, 48),
+            chunk_bytes: u64_at(b, 56),
+            bitmap_stripes: u32_at(b, 64).max(1),
+            layout: LayoutRecord {
+                name,
+                weights: (0..wn).map(|i| u32_at(b, 120 + 4 * i) as u64).collect(),
+                parity_order: match b[104] {
+                    0xff => None,
+                    o => Some(
+                        *ORDERS
+                            .get(o as usize)
+                            .ok_or(FormatError::Field("parity order"))?,
+                    ),
+                },
+                copies: unopt16(u16_at(b, 106)),
+                group: unopt16(u16_at(b, 108)),
+                partitions: unopt16(u16_at(b, 110)),
+                spare_partitions: u16_at(b, 112) as usize,
+                chunks_per_bundle: unopt16(u16_at(b, 114)),
+                raidx_level: (b[105] != 0xff).then(|| b[105].to_string()),
+            },
+            roles,
+        })
+    }
+
+    pub fn uuid_string(&self) -> String {
+        uuid::Uuid::from_bytes(self.uuid).hyphenated().to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Superblock {
+        Superblock {
+            uuid: [7; 16],
+            events: 42,
+            member: 2,
+            clean: false,
+            policy: WritePolicy::Modthresh,
+            data_offset: DATA_OFFSET,
+            chunk_bytes: 65536,
+            bitmap_stripes: 16,
+            layout: LayoutRecord {
+                name: "raidh".into(),
+                weights: vec![0, 0, 1, 1, 2],
+                ..Default::default()
+            },
+            roles: (0..5)
+                .map(|i| MemberRole {
+                    state: if i == 3 {
+                        RoleState::Rebuilding
+                    } else {
+                        RoleState::Active
+                    },
+                    kind: if i == 4 {
+                        MemberKind::Ssd
+                    } else {
+                        MemberKind::Hdd
+                    },
+                    data_size: 1 << 30,
+                    rebuild_checkpoint: i,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        let s = sample();
+        assert_eq!(Superblock::decode(&s.encode()), Ok(s));
+    }
+
+    #[test]
+    fn any_flipped_byte_is_caught() {
+        let b = sample().encode();
+        for i in 0..SB_SIZE {
+            let mut c = b;
+            c[i] ^= 0x40;
+            assert!(
+                Superblock::decode(&c).is_err(),
+                "flip at byte {i} went unnoticed"
+            );
+        }
+    }
+}

@@ -1,0 +1,14 @@
+//! hetraid's storage engine: executes `hetraid-core` plans with real bytes on real
+//! members. It makes no layout decision of its own.
+
+pub mod array;
+pub mod bitmap;
+pub mod error;
+pub mod format;
+pub mod member;
+pub mod queue;
+pub mod rebuild;
+
+pub use array::{Array, CreateOptions, Status};
+pub use error::{EngineError, Result};
+pub use rebuild::{RebuildOptions, RebuildProgress, RebuildReport, ScrubReport};

@@ -1,0 +1,155 @@
+//! An in-memory member for tests: injects I/O errors on chosen or random
+//! operations, and simulates a crash — every write since the last flush is
+//! dropped, or, with torn writes, kept or dropped page by page (4 KiB).
+//! Randomness comes from a seed, so every failure replays.
+
+use super::Member;
+use std::io;
+use std::sync::Mutex;
+
+#[derive(Debug, Clone, Default)]
+pub struct FaultConfig {
+    /// Fail every read / write.
+    pub fail_reads: bool,
+    pub fail_writes: bool,
+    /// Fail this fraction (parts per million) of operations at random.
+    pub error_ppm: u32,
+    /// Fail the N-th operation (0-based), once.
+    pub fail_op: Option<u64>,
+}
+
+struct State {
+    durable: Vec<u8>,
+    current: Vec<u8>,
+    /// Pages written since the last flush.
+    dirty_pages: std::collections::BTreeSet<u64>,
+    cfg: FaultConfig,
+    ops: u64,
+    rng: u64,
+}
+
+pub struct FaultMember {
+    name: String,
+    len: u64,
+    state: Mutex<State>,
+}
+
+const PAGE: u64 = 4096;
+
+impl FaultMember {
+    pub fn new(name: &str, len: u64, seed: u64) -> Self {
+        Self {
+            name: name.into(),
+            len,
+            state: Mutex::new(State {
+                durable: vec![0; len as usize],
+                current: vec![0; len as usize],
+                dirty_pages: Default::default(),
+                cfg: FaultConfig::default(),
+                ops: 0,
+                rng: seed | 1,
+            }),
+        }
+    }
+
+    pub fn set_faults(&self, cfg: FaultConfig) {
+        self.state.lock().unwrap().cfg = cfg;
+    }
+
+    /// Lose power: unflushed pages revert (torn: each independently, at random).
+    pub fn crash(&self, torn: bool) {
+        let mut s = self.state.lock().unwrap();
+        let pages: Vec<u64> = std::mem::take(&mut s.dirty_pages).into_iter().collect();
+        for p in pages {
+            let keep = torn && next(&mut s.rng) % 2 == 0;
+            let r = (p * PAGE) as usize..((p + 1) * PAGE).min(s.current.len() as u64) as usize;
+            if keep {
+                let v = s.current[r.clone()].to_vec();
+                s.durable[r].copy_from_slice(&v);
+            } else {
+                let v = s.durable[r.clone()].to_vec();
+                s.current[r].copy_from_slice(&v);
+            }
+        }
+    }
+
+    /// A copy of the durable contents.
+    pub fn durable(&self) -> Vec<u8> {
+        self.state.lock().unwrap().durable.clone()
+    }
+
+    fn check(&self, s: &mut State, write: bool) -> io::Result<()> {
+        let op = s.ops;
+        s.ops += 1;
+        let random = s.cfg.error_ppm > 0 && next(&mut s.rng) % 1_000_000 < s.cfg.error_ppm as u64;
+        if (write && s.cfg.fail_writes)
+            || (!write && s.cfg.fail_reads)
+            || s.cfg.fail_op == Some(op)
+            || random
+        {
+            return Err(io::Error::other(format!(
+                "injected I/O error on {} (operation {op})",
+                self.name
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn next(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
+fn bounds(len: u64, off: u64, n: usize) -> io::Result<std::ops::Range<usize>> {
+    if off.checked_add(n as u64).is_none_or(|e| e > len) {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "I/O beyond the end of the member",
+        ));
+    }
+    Ok(off as usize..off as usize + n)
+}
+
+impl Member for FaultMember {
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
+        let mut s = self.state.lock().unwrap();
+        self.check(&mut s, false)?;
+        let r = bounds(self.len, off, buf.len())?;
+        buf.copy_from_slice(&s.current[r]);
+        Ok(())
+    }
+
+    fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
+        let mut s = self.state.lock().unwrap();
+        self.check(&mut s, true)?;
+        let r = bounds(self.len, off, buf.len())?;
+        s.current[r].copy_from_slice(buf);
+        for p in off / PAGE..(off + buf.len() as u64).div_ceil(PAGE) {
+            s.dirty_pages.insert(p);
+        }
+        Ok(())
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        let mut s = self.state.lock().unwrap();
+        self.check(&mut s, true)?;
+        let pages: Vec<u64> = std::mem::take(&mut s.dirty_pages).into_iter().collect();
+        for p in pages {
+            let r = (p * PAGE) as usize..((p + 1) * PAGE).min(s.current.len() as u64) as usize;
+            let v = s.current[r.clone()].to_vec();
+            s.durable[r].copy_from_slice(&v);
+        }
+        Ok(())
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+}

@@ -1,0 +1,141 @@
+//! Regular files and block devices, with O_DIRECT where the filesystem supports
+//! it (tmpfs does not: we fall back to buffered I/O and say so in `direct()`).
+
+use super::{AlignedBuf, Member, ALIGN};
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+pub struct FileMember {
+    file: File,
+    path: PathBuf,
+    len: u64,
+    direct: bool,
+}
+
+fn aligned(x: u64) -> bool {
+    x % ALIGN as u64 == 0
+}
+
+impl FileMember {
+    /// Open an existing file or block device read-write.
+    pub fn open(path: &Path) -> io::Result<Self> {
+        let meta = std::fs::metadata(path)?;
+        let block = meta.file_type().is_block_device();
+        if !block && !meta.is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a regular file or block device",
+            ));
+        }
+        let direct = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(path);
+        let (file, mut is_direct) = match direct {
+            Ok(f) => (f, true),
+            Err(_) => (OpenOptions::new().read(true).write(true).open(path)?, false),
+        };
+        let len = if block {
+            Self::block_len(&file)?
+        } else {
+            meta.len()
+        };
+        if is_direct {
+            // Some filesystems accept the flag and fail the I/O: probe once.
+            let mut probe = AlignedBuf::zeroed(ALIGN);
+            if len >= ALIGN as u64 && file.read_exact_at(&mut probe, 0).is_err() {
+                is_direct = false;
+            }
+        }
+        let file = if is_direct {
+            file
+        } else {
+            OpenOptions::new().read(true).write(true).open(path)?
+        };
+        Ok(Self {
+            file,
+            path: path.to_path_buf(),
+            len,
+            direct: is_direct,
+        })
+    }
+
+    /// Create (or truncate) a regular file of `len` bytes, all zero, and open it.
+    pub fn create(path: &Path, len: u64) -> io::Result<Self> {
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
+        f.set_len(len)?;
+        drop(f);
+        Self::open(path)
+    }
+
+    fn block_len(file: &File) -> io::Result<u64> {
+        use std::io::{Seek, SeekFrom};
+        let mut f = file.try_clone()?;
+        f.seek(SeekFrom::End(0))
+    }
+
+    /// Is O_DIRECT in use?
+    pub fn direct(&self) -> bool {
+        self.direct
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Member for FileMember {
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
+        if !self.direct
+            || (aligned(off) && aligned(buf.len() as u64) && aligned(buf.as_ptr() as u64))
+        {
+            return self.file.read_exact_at(buf, off);
+        }
+        // O_DIRECT needs aligned offset, length and memory: bounce.
+        let start = off / ALIGN as u64 * ALIGN as u64;
+        let end = (off + buf.len() as u64).div_ceil(ALIGN as u64) * ALIGN as u64;
+        let mut b = AlignedBuf::zeroed((end - start) as usize);
+        self.file.read_exact_at(&mut b, start)?;
+        let s = (off - start) as usize;
+        buf.copy_from_slice(&b[s..s + buf.len()]);
+        Ok(())
+    }
+
+    fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
+        if !self.direct
+            || (aligned(off) && aligned(buf.len() as u64) && aligned(buf.as_ptr() as u64))
+        {
+            return self.file.write_all_at(buf, off);
+        }
+        let start = off / ALIGN as u64 * ALIGN as u64;
+        let end = (off + buf.len() as u64).div_ceil(ALIGN as u64) * ALIGN as u64;
+        let mut b = AlignedBuf::zeroed((end - start) as usize);
+        if start != off || end != off + buf.len() as u64 {
+            // Edge pages keep their other bytes (a sector-level detail, not a RAID decision).
+            self.file.read_exact_at(&mut b, start)?;
+        }
+        let s = (off - start) as usize;
+        b[s..s + buf.len()].copy_from_slice(buf);
+        self.file.write_all_at(&b, start)
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn name(&self) -> String {
+        self.path.display().to_string()
+    }
+}

@@ -1,0 +1,79 @@
+//! Members: the storage a RAID array is made of. One small trait; a file/block
+//! device backend, an in-memory backend with fault injection and crash simulation,
+//! and a wrapper that delays I/O by a device model's service time.
+
+mod fault;
+mod file;
+mod slow;
+
+pub use fault::{FaultConfig, FaultMember};
+pub use file::FileMember;
+pub use slow::SlowMember;
+
+use std::io;
+
+/// Positioned I/O on one member. Implementations are shared between threads.
+pub trait Member: Send + Sync {
+    /// Fill `buf` from byte offset `off`.
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()>;
+    /// Write `buf` at byte offset `off`.
+    fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()>;
+    /// Make every completed write durable.
+    fn flush(&self) -> io::Result<()>;
+    /// Size in bytes.
+    fn len(&self) -> u64;
+    /// Never empty (a member has a superblock); present for clippy's sake.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// What to call it in messages (a path).
+    fn name(&self) -> String;
+}
+
+/// A page-aligned heap buffer (O_DIRECT needs aligned memory).
+pub struct AlignedBuf {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: AlignedBuf owns its allocation exclusively, like Vec<u8>.
+unsafe impl Send for AlignedBuf {}
+// SAFETY: shared access only hands out &[u8].
+unsafe impl Sync for AlignedBuf {}
+
+pub const ALIGN: usize = 4096;
+
+impl AlignedBuf {
+    pub fn zeroed(len: usize) -> Self {
+        let layout = std::alloc::Layout::from_size_align(len.max(1), ALIGN).expect("buffer size");
+        // SAFETY: layout has non-zero size.
+        let p = unsafe { std::alloc::alloc_zeroed(layout) };
+        let ptr =
+            std::ptr::NonNull::new(p).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        Self { ptr, len }
+    }
+}
+
+impl std::ops::Deref for AlignedBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: ptr is valid for len bytes for the buffer's lifetime.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl std::ops::DerefMut for AlignedBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as above, and &mut self guarantees exclusivity.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        let layout =
+            std::alloc::Layout::from_size_align(self.len.max(1), ALIGN).expect("buffer size");
+        // SAFETY: allocated in `zeroed` with this layout.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) }
+    }
+}

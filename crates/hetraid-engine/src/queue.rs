@@ -1,0 +1,99 @@
+//! One submission queue and worker thread per member, so a slow member slows only
+//! the work that needs it. A batch of operations on several members runs in
+//! parallel; the caller waits for the whole batch.
+
+use crate::member::{AlignedBuf, Member};
+use std::io;
+use std::sync::mpsc::{channel, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+type Job = Box<dyn FnOnce(&dyn Member) + Send>;
+
+pub struct MemberQueue {
+    tx: Option<Sender<Job>>,
+    worker: Option<JoinHandle<()>>,
+}
+
+impl MemberQueue {
+    pub fn new(member: Arc<dyn Member>, index: usize) -> Self {
+        let (tx, rx) = channel::<Job>();
+        let worker = std::thread::Builder::new()
+            .name(format!("hetraid-m{index}"))
+            .spawn(move || {
+                for job in rx {
+                    job(member.as_ref());
+                }
+            })
+            .expect("spawn member worker");
+        Self {
+            tx: Some(tx),
+            worker: Some(worker),
+        }
+    }
+
+    fn submit(&self, job: Job) {
+        // The worker only exits when the queue is dropped, so send cannot fail.
+        self.tx
+            .as_ref()
+            .expect("queue open")
+            .send(job)
+            .expect("member worker alive");
+    }
+}
+
+impl Drop for MemberQueue {
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+/// One member operation of a batch.
+pub enum IoOp {
+    Read { off: u64, len: usize },
+    Write { off: u64, buf: AlignedBuf },
+    Flush,
+}
+
+/// Result of one operation: read data (reads) or nothing.
+pub type IoResult = io::Result<Option<AlignedBuf>>;
+
+/// Run `ops` (member index, operation) on their members' queues in parallel and
+/// return the results in the same order.
+pub fn run_batch(queues: &[Option<MemberQueue>], ops: Vec<(usize, IoOp)>) -> Vec<IoResult> {
+    let n = ops.len();
+    let (tx, rx) = channel::<(usize, IoResult)>();
+    let mut results: Vec<Option<IoResult>> = (0..n).map(|_| None).collect();
+    for (i, (m, op)) in ops.into_iter().enumerate() {
+        let Some(q) = queues.get(m).and_then(|q| q.as_ref()) else {
+            results[i] = Some(Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("member {m} is not present"),
+            )));
+            continue;
+        };
+        let tx = tx.clone();
+        q.submit(Box::new(move |member: &dyn Member| {
+            let r = match op {
+                IoOp::Read { off, len } => {
+                    let mut b = AlignedBuf::zeroed(len);
+                    member.read_at(&mut b, off).map(|_| Some(b))
+                }
+                IoOp::Write { off, buf } => member.write_at(&buf, off).map(|_| None),
+                IoOp::Flush => member.flush().map(|_| None),
+            };
+            let _ = tx.send((i, r));
+        }));
+    }
+    drop(tx);
+    for (i, r) in rx {
+        results[i] = Some(r);
+    }
+    results
+        .into_iter()
+        .map(|r| r.expect("every job answers"))
+        .collect()
+}

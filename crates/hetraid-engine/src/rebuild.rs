@@ -1,0 +1,324 @@
+//! Replace, rebuild and scrub on an assembled array.
+//!
+//! A rebuild runs the core's schedule: one thread per stream, streams reading
+//! disjoint member sets (S2-RAID: one per affected subRAID), each stripe under its
+//! stripe lock. Speed follows MD's two knobs: at most `max_speed` bytes/s, and
+//! `min_speed` while user I/O is running. Progress is checkpointed in the
+//! superblocks as the largest prefix of rebuilt stripes, so a restarted rebuild
+//! resumes there.
+//!
+//! Limitation: while a rebuild runs, user writes to stripes rebuilt beyond the
+//! checkpoint prefix do not reach the new member; the CLI rebuild runs with the
+//! array offline, the served case (issue 4) must track rebuilt stripes exactly.
+
+use crate::array::Array;
+use crate::error::{EngineError, Result};
+use crate::format::{MemberRole, RoleState, Superblock, SB_SIZE};
+use crate::member::{AlignedBuf, Member};
+use hetraid_core::exec::{self, StripeBufs};
+use hetraid_core::plan::{ArrayState, MemberState, Planner};
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Copy)]
+pub struct RebuildOptions {
+    /// Bytes per second while user I/O runs (MD speed_limit_min; default 1 MB/s).
+    pub min_speed: u64,
+    /// Bytes per second at most (MD speed_limit_max; default 200 MB/s; 0 = unlimited).
+    pub max_speed: u64,
+    /// Stop after this many stripes (tests of resumption); None = run to the end.
+    pub stop_after: Option<u64>,
+}
+
+impl Default for RebuildOptions {
+    fn default() -> Self {
+        Self {
+            min_speed: 1_000_000,
+            max_speed: 200_000_000,
+            stop_after: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct RebuildProgress {
+    pub stripes_done: u64,
+    pub stripes_total: u64,
+    pub bytes_done: u64,
+    pub elapsed_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RebuildReport {
+    pub members: Vec<usize>,
+    pub streams: usize,
+    pub stripes: u64,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub completed: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ScrubReport {
+    pub mismatches: u64,
+    pub stripes_checked: u64,
+    pub mismatched_pages: u64,
+    pub repaired: u64,
+    pub mismatched_stripes: Vec<u64>,
+}
+
+impl Array {
+    /// Put `new` in slot `i` (faulty, removed or missing) as a member to rebuild.
+    pub fn replace(&self, i: usize, new: Arc<dyn Member>) -> Result<()> {
+        let mut sb = self.superblock();
+        if i >= sb.roles.len() {
+            return Err(EngineError::Refused(format!(
+                "member {i} does not exist; members are 0 to {}",
+                sb.roles.len() - 1
+            )));
+        }
+        let present = self.members()[i].is_some();
+        if sb.roles[i].state == RoleState::Active
+            && present
+            && self.state().members[i] == MemberState::InSync
+        {
+            return Err(EngineError::Refused(format!(
+                "member {i} is active; fail it first (hetraid fail ... --member {i})"
+            )));
+        }
+        let need = crate::format::DATA_OFFSET + sb.roles[i].data_size;
+        if new.len() < need {
+            return Err(EngineError::Refused(format!(
+                "replacement {} is {} bytes; slot {i} needs at least {need}",
+                new.name(),
+                new.len()
+            )));
+        }
+        sb.roles[i] = MemberRole {
+            state: RoleState::Rebuilding,
+            rebuild_checkpoint: 0,
+            ..sb.roles[i]
+        };
+        sb.events += 1;
+        // The new member gets the bitmap region zeroed and its superblock first,
+        // then every other member learns of it.
+        let zero = AlignedBuf::zeroed(
+            (crate::format::DATA_OFFSET - crate::format::BITMAP_OFFSET) as usize,
+        );
+        new.write_at(&zero, crate::format::BITMAP_OFFSET)
+            .map_err(|e| EngineError::Io {
+                member: new.name(),
+                source: e,
+            })?;
+        write_sb(new.as_ref(), &sb, i)?;
+        for (j, m) in self.members().iter().enumerate() {
+            if let Some(m) = m {
+                if j != i && matches!(sb.roles[j].state, RoleState::Active | RoleState::Rebuilding)
+                {
+                    write_sb(m.as_ref(), &sb, j)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Rebuild every member in the rebuilding state.
+    pub fn rebuild(
+        &self,
+        opts: RebuildOptions,
+        progress: &(dyn Fn(RebuildProgress) + Sync),
+    ) -> Result<RebuildReport> {
+        let sb = self.superblock();
+        let targets: Vec<usize> = (0..sb.roles.len())
+            .filter(|&i| sb.roles[i].state == RoleState::Rebuilding && self.members()[i].is_some())
+            .collect();
+        if targets.is_empty() {
+            return Ok(RebuildReport {
+                members: vec![],
+                streams: 0,
+                stripes: 0,
+                bytes: 0,
+                seconds: 0.0,
+                completed: true,
+            });
+        }
+        let start_at = targets
+            .iter()
+            .map(|&i| sb.roles[i].rebuild_checkpoint)
+            .min()
+            .unwrap_or(0);
+        // During the rebuild the targets count as missing for every stripe.
+        let mut rstate = self.state();
+        for &t in &targets {
+            rstate.members[t] = MemberState::Failed;
+        }
+        let layout = self.layout();
+        let sched = hetraid_core::rebuild::schedule(layout, &rstate, &targets, false)?;
+        let total: u64 = sched
+            .streams
+            .iter()
+            .map(|s| s.stripes.iter().filter(|&&x| x >= start_at).count() as u64)
+            .sum();
+        let planner = Planner::new(layout, sb.policy, vec![]);
+        let stripes_n = layout.stripe_count();
+        let done_flags: Mutex<Vec<bool>> =
+            Mutex::new((0..stripes_n).map(|s| s < start_at).collect());
+        let done = AtomicU64::new(0);
+        let bytes = AtomicU64::new(0);
+        let stop = AtomicBool::new(false);
+        let error: Mutex<Option<EngineError>> = Mutex::new(None);
+        let t0 = Instant::now();
+        let chunk = layout.chunk_bytes();
+        let last_ckpt = Mutex::new(Instant::now());
+        std::thread::scope(|scope| {
+            for stream in &sched.streams {
+                let (planner, rstate, targets) = (&planner, &rstate, &targets);
+                let (done_flags, done, bytes, stop, error, last_ckpt) =
+                    (&done_flags, &done, &bytes, &stop, &error, &last_ckpt);
+                scope.spawn(move || {
+                    for &s in stream.stripes.iter().filter(|&&s| s >= start_at) {
+                        if stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        if let Err(e) = self.rebuild_one(planner, rstate, targets, s) {
+                            *error.lock().unwrap() = Some(e);
+                            stop.store(true, Ordering::Relaxed);
+                            return;
+                        }
+                        done_flags.lock().unwrap()[s as usize] = true;
+                        let d = done.fetch_add(1, Ordering::Relaxed) + 1;
+                        let b = bytes.fetch_add(chunk, Ordering::Relaxed) + chunk;
+                        let el = t0.elapsed().as_secs_f64();
+                        progress(RebuildProgress {
+                            stripes_done: d,
+                            stripes_total: total,
+                            bytes_done: b,
+                            elapsed_s: el,
+                        });
+                        if opts.stop_after.is_some_and(|n| d >= n) {
+                            stop.store(true, Ordering::Relaxed);
+                        }
+                        // Throttle: min speed while users are doing I/O, max otherwise.
+                        let busy = self.user_ops.load(Ordering::Relaxed) > 0;
+                        let limit = if busy {
+                            opts.min_speed.max(1)
+                        } else {
+                            opts.max_speed
+                        };
+                        if limit > 0 {
+                            let ahead = b as f64 / limit as f64 - t0.elapsed().as_secs_f64();
+                            if ahead > 0.0 {
+                                std::thread::sleep(Duration::from_secs_f64(ahead.min(1.0)));
+                            }
+                        }
+                        let mut lc = last_ckpt.lock().unwrap();
+                        if lc.elapsed() > Duration::from_secs(1) {
+                            *lc = Instant::now();
+                            drop(lc);
+                            let _ = self.checkpoint(targets, prefix(&done_flags.lock().unwrap()));
+                        }
+                    }
+                });
+            }
+        });
+        if let Some(e) = error.into_inner().unwrap() {
+            let _ = self.checkpoint(&targets, prefix(&done_flags.lock().unwrap()));
+            return Err(e);
+        }
+        let flags = done_flags.into_inner().unwrap();
+        let completed = flags.iter().all(|d| *d)
+            || sched
+                .streams
+                .iter()
+                .all(|st| st.stripes.iter().all(|&s| flags[s as usize]));
+        self.flush()?;
+        if completed {
+            self.finish_rebuild(&targets)?;
+        } else {
+            self.checkpoint(&targets, prefix(&flags))?;
+        }
+        Ok(RebuildReport {
+            members: targets,
+            streams: sched.streams.len(),
+            stripes: done.load(Ordering::Relaxed),
+            bytes: bytes.load(Ordering::Relaxed),
+            seconds: t0.elapsed().as_secs_f64(),
+            completed,
+        })
+    }
+
+    fn rebuild_one(
+        &self,
+        planner: &Planner,
+        rstate: &ArrayState,
+        targets: &[usize],
+        s: u64,
+    ) -> Result<()> {
+        let Some(sp) = planner.rebuild_stripe(s, rstate, targets, None)? else {
+            return Ok(());
+        };
+        let _g = self.lock_one(s);
+        let mut bufs = StripeBufs::new(&sp);
+        self.read_cols(&sp, &mut bufs)?;
+        exec::rebuild(&sp, &mut bufs).map_err(EngineError::Refused)?;
+        self.write_cols(&sp, &mut bufs)
+    }
+
+    fn checkpoint(&self, targets: &[usize], upto: u64) -> Result<()> {
+        let mut sb = self.superblock();
+        for &t in targets {
+            sb.roles[t].rebuild_checkpoint = upto;
+        }
+        self.store_superblock(sb)
+    }
+
+    fn finish_rebuild(&self, targets: &[usize]) -> Result<()> {
+        let mut sb = self.superblock();
+        for &t in targets {
+            sb.roles[t].state = RoleState::Active;
+            sb.roles[t].rebuild_checkpoint = 0;
+        }
+        self.store_superblock(sb)?;
+        self.set_in_sync(targets);
+        Ok(())
+    }
+
+    /// Check every stripe's redundancy; with `repair`, rewrite what mismatches.
+    pub fn scrub(&self, repair: bool) -> Result<ScrubReport> {
+        let mut r = ScrubReport::default();
+        for s in 0..self.layout().stripe_count() {
+            let (pages, fixed) = self.scrub_stripe(s, repair)?;
+            r.stripes_checked += 1;
+            if pages > 0 {
+                r.mismatches += 1;
+                r.mismatched_pages += pages;
+                r.repaired += fixed;
+                if r.mismatched_stripes.len() < 1000 {
+                    r.mismatched_stripes.push(s);
+                }
+            }
+        }
+        self.flush()?;
+        Ok(r)
+    }
+}
+
+/// Stripes [0, prefix) are all done.
+fn prefix(flags: &[bool]) -> u64 {
+    flags.iter().position(|d| !d).unwrap_or(flags.len()) as u64
+}
+
+fn write_sb(m: &dyn Member, sb: &Superblock, i: usize) -> Result<()> {
+    let mut s = sb.clone();
+    s.member = i as u32;
+    let mut b = AlignedBuf::zeroed(SB_SIZE);
+    b.copy_from_slice(&s.encode());
+    m.write_at(&b, 0)
+        .and_then(|_| m.flush())
+        .map_err(|e| EngineError::Io {
+            member: m.name(),
+            source: e,
+        })
+}

@@ -1,0 +1,115 @@
+#![allow(dead_code)]
+use hetraid_core::WritePolicy;
+use hetraid_engine::format::LayoutRecord;
+use hetraid_engine::member::{FaultMember, Member};
+use hetraid_engine::CreateOptions;
+use std::sync::Arc;
+
+pub const MIB: u64 = 1 << 20;
+
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        // splitmix64
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next() % n
+        }
+    }
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        let mut v = Vec::with_capacity(n + 8);
+        while v.len() < n {
+            v.extend_from_slice(&self.next().to_le_bytes());
+        }
+        v.truncate(n);
+        v
+    }
+}
+
+pub fn fault_members(
+    n: usize,
+    size: u64,
+    seed: u64,
+) -> (Vec<Arc<FaultMember>>, Vec<Arc<dyn Member>>) {
+    let f: Vec<Arc<FaultMember>> = (0..n)
+        .map(|i| Arc::new(FaultMember::new(&format!("mem{i}"), size, seed ^ i as u64)))
+        .collect();
+    let d: Vec<Arc<dyn Member>> = f.iter().map(|m| m.clone() as Arc<dyn Member>).collect();
+    (f, d)
+}
+
+pub fn opts(name: &str, chunk: u64) -> CreateOptions {
+    CreateOptions {
+        layout: LayoutRecord {
+            name: name.into(),
+            ..Default::default()
+        },
+        chunk_bytes: chunk,
+        policy: WritePolicy::Md,
+        kinds: vec![],
+        assume_clean: true,
+        force: false,
+    }
+}
+
+/// Layouts the randomized tests drive: (record, member count).
+pub fn all_layouts() -> Vec<(LayoutRecord, usize)> {
+    let r = |name: &str| LayoutRecord {
+        name: name.into(),
+        ..Default::default()
+    };
+    vec![
+        (r("raid0"), 3),
+        (r("raid1"), 3),
+        (r("raid10"), 4),
+        (r("raid4"), 5),
+        (r("raid5"), 5),
+        (r("raid6"), 6),
+        (
+            LayoutRecord {
+                name: "raidh".into(),
+                weights: vec![0, 0, 1, 1, 2],
+                ..Default::default()
+            },
+            5,
+        ),
+        (r("raid4s"), 5),
+        (r("raide"), 5),
+        (
+            LayoutRecord {
+                name: "s2raid5".into(),
+                group: Some(3),
+                ..Default::default()
+            },
+            9,
+        ),
+        (r("s2raid10"), 6),
+        (
+            LayoutRecord {
+                name: "raidx".into(),
+                chunks_per_bundle: Some(3),
+                ..Default::default()
+            },
+            5,
+        ),
+        (
+            LayoutRecord {
+                name: "raidx".into(),
+                chunks_per_bundle: Some(4),
+                raidx_level: Some("6".into()),
+                ..Default::default()
+            },
+            5,
+        ),
+        (r("hpda"), 5),
+    ]
+}
