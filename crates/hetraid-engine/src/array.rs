@@ -547,7 +547,7 @@ impl Array {
         user: Option<&mut [u8]>,
     ) -> std::result::Result<(), Retry> {
         let mut ops = Vec::new();
-        let mut dest: Vec<(usize, u32, u32, Option<(usize, usize)>)> = Vec::new(); // (col, page, pages, direct buf range)
+        let mut dest: Vec<ReadDest> = Vec::new();
         for run in &sp.runs {
             for c in run.read.iter() {
                 let loc = sp.columns[c].loc;
@@ -903,6 +903,9 @@ impl Array {
         self.warnings.lock().unwrap().clone()
     }
 }
+
+/// Where a read lands: (column, first page, pages, direct user-buffer range).
+type ReadDest = (usize, u32, u32, Option<(usize, usize)>);
 
 /// Why a plan's execution stopped.
 enum Retry {

@@ -61,7 +61,7 @@ impl FaultMember {
         let mut s = self.state.lock().unwrap();
         let pages: Vec<u64> = std::mem::take(&mut s.dirty_pages).into_iter().collect();
         for p in pages {
-            let keep = torn && next(&mut s.rng) % 2 == 0;
+            let keep = torn && next(&mut s.rng).is_multiple_of(2);
             let r = (p * PAGE) as usize..((p + 1) * PAGE).min(s.current.len() as u64) as usize;
             if keep {
                 let v = s.current[r.clone()].to_vec();

@@ -15,7 +15,7 @@ pub struct FileMember {
 }
 
 fn aligned(x: u64) -> bool {
-    x % ALIGN as u64 == 0
+    x.is_multiple_of(ALIGN as u64)
 }
 
 impl FileMember {
