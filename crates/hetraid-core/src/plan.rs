@@ -584,6 +584,24 @@ impl<'a> Planner<'a> {
                 });
             }
         }
+        // A piece whose column a degraded run reads anyway is served from that
+        // read instead of a second read of the same pages.
+        for p in pieces.iter_mut() {
+            if let Some(c) = p.direct {
+                let (a, b) = (
+                    (p.chunk_offset / PAGE) as u32,
+                    (p.chunk_offset + p.len).div_ceil(PAGE) as u32,
+                );
+                if c == p.data
+                    && sp
+                        .runs
+                        .iter()
+                        .any(|r| r.read.contains(c) && r.page <= a && b <= r.page + r.pages)
+                {
+                    p.direct = None;
+                }
+            }
+        }
         sp.pieces = pieces;
         Ok(sp)
     }

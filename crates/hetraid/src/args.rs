@@ -7,19 +7,26 @@ use hetraid_core::MemberKind;
 
 #[derive(Debug, Clone, Args)]
 pub struct LayoutArgs {
+    #[command(flatten)]
+    pub opts: LayoutOpts,
+    /// Number of members.
+    #[arg(long)]
+    pub devices: usize,
+    /// Data-area size of each member (comma-separated); default 1G each.
+    #[arg(long, value_delimiter = ',', value_parser = size)]
+    pub sizes: Option<Vec<u64>>,
+}
+
+/// The layout and its parameters (everything but the members).
+#[derive(Debug, Clone, Args)]
+pub struct LayoutOpts {
     /// Layout: raid0 raid1 raid10 raid4 raid5 raid6 raidh s2raid5 s2raid10 raidx hpda,
     /// or a placement preset: raid4s raid4n raid5s raidf5 raide raid5nss.
     #[arg(long)]
     pub layout: String,
-    /// Number of members.
-    #[arg(long)]
-    pub devices: usize,
     /// Chunk (stripe unit) size, a multiple of 4K.
     #[arg(long, default_value = "64K", value_parser = size)]
     pub chunk: u64,
-    /// Data-area size of each member (comma-separated); default 1G each.
-    #[arg(long, value_delimiter = ',', value_parser = size)]
-    pub sizes: Option<Vec<u64>>,
     /// Member kinds, one per member: hdd, ssd, nvram (presets, hpda, cost policy).
     #[arg(long, value_delimiter = ',', value_parser = kind)]
     pub kinds: Option<Vec<MemberKind>>,
@@ -50,7 +57,7 @@ pub struct LayoutArgs {
     pub raidx_level: Option<String>,
 }
 
-fn size(s: &str) -> Result<u64, String> {
+pub fn size(s: &str) -> Result<u64, String> {
     parse_size(s)
 }
 
@@ -58,8 +65,29 @@ fn kind(s: &str) -> Result<MemberKind, String> {
     MemberKind::parse(s)
 }
 
+impl LayoutOpts {
+    /// The layout as the engine stores it.
+    pub fn record(&self) -> hetraid_engine::format::LayoutRecord {
+        hetraid_engine::format::LayoutRecord {
+            name: self.layout.clone(),
+            weights: self.weights.clone().unwrap_or_default(),
+            parity_order: self
+                .parity_order
+                .as_deref()
+                .and_then(|o| hetraid_core::layout::ParityOrder::parse(o).ok()),
+            copies: self.copies,
+            group: self.group,
+            partitions: self.partitions,
+            spare_partitions: self.spare_partitions,
+            chunks_per_bundle: self.chunks_per_bundle,
+            raidx_level: self.raidx_level.clone(),
+        }
+    }
+}
+
 impl LayoutArgs {
     pub fn spec(&self) -> Result<LayoutSpec, String> {
+        let o = &self.opts;
         if self.devices == 0 {
             return Err("--devices must be at least 1".into());
         }
@@ -75,18 +103,18 @@ impl LayoutArgs {
             None => vec![1 << 30; self.devices],
         };
         let kind = parse_kind(
-            &self.layout,
-            self.weights.clone(),
-            self.parity_order.as_deref(),
-            self.copies,
-            self.group,
-            self.partitions,
-            self.spare_partitions,
-            self.chunks_per_bundle,
-            self.raidx_level.as_deref(),
+            &o.layout,
+            o.weights.clone(),
+            o.parity_order.as_deref(),
+            o.copies,
+            o.group,
+            o.partitions,
+            o.spare_partitions,
+            o.chunks_per_bundle,
+            o.raidx_level.as_deref(),
         )
         .map_err(|e| e.to_string())?;
-        let kinds = match (&self.kinds, &kind) {
+        let kinds = match (&o.kinds, &kind) {
             (Some(k), _) => k.clone(),
             // A preset without kinds: members are in the preset's canonical order.
             (None, LayoutKind::Preset(p)) if self.devices >= 2 => p.default_kinds(self.devices),
@@ -94,7 +122,7 @@ impl LayoutArgs {
         };
         Ok(LayoutSpec {
             kind,
-            chunk_bytes: self.chunk,
+            chunk_bytes: o.chunk,
             sizes,
             kinds,
         })

@@ -27,6 +27,29 @@ enum Command {
     /// Enumerate a write of K chunks from every start position of one placement
     /// cycle and print each member's share of reads and writes.
     Loadmap(cmd::loadmap::LoadmapCmd),
+    /// Create an array from member files or block devices.
+    Create(cmd::array::CreateCmd),
+    /// Assemble an array from its members (resyncing after a crash) and report it.
+    Assemble(cmd::array::MembersCmd),
+    /// Show an array's state and members.
+    Status(cmd::array::MembersCmd),
+    /// Mark a member faulty.
+    Fail(cmd::array::MemberOpCmd),
+    /// Put a new member in place of a failed one (then run rebuild).
+    Replace(cmd::array::MemberOpCmd),
+    /// Add a new member into the first failed or missing slot (then run rebuild).
+    Add(cmd::array::AddCmd),
+    /// Rebuild members being replaced, with MD-like speed limits and a progress bar.
+    Rebuild(cmd::array::RebuildCmd),
+    /// Check redundancy of every stripe; --repair rewrites mismatches.
+    Scrub(cmd::array::ScrubCmd),
+    /// Write standard input into the array at --offset (flushed before exit).
+    Write(cmd::array::DataCmd),
+    /// Read --length bytes at --offset to standard output.
+    Read(cmd::array::DataCmd),
+    /// The whole life of an array in a temporary directory: create, write, fail,
+    /// degraded I/O, rebuild, scrub, verify.
+    Demo(cmd::demo::DemoCmd),
 }
 
 fn main() {
@@ -35,6 +58,17 @@ fn main() {
         Command::Layout(c) => c.run(),
         Command::Plan(c) => c.run(),
         Command::Loadmap(c) => c.run(),
+        Command::Create(c) => c.run(),
+        Command::Assemble(c) => c.assemble(),
+        Command::Status(c) => c.status(),
+        Command::Fail(c) => c.fail(),
+        Command::Replace(c) => c.replace(),
+        Command::Add(c) => c.run(),
+        Command::Rebuild(c) => c.run(),
+        Command::Scrub(c) => c.run(),
+        Command::Write(c) => c.write(),
+        Command::Read(c) => c.read(),
+        Command::Demo(c) => c.run(),
     };
     if let Err(e) = result {
         eprintln!("hetraid: {e}");

@@ -1,3 +1,5 @@
+pub mod array;
+pub mod demo;
 pub mod layout;
 pub mod loadmap;
 pub mod plan;

@@ -1,0 +1,498 @@
+//! Lifecycle and data verbs on real members (mdadm-like).
+
+use crate::args::{size, LayoutOpts};
+use clap::Args;
+use hetraid_core::units::format_size;
+use hetraid_core::{MemberKind, WritePolicy};
+use hetraid_engine::member::{FileMember, Member};
+use hetraid_engine::{Array, CreateOptions, RebuildOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// `PATH` or `PATH:kind`.
+pub fn split_member(arg: &str) -> Result<(PathBuf, Option<MemberKind>), String> {
+    if let Some((p, k)) = arg.rsplit_once(':') {
+        if let Ok(kind) = MemberKind::parse(k) {
+            return Ok((PathBuf::from(p), Some(kind)));
+        }
+    }
+    Ok((PathBuf::from(arg), None))
+}
+
+pub fn open_member(path: &Path) -> Result<Arc<dyn Member>, String> {
+    if !path.exists() {
+        return Err(format!(
+            "member {} does not exist; check the path",
+            path.display()
+        ));
+    }
+    FileMember::open(path)
+        .map(|m| Arc::new(m) as Arc<dyn Member>)
+        .map_err(|e| format!("cannot open member {}: {e}", path.display()))
+}
+
+pub fn assemble(paths: &[String]) -> Result<Array, String> {
+    if paths.is_empty() {
+        return Err("give the array's member files".into());
+    }
+    let mut members = Vec::new();
+    for p in paths {
+        members.push(open_member(&split_member(p)?.0)?);
+    }
+    Array::assemble(members).map_err(|e| e.to_string())
+}
+
+fn print_warnings(a: &Array) {
+    for w in a.warnings() {
+        eprintln!("hetraid: warning: {w}");
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct CreateCmd {
+    #[command(flatten)]
+    pub layout: LayoutOpts,
+    /// Write selection: md, modthresh, rmw-always, cost.
+    #[arg(long, default_value = "md")]
+    pub policy: String,
+    /// Create member files of this size (they must not exist yet).
+    #[arg(long, value_parser = size)]
+    pub size: Option<u64>,
+    /// Overwrite members that belong to another array.
+    #[arg(long)]
+    pub force: bool,
+    /// Member files or block devices, optionally PATH:kind (hdd, ssd, nvram).
+    #[arg(required = true)]
+    pub members: Vec<String>,
+}
+
+impl CreateCmd {
+    pub fn run(&self) -> Result<(), String> {
+        let policy = WritePolicy::parse(&self.policy)?;
+        let mut paths = Vec::new();
+        let mut kinds = Vec::new();
+        for m in &self.members {
+            let (p, k) = split_member(m)?;
+            paths.push(p);
+            kinds.push(k);
+        }
+        let kinds: Vec<MemberKind> = match (&self.layout.kinds, kinds.iter().any(|k| k.is_some())) {
+            (Some(_), true) => {
+                return Err(
+                    "give member kinds either with --kinds or as PATH:kind, not both".into(),
+                )
+            }
+            (Some(k), false) => k.clone(),
+            (None, true) => kinds.iter().map(|k| k.unwrap_or(MemberKind::Hdd)).collect(),
+            (None, false) => {
+                match hetraid_core::layout::Preset::parse(&self.layout.layout.to_ascii_lowercase())
+                {
+                    Some(p) if paths.len() >= 2 => p.default_kinds(paths.len()),
+                    _ => vec![],
+                }
+            }
+        };
+        // Validate everything before writing anything.
+        let mut created = Vec::new();
+        for p in &paths {
+            match self.size {
+                Some(_) if p.exists() && !self.force => {
+                    return Err(format!("member {} already exists; --size creates new files only (use --force to overwrite)", p.display()))
+                }
+                None if !p.exists() => return Err(format!("member {} does not exist; give --size to create member files", p.display())),
+                _ => {}
+            }
+            if let Some(parent) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+                if !parent.is_dir() {
+                    return Err(format!(
+                        "directory {} does not exist for member {}",
+                        parent.display(),
+                        p.display()
+                    ));
+                }
+            }
+        }
+        let mut members: Vec<Arc<dyn Member>> = Vec::new();
+        let cleanup =
+            |created: &[PathBuf]| created.iter().for_each(|p| drop(std::fs::remove_file(p)));
+        for p in &paths {
+            let m = match self.size {
+                Some(sz) => {
+                    let r = FileMember::create(p, sz);
+                    if r.is_ok() {
+                        created.push(p.clone());
+                    }
+                    r
+                }
+                None => FileMember::open(p),
+            };
+            match m {
+                Ok(m) => members.push(Arc::new(m)),
+                Err(e) => {
+                    cleanup(&created);
+                    return Err(format!("cannot open member {}: {e}", p.display()));
+                }
+            }
+        }
+        let opts = CreateOptions {
+            layout: self.layout.record(),
+            chunk_bytes: self.layout.chunk,
+            policy,
+            kinds,
+            assume_clean: self.size.is_some(),
+            force: self.force,
+        };
+        let array = match Array::create(members, &opts) {
+            Ok(a) => a,
+            Err(e) => {
+                cleanup(&created);
+                return Err(e.to_string());
+            }
+        };
+        array.close().map_err(|e| e.to_string())?;
+        let st = array.status();
+        println!(
+            "created {} array {} on {} members: capacity {} ({} bytes), chunk {}, policy {}",
+            st.layout,
+            st.uuid,
+            st.members,
+            format_size(st.capacity_bytes),
+            st.capacity_bytes,
+            format_size(st.chunk_bytes),
+            st.policy
+        );
+        Ok(())
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct MembersCmd {
+    /// The array's member files, in any order.
+    #[arg(required = true)]
+    pub members: Vec<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn print_status(st: &hetraid_engine::Status) {
+    println!(
+        "array {}  {}  state {}{}",
+        st.uuid,
+        st.layout,
+        st.state,
+        if st.clean { "" } else { " (dirty)" }
+    );
+    println!(
+        "capacity {} ({} bytes), chunk {}, {} stripes, policy {}, events {}",
+        format_size(st.capacity_bytes),
+        st.capacity_bytes,
+        format_size(st.chunk_bytes),
+        st.stripe_count,
+        st.policy,
+        st.events
+    );
+    println!(
+        "{:>6}  {:<10}  {:<5}  {:>10}  path",
+        "member", "state", "kind", "data"
+    );
+    for m in &st.member_states {
+        let state = match m.rebuild_checkpoint {
+            Some(c) => format!("{} @{c}", m.state),
+            None => m.state.to_string(),
+        };
+        println!(
+            "{:>6}  {:<10}  {:<5}  {:>10}  {}",
+            m.device,
+            state,
+            m.kind,
+            format_size(m.data_bytes),
+            m.path.as_deref().unwrap_or("-")
+        );
+    }
+}
+
+impl MembersCmd {
+    pub fn status(&self) -> Result<(), String> {
+        let a = assemble(&self.members)?;
+        let st = a.status();
+        if self.json {
+            return super::print_json(&serde_json::to_value(&st).map_err(|e| e.to_string())?);
+        }
+        print_status(&st);
+        print_warnings(&a);
+        Ok(())
+    }
+
+    pub fn assemble(&self) -> Result<(), String> {
+        let a = assemble(&self.members)?;
+        a.close().map_err(|e| e.to_string())?;
+        let st = a.status();
+        if self.json {
+            return super::print_json(&serde_json::to_value(&st).map_err(|e| e.to_string())?);
+        }
+        print_warnings(&a);
+        println!(
+            "assembled {} array {}: {} ({} members)",
+            st.layout, st.uuid, st.state, st.members
+        );
+        Ok(())
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct MemberOpCmd {
+    /// The array's member files.
+    #[arg(required = true)]
+    pub members: Vec<String>,
+    /// Member slot (0-based).
+    #[arg(long)]
+    pub member: usize,
+    /// The new member file (replace).
+    #[arg(long)]
+    pub with: Option<String>,
+}
+
+impl MemberOpCmd {
+    pub fn fail(&self) -> Result<(), String> {
+        let a = assemble(&self.members)?;
+        a.fail(self.member).map_err(|e| e.to_string())?;
+        a.close().map_err(|e| e.to_string())?;
+        println!(
+            "member {} marked faulty; array is {}",
+            self.member,
+            a.status().state
+        );
+        Ok(())
+    }
+
+    pub fn replace(&self) -> Result<(), String> {
+        let with = self
+            .with
+            .as_deref()
+            .ok_or("replace needs --with NEW_MEMBER")?;
+        let a = assemble(&self.members)?;
+        let (p, _) = split_member(with)?;
+        let new = open_member(&p)?;
+        a.replace(self.member, new).map_err(|e| e.to_string())?;
+        println!(
+            "member {} will be rebuilt onto {}; run: hetraid rebuild <members with the new one>",
+            self.member,
+            p.display()
+        );
+        Ok(())
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct AddCmd {
+    /// The array's member files.
+    #[arg(required = true)]
+    pub members: Vec<String>,
+    /// The new member, put in the first failed or missing slot.
+    #[arg(long)]
+    pub with: String,
+}
+
+impl AddCmd {
+    pub fn run(&self) -> Result<(), String> {
+        let a = assemble(&self.members)?;
+        let st = a.status();
+        let slot = st
+            .member_states
+            .iter()
+            .find(|m| matches!(m.state, "faulty" | "removed" | "missing"))
+            .map(|m| m.device)
+            .ok_or("the array has no failed or missing slot to add a member to (hot spares are not supported yet)")?;
+        let (p, _) = split_member(&self.with)?;
+        a.replace(slot, open_member(&p)?)
+            .map_err(|e| e.to_string())?;
+        println!(
+            "{} added in slot {slot}; run hetraid rebuild with it among the members",
+            p.display()
+        );
+        Ok(())
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct RebuildCmd {
+    /// The array's member files, the new one included.
+    #[arg(required = true)]
+    pub members: Vec<String>,
+    /// Rebuild speed while user I/O runs (MD speed_limit_min).
+    #[arg(long, default_value = "1M", value_parser = size)]
+    pub min_speed: u64,
+    /// Rebuild speed limit (MD speed_limit_max); 0 = unlimited.
+    #[arg(long, default_value = "200M", value_parser = size)]
+    pub max_speed: u64,
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl RebuildCmd {
+    pub fn run(&self) -> Result<(), String> {
+        let a = assemble(&self.members)?;
+        let bar = indicatif::ProgressBar::new(0);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("rebuild [{bar:30}] {percent:>3}% {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} eta {eta}")
+                .unwrap()
+                .progress_chars("=> "),
+        );
+        let chunk = a.layout().chunk_bytes();
+        let r = a
+            .rebuild(
+                RebuildOptions {
+                    min_speed: self.min_speed,
+                    max_speed: self.max_speed,
+                    stop_after: None,
+                },
+                &|p| {
+                    bar.set_length(p.stripes_total * chunk);
+                    bar.set_position(p.bytes_done);
+                },
+            )
+            .map_err(|e| e.to_string())?;
+        bar.finish_and_clear();
+        a.close().map_err(|e| e.to_string())?;
+        if self.json {
+            return super::print_json(&serde_json::to_value(&r).map_err(|e| e.to_string())?);
+        }
+        if r.members.is_empty() {
+            println!("nothing to rebuild: no member is in the rebuilding state (use hetraid replace first)");
+        } else {
+            println!(
+                "rebuilt member(s) {:?}: {} stripes, {} in {:.2} s ({} parallel stream{}), {:.1} MB/s",
+                r.members,
+                r.stripes,
+                format_size(r.bytes),
+                r.seconds,
+                r.streams,
+                if r.streams == 1 { "" } else { "s" },
+                r.bytes as f64 / r.seconds.max(1e-9) / 1e6
+            );
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ScrubCmd {
+    #[arg(required = true)]
+    pub members: Vec<String>,
+    /// Rewrite parity/copies that do not match.
+    #[arg(long)]
+    pub repair: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl ScrubCmd {
+    pub fn run(&self) -> Result<(), String> {
+        let a = assemble(&self.members)?;
+        let r = a.scrub(self.repair).map_err(|e| e.to_string())?;
+        a.close().map_err(|e| e.to_string())?;
+        if self.json {
+            return super::print_json(&serde_json::to_value(&r).map_err(|e| e.to_string())?);
+        }
+        println!(
+            "scrub: {} stripes checked, {} mismatched ({} pages){}",
+            r.stripes_checked,
+            r.mismatches,
+            r.mismatched_pages,
+            if self.repair {
+                format!(", {} repaired", r.repaired)
+            } else {
+                String::new()
+            }
+        );
+        Ok(())
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct DataCmd {
+    #[arg(required = true)]
+    pub members: Vec<String>,
+    /// Byte offset in the array.
+    #[arg(long, value_parser = size)]
+    pub offset: u64,
+    /// Bytes (read: required; write: at most this many from stdin).
+    #[arg(long, value_parser = size)]
+    pub length: Option<u64>,
+}
+
+const IO_STEP: usize = 4 << 20;
+
+impl DataCmd {
+    pub fn write(&self) -> Result<(), String> {
+        let a = assemble(&self.members)?;
+        let cap = a.capacity();
+        let mut stdin = std::io::stdin().lock();
+        let mut off = self.offset;
+        let limit = self.length.unwrap_or(u64::MAX);
+        let mut done = 0u64;
+        if off > cap {
+            return Err(format!(
+                "offset {off} is beyond the end of the array ({cap} bytes)"
+            ));
+        }
+        let mut buf = vec![0u8; IO_STEP];
+        while done < limit {
+            let want = (limit - done).min(IO_STEP as u64) as usize;
+            let mut got = 0;
+            while got < want {
+                match stdin.read(&mut buf[got..want]) {
+                    Ok(0) => break,
+                    Ok(k) => got += k,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(format!("reading standard input: {e}")),
+                }
+            }
+            if got == 0 {
+                break;
+            }
+            if off + got as u64 > cap {
+                return Err(format!(
+                    "the input reaches beyond the end of the array ({cap} bytes) at offset {}; {} bytes were written before it",
+                    off + got as u64,
+                    done
+                ));
+            }
+            a.write(off, &buf[..got]).map_err(|e| e.to_string())?;
+            off += got as u64;
+            done += got as u64;
+        }
+        a.close().map_err(|e| e.to_string())?;
+        print_warnings(&a);
+        eprintln!("wrote {done} bytes at offset {}", self.offset);
+        Ok(())
+    }
+
+    pub fn read(&self) -> Result<(), String> {
+        let len = self.length.ok_or("read needs --length")?;
+        let a = assemble(&self.members)?;
+        let cap = a.capacity();
+        if self.offset.checked_add(len).is_none_or(|e| e > cap) {
+            return Err(format!(
+                "{}+{len} reaches beyond the end of the array ({cap} bytes)",
+                self.offset
+            ));
+        }
+        let mut out = std::io::stdout().lock();
+        let mut off = self.offset;
+        let end = self.offset + len;
+        let mut buf = vec![0u8; IO_STEP];
+        while off < end {
+            let n = ((end - off) as usize).min(IO_STEP);
+            a.read(off, &mut buf[..n]).map_err(|e| e.to_string())?;
+            out.write_all(&buf[..n])
+                .map_err(|e| format!("writing standard output: {e}"))?;
+            off += n as u64;
+        }
+        out.flush().map_err(|e| e.to_string())?;
+        a.close().map_err(|e| e.to_string())?;
+        print_warnings(&a);
+        Ok(())
+    }
+}
