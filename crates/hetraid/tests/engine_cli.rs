@@ -203,7 +203,7 @@ fn bad_input_is_refused_with_nothing_written() {
             "belongs to array",
         ),
         (
-            with("status", &m[..2].to_vec(), &[])
+            with("status", &m[..2], &[])
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
@@ -257,7 +257,7 @@ fn bad_input_is_refused_with_nothing_written() {
         (
             with(
                 "status",
-                &vec![d.path().join("nothing").display().to_string()],
+                &[d.path().join("nothing").display().to_string()],
                 &[],
             )
             .iter()
@@ -288,10 +288,7 @@ fn bad_input_is_refused_with_nothing_written() {
     // A non-member file is refused by name.
     let junk = d.path().join("junk").display().to_string();
     std::fs::write(&junk, vec![7u8; 3 << 20]).unwrap();
-    let (code, _, err) = run(
-        &with("status", &vec![m[0].clone(), junk.clone()], &[]),
-        None,
-    );
+    let (code, _, err) = run(&with("status", &[m[0].clone(), junk.clone()], &[]), None);
     assert_ne!(code, 0);
     assert!(err.contains("junk") && err.contains("superblock"), "{err}");
 }
