@@ -193,6 +193,17 @@ pub fn schedule(
     rebuilding: &[usize],
     to_spare: bool,
 ) -> Result<RebuildSchedule, PlanError> {
+    schedule_with_used(layout, state, rebuilding, to_spare, &[])
+}
+
+/// [`schedule`] when some spare slots are already taken: `used[m]` slots of member m.
+pub fn schedule_with_used(
+    layout: &dyn Layout,
+    state: &ArrayState,
+    rebuilding: &[usize],
+    to_spare: bool,
+    used_slots: &[usize],
+) -> Result<RebuildSchedule, PlanError> {
     for &m in rebuilding {
         if m >= layout.members() {
             return Err(PlanError::NoSuchMember(m));
@@ -248,7 +259,9 @@ pub fn schedule(
             .iter()
             .flat_map(|s| s.read_members.iter())
             .fold(0, |a, m| a | 1 << m);
-        let mut slots_used = vec![0usize; n];
+        let mut slots_used: Vec<usize> = (0..n)
+            .map(|m| used_slots.get(m).copied().unwrap_or(0))
+            .collect();
         for st in out.iter_mut() {
             let ok = |m: usize| {
                 !st.read_members.contains(&m) && !rebuilding.contains(&m) && state.available(m, 0)

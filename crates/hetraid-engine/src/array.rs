@@ -49,6 +49,8 @@ pub struct Array {
     /// User operations so far (rebuild throttling looks at it).
     pub(crate) user_ops: AtomicU64,
     warnings: Mutex<Vec<String>>,
+    /// Does member i hold any chunk (false once all of it was relocated)?
+    holds: Vec<bool>,
 }
 
 /// `hetraid status` data.
@@ -77,6 +79,29 @@ pub struct MemberStatus {
     pub kind: &'static str,
     pub data_bytes: u64,
     pub rebuild_checkpoint: Option<u64>,
+}
+
+/// The layout with the superblock's relocations applied.
+pub(crate) fn relocated(layout: Box<dyn Layout>, sb: &Superblock) -> Box<dyn Layout> {
+    if sb.relocations.is_empty() {
+        return layout;
+    }
+    let moves = sb
+        .relocations
+        .iter()
+        .map(|r| hetraid_core::layout::Move {
+            from: hetraid_core::ChunkLoc {
+                member: r.from_member as usize,
+                offset: r.from_offset,
+            },
+            to: hetraid_core::ChunkLoc {
+                member: r.to_member as usize,
+                offset: r.to_offset,
+            },
+            len: r.len,
+        })
+        .collect();
+    Box::new(hetraid_core::layout::Remapped::new(layout, moves))
 }
 
 fn io_err(m: &dyn Member, e: std::io::Error) -> EngineError {
@@ -178,6 +203,7 @@ impl Array {
                     rebuild_checkpoint: 0,
                 })
                 .collect(),
+            relocations: vec![],
         };
         let zero = AlignedBuf::zeroed((DATA_OFFSET - BITMAP_OFFSET) as usize);
         for (i, m) in members.iter().enumerate() {
@@ -224,7 +250,14 @@ impl Array {
             sb.bitmap_stripes as u64,
             vec![0; nbits.div_ceil(8) as usize],
         );
+        let mut holds = vec![sb.relocations.is_empty(); n];
+        if !sb.relocations.is_empty() {
+            for st in (0..layout.stripe_count()).map(|s| layout.stripe(s)) {
+                st.all().for_each(|c| holds[c.member] = true);
+            }
+        }
         Ok(Self {
+            holds,
             sb: Mutex::new(sb),
             spec,
             layout,
@@ -315,14 +348,16 @@ impl Array {
             kinds,
         };
         let layout = build(&spec).map_err(|e| EngineError::Layout(e.to_string()))?;
+        let layout = relocated(layout, &fresh);
         let tol = layout.redundancy().tolerance();
         let missing: Vec<usize> = (0..n)
+            .filter(|&i| fresh.roles[i].state != RoleState::Removed)
             .filter(|&i| slots[i].is_none() || fresh.roles[i].state != RoleState::Active)
             .collect();
         let absent: Vec<usize> = (0..n)
             .filter(|&i| slots[i].is_none() && fresh.roles[i].state == RoleState::Active)
             .collect();
-        if missing.len() > tol && absent.iter().any(|_| true) {
+        if missing.len() > tol && !absent.is_empty() {
             return Err(EngineError::Refused(format!(
                 "members for slots {absent:?} are missing and the array survives only {tol} missing; give all members"
             )));
@@ -435,12 +470,9 @@ impl Array {
         }
         sb.roles[i].state = RoleState::Faulty;
         self.state.write().unwrap().members[i] = MemberState::Failed;
-        let failed = sb
-            .roles
-            .iter()
-            .filter(|r| r.state != RoleState::Active)
-            .count();
         self.write_superblocks(&mut sb)?;
+        drop(sb);
+        let failed = self.out_members(true);
         if failed > self.layout.redundancy().tolerance() {
             self.warnings.lock().unwrap().push(format!(
                 "{failed} members are out: data beyond the redundancy is lost"
@@ -642,12 +674,7 @@ impl Array {
             }
         }
         if any {
-            let failed = self
-                .state()
-                .members
-                .iter()
-                .filter(|s| **s != MemberState::InSync)
-                .count();
+            let failed = self.out_members(true);
             if failed > self.layout.redundancy().tolerance() {
                 return Err(Retry::Fatal(EngineError::TooManyFailures(format!(
                     "{failed} members out"
@@ -718,12 +745,7 @@ impl Array {
                 self.member_error(m, &e);
             }
         }
-        let failed = self
-            .state()
-            .members
-            .iter()
-            .filter(|s| **s == MemberState::Failed)
-            .count();
+        let failed = self.out_members(false);
         if failed > self.layout.redundancy().tolerance() {
             return Err(EngineError::TooManyFailures(format!(
                 "{failed} members failed"
@@ -808,11 +830,7 @@ impl Array {
     pub fn status(&self) -> Status {
         let sb = self.superblock();
         let st = self.state();
-        let failed = st
-            .members
-            .iter()
-            .filter(|s| **s == MemberState::Failed)
-            .count();
+        let failed = self.out_members(false);
         let rebuilding = st
             .members
             .iter()
@@ -860,29 +878,6 @@ impl Array {
         }
     }
 
-    pub(crate) fn lock_one(&self, s: u64) -> MutexGuard<'_, ()> {
-        self.locks[(s % LOCK_SHARDS as u64) as usize]
-            .lock()
-            .unwrap()
-    }
-
-    /// Reads of a stripe plan (no user buffer), for rebuild and scrub.
-    pub(crate) fn read_cols(&self, sp: &StripePlan, bufs: &mut StripeBufs) -> Result<()> {
-        self.read_phase(sp, bufs, None)
-            .map_err(|_| EngineError::TooManyFailures("a member failed while rebuilding".into()))
-    }
-
-    /// Writes of a stripe plan's `write` columns.
-    pub(crate) fn write_cols(&self, sp: &StripePlan, bufs: &mut StripeBufs) -> Result<()> {
-        self.write_phase(sp, bufs, |r| r.write)
-            .map_err(|e| match e {
-                Retry::Fatal(e) => e,
-                Retry::MemberFailed => {
-                    EngineError::TooManyFailures("a member failed while rebuilding".into())
-                }
-            })
-    }
-
     /// Replace the superblock (bumping events) on every live member.
     pub(crate) fn store_superblock(&self, new: Superblock) -> Result<()> {
         let mut sb = self.sb.lock().unwrap();
@@ -899,9 +894,165 @@ impl Array {
         }
     }
 
+    /// Reads of several stripe plans at once: contiguous extents on a member are
+    /// merged into one operation (rebuild and scrub stream through members).
+    pub(crate) fn read_plans(&self, plans: &[StripePlan], bufs: &mut [StripeBufs]) -> Result<()> {
+        let pieces = plan_extents(plans, |r| r.read);
+        let groups = merge_extents(&pieces);
+        let ops = groups
+            .iter()
+            .map(|g| {
+                (
+                    g.member,
+                    IoOp::Read {
+                        off: DATA_OFFSET + g.off,
+                        len: g.len as usize,
+                    },
+                )
+            })
+            .collect();
+        for (g, r) in groups.iter().zip(run_batch(&self.queues, ops)) {
+            let data = match r {
+                Ok(Some(d)) => d,
+                Ok(None) => unreachable!("reads return data"),
+                Err(e) => {
+                    self.member_error(g.member, &e);
+                    return Err(EngineError::TooManyFailures(format!(
+                        "member {} failed during a rebuild or scrub",
+                        g.member
+                    )));
+                }
+            };
+            for p in &pieces[g.first..g.first + g.count] {
+                let at = (p.off - g.off) as usize;
+                bufs[p.plan]
+                    .run_slice(p.col, &p.run)
+                    .copy_from_slice(&data[at..at + p.len as usize]);
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes of several stripe plans' `write` columns, merged like [`Array::read_plans`].
+    pub(crate) fn write_plans(&self, plans: &[StripePlan], bufs: &mut [StripeBufs]) -> Result<()> {
+        let pieces = plan_extents(plans, |r| r.write);
+        let groups = merge_extents(&pieces);
+        let mut ops = Vec::with_capacity(groups.len());
+        for g in &groups {
+            let mut b = AlignedBuf::zeroed(g.len as usize);
+            for p in &pieces[g.first..g.first + g.count] {
+                let at = (p.off - g.off) as usize;
+                b[at..at + p.len as usize].copy_from_slice(bufs[p.plan].run_slice(p.col, &p.run));
+            }
+            ops.push((
+                g.member,
+                IoOp::Write {
+                    off: DATA_OFFSET + g.off,
+                    buf: b,
+                },
+            ));
+        }
+        for (g, r) in groups.iter().zip(run_batch(&self.queues, ops)) {
+            if let Err(e) = r {
+                self.member_error(g.member, &e);
+                return Err(EngineError::TooManyFailures(format!(
+                    "member {} failed during a rebuild or scrub",
+                    g.member
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn lock_many(&self, stripes: &[u64]) -> Vec<MutexGuard<'_, ()>> {
+        self.lock_stripes(stripes.iter().copied())
+    }
+
+    /// Members that hold chunks but are failed (or, with `rebuilding`, not in sync).
+    /// A member whose chunks were all relocated to spare space does not count.
+    pub fn out_members(&self, rebuilding: bool) -> usize {
+        let st = self.state();
+        (0..st.members.len())
+            .filter(|&i| self.holds[i])
+            .filter(|&i| match st.members[i] {
+                MemberState::InSync => false,
+                MemberState::Failed => true,
+                MemberState::Rebuilding { .. } => rebuilding,
+            })
+            .count()
+    }
+
     pub fn warnings(&self) -> Vec<String> {
         self.warnings.lock().unwrap().clone()
     }
+}
+
+/// One page run of one column of one plan, at a member offset.
+struct PlanExtent {
+    plan: usize,
+    col: usize,
+    run: hetraid_core::plan::RowRun,
+    member: usize,
+    off: u64,
+    len: u64,
+}
+
+/// Contiguous extents of one member: pieces[first..first+count].
+struct ExtentGroup {
+    member: usize,
+    off: u64,
+    len: u64,
+    first: usize,
+    count: usize,
+}
+
+/// Largest merged operation.
+const MERGE_MAX: u64 = 4 << 20;
+
+fn plan_extents(
+    plans: &[StripePlan],
+    cols: impl Fn(&hetraid_core::plan::RowRun) -> hetraid_core::plan::ColSet,
+) -> Vec<PlanExtent> {
+    let mut v = Vec::new();
+    for (i, sp) in plans.iter().enumerate() {
+        for run in &sp.runs {
+            for c in cols(run).iter() {
+                let loc = sp.columns[c].loc;
+                v.push(PlanExtent {
+                    plan: i,
+                    col: c,
+                    run: *run,
+                    member: loc.member,
+                    off: loc.offset + run.page as u64 * PAGE,
+                    len: run.pages as u64 * PAGE,
+                });
+            }
+        }
+    }
+    v.sort_by_key(|p| (p.member, p.off));
+    v
+}
+
+fn merge_extents(pieces: &[PlanExtent]) -> Vec<ExtentGroup> {
+    let mut out: Vec<ExtentGroup> = Vec::new();
+    for (i, p) in pieces.iter().enumerate() {
+        match out.last_mut() {
+            Some(g)
+                if g.member == p.member && g.off + g.len == p.off && g.len + p.len <= MERGE_MAX =>
+            {
+                g.len += p.len;
+                g.count += 1;
+            }
+            _ => out.push(ExtentGroup {
+                member: p.member,
+                off: p.off,
+                len: p.len,
+                first: i,
+                count: 1,
+            }),
+        }
+    }
+    out
 }
 
 /// Where a read lands: (column, first page, pages, direct user-buffer range).

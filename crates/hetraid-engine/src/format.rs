@@ -14,6 +14,11 @@ pub const DATA_OFFSET: u64 = 1 << 20;
 pub const MAX_MEMBERS: usize = 64;
 const TABLE: usize = 376;
 const ENTRY: usize = 32;
+const RELOC_COUNT: usize = 2424;
+const RELOC_TABLE: usize = 2432;
+const RELOC_ENTRY: usize = 32;
+/// Most relocation entries a superblock holds.
+pub const MAX_RELOCATIONS: usize = (CRC_AT - RELOC_TABLE) / RELOC_ENTRY;
 const CRC_AT: usize = SB_SIZE - 4;
 
 /// Layout parameters as stored (and as given on the command line).
@@ -90,6 +95,19 @@ pub struct Superblock {
     pub bitmap_stripes: u32,
     pub layout: LayoutRecord,
     pub roles: Vec<MemberRole>,
+    /// Extents moved into spare space (S2-RAID rebuild to spare).
+    pub relocations: Vec<Relocation>,
+}
+
+/// `len` bytes of member `from_member` at `from_offset` (data-area offsets) now
+/// live on `to_member` at `to_offset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Relocation {
+    pub from_member: u16,
+    pub to_member: u16,
+    pub from_offset: u64,
+    pub to_offset: u64,
+    pub len: u64,
 }
 
 /// Why a superblock was refused.
@@ -194,6 +212,16 @@ impl Superblock {
             put_u64(&mut b, at + 8, r.data_size);
             put_u64(&mut b, at + 16, r.rebuild_checkpoint);
         }
+        assert!(self.relocations.len() <= MAX_RELOCATIONS);
+        put_u16(&mut b, RELOC_COUNT, self.relocations.len() as u16);
+        for (i, r) in self.relocations.iter().enumerate() {
+            let at = RELOC_TABLE + RELOC_ENTRY * i;
+            put_u16(&mut b, at, r.from_member);
+            put_u16(&mut b, at + 2, r.to_member);
+            put_u64(&mut b, at + 8, r.from_offset);
+            put_u64(&mut b, at + 16, r.to_offset);
+            put_u64(&mut b, at + 24, r.len);
+        }
         let crc = crc32c::crc32c(&b[..CRC_AT]);
         put_u32(&mut b, CRC_AT, crc);
         b
@@ -241,7 +269,27 @@ impl Superblock {
                 rebuild_checkpoint: u64_at(b, at + 16),
             });
         }
+        let rn = u16_at(b, RELOC_COUNT) as usize;
+        if rn > MAX_RELOCATIONS {
+            return Err(FormatError::Field("relocation count"));
+        }
+        let mut relocations = Vec::with_capacity(rn);
+        for i in 0..rn {
+            let at = RELOC_TABLE + RELOC_ENTRY * i;
+            let r = Relocation {
+                from_member: u16_at(b, at),
+                to_member: u16_at(b, at + 2),
+                from_offset: u64_at(b, at + 8),
+                to_offset: u64_at(b, at + 16),
+                len: u64_at(b, at + 24),
+            };
+            if r.from_member as usize >= n || r.to_member as usize >= n {
+                return Err(FormatError::Field("relocation member"));
+            }
+            relocations.push(r);
+        }
         Ok(Self {
+            relocations,
             uuid: b[16..32].try_into().unwrap(),
             events: u64_at(b, 32),
             member,
@@ -314,6 +362,13 @@ mod tests {
                     rebuild_checkpoint: i,
                 })
                 .collect(),
+            relocations: vec![Relocation {
+                from_member: 4,
+                to_member: 1,
+                from_offset: 65536,
+                to_offset: 1 << 20,
+                len: 65536,
+            }],
         }
     }
 

@@ -124,7 +124,7 @@ impl Array {
         Ok(())
     }
 
-    /// Rebuild every member in the rebuilding state.
+    /// Rebuild every member in the rebuilding state, in place.
     pub fn rebuild(
         &self,
         opts: RebuildOptions,
@@ -154,17 +154,170 @@ impl Array {
         for &t in &targets {
             rstate.members[t] = MemberState::Failed;
         }
+        let sched = hetraid_core::rebuild::schedule(self.layout(), &rstate, &targets, false)?;
+        let run = self.run_streams(&sched, &rstate, &targets, start_at, opts, progress);
+        if let Some(e) = run.error {
+            let _ = self.checkpoint(&targets, prefix(&run.done));
+            return Err(e);
+        }
+        self.flush()?;
+        if run.completed {
+            self.finish_rebuild(&targets)?;
+        } else {
+            self.checkpoint(&targets, prefix(&run.done))?;
+        }
+        Ok(RebuildReport {
+            members: targets,
+            streams: sched.streams.len(),
+            stripes: run.stripes,
+            bytes: run.bytes,
+            seconds: run.seconds,
+            completed: run.completed,
+        })
+    }
+
+    /// Rebuild the chunks of failed members into the layout's spare space (S2-RAID:
+    /// each stream writes a different member's spare partition), record the
+    /// relocations, retire the failed slots, and return the array reassembled
+    /// with its new layout: fully redundant again without a replacement disk.
+    pub fn rebuild_to_spare(
+        self,
+        opts: RebuildOptions,
+        progress: &(dyn Fn(RebuildProgress) + Sync),
+    ) -> Result<(Array, RebuildReport)> {
         let layout = self.layout();
-        let sched = hetraid_core::rebuild::schedule(layout, &rstate, &targets, false)?;
+        if layout.spare_slots() == 0 {
+            return Err(EngineError::Refused(format!(
+                "layout {} reserves no spare space; replace the failed member instead (or create with --spare-partitions)",
+                layout.name()
+            )));
+        }
+        let sb = self.superblock();
+        let state = self.state();
+        let failed: Vec<usize> = (0..sb.roles.len())
+            .filter(|&i| {
+                state.members[i] == MemberState::Failed && sb.roles[i].state != RoleState::Removed
+            })
+            .filter(|&i| {
+                (0..layout.stripe_count()).any(|s| layout.stripe(s).all().any(|c| c.member == i))
+            })
+            .collect();
+        if failed.is_empty() {
+            return Ok((
+                self,
+                RebuildReport {
+                    members: vec![],
+                    streams: 0,
+                    stripes: 0,
+                    bytes: 0,
+                    seconds: 0.0,
+                    completed: true,
+                },
+            ));
+        }
+        let mut used = vec![0usize; sb.roles.len()];
+        for r in &sb.relocations {
+            used[r.to_member as usize] += 1;
+        }
+        let sched =
+            hetraid_core::rebuild::schedule_with_used(layout, &state, &failed, true, &used)?;
+        let run = self.run_streams(&sched, &state, &failed, 0, opts, progress);
+        if let Some(e) = run.error {
+            return Err(e);
+        }
+        self.flush()?;
+        // Record where every lost extent now lives.
+        let mut sb = self.superblock();
+        let mut moved: Vec<crate::format::Relocation> = Vec::new();
+        for st in &sched.streams {
+            let (target, slot) = st.target.expect("spare schedules name targets");
+            for &s in &st.stripes {
+                for c in layout
+                    .stripe(s)
+                    .all()
+                    .filter(|c| failed.contains(&c.member))
+                {
+                    let (ext_off, len) = layout.spare_extent(c).ok_or_else(|| {
+                        EngineError::Refused("layout has no spare extents".into())
+                    })?;
+                    let from = hetraid_core::ChunkLoc {
+                        member: c.member,
+                        offset: ext_off,
+                    };
+                    let to = layout
+                        .spare_location(from, target, slot)
+                        .expect("target has the slot");
+                    let r = crate::format::Relocation {
+                        from_member: c.member as u16,
+                        to_member: target as u16,
+                        from_offset: ext_off,
+                        to_offset: to.offset,
+                        len,
+                    };
+                    if !moved.contains(&r) {
+                        moved.push(r);
+                    }
+                }
+            }
+        }
+        if sb.relocations.len() + moved.len() > crate::format::MAX_RELOCATIONS {
+            return Err(EngineError::Refused(
+                "the superblock's relocation table is full".into(),
+            ));
+        }
+        sb.relocations.extend(moved);
+        for &f in &failed {
+            sb.roles[f].state = RoleState::Removed;
+        }
+        let keep: Vec<bool> = sb
+            .roles
+            .iter()
+            .map(|r| matches!(r.state, RoleState::Active | RoleState::Rebuilding))
+            .collect();
+        self.store_superblock(sb)?;
+        let members: Vec<Arc<dyn Member>> = self
+            .members()
+            .iter()
+            .enumerate()
+            .filter(|(i, m)| keep[*i] && m.is_some())
+            .map(|(_, m)| m.clone().unwrap())
+            .collect();
+        drop(self);
+        let array = Array::assemble(members)?;
+        Ok((
+            array,
+            RebuildReport {
+                members: failed,
+                streams: sched.streams.len(),
+                stripes: run.stripes,
+                bytes: run.bytes,
+                seconds: run.seconds,
+                completed: run.completed,
+            },
+        ))
+    }
+
+    /// Run every stream of `sched` on its own thread, BATCH stripes at a time with
+    /// merged member I/O, throttled by `opts`.
+    fn run_streams(
+        &self,
+        sched: &hetraid_core::rebuild::RebuildSchedule,
+        rstate: &ArrayState,
+        targets: &[usize],
+        start_at: u64,
+        opts: RebuildOptions,
+        progress: &(dyn Fn(RebuildProgress) + Sync),
+    ) -> StreamsRun {
+        const BATCH: usize = 64;
+        let layout = self.layout();
+        let planner = Planner::new(layout, self.superblock().policy, vec![]);
         let total: u64 = sched
             .streams
             .iter()
             .map(|s| s.stripes.iter().filter(|&&x| x >= start_at).count() as u64)
             .sum();
-        let planner = Planner::new(layout, sb.policy, vec![]);
-        let stripes_n = layout.stripe_count();
         let done_flags: Mutex<Vec<bool>> =
-            Mutex::new((0..stripes_n).map(|s| s < start_at).collect());
+            Mutex::new((0..layout.stripe_count()).map(|s| s < start_at).collect());
         let done = AtomicU64::new(0);
         let bytes = AtomicU64::new(0);
         let stop = AtomicBool::new(false);
@@ -172,36 +325,63 @@ impl Array {
         let t0 = Instant::now();
         let chunk = layout.chunk_bytes();
         let last_ckpt = Mutex::new(Instant::now());
+        let ops_at_start = self.user_ops.load(Ordering::Relaxed);
         std::thread::scope(|scope| {
             for stream in &sched.streams {
-                let (planner, rstate, targets) = (&planner, &rstate, &targets);
-                let (done_flags, done, bytes, stop, error, last_ckpt) =
-                    (&done_flags, &done, &bytes, &stop, &error, &last_ckpt);
+                let (planner, done_flags, done, bytes, stop, error, last_ckpt) = (
+                    &planner,
+                    &done_flags,
+                    &done,
+                    &bytes,
+                    &stop,
+                    &error,
+                    &last_ckpt,
+                );
                 scope.spawn(move || {
-                    for &s in stream.stripes.iter().filter(|&&s| s >= start_at) {
+                    let todo: Vec<u64> = stream
+                        .stripes
+                        .iter()
+                        .copied()
+                        .filter(|&s| s >= start_at)
+                        .collect();
+                    for batch in todo.chunks(BATCH) {
                         if stop.load(Ordering::Relaxed) {
                             return;
                         }
-                        if let Err(e) = self.rebuild_one(planner, rstate, targets, s) {
+                        let batch = match opts.stop_after {
+                            Some(n) => {
+                                &batch[..batch
+                                    .len()
+                                    .min(n.saturating_sub(done.load(Ordering::Relaxed)) as usize)]
+                            }
+                            None => batch,
+                        };
+                        if let Err(e) =
+                            self.rebuild_batch(planner, rstate, targets, batch, stream.target)
+                        {
                             *error.lock().unwrap() = Some(e);
                             stop.store(true, Ordering::Relaxed);
                             return;
                         }
-                        done_flags.lock().unwrap()[s as usize] = true;
-                        let d = done.fetch_add(1, Ordering::Relaxed) + 1;
-                        let b = bytes.fetch_add(chunk, Ordering::Relaxed) + chunk;
-                        let el = t0.elapsed().as_secs_f64();
+                        {
+                            let mut f = done_flags.lock().unwrap();
+                            batch.iter().for_each(|&s| f[s as usize] = true);
+                        }
+                        let d = done.fetch_add(batch.len() as u64, Ordering::Relaxed)
+                            + batch.len() as u64;
+                        let b = bytes.fetch_add(chunk * batch.len() as u64, Ordering::Relaxed)
+                            + chunk * batch.len() as u64;
                         progress(RebuildProgress {
                             stripes_done: d,
                             stripes_total: total,
                             bytes_done: b,
-                            elapsed_s: el,
+                            elapsed_s: t0.elapsed().as_secs_f64(),
                         });
                         if opts.stop_after.is_some_and(|n| d >= n) {
                             stop.store(true, Ordering::Relaxed);
                         }
                         // Throttle: min speed while users are doing I/O, max otherwise.
-                        let busy = self.user_ops.load(Ordering::Relaxed) > 0;
+                        let busy = self.user_ops.load(Ordering::Relaxed) > ops_at_start;
                         let limit = if busy {
                             opts.min_speed.max(1)
                         } else {
@@ -214,7 +394,7 @@ impl Array {
                             }
                         }
                         let mut lc = last_ckpt.lock().unwrap();
-                        if lc.elapsed() > Duration::from_secs(1) {
+                        if lc.elapsed() > Duration::from_secs(1) && stream.target.is_none() {
                             *lc = Instant::now();
                             drop(lc);
                             let _ = self.checkpoint(targets, prefix(&done_flags.lock().unwrap()));
@@ -223,47 +403,42 @@ impl Array {
                 });
             }
         });
-        if let Some(e) = error.into_inner().unwrap() {
-            let _ = self.checkpoint(&targets, prefix(&done_flags.lock().unwrap()));
-            return Err(e);
-        }
-        let flags = done_flags.into_inner().unwrap();
-        let completed = flags.iter().all(|d| *d)
-            || sched
-                .streams
-                .iter()
-                .all(|st| st.stripes.iter().all(|&s| flags[s as usize]));
-        self.flush()?;
-        if completed {
-            self.finish_rebuild(&targets)?;
-        } else {
-            self.checkpoint(&targets, prefix(&flags))?;
-        }
-        Ok(RebuildReport {
-            members: targets,
-            streams: sched.streams.len(),
+        let done_v = done_flags.into_inner().unwrap();
+        let completed = sched
+            .streams
+            .iter()
+            .all(|st| st.stripes.iter().all(|&s| done_v[s as usize]));
+        StreamsRun {
+            done: done_v,
             stripes: done.load(Ordering::Relaxed),
             bytes: bytes.load(Ordering::Relaxed),
             seconds: t0.elapsed().as_secs_f64(),
             completed,
-        })
+            error: error.into_inner().unwrap(),
+        }
     }
 
-    fn rebuild_one(
+    fn rebuild_batch(
         &self,
         planner: &Planner,
         rstate: &ArrayState,
         targets: &[usize],
-        s: u64,
+        batch: &[u64],
+        redirect: Option<(usize, usize)>,
     ) -> Result<()> {
-        let Some(sp) = planner.rebuild_stripe(s, rstate, targets, None)? else {
-            return Ok(());
-        };
-        let _g = self.lock_one(s);
-        let mut bufs = StripeBufs::new(&sp);
-        self.read_cols(&sp, &mut bufs)?;
-        exec::rebuild(&sp, &mut bufs).map_err(EngineError::Refused)?;
-        self.write_cols(&sp, &mut bufs)
+        let mut plans = Vec::with_capacity(batch.len());
+        for &s in batch {
+            if let Some(sp) = planner.rebuild_stripe(s, rstate, targets, redirect)? {
+                plans.push(sp);
+            }
+        }
+        let _g = self.lock_many(batch);
+        let mut bufs: Vec<StripeBufs> = plans.iter().map(StripeBufs::new).collect();
+        self.read_plans(&plans, &mut bufs)?;
+        for (sp, b) in plans.iter().zip(bufs.iter_mut()) {
+            exec::rebuild(sp, b).map_err(EngineError::Refused)?;
+        }
+        self.write_plans(&plans, &mut bufs)
     }
 
     fn checkpoint(&self, targets: &[usize], upto: u64) -> Result<()> {
@@ -303,6 +478,15 @@ impl Array {
         self.flush()?;
         Ok(r)
     }
+}
+
+struct StreamsRun {
+    done: Vec<bool>,
+    stripes: u64,
+    bytes: u64,
+    seconds: f64,
+    completed: bool,
+    error: Option<EngineError>,
 }
 
 /// Stripes [0, prefix) are all done.

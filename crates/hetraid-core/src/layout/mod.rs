@@ -10,6 +10,7 @@ mod hpda;
 mod presets;
 mod raidh;
 mod raidx;
+mod remap;
 mod s2;
 
 pub use classic::{ParityOrder, Raid0, Raid1, Raid10, Raid4, Raid5, Raid6};
@@ -17,6 +18,7 @@ pub use hpda::{Hpda, LogRegion};
 pub use presets::{Permuted, Preset};
 pub use raidh::{swrr_cycle, RaidH};
 pub use raidx::{max_bundles, RaidX, RaidXLevel};
+pub use remap::{Move, Remapped};
 pub use s2::{S2Raid10, S2Raid5};
 
 use crate::error::LayoutError;
@@ -132,6 +134,12 @@ pub trait Layout: Send + Sync + std::fmt::Debug {
     /// slot `slot` on member `target`; `None` when the layout reserves no spare space
     /// (then rebuilds go to a replacement member in place).
     fn spare_location(&self, _lost: ChunkLoc, _target: usize, _slot: usize) -> Option<ChunkLoc> {
+        None
+    }
+
+    /// The extent (offset, length) that moves as a unit when the chunk at `lost` is
+    /// rebuilt into spare space: its whole partition for S2-RAID.
+    fn spare_extent(&self, _lost: ChunkLoc) -> Option<(u64, u64)> {
         None
     }
 

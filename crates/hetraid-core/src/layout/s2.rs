@@ -184,6 +184,10 @@ impl Layout for S2Raid5 {
     fn spare_slots(&self) -> usize {
         self.spare
     }
+    fn spare_extent(&self, lost: ChunkLoc) -> Option<(u64, u64)> {
+        let p = self.partition_bytes();
+        Some((lost.offset / p * p, p))
+    }
     fn spare_location(&self, lost: ChunkLoc, target: usize, slot: usize) -> Option<ChunkLoc> {
         if slot >= self.spare || target >= self.r {
             return None;
