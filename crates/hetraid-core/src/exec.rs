@@ -30,6 +30,19 @@ impl StripeBufs {
         }
     }
 
+    /// Reuse these buffers for another plan (no reallocation when they are large
+    /// enough). Contents are not cleared: every byte a plan uses is read or computed.
+    pub fn refit(&mut self, sp: &StripePlan) {
+        let (lo, hi) = sp.window().unwrap_or((0, 0));
+        let len = (hi - lo) as usize * PAGE as usize;
+        self.lo = lo;
+        self.pages = hi - lo;
+        self.cols.resize_with(sp.columns.len(), Vec::new);
+        for c in &mut self.cols {
+            c.resize(len, 0);
+        }
+    }
+
     fn range(&self, run: &RowRun) -> std::ops::Range<usize> {
         let a = (run.page - self.lo) as usize * PAGE as usize;
         a..a + run.pages as usize * PAGE as usize

@@ -338,6 +338,8 @@ impl Array {
                     &last_ckpt,
                 );
                 scope.spawn(move || {
+                    // Buffers reused from batch to batch.
+                    let mut pool: Vec<StripeBufs> = Vec::new();
                     let todo: Vec<u64> = stream
                         .stripes
                         .iter()
@@ -356,9 +358,14 @@ impl Array {
                             }
                             None => batch,
                         };
-                        if let Err(e) =
-                            self.rebuild_batch(planner, rstate, targets, batch, stream.target)
-                        {
+                        if let Err(e) = self.rebuild_batch(
+                            planner,
+                            rstate,
+                            targets,
+                            batch,
+                            stream.target,
+                            &mut pool,
+                        ) {
                             *error.lock().unwrap() = Some(e);
                             stop.store(true, Ordering::Relaxed);
                             return;
@@ -425,6 +432,7 @@ impl Array {
         targets: &[usize],
         batch: &[u64],
         redirect: Option<(usize, usize)>,
+        pool: &mut Vec<StripeBufs>,
     ) -> Result<()> {
         let mut plans = Vec::with_capacity(batch.len());
         for &s in batch {
@@ -433,12 +441,18 @@ impl Array {
             }
         }
         let _g = self.lock_many(batch);
-        let mut bufs: Vec<StripeBufs> = plans.iter().map(StripeBufs::new).collect();
-        self.read_plans(&plans, &mut bufs)?;
+        while pool.len() < plans.len() {
+            pool.push(StripeBufs::new(&plans[0]));
+        }
+        let bufs = &mut pool[..plans.len()];
+        for (sp, b) in plans.iter().zip(bufs.iter_mut()) {
+            b.refit(sp);
+        }
+        self.read_plans(&plans, bufs)?;
         for (sp, b) in plans.iter().zip(bufs.iter_mut()) {
             exec::rebuild(sp, b).map_err(EngineError::Refused)?;
         }
-        self.write_plans(&plans, &mut bufs)
+        self.write_plans(&plans, bufs)
     }
 
     fn checkpoint(&self, targets: &[usize], upto: u64) -> Result<()> {
