@@ -167,9 +167,11 @@ pub fn fill_writes(sp: &StripePlan, bufs: &mut StripeBufs, user: &[u8]) -> Resul
                         bufs.cols[i][r.clone()].copy_from_slice(&v);
                     }
                     overlay(sp, bufs, run, i, user);
-                    let v = bufs.cols[i][r.clone()].to_vec();
-                    for c in copies {
-                        bufs.cols[c][r.clone()].copy_from_slice(&v);
+                    if !copies.is_empty() {
+                        let v = bufs.cols[i][r.clone()].to_vec();
+                        for c in copies {
+                            bufs.cols[c][r.clone()].copy_from_slice(&v);
+                        }
                     }
                 }
             }

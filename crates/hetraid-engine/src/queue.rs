@@ -11,6 +11,7 @@ use std::thread::JoinHandle;
 type Job = Box<dyn FnOnce(&dyn Member) + Send>;
 
 pub struct MemberQueue {
+    member: Arc<dyn Member>,
     tx: Option<Sender<Job>>,
     worker: Option<JoinHandle<()>>,
 }
@@ -18,6 +19,7 @@ pub struct MemberQueue {
 impl MemberQueue {
     pub fn new(member: Arc<dyn Member>, index: usize) -> Self {
         let (tx, rx) = channel::<Job>();
+        let m = member.clone();
         let worker = std::thread::Builder::new()
             .name(format!("hetraid-m{index}"))
             .spawn(move || {
@@ -27,6 +29,7 @@ impl MemberQueue {
             })
             .expect("spawn member worker");
         Self {
+            member: m,
             tx: Some(tx),
             worker: Some(worker),
         }
@@ -63,8 +66,20 @@ pub type IoResult = io::Result<Option<AlignedBuf>>;
 
 /// Run `ops` (member index, operation) on their members' queues in parallel and
 /// return the results in the same order.
-pub fn run_batch(queues: &[Option<MemberQueue>], ops: Vec<(usize, IoOp)>) -> Vec<IoResult> {
+pub fn run_batch(queues: &[Option<MemberQueue>], mut ops: Vec<(usize, IoOp)>) -> Vec<IoResult> {
     let n = ops.len();
+    // One operation: run it in the caller's thread (no hand-off; the common small
+    // read). Members that model one actuator serialize themselves.
+    if n == 1 {
+        let (m, op) = ops.pop().expect("one op");
+        return vec![match queues.get(m).and_then(|q| q.as_ref()) {
+            Some(q) => run_op(q.member.as_ref(), op),
+            None => Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("member {m} is not present"),
+            )),
+        }];
+    }
     let (tx, rx) = channel::<(usize, IoResult)>();
     let mut results: Vec<Option<IoResult>> = (0..n).map(|_| None).collect();
     for (i, (m, op)) in ops.into_iter().enumerate() {
@@ -77,15 +92,7 @@ pub fn run_batch(queues: &[Option<MemberQueue>], ops: Vec<(usize, IoOp)>) -> Vec
         };
         let tx = tx.clone();
         q.submit(Box::new(move |member: &dyn Member| {
-            let r = match op {
-                IoOp::Read { off, len } => {
-                    let mut b = AlignedBuf::zeroed(len);
-                    member.read_at(&mut b, off).map(|_| Some(b))
-                }
-                IoOp::Write { off, buf } => member.write_at(&buf, off).map(|_| None),
-                IoOp::Flush => member.flush().map(|_| None),
-            };
-            let _ = tx.send((i, r));
+            let _ = tx.send((i, run_op(member, op)));
         }));
     }
     drop(tx);
@@ -96,4 +103,15 @@ pub fn run_batch(queues: &[Option<MemberQueue>], ops: Vec<(usize, IoOp)>) -> Vec
         .into_iter()
         .map(|r| r.expect("every job answers"))
         .collect()
+}
+
+fn run_op(member: &dyn Member, op: IoOp) -> IoResult {
+    match op {
+        IoOp::Read { off, len } => {
+            let mut b = AlignedBuf::zeroed(len);
+            member.read_at(&mut b, off).map(|_| Some(b))
+        }
+        IoOp::Write { off, buf } => member.write_at(&buf, off).map(|_| None),
+        IoOp::Flush => member.flush().map(|_| None),
+    }
 }

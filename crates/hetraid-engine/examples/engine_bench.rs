@@ -1,0 +1,156 @@
+//! Engine throughput against baselines measured in the same run, on member files
+//! in a directory (default /dev/shm):
+//!   seq-write: RAID5 4+1 vs RAID0 over 4 members, 1 MiB requests
+//!   rand-read: RAID5 4+1 4 KiB random reads at queue depth Q (Q threads) vs raw
+//!              pread of the same member files
+//! `engine_bench seq-write|rand-read [DIR] [MIB_PER_MEMBER] [QD] [SECONDS]`
+//! prints one number (GB/s or IOPS) per line: "<engine> <baseline>".
+
+use hetraid_core::WritePolicy;
+use hetraid_engine::format::LayoutRecord;
+use hetraid_engine::member::{FileMember, Member};
+use hetraid_engine::{Array, CreateOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const MIB: u64 = 1 << 20;
+
+fn make(dir: &Path, tag: &str, n: usize, size: u64) -> Vec<PathBuf> {
+    (0..n)
+        .map(|i| {
+            let p = dir.join(format!("hetraid-bench-{tag}-{i}-{}", std::process::id()));
+            FileMember::create(&p, size).expect("create member file");
+            p
+        })
+        .collect()
+}
+
+fn open(paths: &[PathBuf]) -> Vec<Arc<dyn Member>> {
+    paths
+        .iter()
+        .map(|p| Arc::new(FileMember::open(p).unwrap()) as Arc<dyn Member>)
+        .collect()
+}
+
+fn create(paths: &[PathBuf], layout: &str) -> Array {
+    let o = CreateOptions {
+        layout: LayoutRecord {
+            name: layout.into(),
+            ..Default::default()
+        },
+        chunk_bytes: 64 << 10,
+        policy: WritePolicy::Md,
+        kinds: vec![],
+        assume_clean: true,
+        force: true,
+    };
+    Array::create(open(paths), &o).expect("create array")
+}
+
+fn seq_write(a: &Array) -> f64 {
+    let buf = vec![0x5au8; MIB as usize];
+    let cap = a.capacity() / MIB * MIB;
+    let t = Instant::now();
+    let mut off = 0;
+    while off < cap {
+        a.write(off, &buf).unwrap();
+        off += MIB;
+    }
+    a.flush().unwrap();
+    cap as f64 / t.elapsed().as_secs_f64() / 1e9
+}
+
+struct X(u64);
+impl X {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+fn rand_reads(qd: usize, secs: f64, op: impl Fn(&mut X, &mut [u8]) + Sync) -> f64 {
+    let ops = AtomicU64::new(0);
+    let stop = Instant::now() + Duration::from_secs_f64(secs);
+    std::thread::scope(|s| {
+        for t in 0..qd {
+            let (ops, op) = (&ops, &op);
+            s.spawn(move || {
+                let mut x = X(0x9e37_79b9 + t as u64 * 7919);
+                let mut buf = vec![0u8; 4096];
+                let mut n = 0;
+                while Instant::now() < stop {
+                    for _ in 0..64 {
+                        op(&mut x, &mut buf);
+                    }
+                    n += 64;
+                }
+                ops.fetch_add(n, Ordering::Relaxed);
+            });
+        }
+    });
+    ops.load(Ordering::Relaxed) as f64 / secs
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let mode = args.get(1).map(String::as_str).unwrap_or("seq-write");
+    let dir = PathBuf::from(args.get(2).map(String::as_str).unwrap_or("/dev/shm"));
+    let mib: u64 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(256);
+    let qd: usize = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(16);
+    let secs: f64 = args.get(5).and_then(|s| s.parse().ok()).unwrap_or(2.0);
+    let size = MIB + mib * MIB;
+    let r5 = make(&dir, "r5", 5, size);
+    let result = match mode {
+        "seq-write" => {
+            let r0 = make(&dir, "r0", 4, size);
+            let a5 = create(&r5, "raid5");
+            let a0 = create(&r0, "raid0");
+            // Warm pass (tmpfs allocates pages on first touch), then alternate.
+            seq_write(&a0);
+            seq_write(&a5);
+            let (mut es, mut bs) = (Vec::new(), Vec::new());
+            for _ in 0..3 {
+                bs.push(seq_write(&a0));
+                es.push(seq_write(&a5));
+            }
+            let (e, b) = (median(es), median(bs));
+            drop((a5, a0));
+            r0.iter().for_each(|p| drop(std::fs::remove_file(p)));
+            format!("{e:.3} {b:.3}")
+        }
+        "rand-read" => {
+            let a = create(&r5, "raid5");
+            let cap = a.capacity();
+            let e = rand_reads(qd, secs, |x, buf| {
+                a.read(x.next() % (cap / 4096) * 4096, buf).unwrap()
+            });
+            drop(a);
+            let files: Vec<std::fs::File> =
+                r5.iter().map(|p| std::fs::File::open(p).unwrap()).collect();
+            let per = (size - MIB) / 4096;
+            let b = rand_reads(qd, secs, |x, buf| {
+                let v = x.next();
+                files[(v % 5) as usize]
+                    .read_exact_at(buf, MIB + (v >> 8) % per * 4096)
+                    .unwrap();
+            });
+            format!("{e:.0} {b:.0}")
+        }
+        _ => {
+            eprintln!("mode must be seq-write or rand-read");
+            std::process::exit(2);
+        }
+    };
+    r5.iter().for_each(|p| drop(std::fs::remove_file(p)));
+    println!("{result}");
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Engine against baselines measured in the same run, members on /dev/shm:
+#   engine raid5 4+1 seq-write 1M: X GB/s, raid0 4 members Y GB/s, ratio R
+#   engine raid5 4+1 rand-read 4K qd16: N IOPS, raw pread N IOPS, ratio R
+#   rebuild 9 x emulated hdd ...: raid5 in place A s, s2raid5 into spare space B s, ratio R
+# seq-write is the median of 3 alternating passes; rand-read of 3 runs each.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DIR=${DIR:-/dev/shm}
+MIB=${MIB:-128}
+cargo build --release -q -p hetraid-engine --examples
+B=target/release/examples/engine_bench
+
+read -r e b < <($B seq-write "$DIR" "$MIB")
+awk -v e="$e" -v b="$b" 'BEGIN {printf "engine raid5 4+1 seq-write 1M: %.2f GB/s, raid0 4 members %.2f GB/s, ratio %.2f\n", e, b, e / b}'
+
+es=() bs=()
+for _ in 1 2 3; do
+    read -r e b < <($B rand-read "$DIR" "$MIB" 16 2)
+    es+=("$e") bs+=("$b")
+done
+median() { printf '%s\n' "$@" | sort -n | sed -n 2p; }
+e=$(median "${es[@]}") b=$(median "${bs[@]}")
+awk -v e="$e" -v b="$b" 'BEGIN {printf "engine raid5 4+1 rand-read 4K qd16: %d IOPS, raw pread %d IOPS, ratio %.2f\n", e, b, e / b}'
+
+target/release/examples/rebuild_race 64
