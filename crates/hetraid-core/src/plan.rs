@@ -432,6 +432,22 @@ impl<'a> Planner<'a> {
         (cols, k, pc)
     }
 
+    /// The read fast path (MD's chunk-aligned read): a read that stays inside one
+    /// chunk whose member is in sync goes straight to that member. Returns
+    /// (member, member offset), or None when the full planner is needed.
+    pub fn direct_read(&self, offset: u64, len: u64, state: &ArrayState) -> Option<(usize, u64)> {
+        let chunk = self.layout.chunk_bytes();
+        let co = offset % chunk;
+        if len == 0 || co + len > chunk || offset.checked_add(len)? > self.layout.capacity_bytes() {
+            return None;
+        }
+        let (s, i) = self.layout.locate_chunk(offset / chunk);
+        let loc = self.layout.data_loc(s, i);
+        state
+            .available(loc.member, s)
+            .then_some((loc.member, loc.offset + co))
+    }
+
     /// Plan a user read or write.
     pub fn plan(&self, req: &Request, state: &ArrayState) -> Result<Plan, PlanError> {
         let cap = self.layout.capacity_bytes();

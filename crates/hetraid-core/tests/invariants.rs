@@ -476,3 +476,31 @@ fn out_of_range_and_data_loss_are_errors() {
         Err(hetraid_core::PlanError::DataLost { .. })
     ));
 }
+
+proptest! {
+    /// data_loc (the fast path) agrees with the full stripe for every layout, and
+    /// direct_read agrees with the planner's direct pieces.
+    #[test]
+    fn fast_path_agrees_with_the_planner(spec in any_spec(), off in any::<u64>(), len in 1u64..9000, failed in proptest::option::of(0usize..9)) {
+        let l = built(&spec);
+        for s in 0..l.stripe_count() {
+            let st = l.stripe(s);
+            for (i, c) in st.data.iter().enumerate() {
+                prop_assert_eq!(l.data_loc(s, i), *c);
+            }
+        }
+        let n = l.members();
+        let state = ArrayState::with_failed(n, &failed.filter(|f| *f < n).into_iter().collect::<Vec<_>>());
+        let p = Planner::new(l.as_ref(), WritePolicy::Md, vec![]);
+        let off = off % l.capacity_bytes();
+        if let Some((m, mo)) = p.direct_read(off, len, &state) {
+            let plan = p.plan(&Request::read(off, len), &state).unwrap();
+            prop_assert_eq!(plan.stripes.len(), 1);
+            let sp = &plan.stripes[0];
+            prop_assert!(sp.runs.is_empty());
+            let piece = sp.pieces[0];
+            let loc = sp.columns[piece.direct.unwrap()].loc;
+            prop_assert_eq!((loc.member, loc.offset + piece.chunk_offset), (m, mo));
+        }
+    }
+}

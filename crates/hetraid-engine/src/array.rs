@@ -17,7 +17,7 @@ use hetraid_core::layout::{build, Layout, LayoutSpec};
 use hetraid_core::plan::{ArrayState, MemberState, Op, Plan, Planner, Request, StripePlan};
 use hetraid_core::{MemberKind, WritePolicy};
 use serde::Serialize;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 const PAGE: u64 = 4096;
@@ -46,8 +46,11 @@ pub struct Array {
     state: RwLock<ArrayState>,
     locks: Vec<Mutex<()>>,
     bitmap: Mutex<Bitmap>,
-    /// User operations so far (rebuild throttling looks at it).
-    pub(crate) user_ops: AtomicU64,
+    /// Set by user I/O, cleared by the rebuild throttle each time it looks.
+    pub(crate) user_io: AtomicBool,
+    /// Every member in sync: the read fast path needs no lock.
+    all_in_sync: AtomicBool,
+    healthy_state: ArrayState,
     warnings: Mutex<Vec<String>>,
     /// Does member i hold any chunk (false once all of it was relocated)?
     holds: Vec<bool>,
@@ -250,6 +253,7 @@ impl Array {
             sb.bitmap_stripes as u64,
             vec![0; nbits.div_ceil(8) as usize],
         );
+        let in_sync = state.members.iter().all(|m| *m == MemberState::InSync);
         let mut holds = vec![sb.relocations.is_empty(); n];
         if !sb.relocations.is_empty() {
             for st in (0..layout.stripe_count()).map(|s| layout.stripe(s)) {
@@ -266,7 +270,9 @@ impl Array {
             state: RwLock::new(state),
             locks: (0..LOCK_SHARDS).map(|_| Mutex::new(())).collect(),
             bitmap: Mutex::new(bitmap),
-            user_ops: AtomicU64::new(0),
+            user_io: AtomicBool::new(false),
+            all_in_sync: AtomicBool::new(in_sync),
+            healthy_state: ArrayState::healthy(n),
             warnings: Mutex::new(Vec::new()),
         })
     }
@@ -449,7 +455,9 @@ impl Array {
         if !failed.is_empty() {
             for &i in &failed {
                 sb.roles[i].state = RoleState::Faulty;
-                self.state.write().unwrap().members[i] = MemberState::Failed;
+                let mut st = self.state.write().unwrap();
+                st.members[i] = MemberState::Failed;
+                self.refresh_in_sync(&st);
             }
             return self.write_superblocks(sb);
         }
@@ -469,7 +477,11 @@ impl Array {
             return Ok(());
         }
         sb.roles[i].state = RoleState::Faulty;
-        self.state.write().unwrap().members[i] = MemberState::Failed;
+        {
+            let mut st = self.state.write().unwrap();
+            st.members[i] = MemberState::Failed;
+            self.refresh_in_sync(&st);
+        }
         self.write_superblocks(&mut sb)?;
         drop(sb);
         let failed = self.out_members(true);
@@ -495,13 +507,30 @@ impl Array {
 
     /// Read `buf.len()` bytes at `offset`.
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        self.user_ops.fetch_add(1, Ordering::Relaxed);
+        self.note_user_io();
+        // Fast path: inside one chunk on an in-sync member, read it directly (no
+        // plan, no stripe lock — as MD's chunk-aligned reads bypass the stripe cache).
+        let planner = Planner::new(self.layout.as_ref(), WritePolicy::Md, Vec::new());
+        let direct = if self.all_in_sync.load(Ordering::Acquire) {
+            // Common case: no lock at all (a shared read-only flag).
+            planner.direct_read(offset, buf.len() as u64, &self.healthy_state)
+        } else {
+            planner.direct_read(offset, buf.len() as u64, &self.state.read().unwrap())
+        };
+        if let Some((m, off)) = direct {
+            if let Some(member) = &self.members[m] {
+                match member.read_at(buf, DATA_OFFSET + off) {
+                    Ok(()) => return Ok(()),
+                    Err(e) => self.member_error(m, &e),
+                }
+            }
+        }
         self.run(Request::read(offset, buf.len() as u64), buf)
     }
 
     /// Write `data` at `offset` (durable after [`Array::flush`]).
     pub fn write(&self, offset: u64, data: &[u8]) -> Result<()> {
-        self.user_ops.fetch_add(1, Ordering::Relaxed);
+        self.note_user_io();
         let mut copy = data.to_vec();
         self.run(Request::write(offset, data.len() as u64), &mut copy)
     }
@@ -892,6 +921,7 @@ impl Array {
         for &m in members {
             st.members[m] = MemberState::InSync;
         }
+        self.refresh_in_sync(&st);
     }
 
     /// Reads of several stripe plans at once: contiguous extents on a member are
@@ -966,6 +996,21 @@ impl Array {
 
     pub(crate) fn lock_many(&self, stripes: &[u64]) -> Vec<MutexGuard<'_, ()>> {
         self.lock_stripes(stripes.iter().copied())
+    }
+
+    /// Record that users are doing I/O (read-mostly: the flag's cache line is only
+    /// written when it changes).
+    fn note_user_io(&self) {
+        if !self.user_io.load(Ordering::Relaxed) {
+            self.user_io.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn refresh_in_sync(&self, st: &ArrayState) {
+        self.all_in_sync.store(
+            st.members.iter().all(|m| *m == MemberState::InSync),
+            Ordering::Release,
+        );
     }
 
     /// Members that hold chunks but are failed (or, with `rebuilding`, not in sync).

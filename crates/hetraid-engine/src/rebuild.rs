@@ -325,7 +325,7 @@ impl Array {
         let t0 = Instant::now();
         let chunk = layout.chunk_bytes();
         let last_ckpt = Mutex::new(Instant::now());
-        let ops_at_start = self.user_ops.load(Ordering::Relaxed);
+        self.user_io.store(false, Ordering::Relaxed);
         std::thread::scope(|scope| {
             for stream in &sched.streams {
                 let (planner, done_flags, done, bytes, stop, error, last_ckpt) = (
@@ -388,7 +388,7 @@ impl Array {
                             stop.store(true, Ordering::Relaxed);
                         }
                         // Throttle: min speed while users are doing I/O, max otherwise.
-                        let busy = self.user_ops.load(Ordering::Relaxed) > ops_at_start;
+                        let busy = self.user_io.swap(false, Ordering::Relaxed);
                         let limit = if busy {
                             opts.min_speed.max(1)
                         } else {

@@ -47,6 +47,9 @@ impl Raid0 {
 }
 
 impl Layout for Raid0 {
+    fn data_loc(&self, s: u64, idx: usize) -> ChunkLoc {
+        loc(idx, s, self.chunk)
+    }
     fn parity_cycle(&self) -> u64 {
         1
     }
@@ -225,6 +228,9 @@ impl Raid4 {
 }
 
 impl Layout for Raid4 {
+    fn data_loc(&self, s: u64, idx: usize) -> ChunkLoc {
+        loc(idx, s, self.chunk)
+    }
     fn parity_cycle(&self) -> u64 {
         1
     }
@@ -332,6 +338,26 @@ impl Raid5 {
 }
 
 impl Layout for Raid5 {
+    fn data_loc(&self, s: u64, idx: usize) -> ChunkLoc {
+        let n = self.n;
+        let k = n - 1;
+        let r = (s % n as u64) as usize;
+        let pd = match self.order {
+            ParityOrder::LeftAsymmetric | ParityOrder::LeftSymmetric => k - r,
+            ParityOrder::RightAsymmetric | ParityOrder::RightSymmetric => r,
+        };
+        let d = match self.order {
+            ParityOrder::LeftAsymmetric | ParityOrder::RightAsymmetric => {
+                if idx >= pd {
+                    idx + 1
+                } else {
+                    idx
+                }
+            }
+            ParityOrder::LeftSymmetric | ParityOrder::RightSymmetric => (pd + 1 + idx) % n,
+        };
+        loc(d, s, self.chunk)
+    }
     fn parity_cycle(&self) -> u64 {
         self.n as u64
     }
@@ -385,6 +411,11 @@ impl Raid6 {
 }
 
 impl Layout for Raid6 {
+    fn data_loc(&self, s: u64, idx: usize) -> ChunkLoc {
+        let n = self.n;
+        let pd = n - 1 - (s % n as u64) as usize;
+        loc((pd + 2 + idx) % n, s, self.chunk)
+    }
     fn parity_cycle(&self) -> u64 {
         self.n as u64
     }

@@ -99,6 +99,12 @@ pub trait Layout: Send + Sync + std::fmt::Debug {
     /// Geometry of stripe `s < stripe_count()`.
     fn stripe(&self, s: u64) -> Stripe;
 
+    /// Where data chunk `idx` of stripe `s` lives (layouts override this to skip
+    /// building the whole stripe on the read fast path).
+    fn data_loc(&self, s: u64, idx: usize) -> ChunkLoc {
+        self.stripe(s).data[idx]
+    }
+
     /// Logical chunk -> (stripe, data index). Default: stripes hold consecutive chunks.
     fn locate_chunk(&self, logical_chunk: u64) -> (u64, usize) {
         let k = self.data_per_stripe() as u64;

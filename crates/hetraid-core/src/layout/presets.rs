@@ -38,6 +38,9 @@ impl Permuted {
 }
 
 impl Layout for Permuted {
+    fn data_loc(&self, s: u64, idx: usize) -> ChunkLoc {
+        self.map(self.inner.data_loc(s, idx))
+    }
     fn parity_cycle(&self) -> u64 {
         self.inner.parity_cycle()
     }

@@ -88,6 +88,13 @@ impl RaidH {
 }
 
 impl Layout for RaidH {
+    fn data_loc(&self, s: u64, idx: usize) -> ChunkLoc {
+        let pd = self.cycle[(s % self.cycle.len() as u64) as usize];
+        ChunkLoc {
+            member: if idx >= pd { idx + 1 } else { idx },
+            offset: s * self.chunk,
+        }
+    }
     fn parity_cycle(&self) -> u64 {
         self.cycle.len() as u64
     }

@@ -46,6 +46,9 @@ impl Remapped {
 }
 
 impl Layout for Remapped {
+    fn data_loc(&self, s: u64, idx: usize) -> ChunkLoc {
+        self.map(self.inner.data_loc(s, idx))
+    }
     fn name(&self) -> String {
         self.inner.name()
     }

@@ -14,6 +14,28 @@ pub struct FileMember {
     direct: bool,
 }
 
+thread_local! {
+    /// Per-thread bounce buffer for unaligned O_DIRECT I/O (no allocation per call).
+    static BOUNCE: std::cell::RefCell<AlignedBuf> = std::cell::RefCell::new(AlignedBuf::zeroed(0));
+}
+
+/// Bounce buffers kept per thread up to this size; larger ones are allocated.
+const BOUNCE_KEEP: usize = 1 << 20;
+
+fn with_bounce<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+    if len > BOUNCE_KEEP {
+        let mut b = AlignedBuf::zeroed(len);
+        return f(&mut b);
+    }
+    BOUNCE.with(|cell| {
+        let mut b = cell.borrow_mut();
+        if b.len() < len {
+            *b = AlignedBuf::zeroed(len.next_power_of_two().min(BOUNCE_KEEP));
+        }
+        f(&mut b[..len])
+    })
+}
+
 fn aligned(x: u64) -> bool {
     x.is_multiple_of(ALIGN as u64)
 }
@@ -102,11 +124,12 @@ impl Member for FileMember {
         // O_DIRECT needs aligned offset, length and memory: bounce.
         let start = off / ALIGN as u64 * ALIGN as u64;
         let end = (off + buf.len() as u64).div_ceil(ALIGN as u64) * ALIGN as u64;
-        let mut b = AlignedBuf::zeroed((end - start) as usize);
-        self.file.read_exact_at(&mut b, start)?;
-        let s = (off - start) as usize;
-        buf.copy_from_slice(&b[s..s + buf.len()]);
-        Ok(())
+        with_bounce((end - start) as usize, |b| {
+            self.file.read_exact_at(b, start)?;
+            let s = (off - start) as usize;
+            buf.copy_from_slice(&b[s..s + buf.len()]);
+            Ok(())
+        })
     }
 
     fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
@@ -117,14 +140,15 @@ impl Member for FileMember {
         }
         let start = off / ALIGN as u64 * ALIGN as u64;
         let end = (off + buf.len() as u64).div_ceil(ALIGN as u64) * ALIGN as u64;
-        let mut b = AlignedBuf::zeroed((end - start) as usize);
-        if start != off || end != off + buf.len() as u64 {
-            // Edge pages keep their other bytes (a sector-level detail, not a RAID decision).
-            self.file.read_exact_at(&mut b, start)?;
-        }
-        let s = (off - start) as usize;
-        b[s..s + buf.len()].copy_from_slice(buf);
-        self.file.write_all_at(&b, start)
+        with_bounce((end - start) as usize, |b| {
+            if start != off || end != off + buf.len() as u64 {
+                // Edge pages keep their other bytes (a sector-level detail, not a RAID decision).
+                self.file.read_exact_at(b, start)?;
+            }
+            let s = (off - start) as usize;
+            b[s..s + buf.len()].copy_from_slice(buf);
+            self.file.write_all_at(b, start)
+        })
     }
 
     fn flush(&self) -> io::Result<()> {
