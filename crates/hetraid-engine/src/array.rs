@@ -969,7 +969,8 @@ impl Array {
         let groups = merge_extents(&pieces);
         let mut ops = Vec::with_capacity(groups.len());
         for g in &groups {
-            let mut b = AlignedBuf::zeroed(g.len as usize);
+            // Every byte is overwritten below (the group is exactly its pieces).
+            let mut b = AlignedBuf::pooled(g.len as usize);
             for p in &pieces[g.first..g.first + g.count] {
                 let at = (p.off - g.off) as usize;
                 b[at..at + p.len as usize].copy_from_slice(bufs[p.plan].run_slice(p.col, &p.run));

@@ -108,10 +108,14 @@ pub fn run_batch(queues: &[Option<MemberQueue>], mut ops: Vec<(usize, IoOp)>) ->
 fn run_op(member: &dyn Member, op: IoOp) -> IoResult {
     match op {
         IoOp::Read { off, len } => {
-            let mut b = AlignedBuf::zeroed(len);
+            let mut b = AlignedBuf::pooled(len);
             member.read_at(&mut b, off).map(|_| Some(b))
         }
-        IoOp::Write { off, buf } => member.write_at(&buf, off).map(|_| None),
+        IoOp::Write { off, buf } => {
+            let r = member.write_at(&buf, off).map(|_| None);
+            buf.recycle();
+            r
+        }
         IoOp::Flush => member.flush().map(|_| None),
     }
 }

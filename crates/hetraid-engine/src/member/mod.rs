@@ -54,6 +54,34 @@ impl AlignedBuf {
     }
 }
 
+/// Recycled buffers of common sizes (rebuild and scrub move megabytes per batch;
+/// fresh zeroed allocations cost page faults and memory bandwidth every time).
+static POOL: std::sync::Mutex<Vec<AlignedBuf>> = std::sync::Mutex::new(Vec::new());
+const POOL_MAX: usize = 64;
+
+impl AlignedBuf {
+    /// A buffer of `len` bytes with unspecified (but initialised) contents, from the
+    /// pool when one of that size is free.
+    pub fn pooled(len: usize) -> Self {
+        let mut p = POOL.lock().unwrap();
+        if let Some(i) = p.iter().position(|b| b.len == len) {
+            return p.swap_remove(i);
+        }
+        drop(p);
+        Self::zeroed(len)
+    }
+
+    /// Give a buffer back to the pool.
+    pub fn recycle(self) {
+        if self.len >= 64 << 10 {
+            let mut p = POOL.lock().unwrap();
+            if p.len() < POOL_MAX {
+                p.push(self);
+            }
+        }
+    }
+}
+
 impl std::ops::Deref for AlignedBuf {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
