@@ -82,15 +82,27 @@ impl Request {
 }
 
 /// Health of one member.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MemberState {
     InSync,
     Failed,
-    /// Being rebuilt: stripes below the checkpoint are valid on it, the rest are not
-    /// (they are neither read nor written; the rebuild will fill them).
+    /// Being rebuilt: stripes below the checkpoint, and stripes whose bit is set in
+    /// `done` (one bit per stripe, for rebuild streams that finish out of order),
+    /// are valid on it; the rest are neither read nor written (the rebuild fills
+    /// them from the other members, including any write made meanwhile).
     Rebuilding {
         valid_below_stripe: u64,
+        done: Option<std::sync::Arc<Vec<u64>>>,
     },
+}
+
+impl MemberState {
+    pub fn rebuilding(valid_below_stripe: u64) -> Self {
+        Self::Rebuilding {
+            valid_below_stripe,
+            done: None,
+        }
+    }
 }
 
 /// Health of every member.
@@ -120,7 +132,16 @@ impl ArrayState {
     pub fn available(&self, member: usize, stripe: u64) -> bool {
         match self.members.get(member) {
             Some(MemberState::InSync) => true,
-            Some(MemberState::Rebuilding { valid_below_stripe }) => stripe < *valid_below_stripe,
+            Some(MemberState::Rebuilding {
+                valid_below_stripe,
+                done,
+            }) => {
+                stripe < *valid_below_stripe
+                    || done.as_ref().is_some_and(|d| {
+                        d.get((stripe / 64) as usize)
+                            .is_some_and(|w| w >> (stripe % 64) & 1 == 1)
+                    })
+            }
             _ => false,
         }
     }

@@ -146,9 +146,7 @@ fn io_during_a_partial_rebuild_reads_back() {
                 arr.execute_rebuild(&sp).unwrap();
             }
         }
-        state.members[victim] = MemberState::Rebuilding {
-            valid_below_stripe: half,
-        };
+        state.members[victim] = MemberState::rebuilding(half);
         // Writes everywhere while part-rebuilt.
         for (i, off) in [0u64, cap / 3, cap / 2, cap - 20_000]
             .into_iter()

@@ -237,9 +237,7 @@ impl Array {
         for (i, r) in sb.roles.iter().enumerate() {
             state.members[i] = match (r.state, members[i].is_some()) {
                 (RoleState::Active, true) => MemberState::InSync,
-                (RoleState::Rebuilding, true) => MemberState::Rebuilding {
-                    valid_below_stripe: r.rebuild_checkpoint,
-                },
+                (RoleState::Rebuilding, true) => MemberState::rebuilding(r.rebuild_checkpoint),
                 _ => MemberState::Failed,
             };
         }
@@ -536,6 +534,21 @@ impl Array {
     }
 
     fn run(&self, req: Request, buf: &mut [u8]) -> Result<()> {
+        // Lock the stripes first and plan under the locks: a plan made before a
+        // rebuild finished a stripe would skip the member the rebuild just filled.
+        let cap = self.capacity();
+        if req.offset.checked_add(req.len).is_none_or(|e| e > cap) {
+            return Err(hetraid_core::PlanError::OutOfRange {
+                offset: req.offset,
+                len: req.len,
+                capacity: cap,
+            }
+            .into());
+        }
+        let chunk = self.layout.chunk_bytes();
+        let stripes = (req.offset / chunk..(req.offset + req.len).div_ceil(chunk))
+            .map(|c| self.layout.locate_chunk(c).0);
+        let _g = self.lock_stripes(stripes);
         // Each retry follows a member failure, so it is bounded by the member count.
         for _ in 0..=self.members.len() {
             let state = self.state();
@@ -551,8 +564,8 @@ impl Array {
         ))
     }
 
+    /// Execute a plan whose stripes the caller has locked.
     fn execute(&self, plan: &Plan, buf: &mut [u8]) -> std::result::Result<(), Retry> {
-        let _g = self.lock_stripes(plan.stripes.iter().map(|s| s.stripe));
         let bits: Vec<u64> = if plan.op == Op::Write {
             let bm = self.bitmap.lock().unwrap();
             let mut b: Vec<u64> = plan.stripes.iter().map(|s| bm.bit_of(s.stripe)).collect();
@@ -997,6 +1010,35 @@ impl Array {
 
     pub(crate) fn lock_many(&self, stripes: &[u64]) -> Vec<MutexGuard<'_, ()>> {
         self.lock_stripes(stripes.iter().copied())
+    }
+
+    /// Stripes `batch` are rebuilt on `targets`: from now on user writes to them
+    /// must reach the targets too. Called with the batch's stripe locks held.
+    pub(crate) fn mark_rebuilt(&self, targets: &[usize], batch: &[u64]) {
+        let stripes = self.layout.stripe_count();
+        let mut st = self.state.write().unwrap();
+        for &t in targets {
+            if let MemberState::Rebuilding {
+                valid_below_stripe,
+                done,
+            } = &mut st.members[t]
+            {
+                let mut bits: Vec<u64> = match done.take() {
+                    Some(d) => std::sync::Arc::try_unwrap(d).unwrap_or_else(|d| (*d).clone()),
+                    None => vec![0; stripes.div_ceil(64) as usize],
+                };
+                for &s in batch {
+                    bits[(s / 64) as usize] |= 1 << (s % 64);
+                }
+                while *valid_below_stripe < stripes
+                    && bits[(*valid_below_stripe / 64) as usize] >> (*valid_below_stripe % 64) & 1
+                        == 1
+                {
+                    *valid_below_stripe += 1;
+                }
+                *done = Some(std::sync::Arc::new(bits));
+            }
+        }
     }
 
     /// Record that users are doing I/O (read-mostly: the flag's cache line is only
