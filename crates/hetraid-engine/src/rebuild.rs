@@ -5,11 +5,10 @@
 //! stripe lock. Speed follows MD's two knobs: at most `max_speed` bytes/s, and
 //! `min_speed` while user I/O is running. Progress is checkpointed in the
 //! superblocks as the largest prefix of rebuilt stripes, so a restarted rebuild
-//! resumes there.
-//!
-//! Limitation: while a rebuild runs, user writes to stripes rebuilt beyond the
-//! checkpoint prefix do not reach the new member; the CLI rebuild runs with the
-//! array offline, the served case (issue 4) must track rebuilt stripes exactly.
+//! resumes there. While it runs, the member state carries the exact set of rebuilt
+//! stripes (updated under the stripe locks), so user writes to stripes already
+//! rebuilt reach the new member and writes to the others are rebuilt from the
+//! surviving members later: the rebuild is online.
 
 use crate::array::Array;
 use crate::error::{EngineError, Result};

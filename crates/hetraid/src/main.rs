@@ -35,6 +35,8 @@ enum Command {
     Status(cmd::array::MembersCmd),
     /// Mark a member faulty.
     Fail(cmd::array::MemberOpCmd),
+    /// Detach a failed member (its slot stays degraded until add or replace).
+    Remove(cmd::array::MemberOpCmd),
     /// Put a new member in place of a failed one (then run rebuild).
     Replace(cmd::array::MemberOpCmd),
     /// Add a new member into the first failed or missing slot (then run rebuild).
@@ -53,6 +55,12 @@ enum Command {
 }
 
 fn main() {
+    // Die quietly on a closed pipe (`hetraid status ... | head`) like other Unix
+    // tools, instead of panicking in println!.
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Layout(c) => c.run(),
@@ -63,6 +71,7 @@ fn main() {
         Command::Status(c) => c.status(),
         Command::Fail(c) => c.fail(),
         Command::Replace(c) => c.replace(),
+        Command::Remove(c) => c.remove(),
         Command::Add(c) => c.run(),
         Command::Rebuild(c) => c.run(),
         Command::Scrub(c) => c.run(),

@@ -379,3 +379,62 @@ fn demo_runs_at_file_speed() {
 
 #[allow(dead_code)]
 fn unused(_: PathBuf) {}
+
+#[test]
+fn s2raid5_rebuilds_to_spare_from_the_command_line() {
+    let d = tempfile::tempdir().unwrap();
+    let m = paths(
+        d.path(),
+        &["m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8"],
+    );
+    let mut create = vec![
+        "create",
+        "--layout",
+        "s2raid5",
+        "--group",
+        "3",
+        "--spare-partitions",
+        "1",
+        "--chunk",
+        "8K",
+        "--size",
+        "4M",
+    ];
+    create.extend(m.iter().map(|s| s.as_str()));
+    ok(&create, None);
+    let payload = data(5_000_000, 9);
+    ok(&with("write", &m, &["--offset", "0"]), Some(&payload));
+    ok(&with("fail", &m, &["--member", "4"]), None);
+    let live: Vec<String> = m
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 4)
+        .map(|(_, s)| s.clone())
+        .collect();
+    let r: Value = serde_json::from_slice(&ok(
+        &with(
+            "rebuild",
+            &live,
+            &["--to-spare", "--json", "--max-speed", "0"],
+        ),
+        None,
+    ))
+    .unwrap();
+    assert_eq!(r["streams"], 3);
+    let st: Value = serde_json::from_slice(&ok(&with("status", &live, &["--json"]), None)).unwrap();
+    assert_eq!(st["state"], "optimal");
+    assert_eq!(st["member_states"][4]["state"], "removed");
+    let back = ok(
+        &with("read", &live, &["--offset", "0", "--length", "5000000"]),
+        None,
+    );
+    assert!(back == payload);
+    // And it survives another failure.
+    ok(&with("fail", &live, &["--member", "0"]), None);
+    let rest: Vec<String> = live[1..].to_vec();
+    let back = ok(
+        &with("read", &rest, &["--offset", "0", "--length", "5000000"]),
+        None,
+    );
+    assert!(back == payload);
+}

@@ -266,6 +266,30 @@ impl MemberOpCmd {
         Ok(())
     }
 
+    /// mdadm's --remove: detach a failed member. Its slot stays empty (degraded)
+    /// until `add` or `replace` fills it.
+    pub fn remove(&self) -> Result<(), String> {
+        let a = assemble(&self.members)?;
+        let st = a.status();
+        let m = st.member_states.get(self.member).ok_or_else(|| {
+            format!(
+                "member {} does not exist; members are 0 to {}",
+                self.member,
+                st.members - 1
+            )
+        })?;
+        match m.state {
+            "active" | "rebuilding" => Err(format!(
+                "member {} is {}; fail it first (hetraid fail ... --member {})",
+                self.member, m.state, self.member
+            )),
+            _ => {
+                println!("member {} is detached (slot {} is {}); fill the slot with hetraid add or replace", self.member, self.member, m.state);
+                Ok(())
+            }
+        }
+    }
+
     pub fn replace(&self) -> Result<(), String> {
         let with = self
             .with
@@ -326,6 +350,10 @@ pub struct RebuildCmd {
     /// Rebuild speed limit (MD speed_limit_max); 0 = unlimited.
     #[arg(long, default_value = "200M", value_parser = size)]
     pub max_speed: u64,
+    /// Rebuild failed members into the layout's spare space (S2-RAID with
+    /// --spare-partitions) instead of onto a replacement member.
+    #[arg(long)]
+    pub to_spare: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -340,26 +368,28 @@ impl RebuildCmd {
                 .progress_chars("=> "),
         );
         let chunk = a.layout().chunk_bytes();
-        let r = a
-            .rebuild(
-                RebuildOptions {
-                    min_speed: self.min_speed,
-                    max_speed: self.max_speed,
-                    stop_after: None,
-                },
-                &|p| {
-                    bar.set_length(p.stripes_total * chunk);
-                    bar.set_position(p.bytes_done);
-                },
-            )
-            .map_err(|e| e.to_string())?;
+        let opts = RebuildOptions {
+            min_speed: self.min_speed,
+            max_speed: self.max_speed,
+            stop_after: None,
+        };
+        let show = |p: hetraid_engine::RebuildProgress| {
+            bar.set_length(p.stripes_total * chunk);
+            bar.set_position(p.bytes_done);
+        };
+        let (a, r) = if self.to_spare {
+            a.rebuild_to_spare(opts, &show).map_err(|e| e.to_string())?
+        } else {
+            let r = a.rebuild(opts, &show).map_err(|e| e.to_string())?;
+            (a, r)
+        };
         bar.finish_and_clear();
         a.close().map_err(|e| e.to_string())?;
         if self.json {
             return super::print_json(&serde_json::to_value(&r).map_err(|e| e.to_string())?);
         }
         if r.members.is_empty() {
-            println!("nothing to rebuild: no member is in the rebuilding state (use hetraid replace first)");
+            println!("nothing to rebuild: no member is in the rebuilding state (use hetraid replace first, or --to-spare)");
         } else {
             println!(
                 "rebuilt member(s) {:?}: {} stripes, {} in {:.2} s ({} parallel stream{}), {:.1} MB/s",
