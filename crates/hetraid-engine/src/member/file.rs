@@ -1,5 +1,6 @@
 //! Regular files and block devices, with O_DIRECT where the filesystem supports
-//! it (tmpfs does not: we fall back to buffered I/O and say so in `direct()`).
+//! it; buffered I/O where it does not, and on tmpfs/ramfs, which are the page
+//! cache themselves (`direct()` says which).
 
 use super::{AlignedBuf, Member, ALIGN};
 use std::fs::{File, OpenOptions};
@@ -36,6 +37,23 @@ fn with_bounce<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
     })
 }
 
+/// Is `path` on tmpfs or ramfs?
+fn in_memory_fs(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    const RAMFS_MAGIC: i64 = 0x8584_58f6;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: statfs is plain data; all-zero is a valid value.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c is a valid NUL-terminated path and st a valid out-parameter.
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return false;
+    }
+    matches!(st.f_type as i64, TMPFS_MAGIC | RAMFS_MAGIC)
+}
+
 fn aligned(x: u64) -> bool {
     x.is_multiple_of(ALIGN as u64)
 }
@@ -51,11 +69,16 @@ impl FileMember {
                 "not a regular file or block device",
             ));
         }
-        let direct = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(libc::O_DIRECT)
-            .open(path);
+        // tmpfs and ramfs are the page cache itself: O_DIRECT would only add a copy.
+        let direct = if in_memory_fs(path) {
+            Err(io::Error::other("in-memory filesystem"))
+        } else {
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .custom_flags(libc::O_DIRECT)
+                .open(path)
+        };
         let (file, mut is_direct) = match direct {
             Ok(f) => (f, true),
             Err(_) => (OpenOptions::new().read(true).write(true).open(path)?, false),
