@@ -523,17 +523,19 @@ impl Array {
                 }
             }
         }
-        self.run(Request::read(offset, buf.len() as u64), buf)
+        self.run(Request::read(offset, buf.len() as u64), UserBuf::Read(buf))
     }
 
     /// Write `data` at `offset` (durable after [`Array::flush`]).
     pub fn write(&self, offset: u64, data: &[u8]) -> Result<()> {
         self.note_user_io();
-        let mut copy = data.to_vec();
-        self.run(Request::write(offset, data.len() as u64), &mut copy)
+        self.run(
+            Request::write(offset, data.len() as u64),
+            UserBuf::Write(data),
+        )
     }
 
-    fn run(&self, req: Request, buf: &mut [u8]) -> Result<()> {
+    fn run(&self, req: Request, mut buf: UserBuf<'_>) -> Result<()> {
         // Lock the stripes first and plan under the locks: a plan made before a
         // rebuild finished a stripe would skip the member the rebuild just filled.
         let cap = self.capacity();
@@ -553,7 +555,7 @@ impl Array {
         for _ in 0..=self.members.len() {
             let state = self.state();
             let plan = self.planner().plan(&req, &state)?;
-            match self.execute(&plan, buf) {
+            match self.execute(&plan, &mut buf) {
                 Ok(()) => return Ok(()),
                 Err(Retry::MemberFailed) => continue,
                 Err(Retry::Fatal(e)) => return Err(e),
@@ -565,7 +567,7 @@ impl Array {
     }
 
     /// Execute a plan whose stripes the caller has locked.
-    fn execute(&self, plan: &Plan, buf: &mut [u8]) -> std::result::Result<(), Retry> {
+    fn execute(&self, plan: &Plan, buf: &mut UserBuf<'_>) -> std::result::Result<(), Retry> {
         let bits: Vec<u64> = if plan.op == Op::Write {
             let bm = self.bitmap.lock().unwrap();
             let mut b: Vec<u64> = plan.stripes.iter().map(|s| bm.bit_of(s.stripe)).collect();
@@ -584,23 +586,18 @@ impl Array {
         r
     }
 
-    fn execute_locked(&self, plan: &Plan, buf: &mut [u8]) -> std::result::Result<(), Retry> {
+    fn execute_locked(&self, plan: &Plan, buf: &mut UserBuf<'_>) -> std::result::Result<(), Retry> {
         for sp in &plan.stripes {
             let mut bufs = StripeBufs::new(sp);
-            self.read_phase(
-                sp,
-                &mut bufs,
-                if plan.op == Op::Read {
-                    Some(&mut *buf)
-                } else {
-                    None
-                },
-            )?;
-            match plan.op {
-                Op::Read => exec::finish_reads(sp, &mut bufs, buf)
-                    .map_err(|e| Retry::Fatal(EngineError::Refused(e)))?,
-                Op::Write => {
-                    exec::fill_writes(sp, &mut bufs, buf)
+            match buf {
+                UserBuf::Read(out) => {
+                    self.read_phase(sp, &mut bufs, Some(&mut **out))?;
+                    exec::finish_reads(sp, &mut bufs, out)
+                        .map_err(|e| Retry::Fatal(EngineError::Refused(e)))?;
+                }
+                UserBuf::Write(data) => {
+                    self.read_phase(sp, &mut bufs, None)?;
+                    exec::fill_writes(sp, &mut bufs, data)
                         .map_err(|e| Retry::Fatal(EngineError::Refused(e)))?;
                     self.write_phase(sp, &mut bufs, |r| r.write)?;
                 }
@@ -1141,6 +1138,12 @@ fn merge_extents(pieces: &[PlanExtent]) -> Vec<ExtentGroup> {
         }
     }
     out
+}
+
+/// The request's buffer: filled by reads, consumed by writes (never copied).
+enum UserBuf<'a> {
+    Read(&'a mut [u8]),
+    Write(&'a [u8]),
 }
 
 /// Where a read lands: (column, first page, pages, direct user-buffer range).
