@@ -1092,7 +1092,7 @@ struct ExtentGroup {
 }
 
 /// Largest merged operation.
-const MERGE_MAX: u64 = 4 << 20;
+const MERGE_MAX: u64 = 16 << 20;
 
 fn plan_extents(
     plans: &[StripePlan],

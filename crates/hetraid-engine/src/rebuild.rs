@@ -307,7 +307,10 @@ impl Array {
         opts: RebuildOptions,
         progress: &(dyn Fn(RebuildProgress) + Sync),
     ) -> StreamsRun {
-        const BATCH: usize = 64;
+        // Batches of about 8 MiB per member operation (positioning amortised, as a
+        // real resync streams), at most 64 MiB of buffers per stream.
+        const OP_BYTES: u64 = 8 << 20;
+        const STREAM_BYTES: u64 = 64 << 20;
         let layout = self.layout();
         let planner = Planner::new(layout, self.superblock().policy, vec![]);
         let total: u64 = sched
@@ -323,6 +326,8 @@ impl Array {
         let error: Mutex<Option<EngineError>> = Mutex::new(None);
         let t0 = Instant::now();
         let chunk = layout.chunk_bytes();
+        let cols = layout.stripe(0).all().count().max(1) as u64;
+        let batch_len = (OP_BYTES / chunk).min(STREAM_BYTES / (chunk * cols)).max(1) as usize;
         let last_ckpt = Mutex::new(Instant::now());
         self.user_io.store(false, Ordering::Relaxed);
         std::thread::scope(|scope| {
@@ -345,7 +350,7 @@ impl Array {
                         .copied()
                         .filter(|&s| s >= start_at)
                         .collect();
-                    for batch in todo.chunks(BATCH) {
+                    for batch in todo.chunks(batch_len) {
                         if stop.load(Ordering::Relaxed) {
                             return;
                         }
