@@ -100,6 +100,17 @@ impl FileMember {
         } else {
             OpenOptions::new().read(true).write(true).open(path)?
         };
+        // One process at a time: a served array's members cannot be assembled
+        // again behind the server's back.
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock on a valid descriptor we own.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "in use by another hetraid process (is the array being served?)",
+            ));
+        }
+
         Ok(Self {
             file,
             path: path.to_path_buf(),
@@ -114,8 +125,17 @@ impl FileMember {
             .read(true)
             .write(true)
             .create(true)
-            .truncate(true)
+            .truncate(false)
             .open(path)?;
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock on a valid descriptor we own.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "in use by another hetraid process",
+            ));
+        }
+        f.set_len(0)?;
         f.set_len(len)?;
         drop(f);
         Self::open(path)
