@@ -49,6 +49,8 @@ enum Command {
     Write(cmd::array::DataCmd),
     /// Read --length bytes at --offset to standard output.
     Read(cmd::array::DataCmd),
+    /// Export an array over NBD (unix:PATH or tcp:HOST:PORT) until SIGINT/SIGTERM.
+    Serve(cmd::serve::ServeCmd),
     /// The whole life of an array in a temporary directory: create, write, fail,
     /// degraded I/O, rebuild, scrub, verify.
     Demo(cmd::demo::DemoCmd),
@@ -78,6 +80,7 @@ fn main() {
         Command::Write(c) => c.write(),
         Command::Read(c) => c.read(),
         Command::Demo(c) => c.run(),
+        Command::Serve(c) => c.run(),
     };
     if let Err(e) = result {
         eprintln!("hetraid: {e}");

@@ -3,6 +3,7 @@ pub mod demo;
 pub mod layout;
 pub mod loadmap;
 pub mod plan;
+pub mod serve;
 
 /// Print one JSON document on stdout.
 pub fn print_json(v: &serde_json::Value) -> Result<(), String> {

@@ -1,0 +1,386 @@
+//! The NBD protocol as pure functions: constants, request header parsing, the
+//! decision what to do with a request, option payload parsing, reply encoding.
+//! No I/O here, so a fuzzer can drive every byte a client may send.
+//! Reference: the NBD protocol document (doc/proto.md of the nbd project).
+
+pub const NBDMAGIC: u64 = 0x4e42_444d_4147_4943;
+pub const IHAVEOPT: u64 = 0x4948_4156_454f_5054;
+pub const OPT_REPLY_MAGIC: u64 = 0x0003_e889_0455_65a9;
+pub const REQUEST_MAGIC: u32 = 0x2560_9513;
+pub const SIMPLE_REPLY_MAGIC: u32 = 0x6744_6698;
+
+pub const FLAG_FIXED_NEWSTYLE: u16 = 1 << 0;
+pub const FLAG_NO_ZEROES: u16 = 1 << 1;
+pub const CLIENT_FIXED_NEWSTYLE: u32 = 1 << 0;
+pub const CLIENT_NO_ZEROES: u32 = 1 << 1;
+
+pub const OPT_EXPORT_NAME: u32 = 1;
+pub const OPT_ABORT: u32 = 2;
+pub const OPT_LIST: u32 = 3;
+pub const OPT_INFO: u32 = 6;
+pub const OPT_GO: u32 = 7;
+
+pub const REP_ACK: u32 = 1;
+pub const REP_SERVER: u32 = 2;
+pub const REP_INFO: u32 = 3;
+pub const REP_ERR_UNSUP: u32 = 0x8000_0001;
+pub const REP_ERR_INVALID: u32 = 0x8000_0003;
+pub const REP_ERR_TOO_BIG: u32 = 0x8000_0009;
+
+pub const INFO_EXPORT: u16 = 0;
+pub const INFO_NAME: u16 = 1;
+pub const INFO_DESCRIPTION: u16 = 2;
+pub const INFO_BLOCK_SIZE: u16 = 3;
+
+pub const TF_HAS_FLAGS: u16 = 1 << 0;
+pub const TF_READ_ONLY: u16 = 1 << 1;
+pub const TF_SEND_FLUSH: u16 = 1 << 2;
+pub const TF_SEND_FUA: u16 = 1 << 3;
+pub const TF_SEND_TRIM: u16 = 1 << 5;
+pub const TF_SEND_WRITE_ZEROES: u16 = 1 << 6;
+pub const TF_CAN_MULTI_CONN: u16 = 1 << 8;
+pub const TF_SEND_FAST_ZERO: u16 = 1 << 11;
+
+pub const CMD_READ: u16 = 0;
+pub const CMD_WRITE: u16 = 1;
+pub const CMD_DISC: u16 = 2;
+pub const CMD_FLUSH: u16 = 3;
+pub const CMD_TRIM: u16 = 4;
+pub const CMD_WRITE_ZEROES: u16 = 6;
+
+pub const CMD_FLAG_FUA: u16 = 1 << 0;
+pub const CMD_FLAG_NO_HOLE: u16 = 1 << 1;
+pub const CMD_FLAG_FAST_ZERO: u16 = 1 << 4;
+
+pub const EPERM: u32 = 1;
+pub const EIO: u32 = 5;
+pub const EINVAL: u32 = 22;
+pub const ENOSPC: u32 = 28;
+pub const ENOTSUP: u32 = 95;
+pub const ESHUTDOWN: u32 = 108;
+
+/// Largest READ/WRITE payload we accept (advertised as the maximum block size).
+pub const MAX_PAYLOAD: u32 = 32 << 20;
+/// Largest option payload we read; beyond it the connection is closed.
+pub const MAX_OPTION: u32 = 64 << 10;
+pub const REQUEST_LEN: usize = 28;
+
+/// A transmission-phase request header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request {
+    pub flags: u16,
+    pub typ: u16,
+    pub handle: u64,
+    pub offset: u64,
+    pub length: u32,
+}
+
+/// Why a connection must be closed (the stream can no longer be trusted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fatal {
+    BadMagic(u32),
+    Oversize(u32),
+}
+
+impl std::fmt::Display for Fatal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::BadMagic(m) => write!(f, "request magic {m:#x} is wrong"),
+            Self::Oversize(n) => write!(
+                f,
+                "request of {n} bytes exceeds the {MAX_PAYLOAD}-byte maximum"
+            ),
+        }
+    }
+}
+
+pub fn parse_request(b: &[u8; REQUEST_LEN]) -> Result<Request, Fatal> {
+    let magic = u32::from_be_bytes(b[0..4].try_into().unwrap());
+    if magic != REQUEST_MAGIC {
+        return Err(Fatal::BadMagic(magic));
+    }
+    Ok(Request {
+        flags: u16::from_be_bytes(b[4..6].try_into().unwrap()),
+        typ: u16::from_be_bytes(b[6..8].try_into().unwrap()),
+        handle: u64::from_be_bytes(b[8..16].try_into().unwrap()),
+        offset: u64::from_be_bytes(b[16..24].try_into().unwrap()),
+        length: u32::from_be_bytes(b[24..28].try_into().unwrap()),
+    })
+}
+
+/// What the export allows.
+#[derive(Debug, Clone, Copy)]
+pub struct Export {
+    pub size: u64,
+    pub read_only: bool,
+}
+
+/// What to do with a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Read {
+        offset: u64,
+        len: u32,
+    },
+    Write {
+        offset: u64,
+        len: u32,
+        fua: bool,
+    },
+    Flush,
+    Trim,
+    WriteZeroes {
+        offset: u64,
+        len: u32,
+        fua: bool,
+    },
+    /// Finish outstanding requests, then close.
+    Disconnect,
+    /// Reply with this error; `discard` payload bytes follow the header and must be
+    /// read and dropped first.
+    Error {
+        errno: u32,
+        discard: u32,
+    },
+    Close(Fatal),
+}
+
+/// Decide what a request means for `export`. Every request a client can send maps
+/// to an action; none reaches the array unchecked.
+pub fn decide(r: &Request, export: &Export) -> Action {
+    let has_payload = r.typ == CMD_WRITE;
+    if (r.typ == CMD_READ || r.typ == CMD_WRITE) && r.length > MAX_PAYLOAD {
+        return Action::Close(Fatal::Oversize(r.length));
+    }
+    let discard = if has_payload { r.length } else { 0 };
+    let in_range = r
+        .offset
+        .checked_add(r.length as u64)
+        .is_some_and(|e| e <= export.size);
+    let fua = r.flags & CMD_FLAG_FUA != 0;
+    match r.typ {
+        CMD_DISC => Action::Disconnect,
+        CMD_FLUSH => Action::Flush,
+        CMD_READ | CMD_WRITE | CMD_TRIM | CMD_WRITE_ZEROES => {
+            let writes = r.typ != CMD_READ;
+            if writes && export.read_only {
+                return Action::Error {
+                    errno: EPERM,
+                    discard,
+                };
+            }
+            if r.length == 0 {
+                return Action::Error {
+                    errno: EINVAL,
+                    discard,
+                };
+            }
+            if !in_range {
+                // Like nbdkit: writing past the end is "no space", the rest "invalid".
+                let errno = if r.typ == CMD_WRITE || r.typ == CMD_WRITE_ZEROES {
+                    ENOSPC
+                } else {
+                    EINVAL
+                };
+                return Action::Error { errno, discard };
+            }
+            match r.typ {
+                CMD_READ => Action::Read {
+                    offset: r.offset,
+                    len: r.length,
+                },
+                CMD_WRITE => Action::Write {
+                    offset: r.offset,
+                    len: r.length,
+                    fua,
+                },
+                CMD_TRIM => Action::Trim,
+                _ => {
+                    if r.flags & CMD_FLAG_FAST_ZERO != 0 {
+                        // Zeroing is no faster than writing here: fail fast as asked.
+                        return Action::Error {
+                            errno: ENOTSUP,
+                            discard: 0,
+                        };
+                    }
+                    Action::WriteZeroes {
+                        offset: r.offset,
+                        len: r.length,
+                        fua,
+                    }
+                }
+            }
+        }
+        _ => Action::Error {
+            errno: EINVAL,
+            discard: 0,
+        },
+    }
+}
+
+/// A simple reply header.
+pub fn simple_reply(errno: u32, handle: u64) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[0..4].copy_from_slice(&SIMPLE_REPLY_MAGIC.to_be_bytes());
+    b[4..8].copy_from_slice(&errno.to_be_bytes());
+    b[8..16].copy_from_slice(&handle.to_be_bytes());
+    b
+}
+
+/// An option reply: header + payload.
+pub fn option_reply(option: u32, typ: u32, data: &[u8]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(20 + data.len());
+    b.extend_from_slice(&OPT_REPLY_MAGIC.to_be_bytes());
+    b.extend_from_slice(&option.to_be_bytes());
+    b.extend_from_slice(&typ.to_be_bytes());
+    b.extend_from_slice(&(data.len() as u32).to_be_bytes());
+    b.extend_from_slice(data);
+    b
+}
+
+/// NBD_OPT_INFO / NBD_OPT_GO payload: export name and requested info types.
+pub fn parse_go(data: &[u8]) -> Option<(String, Vec<u16>)> {
+    let n = u32::from_be_bytes(data.get(0..4)?.try_into().ok()?) as usize;
+    let name = data.get(4..4usize.checked_add(n)?)?;
+    let rest = &data[4 + n..];
+    let count = u16::from_be_bytes(rest.get(0..2)?.try_into().ok()?) as usize;
+    if rest.len() != 2 + 2 * count {
+        return None;
+    }
+    let infos = (0..count)
+        .map(|i| u16::from_be_bytes([rest[2 + 2 * i], rest[3 + 2 * i]]))
+        .collect();
+    Some((String::from_utf8_lossy(name).into_owned(), infos))
+}
+
+/// NBD_INFO_EXPORT payload.
+pub fn info_export(size: u64, flags: u16) -> Vec<u8> {
+    let mut b = Vec::with_capacity(12);
+    b.extend_from_slice(&INFO_EXPORT.to_be_bytes());
+    b.extend_from_slice(&size.to_be_bytes());
+    b.extend_from_slice(&flags.to_be_bytes());
+    b
+}
+
+/// NBD_INFO_BLOCK_SIZE payload.
+pub fn info_block_size(min: u32, preferred: u32, max: u32) -> Vec<u8> {
+    let mut b = Vec::with_capacity(14);
+    b.extend_from_slice(&INFO_BLOCK_SIZE.to_be_bytes());
+    b.extend_from_slice(&min.to_be_bytes());
+    b.extend_from_slice(&preferred.to_be_bytes());
+    b.extend_from_slice(&max.to_be_bytes());
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(typ: u16, flags: u16, offset: u64, length: u32) -> Request {
+        Request {
+            flags,
+            typ,
+            handle: 7,
+            offset,
+            length,
+        }
+    }
+
+    #[test]
+    fn decisions() {
+        let e = Export {
+            size: 1 << 20,
+            read_only: false,
+        };
+        assert_eq!(
+            decide(&req(CMD_READ, 0, 0, 4096), &e),
+            Action::Read {
+                offset: 0,
+                len: 4096
+            }
+        );
+        assert_eq!(
+            decide(&req(CMD_READ, 0, (1 << 20) - 1, 2), &e),
+            Action::Error {
+                errno: EINVAL,
+                discard: 0
+            }
+        );
+        assert_eq!(
+            decide(&req(CMD_WRITE, 0, 1 << 20, 10), &e),
+            Action::Error {
+                errno: ENOSPC,
+                discard: 10
+            }
+        );
+        assert_eq!(
+            decide(&req(CMD_WRITE, 0, u64::MAX, 10), &e),
+            Action::Error {
+                errno: ENOSPC,
+                discard: 10
+            }
+        );
+        assert_eq!(
+            decide(&req(CMD_READ, 0, 0, MAX_PAYLOAD + 1), &e),
+            Action::Close(Fatal::Oversize(MAX_PAYLOAD + 1))
+        );
+        assert_eq!(
+            decide(&req(CMD_WRITE, CMD_FLAG_FUA, 0, 1), &e),
+            Action::Write {
+                offset: 0,
+                len: 1,
+                fua: true
+            }
+        );
+        assert_eq!(
+            decide(&req(CMD_WRITE_ZEROES, CMD_FLAG_FAST_ZERO, 0, 1), &e),
+            Action::Error {
+                errno: ENOTSUP,
+                discard: 0
+            }
+        );
+        assert_eq!(
+            decide(&req(99, 0, 0, 1), &e),
+            Action::Error {
+                errno: EINVAL,
+                discard: 0
+            }
+        );
+        let ro = Export {
+            size: 1 << 20,
+            read_only: true,
+        };
+        assert_eq!(
+            decide(&req(CMD_WRITE, 0, 0, 512), &ro),
+            Action::Error {
+                errno: EPERM,
+                discard: 512
+            }
+        );
+        assert_eq!(
+            decide(&req(CMD_TRIM, 0, 0, 512), &ro),
+            Action::Error {
+                errno: EPERM,
+                discard: 0
+            }
+        );
+        assert_eq!(
+            decide(&req(CMD_READ, 0, 0, 512), &ro),
+            Action::Read {
+                offset: 0,
+                len: 512
+            }
+        );
+    }
+
+    #[test]
+    fn go_payloads() {
+        let mut d = vec![0, 0, 0, 3];
+        d.extend_from_slice(b"abc");
+        d.extend_from_slice(&[0, 2, 0, 3, 0, 1]);
+        assert_eq!(parse_go(&d), Some(("abc".into(), vec![3, 1])));
+        assert_eq!(parse_go(&[0, 0, 0, 9, 1]), None);
+        assert_eq!(parse_go(&[0xff, 0xff, 0xff, 0xff]), None);
+        assert_eq!(parse_go(&[0, 0, 0, 0, 0, 1]), None);
+    }
+}

@@ -1,0 +1,474 @@
+//! The NBD transport: listeners (Unix, TCP), the fixed-newstyle handshake, and the
+//! transmission phase with requests served concurrently and answered out of order.
+
+use crate::proto::{self, Action, Export, Request};
+use hetraid_engine::Array;
+use std::io::{self, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::sync_channel;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Where to listen: `unix:PATH` or `tcp:HOST:PORT`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listen {
+    Unix(PathBuf),
+    Tcp(String),
+}
+
+impl Listen {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        if let Some(p) = s.strip_prefix("unix:") {
+            if p.is_empty() {
+                return Err("unix: needs a socket path, e.g. unix:/tmp/hetraid.sock".into());
+            }
+            return Ok(Self::Unix(PathBuf::from(p)));
+        }
+        if let Some(a) = s.strip_prefix("tcp:") {
+            if !a.contains(':') {
+                return Err(format!("tcp:{a} needs HOST:PORT, e.g. tcp:127.0.0.1:10809"));
+            }
+            return Ok(Self::Tcp(a.to_string()));
+        }
+        Err(format!("--listen '{s}' must be unix:PATH or tcp:HOST:PORT"))
+    }
+}
+
+/// One client connection, Unix or TCP.
+enum Conn {
+    Unix(UnixStream),
+    Tcp(TcpStream),
+}
+
+impl Conn {
+    fn try_clone(&self) -> io::Result<Self> {
+        Ok(match self {
+            Self::Unix(s) => Self::Unix(s.try_clone()?),
+            Self::Tcp(s) => Self::Tcp(s.try_clone()?),
+        })
+    }
+    fn shutdown(&self, how: std::net::Shutdown) {
+        let _ = match self {
+            Self::Unix(s) => s.shutdown(how),
+            Self::Tcp(s) => s.shutdown(how),
+        };
+    }
+}
+
+impl Read for Conn {
+    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Self::Unix(s) => s.read(b),
+            Self::Tcp(s) => s.read(b),
+        }
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        match self {
+            Self::Unix(s) => s.write(b),
+            Self::Tcp(s) => s.write(b),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Self::Unix(s) => s.flush(),
+            Self::Tcp(s) => s.flush(),
+        }
+    }
+}
+
+/// Server settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub read_only: bool,
+    /// Requests served at once per connection.
+    pub workers: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            read_only: false,
+            workers: 8,
+        }
+    }
+}
+
+/// Counters printed at shutdown.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub connections: AtomicU64,
+    pub requests: AtomicU64,
+    pub errors: AtomicU64,
+}
+
+/// Serve `array` until `stop` becomes true; then finish in-flight requests, close
+/// every connection and return (the caller flushes and closes the array).
+pub fn serve(
+    array: Arc<Array>,
+    listen: &Listen,
+    cfg: Config,
+    stop: Arc<AtomicBool>,
+    stats: Arc<Stats>,
+) -> io::Result<()> {
+    enum L {
+        U(UnixListener),
+        T(TcpListener),
+    }
+    let l = match listen {
+        Listen::Unix(p) => {
+            if p.exists() {
+                // A stale socket from a killed server; a live one would still accept.
+                if UnixStream::connect(p).is_ok() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::AddrInUse,
+                        format!("{} is in use by a running server", p.display()),
+                    ));
+                }
+                std::fs::remove_file(p)?;
+            }
+            let u = UnixListener::bind(p)?;
+            u.set_nonblocking(true)?;
+            L::U(u)
+        }
+        Listen::Tcp(a) => {
+            let t = TcpListener::bind(a)?;
+            t.set_nonblocking(true)?;
+            L::T(t)
+        }
+    };
+    // Open connections (a clone of each, to stop their readers at shutdown);
+    // removed when the connection ends so the socket really closes.
+    let open: Arc<Mutex<std::collections::HashMap<u64, Conn>>> =
+        Arc::new(Mutex::new(Default::default()));
+    let mut next_id = 0u64;
+    let mut threads = Vec::new();
+    while !stop.load(Ordering::SeqCst) {
+        let accepted = match &l {
+            L::U(u) => u.accept().map(|(s, _)| Conn::Unix(s)),
+            L::T(t) => t.accept().map(|(s, _)| {
+                let _ = s.set_nodelay(true);
+                Conn::Tcp(s)
+            }),
+        };
+        match accepted {
+            Ok(conn) => {
+                if let Conn::Unix(s) = &conn {
+                    s.set_nonblocking(false)?;
+                }
+                if let Conn::Tcp(s) = &conn {
+                    s.set_nonblocking(false)?;
+                }
+                next_id += 1;
+                let id = next_id;
+                if let Ok(c) = conn.try_clone() {
+                    open.lock().unwrap().insert(id, c);
+                }
+                stats.connections.fetch_add(1, Ordering::Relaxed);
+                let (array, cfg, stats, open) =
+                    (array.clone(), cfg.clone(), stats.clone(), open.clone());
+                threads.push(std::thread::spawn(move || {
+                    let closer = conn.try_clone();
+                    if let Err(e) = connection(conn, &array, &cfg, &stats) {
+                        if e.kind() != io::ErrorKind::UnexpectedEof {
+                            eprintln!("hetraid serve: connection closed: {e}");
+                        }
+                    }
+                    if let Ok(c) = closer {
+                        c.shutdown(std::net::Shutdown::Both);
+                    }
+                    open.lock().unwrap().remove(&id);
+                }));
+                threads.retain(|t| !t.is_finished());
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    // Stop reading new requests; in-flight ones finish and are answered.
+    for c in open.lock().unwrap().values() {
+        c.shutdown(std::net::Shutdown::Read);
+    }
+    for t in threads {
+        let _ = t.join();
+    }
+    if let Listen::Unix(p) = listen {
+        let _ = std::fs::remove_file(p);
+    }
+    Ok(())
+}
+
+fn read_u32(c: &mut Conn) -> io::Result<u32> {
+    let mut b = [0u8; 4];
+    c.read_exact(&mut b)?;
+    Ok(u32::from_be_bytes(b))
+}
+
+fn discard(c: &mut Conn, mut n: u64) -> io::Result<()> {
+    let mut b = [0u8; 8192];
+    while n > 0 {
+        let k = n.min(b.len() as u64) as usize;
+        c.read_exact(&mut b[..k])?;
+        n -= k as u64;
+    }
+    Ok(())
+}
+
+fn invalid(msg: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg.to_string())
+}
+
+/// Handshake then transmission for one client.
+fn connection(mut c: Conn, array: &Arc<Array>, cfg: &Config, stats: &Stats) -> io::Result<()> {
+    let export = Export {
+        size: array.capacity(),
+        read_only: cfg.read_only,
+    };
+    let mut flags = proto::TF_HAS_FLAGS
+        | proto::TF_SEND_FLUSH
+        | proto::TF_SEND_FUA
+        | proto::TF_SEND_TRIM
+        | proto::TF_SEND_WRITE_ZEROES
+        | proto::TF_SEND_FAST_ZERO
+        // A flush makes every completed write durable on every member, whichever
+        // connection wrote it: multi-connection is safe.
+        | proto::TF_CAN_MULTI_CONN;
+    if cfg.read_only {
+        flags |= proto::TF_READ_ONLY;
+    }
+    let l = array.layout();
+    let preferred =
+        (l.chunk_bytes() * l.data_per_stripe() as u64).min(proto::MAX_PAYLOAD as u64) as u32;
+    // Fixed newstyle greeting.
+    let mut g = Vec::with_capacity(18);
+    g.extend_from_slice(&proto::NBDMAGIC.to_be_bytes());
+    g.extend_from_slice(&proto::IHAVEOPT.to_be_bytes());
+    g.extend_from_slice(&(proto::FLAG_FIXED_NEWSTYLE | proto::FLAG_NO_ZEROES).to_be_bytes());
+    c.write_all(&g)?;
+    let client = read_u32(&mut c)?;
+    if client & !(proto::CLIENT_FIXED_NEWSTYLE | proto::CLIENT_NO_ZEROES) != 0 {
+        return Err(invalid("client sent unknown handshake flags"));
+    }
+    let no_zeroes = client & proto::CLIENT_NO_ZEROES != 0;
+    loop {
+        let mut h = [0u8; 16];
+        c.read_exact(&mut h)?;
+        if u64::from_be_bytes(h[0..8].try_into().unwrap()) != proto::IHAVEOPT {
+            return Err(invalid("bad option magic"));
+        }
+        let opt = u32::from_be_bytes(h[8..12].try_into().unwrap());
+        let len = u32::from_be_bytes(h[12..16].try_into().unwrap());
+        if len > proto::MAX_OPTION {
+            return Err(invalid("option payload too large"));
+        }
+        let mut data = vec![0u8; len as usize];
+        c.read_exact(&mut data)?;
+        match opt {
+            proto::OPT_EXPORT_NAME => {
+                let mut r = Vec::with_capacity(134);
+                r.extend_from_slice(&export.size.to_be_bytes());
+                r.extend_from_slice(&flags.to_be_bytes());
+                if !no_zeroes {
+                    r.extend_from_slice(&[0u8; 124]);
+                }
+                c.write_all(&r)?;
+                break;
+            }
+            proto::OPT_ABORT => {
+                c.write_all(&proto::option_reply(opt, proto::REP_ACK, &[]))?;
+                return Ok(());
+            }
+            proto::OPT_LIST => {
+                if len != 0 {
+                    c.write_all(&proto::option_reply(opt, proto::REP_ERR_INVALID, &[]))?;
+                    continue;
+                }
+                let name = b"";
+                let mut d = (name.len() as u32).to_be_bytes().to_vec();
+                d.extend_from_slice(name);
+                c.write_all(&proto::option_reply(opt, proto::REP_SERVER, &d))?;
+                c.write_all(&proto::option_reply(opt, proto::REP_ACK, &[]))?;
+            }
+            proto::OPT_INFO | proto::OPT_GO => {
+                let Some((_name, infos)) = proto::parse_go(&data) else {
+                    c.write_all(&proto::option_reply(opt, proto::REP_ERR_INVALID, &[]))?;
+                    continue;
+                };
+                let mut out = proto::option_reply(
+                    opt,
+                    proto::REP_INFO,
+                    &proto::info_export(export.size, flags),
+                );
+                // Block sizes are always sent: clients that did not ask may ignore them.
+                out.extend(proto::option_reply(
+                    opt,
+                    proto::REP_INFO,
+                    &proto::info_block_size(1, preferred, proto::MAX_PAYLOAD),
+                ));
+                if infos.contains(&proto::INFO_DESCRIPTION) {
+                    let mut d = proto::INFO_DESCRIPTION.to_be_bytes().to_vec();
+                    d.extend_from_slice(format!("hetraid {} array", l.name()).as_bytes());
+                    out.extend(proto::option_reply(opt, proto::REP_INFO, &d));
+                }
+                if infos.contains(&proto::INFO_NAME) {
+                    let mut d = proto::INFO_NAME.to_be_bytes().to_vec();
+                    d.extend_from_slice(_name.as_bytes());
+                    out.extend(proto::option_reply(opt, proto::REP_INFO, &d));
+                }
+                out.extend(proto::option_reply(opt, proto::REP_ACK, &[]));
+                c.write_all(&out)?;
+                if opt == proto::OPT_GO {
+                    break;
+                }
+            }
+            _ => {
+                // Unknown or unsupported (STARTTLS, structured replies, meta contexts):
+                // say so and carry on.
+                let typ = if len > proto::MAX_OPTION {
+                    proto::REP_ERR_TOO_BIG
+                } else {
+                    proto::REP_ERR_UNSUP
+                };
+                c.write_all(&proto::option_reply(opt, typ, &[]))?;
+            }
+        }
+    }
+    transmission(c, array, export, cfg, stats)
+}
+
+struct Job {
+    req: Request,
+    action: Action,
+    data: Vec<u8>,
+}
+
+fn transmission(
+    mut c: Conn,
+    array: &Arc<Array>,
+    export: Export,
+    cfg: &Config,
+    stats: &Stats,
+) -> io::Result<()> {
+    let writer = Arc::new(Mutex::new(c.try_clone()?));
+    let (tx, rx) = sync_channel::<Job>(cfg.workers * 2);
+    let rx = Arc::new(Mutex::new(rx));
+    let result = std::thread::scope(|s| -> io::Result<()> {
+        for _ in 0..cfg.workers.max(1) {
+            let (rx, writer) = (rx.clone(), writer.clone());
+            s.spawn(move || loop {
+                let job = match rx.lock().unwrap().recv() {
+                    Ok(j) => j,
+                    Err(_) => return,
+                };
+                let reply = execute(array, &job);
+                stats.requests.fetch_add(1, Ordering::Relaxed);
+                if reply.len() >= 8 && reply[4..8] != [0, 0, 0, 0] {
+                    stats.errors.fetch_add(1, Ordering::Relaxed);
+                }
+                if writer.lock().unwrap().write_all(&reply).is_err() {
+                    return;
+                }
+            });
+        }
+        // The reader owns the sender: when it returns, workers drain the queue and
+        // exit, and the scope ends once every reply is written.
+        let tx = tx;
+        let mut hdr = [0u8; proto::REQUEST_LEN];
+        loop {
+            match c.read_exact(&mut hdr) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
+                Err(e) => return Err(e),
+            }
+            let req = match proto::parse_request(&hdr) {
+                Ok(r) => r,
+                Err(f) => return Err(invalid(&f.to_string())),
+            };
+            let action = proto::decide(&req, &export);
+            let data = match action {
+                Action::Close(f) => return Err(invalid(&f.to_string())),
+                Action::Disconnect => return Ok(()),
+                Action::Write { len, .. } => {
+                    let mut d = vec![0u8; len as usize];
+                    c.read_exact(&mut d)?;
+                    d
+                }
+                Action::Error { discard: n, .. } => {
+                    discard(&mut c, n as u64)?;
+                    Vec::new()
+                }
+                _ => Vec::new(),
+            };
+            if tx.send(Job { req, action, data }).is_err() {
+                return Ok(());
+            }
+        }
+    });
+    result
+}
+
+/// Every engine failure reaching a client is an I/O error: ranges were checked
+/// before, so what is left is lost data or failed members.
+fn errno_of(_e: &hetraid_engine::EngineError) -> u32 {
+    proto::EIO
+}
+
+/// Run one request against the array; returns the reply bytes.
+fn execute(array: &Array, job: &Job) -> Vec<u8> {
+    let handle = job.req.handle;
+    let done = |r: Result<(), hetraid_engine::EngineError>| match r {
+        Ok(()) => proto::simple_reply(0, handle).to_vec(),
+        Err(e) => {
+            eprintln!("hetraid serve: request failed: {e}");
+            proto::simple_reply(errno_of(&e), handle).to_vec()
+        }
+    };
+    match job.action {
+        Action::Read { offset, len } => {
+            let mut out = Vec::with_capacity(16 + len as usize);
+            out.extend_from_slice(&proto::simple_reply(0, handle));
+            out.resize(16 + len as usize, 0);
+            match array.read(offset, &mut out[16..]) {
+                Ok(()) => out,
+                Err(e) => {
+                    eprintln!("hetraid serve: read failed: {e}");
+                    proto::simple_reply(errno_of(&e), handle).to_vec()
+                }
+            }
+        }
+        Action::Write { offset, fua, .. } => {
+            done(
+                array
+                    .write(offset, &job.data)
+                    .and_then(|_| if fua { array.flush() } else { Ok(()) }),
+            )
+        }
+        Action::WriteZeroes { offset, len, fua } => {
+            let zero = vec![0u8; (len as usize).min(1 << 20)];
+            let mut r = Ok(());
+            let mut off = offset;
+            let end = offset + len as u64;
+            while off < end && r.is_ok() {
+                let n = ((end - off) as usize).min(zero.len());
+                r = array.write(off, &zero[..n]);
+                off += n as u64;
+            }
+            done(r.and_then(|_| if fua { array.flush() } else { Ok(()) }))
+        }
+        Action::Flush => done(array.flush()),
+        // Advisory: the data stays, as the protocol allows.
+        Action::Trim => proto::simple_reply(0, handle).to_vec(),
+        Action::Error { errno, .. } => proto::simple_reply(errno, handle).to_vec(),
+        Action::Disconnect | Action::Close(_) => {
+            proto::simple_reply(proto::ESHUTDOWN, handle).to_vec()
+        }
+    }
+}
