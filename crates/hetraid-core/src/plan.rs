@@ -469,6 +469,53 @@ impl<'a> Planner<'a> {
             .then_some((loc.member, loc.offset + co))
     }
 
+    /// Direct extents of a request that needs no parity work: every read whose
+    /// chunks sit on in-sync members, and every write to a layout without
+    /// redundancy. Returns (member, member offset, buffer offset, length) with
+    /// extents contiguous on both the member and the buffer merged, or None when
+    /// the full planner is needed.
+    pub fn direct_extents(
+        &self,
+        req: &Request,
+        state: &ArrayState,
+    ) -> Option<Vec<(usize, u64, u64, u64)>> {
+        if req.op == Op::Write && self.layout.redundancy() != crate::layout::Redundancy::None {
+            return None;
+        }
+        let cap = self.layout.capacity_bytes();
+        if req.len == 0 || req.offset.checked_add(req.len)? > cap {
+            return None;
+        }
+        let chunk = self.layout.chunk_bytes();
+        let mut out: Vec<(usize, u64, u64, u64)> = Vec::new();
+        let (mut pos, end) = (req.offset, req.offset + req.len);
+        while pos < end {
+            let co = pos % chunk;
+            let len = (chunk - co).min(end - pos);
+            let (s, i) = self.layout.locate_chunk(pos / chunk);
+            let loc = self.layout.data_loc(s, i);
+            if !state.available(loc.member, s) {
+                return None;
+            }
+            let (m, mo, bo) = (loc.member, loc.offset + co, pos - req.offset);
+            match out.iter_mut().rev().find(|e| e.0 == m) {
+                Some(e) if e.1 + e.3 == mo && e.2 + e.3 == bo => e.3 += len,
+                _ => out.push((m, mo, bo, len)),
+            }
+            pos += len;
+        }
+        Some(out)
+    }
+
+    /// The write fast path for layouts without redundancy (RAID0 has no stripe
+    /// cache in MD either): a write inside one chunk goes straight to its member.
+    pub fn direct_write(&self, offset: u64, len: u64, state: &ArrayState) -> Option<(usize, u64)> {
+        if self.layout.redundancy() != crate::layout::Redundancy::None {
+            return None;
+        }
+        self.direct_read(offset, len, state)
+    }
+
     /// Plan a user read or write.
     pub fn plan(&self, req: &Request, state: &ArrayState) -> Result<Plan, PlanError> {
         let cap = self.layout.capacity_bytes();

@@ -39,7 +39,6 @@ pub struct CreateOptions {
 
 pub struct Array {
     sb: Mutex<Superblock>,
-    spec: LayoutSpec,
     layout: Box<dyn Layout>,
     members: Vec<Option<Arc<dyn Member>>>,
     queues: Vec<Option<MemberQueue>>,
@@ -54,6 +53,9 @@ pub struct Array {
     warnings: Mutex<Vec<String>>,
     /// Does member i hold any chunk (false once all of it was relocated)?
     holds: Vec<bool>,
+    /// Write policy and per-member service models (fixed for the array's life).
+    policy: WritePolicy,
+    service: Vec<hetraid_core::ServiceModel>,
 }
 
 /// `hetraid status` data.
@@ -258,10 +260,16 @@ impl Array {
                 st.all().for_each(|c| holds[c.member] = true);
             }
         }
+        let service = spec
+            .kinds_or_default()
+            .iter()
+            .map(|k| k.default_service())
+            .collect();
         Ok(Self {
+            policy: sb.policy,
+            service,
             holds,
             sb: Mutex::new(sb),
-            spec,
             layout,
             members,
             queues,
@@ -403,16 +411,7 @@ impl Array {
     }
 
     fn planner(&self) -> Planner<'_> {
-        let policy = self.sb.lock().unwrap().policy;
-        Planner::new(
-            self.layout.as_ref(),
-            policy,
-            self.spec
-                .kinds_or_default()
-                .iter()
-                .map(|k| k.default_service())
-                .collect(),
-        )
+        Planner::new(self.layout.as_ref(), self.policy, self.service.clone())
     }
 
     fn lock_stripes(&self, stripes: impl Iterator<Item = u64>) -> Vec<MutexGuard<'_, ()>> {
@@ -523,12 +522,37 @@ impl Array {
                 }
             }
         }
-        self.run(Request::read(offset, buf.len() as u64), UserBuf::Read(buf))
+        // Larger healthy reads: straight from the members, contiguous pieces merged.
+        let req = Request::read(offset, buf.len() as u64);
+        if self.direct_io(&req, UserBuf::Read(&mut *buf)) {
+            return Ok(());
+        }
+        self.run(req, UserBuf::Read(buf))
     }
 
     /// Write `data` at `offset` (durable after [`Array::flush`]).
     pub fn write(&self, offset: u64, data: &[u8]) -> Result<()> {
         self.note_user_io();
+        let planner = Planner::new(self.layout.as_ref(), WritePolicy::Md, Vec::new());
+        let direct = if self.all_in_sync.load(Ordering::Acquire) {
+            planner.direct_write(offset, data.len() as u64, &self.healthy_state)
+        } else {
+            planner.direct_write(offset, data.len() as u64, &self.state.read().unwrap())
+        };
+        if let Some((m, off)) = direct {
+            if let Some(member) = &self.members[m] {
+                match member.write_at(data, DATA_OFFSET + off) {
+                    Ok(()) => return Ok(()),
+                    Err(e) => self.member_error(m, &e),
+                }
+            }
+        }
+        if self.direct_io(
+            &Request::write(offset, data.len() as u64),
+            UserBuf::Write(data),
+        ) {
+            return Ok(());
+        }
         self.run(
             Request::write(offset, data.len() as u64),
             UserBuf::Write(data),
@@ -553,8 +577,10 @@ impl Array {
         let _g = self.lock_stripes(stripes);
         // Each retry follows a member failure, so it is bounded by the member count.
         for _ in 0..=self.members.len() {
-            let state = self.state();
-            let plan = self.planner().plan(&req, &state)?;
+            let plan = {
+                let state = self.state.read().unwrap();
+                self.planner().plan(&req, &state)?
+            };
             match self.execute(&plan, &mut buf) {
                 Ok(()) => return Ok(()),
                 Err(Retry::MemberFailed) => continue,
@@ -568,14 +594,16 @@ impl Array {
 
     /// Execute a plan whose stripes the caller has locked.
     fn execute(&self, plan: &Plan, buf: &mut UserBuf<'_>) -> std::result::Result<(), Retry> {
-        let bits: Vec<u64> = if plan.op == Op::Write {
-            let bm = self.bitmap.lock().unwrap();
-            let mut b: Vec<u64> = plan.stripes.iter().map(|s| bm.bit_of(s.stripe)).collect();
-            b.dedup();
-            b
-        } else {
-            vec![]
-        };
+        // Without redundancy there is nothing to resync after a crash.
+        let bits: Vec<u64> =
+            if plan.op == Op::Write && self.layout.redundancy() != hetraid_core::Redundancy::None {
+                let bm = self.bitmap.lock().unwrap();
+                let mut b: Vec<u64> = plan.stripes.iter().map(|s| bm.bit_of(s.stripe)).collect();
+                b.dedup();
+                b
+            } else {
+                vec![]
+            };
         if !bits.is_empty() {
             self.bitmap_begin(&bits).map_err(Retry::Fatal)?;
         }
@@ -692,7 +720,7 @@ impl Array {
             for c in cols(run).iter() {
                 let loc = sp.columns[c].loc;
                 let data = bufs.run_slice(c, run);
-                let mut b = AlignedBuf::zeroed(data.len());
+                let mut b = AlignedBuf::pooled(data.len());
                 b.copy_from_slice(data);
                 ops.push((
                     loc.member,
@@ -1007,6 +1035,109 @@ impl Array {
 
     pub(crate) fn lock_many(&self, stripes: &[u64]) -> Vec<MutexGuard<'_, ()>> {
         self.lock_stripes(stripes.iter().copied())
+    }
+
+    /// Requests the core says need no parity work: member extents straight from or
+    /// into the user's buffer; several members in parallel for large requests.
+    /// Returns false (nothing done, or a member failed) to fall back to planning.
+    fn direct_io(&self, req: &Request, buf: UserBuf<'_>) -> bool {
+        let planner = Planner::new(self.layout.as_ref(), WritePolicy::Md, Vec::new());
+        let extents = {
+            let st = self.state.read().unwrap();
+            match planner.direct_extents(req, &st) {
+                Some(e) => e,
+                None => return false,
+            }
+        };
+        let members: std::collections::BTreeSet<usize> = extents.iter().map(|e| e.0).collect();
+        let parallel = members.len() > 1 && req.len >= (256 << 10);
+        let failed = AtomicBool::new(false);
+        let one = |m: usize, mo: u64, b: UserBuf<'_>| {
+            let Some(member) = &self.members[m] else {
+                failed.store(true, Ordering::Relaxed);
+                return;
+            };
+            let r = match b {
+                UserBuf::Read(out) => member.read_at(out, DATA_OFFSET + mo),
+                UserBuf::Write(d) => member.write_at(d, DATA_OFFSET + mo),
+            };
+            if let Err(e) = r {
+                self.member_error(m, &e);
+                failed.store(true, Ordering::Relaxed);
+            }
+        };
+        match buf {
+            UserBuf::Read(out) => {
+                // Split the buffer into disjoint pieces, one per extent.
+                let mut order: Vec<usize> = (0..extents.len()).collect();
+                order.sort_by_key(|&i| extents[i].2);
+                let mut rest: &mut [u8] = out;
+                let mut at = 0u64;
+                let mut pieces: Vec<(usize, u64, &mut [u8])> = Vec::with_capacity(extents.len());
+                for i in order {
+                    let (m, mo, bo, len) = extents[i];
+                    let (_, tail) = std::mem::take(&mut rest).split_at_mut((bo - at) as usize);
+                    let (piece, tail) = tail.split_at_mut(len as usize);
+                    pieces.push((m, mo, piece));
+                    rest = tail;
+                    at = bo + len;
+                }
+                if parallel {
+                    // One thread per member, each doing its extents in order.
+                    let mut by_member: Vec<Vec<(u64, &mut [u8])>> =
+                        (0..self.members.len()).map(|_| Vec::new()).collect();
+                    let idx: Vec<usize> = pieces.iter().map(|p| p.0).collect();
+                    for ((_, mo, p), m) in pieces.into_iter().zip(idx) {
+                        by_member[m].push((mo, p));
+                    }
+                    std::thread::scope(|s| {
+                        for (m, list) in by_member
+                            .into_iter()
+                            .enumerate()
+                            .filter(|(_, l)| !l.is_empty())
+                        {
+                            let one = &one;
+                            s.spawn(move || {
+                                list.into_iter()
+                                    .for_each(|(mo, p)| one(m, mo, UserBuf::Read(p)))
+                            });
+                        }
+                    });
+                } else {
+                    pieces
+                        .into_iter()
+                        .for_each(|(m, mo, p)| one(m, mo, UserBuf::Read(p)));
+                }
+            }
+            UserBuf::Write(data) => {
+                let pieces = extents
+                    .iter()
+                    .map(|&(m, mo, bo, len)| (m, mo, &data[bo as usize..(bo + len) as usize]));
+                if parallel {
+                    let mut by_member: Vec<Vec<(u64, &[u8])>> =
+                        (0..self.members.len()).map(|_| Vec::new()).collect();
+                    for (m, mo, p) in pieces {
+                        by_member[m].push((mo, p));
+                    }
+                    std::thread::scope(|s| {
+                        for (m, list) in by_member
+                            .into_iter()
+                            .enumerate()
+                            .filter(|(_, l)| !l.is_empty())
+                        {
+                            let one = &one;
+                            s.spawn(move || {
+                                list.into_iter()
+                                    .for_each(|(mo, p)| one(m, mo, UserBuf::Write(p)))
+                            });
+                        }
+                    });
+                } else {
+                    pieces.for_each(|(m, mo, p)| one(m, mo, UserBuf::Write(p)));
+                }
+            }
+        }
+        !failed.load(Ordering::Relaxed)
     }
 
     /// Stripes `batch` are rebuilt on `targets`: from now on user writes to them

@@ -358,23 +358,31 @@ fn transmission(
     stats: &Stats,
 ) -> io::Result<()> {
     let writer = Arc::new(Mutex::new(c.try_clone()?));
+    // Payload and reply buffers are reused (fresh large allocations cost page faults).
+    let free: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
     let (tx, rx) = sync_channel::<Job>(cfg.workers * 2);
     let rx = Arc::new(Mutex::new(rx));
     let result = std::thread::scope(|s| -> io::Result<()> {
         for _ in 0..cfg.workers.max(1) {
-            let (rx, writer) = (rx.clone(), writer.clone());
+            let (rx, writer, free) = (rx.clone(), writer.clone(), &free);
             s.spawn(move || loop {
                 let job = match rx.lock().unwrap().recv() {
                     Ok(j) => j,
                     Err(_) => return,
                 };
-                let reply = execute(array, &job);
+                let spare = free.lock().unwrap().pop().unwrap_or_default();
+                let reply = execute(array, &job, spare);
                 stats.requests.fetch_add(1, Ordering::Relaxed);
                 if reply.len() >= 8 && reply[4..8] != [0, 0, 0, 0] {
                     stats.errors.fetch_add(1, Ordering::Relaxed);
                 }
                 if writer.lock().unwrap().write_all(&reply).is_err() {
                     return;
+                }
+                let mut f = free.lock().unwrap();
+                if f.len() < 4 * 16 {
+                    f.push(reply);
+                    f.push(job.data);
                 }
             });
         }
@@ -397,7 +405,9 @@ fn transmission(
                 Action::Close(f) => return Err(invalid(&f.to_string())),
                 Action::Disconnect => return Ok(()),
                 Action::Write { len, .. } => {
-                    let mut d = vec![0u8; len as usize];
+                    let mut d = free.lock().unwrap().pop().unwrap_or_default();
+                    d.clear();
+                    d.resize(len as usize, 0);
                     c.read_exact(&mut d)?;
                     d
                 }
@@ -421,8 +431,8 @@ fn errno_of(_e: &hetraid_engine::EngineError) -> u32 {
     proto::EIO
 }
 
-/// Run one request against the array; returns the reply bytes.
-fn execute(array: &Array, job: &Job) -> Vec<u8> {
+/// Run one request against the array; returns the reply bytes (built in `out`).
+fn execute(array: &Array, job: &Job, mut out: Vec<u8>) -> Vec<u8> {
     let handle = job.req.handle;
     let done = |r: Result<(), hetraid_engine::EngineError>| match r {
         Ok(()) => proto::simple_reply(0, handle).to_vec(),
@@ -433,7 +443,7 @@ fn execute(array: &Array, job: &Job) -> Vec<u8> {
     };
     match job.action {
         Action::Read { offset, len } => {
-            let mut out = Vec::with_capacity(16 + len as usize);
+            out.clear();
             out.extend_from_slice(&proto::simple_reply(0, handle));
             out.resize(16 + len as usize, 0);
             match array.read(offset, &mut out[16..]) {
