@@ -3,6 +3,7 @@
 //! WRITE_ZEROES, DISC, pipelined requests answered out of order, several
 //! connections at once. `proto` is pure (fuzzed); `server` does the I/O.
 
+pub mod control;
 pub mod proto;
 pub mod server;
 

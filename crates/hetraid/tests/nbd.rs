@@ -478,3 +478,72 @@ fn read_only_exports_refuse_writes_with_eperm() {
     assert_eq!(reply(&mut c), (0, 3));
     srv.stop();
 }
+
+/// Lifecycle verbs reach a served array through its control socket: a member is
+/// failed while fio writes, clients keep going degraded, verification passes,
+/// status and scrub answer from the running array.
+#[test]
+fn member_failure_while_serving() {
+    if !have("fio") || !fio_has_nbd() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let m = create(d.path(), &["--layout", "raid5", "--chunk", "16K"], 5, "20M");
+    let srv = Server::start(d.path(), &m, &[]);
+    let uri = srv.uri();
+    let common = [
+        "--name=v",
+        "--ioengine=nbd",
+        "--rw=randwrite",
+        "--bs=4k",
+        "--iodepth=16",
+        "--size=48M",
+        "--verify=crc32c",
+        "--randrepeat=1",
+        "--do_verify=0",
+    ];
+    let mut fio = Command::new("fio")
+        .args(common)
+        .arg(format!("--uri={uri}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut args = vec!["fail".to_string()];
+    args.extend(m.clone());
+    args.extend(["--member".into(), "1".into()]);
+    let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let o = hetraid(&a);
+    assert!(
+        o.status.success(),
+        "remote fail: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let st = fio.wait().unwrap();
+    assert!(st.success(), "fio failed while a member was failed");
+    let o = Command::new("fio")
+        .args(common)
+        .arg("--verify_only")
+        .arg(format!("--uri={uri}"))
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success() && !String::from_utf8_lossy(&o.stdout).contains("verify: bad"),
+        "verify after failure"
+    );
+    let mut args = vec!["status".to_string()];
+    args.extend(m.clone());
+    args.push("--json".into());
+    let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let v: serde_json::Value = serde_json::from_slice(&hetraid(&a).stdout).unwrap();
+    assert_eq!(v["state"], "degraded");
+    assert_eq!(v["member_states"][1]["state"], "faulty");
+    let mut args = vec!["scrub".to_string()];
+    args.extend(m.clone());
+    args.push("--json".into());
+    let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let v: serde_json::Value = serde_json::from_slice(&hetraid(&a).stdout).unwrap();
+    assert_eq!(v["mismatches"], 0);
+    srv.stop();
+}

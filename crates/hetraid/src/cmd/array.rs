@@ -212,8 +212,44 @@ pub fn print_status(st: &hetraid_engine::Status) {
     }
 }
 
+/// When the array of `members` is being served, run `request` in the server.
+pub fn remote(
+    members: &[String],
+    request: serde_json::Value,
+) -> Option<Result<serde_json::Value, String>> {
+    let first = split_member(members.first()?).ok()?.0;
+    hetraid_nbd::control::remote(&first, &request)
+}
+
 impl MembersCmd {
     pub fn status(&self) -> Result<(), String> {
+        if let Some(r) = remote(&self.members, serde_json::json!({"verb": "status"})) {
+            let v = r?;
+            if self.json {
+                return super::print_json(&v);
+            }
+            println!(
+                "array {}  {}  state {} (served)\ncapacity {} bytes, chunk {}, {} stripes, policy {}, events {}",
+                v["uuid"].as_str().unwrap_or("?"),
+                v["layout"].as_str().unwrap_or("?"),
+                v["state"].as_str().unwrap_or("?"),
+                v["capacity_bytes"],
+                v["chunk_bytes"],
+                v["stripe_count"],
+                v["policy"].as_str().unwrap_or("?"),
+                v["events"]
+            );
+            for m in v["member_states"].as_array().into_iter().flatten() {
+                println!(
+                    "{:>6}  {:<10}  {:<5}  {}",
+                    m["device"],
+                    m["state"].as_str().unwrap_or("?"),
+                    m["kind"].as_str().unwrap_or("?"),
+                    m["path"].as_str().unwrap_or("-")
+                );
+            }
+            return Ok(());
+        }
         let a = assemble(&self.members)?;
         let st = a.status();
         if self.json {
@@ -255,6 +291,18 @@ pub struct MemberOpCmd {
 
 impl MemberOpCmd {
     pub fn fail(&self) -> Result<(), String> {
+        if let Some(r) = remote(
+            &self.members,
+            serde_json::json!({"verb": "fail", "member": self.member}),
+        ) {
+            let v = r?;
+            println!(
+                "member {} marked faulty; array is {}",
+                self.member,
+                v["state"].as_str().unwrap_or("?")
+            );
+            return Ok(());
+        }
         let a = assemble(&self.members)?;
         a.fail(self.member).map_err(|e| e.to_string())?;
         a.close().map_err(|e| e.to_string())?;
@@ -360,6 +408,13 @@ pub struct RebuildCmd {
 
 impl RebuildCmd {
     pub fn run(&self) -> Result<(), String> {
+        if let Some(r) = remote(
+            &self.members,
+            serde_json::json!({"verb": "rebuild", "min_speed": self.min_speed, "max_speed": self.max_speed}),
+        ) {
+            r?;
+            return Ok(());
+        }
         let a = assemble(&self.members)?;
         let bar = indicatif::ProgressBar::new(0);
         bar.set_style(
@@ -419,6 +474,20 @@ pub struct ScrubCmd {
 
 impl ScrubCmd {
     pub fn run(&self) -> Result<(), String> {
+        if let Some(r) = remote(
+            &self.members,
+            serde_json::json!({"verb": "scrub", "repair": self.repair}),
+        ) {
+            let v = r?;
+            if self.json {
+                return super::print_json(&v);
+            }
+            println!(
+                "scrub: {} stripes checked, {} mismatched ({} pages)",
+                v["stripes_checked"], v["mismatches"], v["mismatched_pages"]
+            );
+            return Ok(());
+        }
         let a = assemble(&self.members)?;
         let r = a.scrub(self.repair).map_err(|e| e.to_string())?;
         a.close().map_err(|e| e.to_string())?;

@@ -44,6 +44,16 @@ impl ServeCmd {
             self.listen,
             if self.read_only { " read-only" } else { "" }
         );
+        // The control socket: lifecycle verbs given these members reach this process.
+        let ctl = hetraid_nbd::control::socket_path(&st.uuid);
+        let ctl_thread = {
+            let (array, stop, ctl) = (array.clone(), stop.clone(), ctl.clone());
+            std::thread::spawn(move || {
+                if let Err(e) = hetraid_nbd::control::serve_control(array, &ctl, stop) {
+                    eprintln!("hetraid: control socket {}: {e}", ctl.display());
+                }
+            })
+        };
         let stats = Arc::new(Stats::default());
         let cfg = Config {
             read_only: self.read_only,
@@ -51,6 +61,7 @@ impl ServeCmd {
         };
         serve(array.clone(), &listen, cfg, stop.clone(), stats.clone())
             .map_err(|e| format!("cannot serve on {}: {e}", self.listen))?;
+        let _ = ctl_thread.join();
         array.close().map_err(|e| e.to_string())?;
         eprintln!(
             "hetraid: stopped after {} connections and {} requests ({} failed); members flushed, array clean",

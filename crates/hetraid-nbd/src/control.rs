@@ -1,0 +1,135 @@
+//! The control socket beside a served array, so lifecycle verbs act on the running
+//! array the way mdadm acts on a running md device. One JSON request line in, one
+//! JSON reply line out: `{"verb":"status"}`, `{"verb":"fail","member":2}`,
+//! `{"verb":"scrub","repair":false}`. (`replace` and `rebuild` of a served array
+//! are refused with a sentence saying to stop the server first: attaching a member
+//! to a running array is the next step.)
+//! Replies: `{"ok":true,"result":...}` or `{"ok":false,"error":"..."}`.
+
+use hetraid_engine::format::{Superblock, SB_SIZE};
+use hetraid_engine::Array;
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where the control socket of array `uuid` lives.
+pub fn socket_path(uuid: &str) -> PathBuf {
+    let dir = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    dir.join(format!("hetraid-{uuid}.ctl"))
+}
+
+/// The UUID of the array `member` belongs to, read without taking its lock.
+pub fn array_uuid(member: &Path) -> Option<String> {
+    let mut f = std::fs::File::open(member).ok()?;
+    let mut b = vec![0u8; SB_SIZE];
+    f.read_exact(&mut b).ok()?;
+    Superblock::decode(&b).ok().map(|s| s.uuid_string())
+}
+
+/// If the array of `member` is being served, send `request` to its server.
+pub fn remote(member: &Path, request: &Value) -> Option<Result<Value, String>> {
+    let uuid = array_uuid(member)?;
+    let mut s = UnixStream::connect(socket_path(&uuid)).ok()?;
+    let r = (|| {
+        let mut line = request.to_string();
+        line.push('\n');
+        s.write_all(line.as_bytes()).map_err(|e| e.to_string())?;
+        let mut reply = String::new();
+        BufReader::new(&s)
+            .read_line(&mut reply)
+            .map_err(|e| e.to_string())?;
+        let v: Value =
+            serde_json::from_str(&reply).map_err(|e| format!("bad reply from the server: {e}"))?;
+        if v["ok"] == true {
+            Ok(v["result"].clone())
+        } else {
+            Err(v["error"]
+                .as_str()
+                .unwrap_or("the server refused")
+                .to_string())
+        }
+    })();
+    Some(r)
+}
+
+/// Serve control requests for `array` until `stop`.
+pub fn serve_control(array: Arc<Array>, path: &Path, stop: Arc<AtomicBool>) -> std::io::Result<()> {
+    if path.exists() {
+        if UnixStream::connect(path).is_ok() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AddrInUse,
+                "the array is already served",
+            ));
+        }
+        std::fs::remove_file(path)?;
+    }
+    let l = UnixListener::bind(path)?;
+    l.set_nonblocking(true)?;
+    while !stop.load(Ordering::SeqCst) {
+        match l.accept() {
+            Ok((s, _)) => {
+                s.set_nonblocking(false)?;
+                let array = array.clone();
+                std::thread::spawn(move || handle(&array, s));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(_) => {}
+        }
+    }
+    let _ = std::fs::remove_file(path);
+    Ok(())
+}
+
+fn handle(array: &Array, s: UnixStream) {
+    let mut line = String::new();
+    if BufReader::new(&s)
+        .take(1 << 16)
+        .read_line(&mut line)
+        .is_err()
+    {
+        return;
+    }
+    let reply = match serde_json::from_str::<Value>(&line) {
+        Ok(req) => match run(array, &req) {
+            Ok(v) => json!({"ok": true, "result": v}),
+            Err(e) => json!({"ok": false, "error": e}),
+        },
+        Err(e) => json!({"ok": false, "error": format!("malformed control request: {e}")}),
+    };
+    let mut w = &s;
+    let _ = w.write_all(format!("{reply}\n").as_bytes());
+}
+
+fn run(array: &Array, req: &Value) -> Result<Value, String> {
+    let member = || {
+        req["member"]
+            .as_u64()
+            .map(|m| m as usize)
+            .ok_or("request needs \"member\"")
+    };
+    match req["verb"].as_str() {
+        Some("status") => serde_json::to_value(array.status()).map_err(|e| e.to_string()),
+        Some("fail") => {
+            array.fail(member()?).map_err(|e| e.to_string())?;
+            array.flush().map_err(|e| e.to_string())?;
+            Ok(json!({"state": array.status().state}))
+        }
+        Some("scrub") => {
+            let r = array.scrub(req["repair"].as_bool().unwrap_or(false)).map_err(|e| e.to_string())?;
+            serde_json::to_value(r).map_err(|e| e.to_string())
+        }
+        Some("replace") | Some("rebuild") => Err(
+            "replacing or rebuilding a member of a served array is not supported yet; stop the server (SIGTERM), run the command, then serve again"
+                .into(),
+        ),
+        other => Err(format!("unknown control verb {other:?}; use status, fail, scrub, replace or rebuild")),
+    }
+}
