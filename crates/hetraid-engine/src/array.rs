@@ -40,7 +40,7 @@ pub struct CreateOptions {
 pub struct Array {
     sb: Mutex<Superblock>,
     layout: Box<dyn Layout>,
-    members: Vec<Option<Arc<dyn Member>>>,
+    slots: Vec<Arc<crate::member::Slot>>,
     queues: Vec<Option<MemberQueue>>,
     state: RwLock<ArrayState>,
     locks: Vec<Mutex<()>>,
@@ -243,10 +243,15 @@ impl Array {
                 _ => MemberState::Failed,
             };
         }
-        let queues = members
+        let slots: Vec<Arc<crate::member::Slot>> = members
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| Arc::new(crate::member::Slot::new(i, m)))
+            .collect();
+        let queues = slots
             .iter()
             .enumerate()
-            .map(|(i, m)| m.as_ref().map(|m| MemberQueue::new(m.clone(), i)))
+            .map(|(i, s)| Some(MemberQueue::new(s.clone() as Arc<dyn Member>, i)))
             .collect();
         let nbits = layout.stripe_count().div_ceil(sb.bitmap_stripes as u64);
         let bitmap = Bitmap::new(
@@ -271,7 +276,7 @@ impl Array {
             holds,
             sb: Mutex::new(sb),
             layout,
-            members,
+            slots,
             queues,
             state: RwLock::new(state),
             locks: (0..LOCK_SHARDS).map(|_| Mutex::new(())).collect(),
@@ -376,7 +381,12 @@ impl Array {
         }
         let mut array = Self::from_parts(fresh.clone(), spec, layout, slots)?;
         // The bitmap as the freshest live member has it.
-        let src = array.members.iter().flatten().next().unwrap().clone();
+        let src = array
+            .slots
+            .iter()
+            .find(|s| s.present())
+            .expect("a member is present")
+            .clone();
         let mut bits = vec![0u8; array.bitmap.lock().unwrap().bits.len()];
         let mut page = AlignedBuf::zeroed(bits.len().div_ceil(PAGE as usize) * PAGE as usize);
         if !page.is_empty() {
@@ -398,8 +408,18 @@ impl Array {
         self.layout.capacity_bytes()
     }
 
-    pub fn members(&self) -> &[Option<Arc<dyn Member>>] {
-        &self.members
+    /// Is a member in slot `i`?
+    pub fn present(&self, i: usize) -> bool {
+        self.slots.get(i).is_some_and(|s| s.present())
+    }
+
+    /// The member in slot `i`, if any.
+    pub fn member(&self, i: usize) -> Option<Arc<dyn Member>> {
+        self.slots.get(i).and_then(|s| s.get())
+    }
+
+    pub fn slot_count(&self) -> usize {
+        self.slots.len()
     }
 
     pub fn state(&self) -> ArrayState {
@@ -428,8 +448,8 @@ impl Array {
     fn write_superblocks(&self, sb: &mut Superblock) -> Result<()> {
         sb.events += 1;
         let mut ops = Vec::new();
-        for (i, m) in self.members.iter().enumerate() {
-            if m.is_none()
+        for (i, slot) in self.slots.iter().enumerate() {
+            if !slot.present()
                 || !matches!(sb.roles[i].state, RoleState::Active | RoleState::Rebuilding)
             {
                 continue;
@@ -492,9 +512,7 @@ impl Array {
 
     /// Record a member I/O error: the member becomes faulty.
     fn member_error(&self, i: usize, e: &std::io::Error) {
-        let name = self.members[i]
-            .as_ref()
-            .map_or_else(|| format!("{i}"), |m| m.name());
+        let name = self.slots[i].name();
         self.warnings
             .lock()
             .unwrap()
@@ -515,7 +533,7 @@ impl Array {
             planner.direct_read(offset, buf.len() as u64, &self.state.read().unwrap())
         };
         if let Some((m, off)) = direct {
-            if let Some(member) = &self.members[m] {
+            if let Some(member) = Some(&self.slots[m]).filter(|s| s.present()) {
                 match member.read_at(buf, DATA_OFFSET + off) {
                     Ok(()) => return Ok(()),
                     Err(e) => self.member_error(m, &e),
@@ -540,7 +558,7 @@ impl Array {
             planner.direct_write(offset, data.len() as u64, &self.state.read().unwrap())
         };
         if let Some((m, off)) = direct {
-            if let Some(member) = &self.members[m] {
+            if let Some(member) = Some(&self.slots[m]).filter(|s| s.present()) {
                 match member.write_at(data, DATA_OFFSET + off) {
                     Ok(()) => return Ok(()),
                     Err(e) => self.member_error(m, &e),
@@ -576,7 +594,7 @@ impl Array {
             .map(|c| self.layout.locate_chunk(c).0);
         let _g = self.lock_stripes(stripes);
         // Each retry follows a member failure, so it is bounded by the member count.
-        for _ in 0..=self.members.len() {
+        for _ in 0..=self.slots.len() {
             let plan = {
                 let state = self.state.read().unwrap();
                 self.planner().plan(&req, &state)?
@@ -753,8 +771,8 @@ impl Array {
 
     fn live_members(&self) -> Vec<usize> {
         let st = self.state();
-        (0..self.members.len())
-            .filter(|&i| self.members[i].is_some() && st.members[i] != MemberState::Failed)
+        (0..self.slots.len())
+            .filter(|&i| self.slots[i].present() && st.members[i] != MemberState::Failed)
             .collect()
     }
 
@@ -929,8 +947,8 @@ impl Array {
                 .enumerate()
                 .map(|(i, r)| MemberStatus {
                     device: i,
-                    path: self.members[i].as_ref().map(|m| m.name()),
-                    state: if self.members[i].is_none() && r.state == RoleState::Active {
+                    path: self.slots[i].get().map(|m| m.name()),
+                    state: if !self.slots[i].present() && r.state == RoleState::Active {
                         "missing"
                     } else {
                         r.state.as_str()
@@ -952,6 +970,14 @@ impl Array {
         *sb = new;
         sb.events = events;
         self.write_superblocks(&mut sb)
+    }
+
+    /// Attach `m` to slot `i` as a member being rebuilt from scratch.
+    pub(crate) fn set_slot(&self, i: usize, m: Arc<dyn Member>) {
+        let mut st = self.state.write().unwrap();
+        self.slots[i].set(Some(m));
+        st.members[i] = MemberState::rebuilding(0);
+        self.refresh_in_sync(&st);
     }
 
     pub(crate) fn set_in_sync(&self, members: &[usize]) {
@@ -1053,7 +1079,7 @@ impl Array {
         let parallel = members.len() > 1 && req.len >= (256 << 10);
         let failed = AtomicBool::new(false);
         let one = |m: usize, mo: u64, b: UserBuf<'_>| {
-            let Some(member) = &self.members[m] else {
+            let Some(member) = Some(&self.slots[m]).filter(|s| s.present()) else {
                 failed.store(true, Ordering::Relaxed);
                 return;
             };
@@ -1085,7 +1111,7 @@ impl Array {
                 if parallel {
                     // One thread per member, each doing its extents in order.
                     let mut by_member: Vec<Vec<(u64, &mut [u8])>> =
-                        (0..self.members.len()).map(|_| Vec::new()).collect();
+                        (0..self.slots.len()).map(|_| Vec::new()).collect();
                     let idx: Vec<usize> = pieces.iter().map(|p| p.0).collect();
                     for ((_, mo, p), m) in pieces.into_iter().zip(idx) {
                         by_member[m].push((mo, p));
@@ -1115,7 +1141,7 @@ impl Array {
                     .map(|&(m, mo, bo, len)| (m, mo, &data[bo as usize..(bo + len) as usize]));
                 if parallel {
                     let mut by_member: Vec<Vec<(u64, &[u8])>> =
-                        (0..self.members.len()).map(|_| Vec::new()).collect();
+                        (0..self.slots.len()).map(|_| Vec::new()).collect();
                     for (m, mo, p) in pieces {
                         by_member[m].push((mo, p));
                     }

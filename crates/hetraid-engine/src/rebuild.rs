@@ -78,7 +78,7 @@ impl Array {
                 sb.roles.len() - 1
             )));
         }
-        let present = self.members()[i].is_some();
+        let present = self.present(i);
         if sb.roles[i].state == RoleState::Active
             && present
             && self.state().members[i] == MemberState::InSync
@@ -112,8 +112,8 @@ impl Array {
                 source: e,
             })?;
         write_sb(new.as_ref(), &sb, i)?;
-        for (j, m) in self.members().iter().enumerate() {
-            if let Some(m) = m {
+        for j in 0..self.slot_count() {
+            if let Some(m) = self.member(j) {
                 if j != i && matches!(sb.roles[j].state, RoleState::Active | RoleState::Rebuilding)
                 {
                     write_sb(m.as_ref(), &sb, j)?;
@@ -121,6 +121,20 @@ impl Array {
             }
         }
         Ok(())
+    }
+
+    /// Put `new` into slot `i` of this *running* array (a served one) and mark it
+    /// for rebuild; I/O goes on meanwhile and [`Array::rebuild`] fills it online.
+    pub fn attach(&self, i: usize, new: Arc<dyn Member>) -> Result<()> {
+        self.replace(i, new.clone())?;
+        let mut sb = self.superblock();
+        sb.roles[i] = MemberRole {
+            state: RoleState::Rebuilding,
+            rebuild_checkpoint: 0,
+            ..sb.roles[i]
+        };
+        self.set_slot(i, new);
+        self.store_superblock(sb)
     }
 
     /// Rebuild every member in the rebuilding state, in place.
@@ -131,7 +145,7 @@ impl Array {
     ) -> Result<RebuildReport> {
         let sb = self.superblock();
         let targets: Vec<usize> = (0..sb.roles.len())
-            .filter(|&i| sb.roles[i].state == RoleState::Rebuilding && self.members()[i].is_some())
+            .filter(|&i| sb.roles[i].state == RoleState::Rebuilding && self.present(i))
             .collect();
         if targets.is_empty() {
             return Ok(RebuildReport {
@@ -274,12 +288,9 @@ impl Array {
             .map(|r| matches!(r.state, RoleState::Active | RoleState::Rebuilding))
             .collect();
         self.store_superblock(sb)?;
-        let members: Vec<Arc<dyn Member>> = self
-            .members()
-            .iter()
-            .enumerate()
-            .filter(|(i, m)| keep[*i] && m.is_some())
-            .map(|(_, m)| m.clone().unwrap())
+        let members: Vec<Arc<dyn Member>> = (0..self.slot_count())
+            .filter(|&i| keep[i])
+            .filter_map(|i| self.member(i))
             .collect();
         drop(self);
         let array = Array::assemble(members)?;

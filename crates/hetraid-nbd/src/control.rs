@@ -1,9 +1,9 @@
 //! The control socket beside a served array, so lifecycle verbs act on the running
 //! array the way mdadm acts on a running md device. One JSON request line in, one
 //! JSON reply line out: `{"verb":"status"}`, `{"verb":"fail","member":2}`,
-//! `{"verb":"scrub","repair":false}`. (`replace` and `rebuild` of a served array
-//! are refused with a sentence saying to stop the server first: attaching a member
-//! to a running array is the next step.)
+//! `{"verb":"scrub","repair":false}`, `{"verb":"replace","member":2,"with":"/abs/path"}`
+//! (the new member is attached to the running array), `{"verb":"rebuild",
+//! "min_speed":1000000,"max_speed":200000000}` (online, clients keep going).
 //! Replies: `{"ok":true,"result":...}` or `{"ok":false,"error":"..."}`.
 
 use hetraid_engine::format::{Superblock, SB_SIZE};
@@ -123,13 +123,31 @@ fn run(array: &Array, req: &Value) -> Result<Value, String> {
             Ok(json!({"state": array.status().state}))
         }
         Some("scrub") => {
-            let r = array.scrub(req["repair"].as_bool().unwrap_or(false)).map_err(|e| e.to_string())?;
+            let r = array
+                .scrub(req["repair"].as_bool().unwrap_or(false))
+                .map_err(|e| e.to_string())?;
             serde_json::to_value(r).map_err(|e| e.to_string())
         }
-        Some("replace") | Some("rebuild") => Err(
-            "replacing or rebuilding a member of a served array is not supported yet; stop the server (SIGTERM), run the command, then serve again"
-                .into(),
-        ),
-        other => Err(format!("unknown control verb {other:?}; use status, fail, scrub, replace or rebuild")),
+        Some("replace") => {
+            let path = req["with"].as_str().ok_or("replace needs \"with\"")?;
+            let new = hetraid_engine::member::FileMember::open(Path::new(path))
+                .map_err(|e| format!("cannot open member {path}: {e}"))?;
+            array
+                .attach(member()?, Arc::new(new))
+                .map_err(|e| e.to_string())?;
+            Ok(json!({"state": array.status().state}))
+        }
+        Some("rebuild") => {
+            let opts = hetraid_engine::RebuildOptions {
+                min_speed: req["min_speed"].as_u64().unwrap_or(1_000_000),
+                max_speed: req["max_speed"].as_u64().unwrap_or(200_000_000),
+                stop_after: None,
+            };
+            let r = array.rebuild(opts, &|_| {}).map_err(|e| e.to_string())?;
+            serde_json::to_value(r).map_err(|e| e.to_string())
+        }
+        other => Err(format!(
+            "unknown control verb {other:?}; use status, fail, scrub, replace or rebuild"
+        )),
     }
 }

@@ -33,6 +33,16 @@ struct Server {
     sock: PathBuf,
 }
 
+impl Drop for Server {
+    /// A failing test must not leave its server running.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 impl Server {
     fn uri(&self) -> String {
         format!("nbd+unix:///?socket={}", self.sock.display())
@@ -61,6 +71,14 @@ impl Server {
     }
     fn stop(mut self) {
         unsafe { libc_kill(self.child.id() as i32, 15) };
+        let t = Instant::now();
+        while self.child.try_wait().unwrap().is_none() {
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "server did not stop on SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let st = self.child.wait().unwrap();
         assert!(st.success(), "server exited with {st}");
     }
@@ -545,5 +563,80 @@ fn member_failure_while_serving() {
     let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
     let v: serde_json::Value = serde_json::from_slice(&hetraid(&a).stdout).unwrap();
     assert_eq!(v["mismatches"], 0);
+    // Replace the failed member and rebuild it online, with fio writing meanwhile.
+    let new = d.path().join("new1");
+    std::fs::File::create(&new)
+        .unwrap()
+        .set_len(20 << 20)
+        .unwrap();
+    let with = new.display().to_string();
+    let mut args = vec!["replace".to_string()];
+    args.extend(m.clone());
+    args.extend(["--member".into(), "1".into(), "--with".into(), with.clone()]);
+    let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let o = hetraid(&a);
+    assert!(
+        o.status.success(),
+        "remote replace: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let more = [
+        "--name=w",
+        "--ioengine=nbd",
+        "--rw=randwrite",
+        "--bs=4k",
+        "--iodepth=16",
+        "--size=48M",
+        "--verify=crc32c",
+        "--randrepeat=1",
+        "--do_verify=0",
+        "--randseed=7",
+    ];
+    let mut fio = Command::new("fio")
+        .args(more)
+        .arg(format!("--uri={uri}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut args = vec!["rebuild".to_string()];
+    args.extend(m.clone());
+    args.extend(["--json".into(), "--min-speed".into(), "50M".into()]);
+    let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let o = hetraid(&a);
+    assert!(
+        o.status.success(),
+        "remote rebuild: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(fio.wait().unwrap().success());
+    let o = Command::new("fio")
+        .args(more)
+        .arg("--verify_only")
+        .arg(format!("--uri={uri}"))
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success() && !String::from_utf8_lossy(&o.stdout).contains("verify: bad"),
+        "verify after online rebuild"
+    );
     srv.stop();
+    // Offline now: the new member is whole (fail another and everything still reads).
+    let mut live = m.clone();
+    live[1] = with;
+    let mut args = vec!["status".to_string()];
+    args.extend(live.clone());
+    args.push("--json".into());
+    let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let v: serde_json::Value = serde_json::from_slice(&hetraid(&a).stdout).unwrap();
+    assert_eq!(v["state"], "optimal");
+    let mut args = vec!["scrub".to_string()];
+    args.extend(live);
+    args.push("--json".into());
+    let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let v: serde_json::Value = serde_json::from_slice(&hetraid(&a).stdout).unwrap();
+    assert_eq!(
+        v["mismatches"], 0,
+        "redundancy consistent after the online rebuild"
+    );
 }

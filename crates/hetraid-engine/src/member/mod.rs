@@ -4,10 +4,12 @@
 
 mod fault;
 mod file;
+mod slot;
 mod slow;
 
 pub use fault::{FaultConfig, FaultMember};
 pub use file::FileMember;
+pub use slot::Slot;
 pub use slow::SlowMember;
 
 use std::io;

@@ -343,6 +343,15 @@ impl MemberOpCmd {
             .with
             .as_deref()
             .ok_or("replace needs --with NEW_MEMBER")?;
+        let abs = std::path::absolute(split_member(with)?.0).map_err(|e| e.to_string())?;
+        if let Some(r) = remote(
+            &self.members,
+            serde_json::json!({"verb": "replace", "member": self.member, "with": abs}),
+        ) {
+            r?;
+            println!("member {} attached to the served array from {}; run hetraid rebuild with the same members", self.member, abs.display());
+            return Ok(());
+        }
         let a = assemble(&self.members)?;
         let (p, _) = split_member(with)?;
         let new = open_member(&p)?;
