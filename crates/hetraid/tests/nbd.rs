@@ -136,8 +136,8 @@ fn nbdcopy_qemu_and_nbdinfo_on_raid5_and_raidh() {
         (&["--layout", "raid5"][..], "72M", 256usize),
         (
             &["--layout", "raidh", "--weights", "0,0,1,1,2"][..],
-            "40M",
-            64,
+            "72M",
+            256,
         ),
     ] {
         let d = tempfile::tempdir().unwrap();
@@ -630,6 +630,10 @@ fn member_failure_while_serving() {
     let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
     let v: serde_json::Value = serde_json::from_slice(&hetraid(&a).stdout).unwrap();
     assert_eq!(v["state"], "optimal");
+    assert_eq!(
+        v["clean"], true,
+        "SIGTERM left the array clean: a restart needs no resync"
+    );
     let mut args = vec!["scrub".to_string()];
     args.extend(live);
     args.push("--json".into());
