@@ -8,7 +8,6 @@ use std::net::{TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::sync_channel;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -350,25 +349,82 @@ struct Job {
     data: Vec<u8>,
 }
 
+/// What the reader half of a connection hands a worker.
+enum Next {
+    Job(Job),
+    /// Disconnect requested or the client went away: finish and close.
+    Done,
+}
+
+/// Read one request (header and payload) from the connection.
+fn read_next(c: &mut Conn, export: &Export, free: &Mutex<Vec<Vec<u8>>>) -> io::Result<Next> {
+    let mut hdr = [0u8; proto::REQUEST_LEN];
+    match c.read_exact(&mut hdr) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(Next::Done),
+        Err(e) => return Err(e),
+    }
+    let req = proto::parse_request(&hdr).map_err(|f| invalid(&f.to_string()))?;
+    let action = proto::decide(&req, export);
+    let data = match action {
+        Action::Close(f) => return Err(invalid(&f.to_string())),
+        Action::Disconnect => return Ok(Next::Done),
+        Action::Write { len, .. } => {
+            let mut d = free.lock().unwrap().pop().unwrap_or_default();
+            d.clear();
+            d.resize(len as usize, 0);
+            c.read_exact(&mut d)?;
+            d
+        }
+        Action::Error { discard: n, .. } => {
+            discard(c, n as u64)?;
+            Vec::new()
+        }
+        _ => Vec::new(),
+    };
+    Ok(Next::Job(Job { req, action, data }))
+}
+
+/// Transmission phase, nbdkit-style: each worker takes the read half, reads one
+/// request, lets go, executes it and writes its reply under the write lock — no
+/// hand-off between a reader thread and the workers. Replies go out in
+/// completion order.
 fn transmission(
-    mut c: Conn,
+    c: Conn,
     array: &Arc<Array>,
     export: Export,
     cfg: &Config,
     stats: &Stats,
 ) -> io::Result<()> {
-    let writer = Arc::new(Mutex::new(c.try_clone()?));
-    // Payload and reply buffers are reused (fresh large allocations cost page faults).
+    let writer = Mutex::new(c.try_clone()?);
+    let reader = Mutex::new(c);
     let free: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
-    let (tx, rx) = sync_channel::<Job>(cfg.workers * 2);
-    let rx = Arc::new(Mutex::new(rx));
-    let result = std::thread::scope(|s| -> io::Result<()> {
+    let done = AtomicBool::new(false);
+    let error: Mutex<Option<io::Error>> = Mutex::new(None);
+    std::thread::scope(|s| {
         for _ in 0..cfg.workers.max(1) {
-            let (rx, writer, free) = (rx.clone(), writer.clone(), &free);
-            s.spawn(move || loop {
-                let job = match rx.lock().unwrap().recv() {
-                    Ok(j) => j,
-                    Err(_) => return,
+            s.spawn(|| loop {
+                if done.load(Ordering::SeqCst) {
+                    return;
+                }
+                let next = {
+                    let mut r = reader.lock().unwrap();
+                    if done.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    read_next(&mut r, &export, &free)
+                };
+                let job = match next {
+                    Ok(Next::Job(j)) => j,
+                    Ok(Next::Done) => {
+                        done.store(true, Ordering::SeqCst);
+                        return;
+                    }
+                    Err(e) => {
+                        done.store(true, Ordering::SeqCst);
+                        *error.lock().unwrap() = Some(e);
+                        return;
+                    }
                 };
                 let spare = free.lock().unwrap().pop().unwrap_or_default();
                 let reply = execute(array, &job, spare);
@@ -377,52 +433,21 @@ fn transmission(
                     stats.errors.fetch_add(1, Ordering::Relaxed);
                 }
                 if writer.lock().unwrap().write_all(&reply).is_err() {
+                    done.store(true, Ordering::SeqCst);
                     return;
                 }
                 let mut f = free.lock().unwrap();
-                if f.len() < 4 * 16 {
+                if f.len() < 64 {
                     f.push(reply);
                     f.push(job.data);
                 }
             });
         }
-        // The reader owns the sender: when it returns, workers drain the queue and
-        // exit, and the scope ends once every reply is written.
-        let tx = tx;
-        let mut hdr = [0u8; proto::REQUEST_LEN];
-        loop {
-            match c.read_exact(&mut hdr) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
-                Err(e) => return Err(e),
-            }
-            let req = match proto::parse_request(&hdr) {
-                Ok(r) => r,
-                Err(f) => return Err(invalid(&f.to_string())),
-            };
-            let action = proto::decide(&req, &export);
-            let data = match action {
-                Action::Close(f) => return Err(invalid(&f.to_string())),
-                Action::Disconnect => return Ok(()),
-                Action::Write { len, .. } => {
-                    let mut d = free.lock().unwrap().pop().unwrap_or_default();
-                    d.clear();
-                    d.resize(len as usize, 0);
-                    c.read_exact(&mut d)?;
-                    d
-                }
-                Action::Error { discard: n, .. } => {
-                    discard(&mut c, n as u64)?;
-                    Vec::new()
-                }
-                _ => Vec::new(),
-            };
-            if tx.send(Job { req, action, data }).is_err() {
-                return Ok(());
-            }
-        }
     });
-    result
+    match error.into_inner().unwrap() {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 /// Every engine failure reaching a client is an I/O error: ranges were checked
