@@ -356,6 +356,15 @@ enum Next {
     Done,
 }
 
+/// Make `v` exactly `len` bytes long, zeroing only what it did not hold before.
+fn fit(v: &mut Vec<u8>, len: usize) {
+    if v.len() < len {
+        v.resize(len, 0);
+    } else {
+        v.truncate(len);
+    }
+}
+
 /// Read one request (header and payload) from the connection.
 fn read_next(c: &mut Conn, export: &Export, free: &Mutex<Vec<Vec<u8>>>) -> io::Result<Next> {
     let mut hdr = [0u8; proto::REQUEST_LEN];
@@ -370,9 +379,10 @@ fn read_next(c: &mut Conn, export: &Export, free: &Mutex<Vec<Vec<u8>>>) -> io::R
         Action::Close(f) => return Err(invalid(&f.to_string())),
         Action::Disconnect => return Ok(Next::Done),
         Action::Write { len, .. } => {
+            // Reused buffers are only grown (zeroed) when too small; the payload
+            // overwrites every byte anyway.
             let mut d = free.lock().unwrap().pop().unwrap_or_default();
-            d.clear();
-            d.resize(len as usize, 0);
+            fit(&mut d, len as usize);
             c.read_exact(&mut d)?;
             d
         }
@@ -468,9 +478,8 @@ fn execute(array: &Array, job: &Job, mut out: Vec<u8>) -> Vec<u8> {
     };
     match job.action {
         Action::Read { offset, len } => {
-            out.clear();
-            out.extend_from_slice(&proto::simple_reply(0, handle));
-            out.resize(16 + len as usize, 0);
+            fit(&mut out, 16 + len as usize);
+            out[..16].copy_from_slice(&proto::simple_reply(0, handle));
             match array.read(offset, &mut out[16..]) {
                 Ok(()) => out,
                 Err(e) => {
