@@ -633,6 +633,30 @@ impl Array {
     }
 
     fn execute_locked(&self, plan: &Plan, buf: &mut UserBuf<'_>) -> std::result::Result<(), Retry> {
+        if let UserBuf::Write(data) = buf {
+            // All stripes of a write at once: reads merged per member, the
+            // arithmetic per stripe, writes merged per member (a 1 MiB full-stripe
+            // write becomes one operation per member).
+            let mut bufs: Vec<StripeBufs> = plan.stripes.iter().map(StripeBufs::new).collect();
+            if self.read_plans(&plan.stripes, &mut bufs).is_err() {
+                return Err(Retry::MemberFailed);
+            }
+            for (sp, b) in plan.stripes.iter().zip(bufs.iter_mut()) {
+                exec::fill_writes(sp, b, data)
+                    .map_err(|e| Retry::Fatal(EngineError::Refused(e)))?;
+            }
+            if self.write_plans(&plan.stripes, &mut bufs).is_err() {
+                // The failed member is marked faulty; the stripes stay consistent
+                // without it as long as the redundancy covers the loss.
+                let out = self.out_members(true);
+                if out > self.layout.redundancy().tolerance() {
+                    return Err(Retry::Fatal(EngineError::TooManyFailures(format!(
+                        "{out} members out"
+                    ))));
+                }
+            }
+            return Ok(());
+        }
         for sp in &plan.stripes {
             let mut bufs = StripeBufs::new(sp);
             match buf {
@@ -641,12 +665,7 @@ impl Array {
                     exec::finish_reads(sp, &mut bufs, out)
                         .map_err(|e| Retry::Fatal(EngineError::Refused(e)))?;
                 }
-                UserBuf::Write(data) => {
-                    self.read_phase(sp, &mut bufs, None)?;
-                    exec::fill_writes(sp, &mut bufs, data)
-                        .map_err(|e| Retry::Fatal(EngineError::Refused(e)))?;
-                    self.write_phase(sp, &mut bufs, |r| r.write)?;
-                }
+                UserBuf::Write(_) => unreachable!("writes are executed as one batch below"),
             }
         }
         Ok(())
@@ -1047,16 +1066,19 @@ impl Array {
                 },
             ));
         }
+        let mut failed = Vec::new();
         for (g, r) in groups.iter().zip(run_batch(&self.queues, ops)) {
             if let Err(e) = r {
                 self.member_error(g.member, &e);
-                return Err(EngineError::TooManyFailures(format!(
-                    "member {} failed during a rebuild or scrub",
-                    g.member
-                )));
+                failed.push(g.member);
             }
         }
-        Ok(())
+        match failed.first() {
+            None => Ok(()),
+            Some(m) => Err(EngineError::TooManyFailures(format!(
+                "member {m} failed while writing"
+            ))),
+        }
     }
 
     pub(crate) fn lock_many(&self, stripes: &[u64]) -> Vec<MutexGuard<'_, ()>> {
