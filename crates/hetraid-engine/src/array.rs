@@ -22,6 +22,8 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 const PAGE: u64 = 4096;
 const LOCK_SHARDS: usize = 4096;
+/// Most stripe buffer sets kept for reuse.
+const STRIPE_POOL_MAX: usize = 256;
 
 /// How to create an array.
 #[derive(Debug, Clone)]
@@ -53,6 +55,8 @@ pub struct Array {
     warnings: Mutex<Vec<String>>,
     /// Does member i hold any chunk (false once all of it was relocated)?
     holds: Vec<bool>,
+    /// Reusable stripe buffers for the write path.
+    stripe_pool: Mutex<Vec<StripeBufs>>,
     /// Write policy and per-member service models (fixed for the array's life).
     policy: WritePolicy,
     service: Vec<hetraid_core::ServiceModel>,
@@ -271,6 +275,7 @@ impl Array {
             .map(|k| k.default_service())
             .collect();
         Ok(Self {
+            stripe_pool: Mutex::new(Vec::new()),
             policy: sb.policy,
             service,
             holds,
@@ -637,15 +642,35 @@ impl Array {
             // All stripes of a write at once: reads merged per member, the
             // arithmetic per stripe, writes merged per member (a 1 MiB full-stripe
             // write becomes one operation per member).
-            let mut bufs: Vec<StripeBufs> = plan.stripes.iter().map(StripeBufs::new).collect();
+            // Stripe buffers come from a pool: no allocation or zeroing per request.
+            let mut bufs: Vec<StripeBufs> = {
+                let mut pool = self.stripe_pool.lock().unwrap();
+                let keep = pool.len().saturating_sub(plan.stripes.len());
+                pool.split_off(keep)
+            };
+            for (i, sp) in plan.stripes.iter().enumerate() {
+                match bufs.get_mut(i) {
+                    Some(b) => b.refit(sp),
+                    None => bufs.push(StripeBufs::new(sp)),
+                }
+            }
+            let give_back = |bufs: Vec<StripeBufs>| {
+                let mut pool = self.stripe_pool.lock().unwrap();
+                if pool.len() < STRIPE_POOL_MAX {
+                    pool.extend(bufs);
+                }
+            };
             if self.read_plans(&plan.stripes, &mut bufs).is_err() {
+                give_back(bufs);
                 return Err(Retry::MemberFailed);
             }
             for (sp, b) in plan.stripes.iter().zip(bufs.iter_mut()) {
                 exec::fill_writes(sp, b, data)
                     .map_err(|e| Retry::Fatal(EngineError::Refused(e)))?;
             }
-            if self.write_plans(&plan.stripes, &mut bufs).is_err() {
+            let written = self.write_plans(&plan.stripes, &mut bufs);
+            give_back(bufs);
+            if written.is_err() {
                 // The failed member is marked faulty; the stripes stay consistent
                 // without it as long as the redundancy covers the loss.
                 let out = self.out_members(true);
