@@ -97,12 +97,49 @@ fn recover_run(sp: &StripePlan, bufs: &mut StripeBufs, run: &RowRun) -> Result<(
         .map_err(|e| format!("stripe {}: {e}", sp.stripe))
 }
 
-/// Recompute parity columns from all data columns.
-fn parity_from_data(sp: &StripePlan, bufs: &mut StripeBufs, run: &RowRun) {
+/// The request bytes that become data column `i`'s pages in `run`, when the
+/// request covers all of them: such columns are not staged in the buffers, their
+/// parity is computed and their pages written straight from the request.
+pub fn user_source<'a>(
+    sp: &StripePlan,
+    run: &RowRun,
+    i: usize,
+    user: &'a [u8],
+) -> Option<&'a [u8]> {
+    let (rs, re) = (run.page as u64 * PAGE, (run.page + run.pages) as u64 * PAGE);
+    let p = sp
+        .pieces
+        .iter()
+        .find(|p| p.data == i && p.chunk_offset <= rs && p.chunk_offset + p.len >= re)?;
+    let a = (p.buf_offset + rs - p.chunk_offset) as usize;
+    user.get(a..a + (re - rs) as usize)
+}
+
+/// Where the pages of write column `c` in `run` come from: the request for fully
+/// covered data columns and their copies, the buffers otherwise (None).
+pub fn write_source<'a>(
+    sp: &StripePlan,
+    run: &RowRun,
+    c: usize,
+    user: &'a [u8],
+) -> Option<&'a [u8]> {
+    match sp.columns[c].role {
+        Role::Data(i) | Role::Copy(i) => user_source(sp, run, i, user),
+        _ => None,
+    }
+}
+
+/// Recompute parity columns from all data columns (request bytes where they
+/// cover a column, buffers otherwise).
+fn parity_from_data(sp: &StripePlan, bufs: &mut StripeBufs, run: &RowRun, user: &[u8]) {
     let (k, pc) = (sp.data_count, sp.parity_count);
     let r = bufs.range(run);
     let (data, par) = bufs.cols.split_at_mut(k);
-    let srcs: Vec<&[u8]> = data.iter().map(|d| &d[r.clone()]).collect();
+    let srcs: Vec<&[u8]> = data
+        .iter()
+        .enumerate()
+        .map(|(i, d)| user_source(sp, run, i, user).unwrap_or(&d[r.clone()]))
+        .collect();
     match pc {
         1 => hetraid_parity::xor_gen(&mut par[0][r], &srcs),
         2 => {
@@ -146,19 +183,24 @@ pub fn fill_writes(sp: &StripePlan, bufs: &mut StripeBufs, user: &[u8]) -> Resul
                     recover_run(sp, bufs, run)?;
                 }
                 for i in 0..k {
-                    overlay(sp, bufs, run, i, user);
+                    if user_source(sp, run, i, user).is_none() {
+                        overlay(sp, bufs, run, i, user);
+                    }
                 }
-                parity_from_data(sp, bufs, run);
+                parity_from_data(sp, bufs, run, user);
             }
             Strategy::DataOnly => {
                 for i in 0..k {
-                    overlay(sp, bufs, run, i, user);
+                    if user_source(sp, run, i, user).is_none() {
+                        overlay(sp, bufs, run, i, user);
+                    }
                 }
             }
             Strategy::Mirror => {
                 let r = bufs.range(run);
                 for i in 0..k {
-                    if !has_piece(sp, run, i) {
+                    // Fully covered: every copy is written from the request itself.
+                    if !has_piece(sp, run, i) || user_source(sp, run, i, user).is_some() {
                         continue;
                     }
                     let copies: Vec<usize> = sp.copies_of(i).collect();
@@ -238,7 +280,7 @@ pub fn scrub(sp: &StripePlan, bufs: &mut StripeBufs) -> ScrubOutcome {
         let r = bufs.range(run);
         let before: Vec<Vec<u8>> = bufs.cols.iter().map(|c| c[r.clone()].to_vec()).collect();
         if sp.parity_count > 0 {
-            parity_from_data(sp, bufs, run);
+            parity_from_data(sp, bufs, run, &[]);
         } else {
             for i in 0..k {
                 let src = std::iter::once(i)
@@ -333,11 +375,15 @@ impl MemArray {
         sp: &StripePlan,
         bufs: &mut StripeBufs,
         cols: impl Fn(&RowRun) -> ColSet,
+        user: &[u8],
     ) -> Result<(), String> {
         for run in &sp.runs {
             for c in cols(run).iter() {
                 let loc = sp.columns[c].loc;
-                let data = bufs.run_slice(c, run).to_vec();
+                let data = match write_source(sp, run, c, user) {
+                    Some(src) => src.to_vec(),
+                    None => bufs.run_slice(c, run).to_vec(),
+                };
                 self.write(loc.member, loc.offset + run.page as u64 * PAGE, &data)?;
             }
         }
@@ -352,7 +398,7 @@ impl MemArray {
             match plan.op {
                 crate::plan::Op::Write => {
                     fill_writes(sp, &mut bufs, data)?;
-                    self.do_writes(sp, &mut bufs, |r| r.write)?;
+                    self.do_writes(sp, &mut bufs, |r| r.write, data)?;
                 }
                 crate::plan::Op::Read => {
                     for p in sp.pieces.iter().filter(|p| p.direct.is_some()) {
@@ -372,7 +418,7 @@ impl MemArray {
         let mut bufs = StripeBufs::new(sp);
         self.do_reads(sp, &mut bufs)?;
         rebuild(sp, &mut bufs)?;
-        self.do_writes(sp, &mut bufs, |r| r.write)
+        self.do_writes(sp, &mut bufs, |r| r.write, &[])
     }
 
     /// Execute a scrub plan; returns mismatched pages (repaired when the plan writes).
@@ -381,7 +427,7 @@ impl MemArray {
         self.do_reads(sp, &mut bufs)?;
         let o = scrub(sp, &mut bufs);
         if o.mismatched_pages > 0 {
-            self.do_writes(sp, &mut bufs, |r| r.write)?;
+            self.do_writes(sp, &mut bufs, |r| r.write, &[])?;
         }
         Ok(o.mismatched_pages)
     }

@@ -668,7 +668,7 @@ impl Array {
                 exec::fill_writes(sp, b, data)
                     .map_err(|e| Retry::Fatal(EngineError::Refused(e)))?;
             }
-            let written = self.write_plans(&plan.stripes, &mut bufs);
+            let written = self.write_plans(&plan.stripes, &mut bufs, data);
             give_back(bufs);
             if written.is_err() {
                 // The failed member is marked faulty; the stripes stay consistent
@@ -1072,7 +1072,14 @@ impl Array {
     }
 
     /// Writes of several stripe plans' `write` columns, merged like [`Array::read_plans`].
-    pub(crate) fn write_plans(&self, plans: &[StripePlan], bufs: &mut [StripeBufs]) -> Result<()> {
+    /// `user` is the request's buffer (empty for rebuild): fully covered data
+    /// columns are taken from it rather than from the buffers (core `write_source`).
+    pub(crate) fn write_plans(
+        &self,
+        plans: &[StripePlan],
+        bufs: &mut [StripeBufs],
+        user: &[u8],
+    ) -> Result<()> {
         let pieces = plan_extents(plans, |r| r.write);
         let groups = merge_extents(&pieces);
         let mut ops = Vec::with_capacity(groups.len());
@@ -1081,7 +1088,15 @@ impl Array {
             let mut b = AlignedBuf::pooled(g.len as usize);
             for p in &pieces[g.first..g.first + g.count] {
                 let at = (p.off - g.off) as usize;
-                b[at..at + p.len as usize].copy_from_slice(bufs[p.plan].run_slice(p.col, &p.run));
+                let src = match exec::write_source(&plans[p.plan], &p.run, p.col, user) {
+                    Some(src) => src,
+                    None => {
+                        let sb = &bufs[p.plan];
+                        let a = (p.run.page - sb.lo) as usize * PAGE as usize;
+                        &sb.cols[p.col][a..a + p.len as usize]
+                    }
+                };
+                b[at..at + p.len as usize].copy_from_slice(src);
             }
             ops.push((
                 g.member,

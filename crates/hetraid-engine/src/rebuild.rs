@@ -467,7 +467,7 @@ impl Array {
         for (sp, b) in plans.iter().zip(bufs.iter_mut()) {
             exec::rebuild(sp, b).map_err(EngineError::Refused)?;
         }
-        self.write_plans(&plans, bufs)?;
+        self.write_plans(&plans, bufs, &[])?;
         if redirect.is_none() {
             // Still under the stripe locks: later user writes see the new member.
             self.mark_rebuilt(targets, batch);
