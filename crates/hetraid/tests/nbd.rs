@@ -644,3 +644,43 @@ fn member_failure_while_serving() {
         "redundancy consistent after the online rebuild"
     );
 }
+
+#[test]
+fn serves_over_tcp_too() {
+    if !have("nbdcopy") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let m = create(d.path(), &["--layout", "raid10"], 4, "8M");
+    // A free loopback port: bind to 0, read it back, release it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut args: Vec<String> = vec!["serve".into()];
+    args.extend(m.clone());
+    args.extend(["--listen".into(), format!("tcp:127.0.0.1:{port}")]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hetraid"))
+        .args(&args)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "TCP server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let input = d.path().join("in.bin");
+    let data = random_file(&input, 6 << 20, 5);
+    let uri = format!("nbd://127.0.0.1:{port}");
+    run(Command::new("nbdcopy").arg(&input).arg(&uri));
+    let out = d.path().join("out.bin");
+    run(Command::new("nbdcopy").arg(&uri).arg(&out));
+    assert!(std::fs::read(&out).unwrap()[..data.len()] == data[..]);
+    unsafe { libc_kill(child.id() as i32, 15) };
+    assert!(child.wait().unwrap().success());
+}
