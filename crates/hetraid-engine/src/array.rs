@@ -1154,76 +1154,55 @@ impl Array {
                 failed.store(true, Ordering::Relaxed);
             }
         };
-        match buf {
+        // One piece of the user buffer per extent, reads and writes alike.
+        let pieces: Vec<(usize, u64, UserBuf<'_>)> = match buf {
             UserBuf::Read(out) => {
-                // Split the buffer into disjoint pieces, one per extent.
+                // Split the buffer into disjoint pieces, in buffer order.
                 let mut order: Vec<usize> = (0..extents.len()).collect();
                 order.sort_by_key(|&i| extents[i].2);
                 let mut rest: &mut [u8] = out;
                 let mut at = 0u64;
-                let mut pieces: Vec<(usize, u64, &mut [u8])> = Vec::with_capacity(extents.len());
+                let mut v = Vec::with_capacity(extents.len());
                 for i in order {
                     let (m, mo, bo, len) = extents[i];
                     let (_, tail) = std::mem::take(&mut rest).split_at_mut((bo - at) as usize);
                     let (piece, tail) = tail.split_at_mut(len as usize);
-                    pieces.push((m, mo, piece));
+                    v.push((m, mo, UserBuf::Read(piece)));
                     rest = tail;
                     at = bo + len;
                 }
-                if parallel {
-                    // One thread per member, each doing its extents in order.
-                    let mut by_member: Vec<Vec<(u64, &mut [u8])>> =
-                        (0..self.slots.len()).map(|_| Vec::new()).collect();
-                    let idx: Vec<usize> = pieces.iter().map(|p| p.0).collect();
-                    for ((_, mo, p), m) in pieces.into_iter().zip(idx) {
-                        by_member[m].push((mo, p));
-                    }
-                    std::thread::scope(|s| {
-                        for (m, list) in by_member
-                            .into_iter()
-                            .enumerate()
-                            .filter(|(_, l)| !l.is_empty())
-                        {
-                            let one = &one;
-                            s.spawn(move || {
-                                list.into_iter()
-                                    .for_each(|(mo, p)| one(m, mo, UserBuf::Read(p)))
-                            });
-                        }
-                    });
-                } else {
-                    pieces
-                        .into_iter()
-                        .for_each(|(m, mo, p)| one(m, mo, UserBuf::Read(p)));
-                }
+                v
             }
-            UserBuf::Write(data) => {
-                let pieces = extents
-                    .iter()
-                    .map(|&(m, mo, bo, len)| (m, mo, &data[bo as usize..(bo + len) as usize]));
-                if parallel {
-                    let mut by_member: Vec<Vec<(u64, &[u8])>> =
-                        (0..self.slots.len()).map(|_| Vec::new()).collect();
-                    for (m, mo, p) in pieces {
-                        by_member[m].push((mo, p));
-                    }
-                    std::thread::scope(|s| {
-                        for (m, list) in by_member
-                            .into_iter()
-                            .enumerate()
-                            .filter(|(_, l)| !l.is_empty())
-                        {
-                            let one = &one;
-                            s.spawn(move || {
-                                list.into_iter()
-                                    .for_each(|(mo, p)| one(m, mo, UserBuf::Write(p)))
-                            });
-                        }
-                    });
-                } else {
-                    pieces.for_each(|(m, mo, p)| one(m, mo, UserBuf::Write(p)));
-                }
+            UserBuf::Write(data) => extents
+                .iter()
+                .map(|&(m, mo, bo, len)| {
+                    (
+                        m,
+                        mo,
+                        UserBuf::Write(&data[bo as usize..(bo + len) as usize]),
+                    )
+                })
+                .collect(),
+        };
+        if parallel {
+            // One thread per member, each doing its extents in order.
+            let mut by_member: Vec<Vec<(u64, UserBuf<'_>)>> =
+                (0..self.slots.len()).map(|_| Vec::new()).collect();
+            for (m, mo, b) in pieces {
+                by_member[m].push((mo, b));
             }
+            std::thread::scope(|s| {
+                for (m, list) in by_member
+                    .into_iter()
+                    .enumerate()
+                    .filter(|(_, l)| !l.is_empty())
+                {
+                    let one = &one;
+                    s.spawn(move || list.into_iter().for_each(|(mo, b)| one(m, mo, b)));
+                }
+            });
+        } else {
+            pieces.into_iter().for_each(|(m, mo, b)| one(m, mo, b));
         }
         !failed.load(Ordering::Relaxed)
     }

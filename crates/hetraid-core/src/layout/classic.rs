@@ -3,6 +3,7 @@
 //! left-symmetric P+Q rotation).
 
 use super::{min_chunks, need_members, ChunkLoc, Layout, Redundancy, Stripe};
+
 use crate::error::LayoutError;
 
 fn loc(member: usize, row: u64, chunk: u64) -> ChunkLoc {
@@ -10,6 +11,20 @@ fn loc(member: usize, row: u64, chunk: u64) -> ChunkLoc {
         member,
         offset: row * chunk,
     }
+}
+
+/// Member count and chunk rows of a layout over the smallest member.
+pub(crate) fn uniform_rows(
+    layout: &str,
+    sizes: &[u64],
+    chunk: u64,
+    min: usize,
+) -> Result<(usize, u64), LayoutError> {
+    need_members(layout, sizes.len(), min)?;
+    Ok((
+        sizes.len(),
+        nonempty(min_chunks(sizes, chunk), sizes, chunk)?,
+    ))
 }
 
 fn nonempty(rows: u64, sizes: &[u64], chunk: u64) -> Result<u64, LayoutError> {
@@ -37,12 +52,8 @@ pub struct Raid0 {
 
 impl Raid0 {
     pub fn new(sizes: &[u64], chunk: u64) -> Result<Self, LayoutError> {
-        need_members("raid0", sizes.len(), 1)?;
-        Ok(Self {
-            n: sizes.len(),
-            chunk,
-            rows: nonempty(min_chunks(sizes, chunk), sizes, chunk)?,
-        })
+        let (n, rows) = uniform_rows("raid0", sizes, chunk, 1)?;
+        Ok(Self { n, chunk, rows })
     }
 }
 
@@ -56,15 +67,7 @@ impl Layout for Raid0 {
     fn name(&self) -> String {
         "raid0".into()
     }
-    fn members(&self) -> usize {
-        self.n
-    }
-    fn chunk_bytes(&self) -> u64 {
-        self.chunk
-    }
-    fn stripe_count(&self) -> u64 {
-        self.rows
-    }
+    row_accessors!();
     fn data_per_stripe(&self) -> usize {
         self.n
     }
@@ -91,12 +94,8 @@ pub struct Raid1 {
 
 impl Raid1 {
     pub fn new(sizes: &[u64], chunk: u64) -> Result<Self, LayoutError> {
-        need_members("raid1", sizes.len(), 2)?;
-        Ok(Self {
-            n: sizes.len(),
-            chunk,
-            rows: nonempty(min_chunks(sizes, chunk), sizes, chunk)?,
-        })
+        let (n, rows) = uniform_rows("raid1", sizes, chunk, 2)?;
+        Ok(Self { n, chunk, rows })
     }
 }
 
@@ -107,15 +106,7 @@ impl Layout for Raid1 {
     fn name(&self) -> String {
         "raid1".into()
     }
-    fn members(&self) -> usize {
-        self.n
-    }
-    fn chunk_bytes(&self) -> u64 {
-        self.chunk
-    }
-    fn stripe_count(&self) -> u64 {
-        self.rows
-    }
+    row_accessors!();
     fn data_per_stripe(&self) -> usize {
         1
     }
@@ -150,9 +141,7 @@ impl Raid10 {
                 "raid10 needs --copies of at least 2".into(),
             ));
         }
-        need_members("raid10", sizes.len(), copies.max(2))?;
-        let rows = nonempty(min_chunks(sizes, chunk), sizes, chunk)?;
-        let n = sizes.len();
+        let (n, rows) = uniform_rows("raid10", sizes, chunk, copies.max(2))?;
         Ok(Self {
             n,
             chunk,
@@ -218,12 +207,8 @@ pub struct Raid4 {
 
 impl Raid4 {
     pub fn new(sizes: &[u64], chunk: u64) -> Result<Self, LayoutError> {
-        need_members("raid4", sizes.len(), 2)?;
-        Ok(Self {
-            n: sizes.len(),
-            chunk,
-            rows: nonempty(min_chunks(sizes, chunk), sizes, chunk)?,
-        })
+        let (n, rows) = uniform_rows("raid4", sizes, chunk, 2)?;
+        Ok(Self { n, chunk, rows })
     }
 }
 
@@ -237,15 +222,7 @@ impl Layout for Raid4 {
     fn name(&self) -> String {
         "raid4".into()
     }
-    fn members(&self) -> usize {
-        self.n
-    }
-    fn chunk_bytes(&self) -> u64 {
-        self.chunk
-    }
-    fn stripe_count(&self) -> u64 {
-        self.rows
-    }
+    row_accessors!();
     fn data_per_stripe(&self) -> usize {
         self.n - 1
     }
@@ -327,11 +304,11 @@ pub struct Raid5 {
 
 impl Raid5 {
     pub fn new(sizes: &[u64], chunk: u64, order: ParityOrder) -> Result<Self, LayoutError> {
-        need_members("raid5", sizes.len(), 2)?;
+        let (n, rows) = uniform_rows("raid5", sizes, chunk, 2)?;
         Ok(Self {
-            n: sizes.len(),
+            n,
             chunk,
-            rows: nonempty(min_chunks(sizes, chunk), sizes, chunk)?,
+            rows,
             order,
         })
     }
@@ -364,15 +341,7 @@ impl Layout for Raid5 {
     fn name(&self) -> String {
         "raid5".into()
     }
-    fn members(&self) -> usize {
-        self.n
-    }
-    fn chunk_bytes(&self) -> u64 {
-        self.chunk
-    }
-    fn stripe_count(&self) -> u64 {
-        self.rows
-    }
+    row_accessors!();
     fn data_per_stripe(&self) -> usize {
         self.n - 1
     }
@@ -401,12 +370,8 @@ pub struct Raid6 {
 
 impl Raid6 {
     pub fn new(sizes: &[u64], chunk: u64) -> Result<Self, LayoutError> {
-        need_members("raid6", sizes.len(), 4)?;
-        Ok(Self {
-            n: sizes.len(),
-            chunk,
-            rows: nonempty(min_chunks(sizes, chunk), sizes, chunk)?,
-        })
+        let (n, rows) = uniform_rows("raid6", sizes, chunk, 4)?;
+        Ok(Self { n, chunk, rows })
     }
 }
 
@@ -422,15 +387,7 @@ impl Layout for Raid6 {
     fn name(&self) -> String {
         "raid6".into()
     }
-    fn members(&self) -> usize {
-        self.n
-    }
-    fn chunk_bytes(&self) -> u64 {
-        self.chunk
-    }
-    fn stripe_count(&self) -> u64 {
-        self.rows
-    }
+    row_accessors!();
     fn data_per_stripe(&self) -> usize {
         self.n - 2
     }

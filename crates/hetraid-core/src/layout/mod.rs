@@ -5,6 +5,21 @@
 //! layouts, the extra copies of each data chunk. The planner only ever looks at a
 //! layout through [`Layout`], so a new layout needs no planner change.
 
+/// The accessors of layouts made of `rows` equal rows across `n` members.
+macro_rules! row_accessors {
+    () => {
+        fn members(&self) -> usize {
+            self.n
+        }
+        fn chunk_bytes(&self) -> u64 {
+            self.chunk
+        }
+        fn stripe_count(&self) -> u64 {
+            self.rows
+        }
+    };
+}
+
 mod classic;
 mod hpda;
 mod presets;

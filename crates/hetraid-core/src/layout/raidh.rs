@@ -1,7 +1,7 @@
 //! RAIDH (thesis ch. 6): parity placed by integer weights with smooth weighted round
 //! robin, so faster members hold proportionally more parity.
 
-use super::{min_chunks, need_members, ChunkLoc, Layout, Redundancy, Stripe};
+use super::{ChunkLoc, Layout, Redundancy, Stripe};
 use crate::error::LayoutError;
 
 /// The parity member of each stripe of one cycle of `sum(weights)` stripes.
@@ -44,7 +44,7 @@ pub struct RaidH {
 
 impl RaidH {
     pub fn new(sizes: &[u64], chunk: u64, weights: &[u64]) -> Result<Self, LayoutError> {
-        need_members("raidh", sizes.len(), 2)?;
+        let (n, rows) = super::classic::uniform_rows("raidh", sizes, chunk, 2)?;
         if weights.len() != sizes.len() {
             return Err(LayoutError::CountMismatch {
                 what: "--weights".into(),
@@ -61,16 +61,8 @@ impl RaidH {
                 "parity weights sum to {total}, above the {MAX_CYCLE} limit; divide them by a common factor"
             )));
         }
-        let rows = min_chunks(sizes, chunk);
-        if rows == 0 {
-            return Err(LayoutError::MemberTooSmall {
-                member: 0,
-                size: *sizes.iter().min().unwrap(),
-                need: chunk,
-            });
-        }
         Ok(Self {
-            n: sizes.len(),
+            n,
             chunk,
             rows,
             weights: weights.to_vec(),
@@ -101,15 +93,7 @@ impl Layout for RaidH {
     fn name(&self) -> String {
         "raidh".into()
     }
-    fn members(&self) -> usize {
-        self.n
-    }
-    fn chunk_bytes(&self) -> u64 {
-        self.chunk
-    }
-    fn stripe_count(&self) -> u64 {
-        self.rows
-    }
+    row_accessors!();
     fn data_per_stripe(&self) -> usize {
         self.n - 1
     }
