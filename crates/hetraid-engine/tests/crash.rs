@@ -6,9 +6,8 @@
 mod common;
 use common::*;
 use hetraid_engine::format::LayoutRecord;
-use hetraid_engine::member::{FaultConfig, FaultMember, Member};
+use hetraid_engine::member::FaultConfig;
 use hetraid_engine::Array;
-use std::sync::Arc;
 
 fn layouts() -> Vec<(LayoutRecord, usize)> {
     all_layouts()
@@ -26,15 +25,7 @@ fn cycle(seed: u64) {
     if rec.name == "hpda" {
         sizes[n - 2] *= 2;
     }
-    let faults: Vec<Arc<FaultMember>> = sizes
-        .iter()
-        .enumerate()
-        .map(|(i, &s)| Arc::new(FaultMember::new(&format!("m{i}"), s, seed * 7 + i as u64)))
-        .collect();
-    let members: Vec<Arc<dyn Member>> = faults
-        .iter()
-        .map(|m| m.clone() as Arc<dyn Member>)
-        .collect();
+    let (faults, members) = fault_members_sized("m", &sizes, |i| seed * 7 + i as u64);
     let mut o = opts(&rec.name, chunk);
     o.layout = rec.clone();
     let array = Array::create(members.clone(), &o).unwrap();

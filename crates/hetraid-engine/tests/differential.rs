@@ -24,15 +24,7 @@ fn run(seed: u64) {
             sizes[n - 2] += size; // HDD-1 holds parity and a log copy
         }
     }
-    let faults: Vec<Arc<FaultMember>> = sizes
-        .iter()
-        .enumerate()
-        .map(|(i, &s)| Arc::new(FaultMember::new(&format!("m{i}"), s, seed ^ i as u64)))
-        .collect();
-    let members: Vec<Arc<dyn Member>> = faults
-        .iter()
-        .map(|m| m.clone() as Arc<dyn Member>)
-        .collect();
+    let (_faults, members) = fault_members_sized("m", &sizes, |i| seed ^ i as u64);
     let mut o = opts(&rec.name, chunk);
     o.layout = rec.clone();
     let mut array = Array::create(members.clone(), &o)

@@ -21,11 +21,19 @@ fn have(tool: &str) -> bool {
     ok
 }
 
-fn hetraid(args: &[&str]) -> std::process::Output {
+fn hetraid<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_hetraid"))
         .args(args)
         .output()
         .unwrap()
+}
+
+/// `VERB MEMBERS... EXTRA...` as arguments.
+fn argv(verb: &str, members: &[String], extra: &[&str]) -> Vec<String> {
+    std::iter::once(verb.to_string())
+        .chain(members.iter().cloned())
+        .chain(extra.iter().map(|s| s.to_string()))
+        .collect()
 }
 
 struct Server {
@@ -195,10 +203,7 @@ fn nbdcopy_qemu_and_nbdinfo_on_raid5_and_raidh() {
         assert!(!io.contains("Pattern verification failed"), "{io}");
         srv.stop();
         // The array is clean after the shutdown and scrubs clean.
-        let mut args = vec!["scrub".to_string()];
-        args.extend(m.clone());
-        args.push("--json".into());
-        let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+        let a = argv("scrub", &m, &["--json"]);
         let o = hetraid(&a);
         let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(s["mismatches"], 0);
@@ -305,10 +310,7 @@ fn kill_9_mid_write_then_restart_keeps_flushed_data() {
         String::from_utf8_lossy(&o.stdout)
     );
     srv.stop();
-    let mut args = vec!["scrub".to_string()];
-    args.extend(m);
-    args.push("--json".into());
-    let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let a = argv("scrub", &m, &["--json"]);
     let s: serde_json::Value = serde_json::from_slice(&hetraid(&a).stdout).unwrap();
     assert_eq!(s["mismatches"], 0, "parity stale after kill -9 and restart");
 }
@@ -528,10 +530,7 @@ fn member_failure_while_serving() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    let mut args = vec!["fail".to_string()];
-    args.extend(m.clone());
-    args.extend(["--member".into(), "1".into()]);
-    let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let a = argv("fail", &m, &["--member", "1"]);
     let o = hetraid(&a);
     assert!(
         o.status.success(),
@@ -550,17 +549,11 @@ fn member_failure_while_serving() {
         o.status.success() && !String::from_utf8_lossy(&o.stdout).contains("verify: bad"),
         "verify after failure"
     );
-    let mut args = vec!["status".to_string()];
-    args.extend(m.clone());
-    args.push("--json".into());
-    let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let a = argv("status", &m, &["--json"]);
     let v: serde_json::Value = serde_json::from_slice(&hetraid(&a).stdout).unwrap();
     assert_eq!(v["state"], "degraded");
     assert_eq!(v["member_states"][1]["state"], "faulty");
-    let mut args = vec!["scrub".to_string()];
-    args.extend(m.clone());
-    args.push("--json".into());
-    let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let a = argv("scrub", &m, &["--json"]);
     let v: serde_json::Value = serde_json::from_slice(&hetraid(&a).stdout).unwrap();
     assert_eq!(v["mismatches"], 0);
     // Replace the failed member and rebuild it online, with fio writing meanwhile.
@@ -570,10 +563,7 @@ fn member_failure_while_serving() {
         .set_len(20 << 20)
         .unwrap();
     let with = new.display().to_string();
-    let mut args = vec!["replace".to_string()];
-    args.extend(m.clone());
-    args.extend(["--member".into(), "1".into(), "--with".into(), with.clone()]);
-    let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let a = argv("replace", &m, &["--member", "1", "--with", &with]);
     let o = hetraid(&a);
     assert!(
         o.status.success(),
@@ -599,10 +589,7 @@ fn member_failure_while_serving() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut args = vec!["rebuild".to_string()];
-    args.extend(m.clone());
-    args.extend(["--json".into(), "--min-speed".into(), "50M".into()]);
-    let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let a = argv("rebuild", &m, &["--json", "--min-speed", "50M"]);
     let o = hetraid(&a);
     assert!(
         o.status.success(),
@@ -624,20 +611,14 @@ fn member_failure_while_serving() {
     // Offline now: the new member is whole (fail another and everything still reads).
     let mut live = m.clone();
     live[1] = with;
-    let mut args = vec!["status".to_string()];
-    args.extend(live.clone());
-    args.push("--json".into());
-    let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let a = argv("status", &live, &["--json"]);
     let v: serde_json::Value = serde_json::from_slice(&hetraid(&a).stdout).unwrap();
     assert_eq!(v["state"], "optimal");
     assert_eq!(
         v["clean"], true,
         "SIGTERM left the array clean: a restart needs no resync"
     );
-    let mut args = vec!["scrub".to_string()];
-    args.extend(live);
-    args.push("--json".into());
-    let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let a = argv("scrub", &live, &["--json"]);
     let v: serde_json::Value = serde_json::from_slice(&hetraid(&a).stdout).unwrap();
     assert_eq!(
         v["mismatches"], 0,

@@ -35,16 +35,28 @@ impl Rng {
     }
 }
 
+/// In-memory members named `{prefix}{i}`, member i seeded with `seed_of(i)`:
+/// the fault handles (crash, error injection) and the same members as `dyn Member`.
+pub fn fault_members_sized(
+    prefix: &str,
+    sizes: &[u64],
+    seed_of: impl Fn(usize) -> u64,
+) -> (Vec<Arc<FaultMember>>, Vec<Arc<dyn Member>>) {
+    let f: Vec<Arc<FaultMember>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| Arc::new(FaultMember::new(&format!("{prefix}{i}"), s, seed_of(i))))
+        .collect();
+    let d: Vec<Arc<dyn Member>> = f.iter().map(|m| m.clone() as Arc<dyn Member>).collect();
+    (f, d)
+}
+
 pub fn fault_members(
     n: usize,
     size: u64,
     seed: u64,
 ) -> (Vec<Arc<FaultMember>>, Vec<Arc<dyn Member>>) {
-    let f: Vec<Arc<FaultMember>> = (0..n)
-        .map(|i| Arc::new(FaultMember::new(&format!("mem{i}"), size, seed ^ i as u64)))
-        .collect();
-    let d: Vec<Arc<dyn Member>> = f.iter().map(|m| m.clone() as Arc<dyn Member>).collect();
-    (f, d)
+    fault_members_sized("mem", &vec![size; n], |i| seed ^ i as u64)
 }
 
 pub fn opts(name: &str, chunk: u64) -> CreateOptions {
