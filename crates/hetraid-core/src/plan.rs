@@ -216,7 +216,15 @@ impl ColSet {
         self.0 == 0
     }
     pub fn iter(self) -> impl Iterator<Item = usize> {
-        (0..64).filter(move |c| self.contains(*c))
+        // Set bits lowest first (the simulator's hot path walks these).
+        let mut bits = self.0;
+        std::iter::from_fn(move || {
+            (bits != 0).then(|| {
+                let c = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                c
+            })
+        })
     }
     pub fn union(self, o: Self) -> Self {
         Self(self.0 | o.0)

@@ -13,6 +13,7 @@ use crate::format::{
 use crate::member::{AlignedBuf, Member};
 use crate::queue::{run_batch, IoOp, MemberQueue};
 use hetraid_core::exec::{self, StripeBufs};
+use hetraid_core::iomap::{merge_extents, plan_extents};
 use hetraid_core::layout::{build, Layout, LayoutSpec};
 use hetraid_core::plan::{ArrayState, MemberState, Op, Plan, Planner, Request, StripePlan};
 use hetraid_core::{MemberKind, WritePolicy};
@@ -1268,74 +1269,6 @@ impl Array {
     pub fn warnings(&self) -> Vec<String> {
         self.warnings.lock().unwrap().clone()
     }
-}
-
-/// One page run of one column of one plan, at a member offset.
-struct PlanExtent {
-    plan: usize,
-    col: usize,
-    run: hetraid_core::plan::RowRun,
-    member: usize,
-    off: u64,
-    len: u64,
-}
-
-/// Contiguous extents of one member: pieces[first..first+count].
-struct ExtentGroup {
-    member: usize,
-    off: u64,
-    len: u64,
-    first: usize,
-    count: usize,
-}
-
-/// Largest merged operation.
-const MERGE_MAX: u64 = 16 << 20;
-
-fn plan_extents(
-    plans: &[StripePlan],
-    cols: impl Fn(&hetraid_core::plan::RowRun) -> hetraid_core::plan::ColSet,
-) -> Vec<PlanExtent> {
-    let mut v = Vec::new();
-    for (i, sp) in plans.iter().enumerate() {
-        for run in &sp.runs {
-            for c in cols(run).iter() {
-                let loc = sp.columns[c].loc;
-                v.push(PlanExtent {
-                    plan: i,
-                    col: c,
-                    run: *run,
-                    member: loc.member,
-                    off: loc.offset + run.page as u64 * PAGE,
-                    len: run.pages as u64 * PAGE,
-                });
-            }
-        }
-    }
-    v.sort_by_key(|p| (p.member, p.off));
-    v
-}
-
-fn merge_extents(pieces: &[PlanExtent]) -> Vec<ExtentGroup> {
-    let mut out: Vec<ExtentGroup> = Vec::new();
-    for (i, p) in pieces.iter().enumerate() {
-        match out.last_mut() {
-            Some(g)
-                if g.member == p.member && g.off + g.len == p.off && g.len + p.len <= MERGE_MAX =>
-            {
-                g.len += p.len;
-                g.count += 1;
-            }
-            _ => out.push(ExtentGroup {
-                member: p.member,
-                off: p.off,
-                len: p.len,
-                first: i,
-                count: 1,
-            }),
-        }
-    }
-    out
 }
 
 /// The request's buffer: filled by reads, consumed by writes (never copied).

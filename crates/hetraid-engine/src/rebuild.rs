@@ -318,10 +318,6 @@ impl Array {
         opts: RebuildOptions,
         progress: &(dyn Fn(RebuildProgress) + Sync),
     ) -> StreamsRun {
-        // Batches of about 8 MiB per member operation (positioning amortised, as a
-        // real resync streams), at most 64 MiB of buffers per stream.
-        const OP_BYTES: u64 = 8 << 20;
-        const STREAM_BYTES: u64 = 64 << 20;
         let layout = self.layout();
         let planner = Planner::new(layout, self.superblock().policy, vec![]);
         let total: u64 = sched
@@ -337,8 +333,7 @@ impl Array {
         let error: Mutex<Option<EngineError>> = Mutex::new(None);
         let t0 = Instant::now();
         let chunk = layout.chunk_bytes();
-        let cols = layout.stripe(0).all().count().max(1) as u64;
-        let batch_len = (OP_BYTES / chunk).min(STREAM_BYTES / (chunk * cols)).max(1) as usize;
+        let batch_len = hetraid_core::rebuild::batch_stripes(layout);
         let last_ckpt = Mutex::new(Instant::now());
         self.user_io.store(false, Ordering::Relaxed);
         std::thread::scope(|scope| {

@@ -51,6 +51,8 @@ enum Command {
     Read(cmd::array::DataCmd),
     /// Export an array over NBD (unix:PATH or tcp:HOST:PORT) until SIGINT/SIGTERM.
     Serve(cmd::serve::ServeCmd),
+    /// Simulate one run: a layout on HDD/SSD models under a workload or trace.
+    Sim(Box<cmd::sim::SimCmd>),
     /// The whole life of an array in a temporary directory: create, write, fail,
     /// degraded I/O, rebuild, scrub, verify.
     Demo(cmd::demo::DemoCmd),
@@ -80,6 +82,7 @@ fn main() {
         Command::Write(c) => c.write(),
         Command::Read(c) => c.read(),
         Command::Demo(c) => c.run(),
+        Command::Sim(c) => c.run(),
         Command::Serve(c) => c.run(),
     };
     if let Err(e) = result {

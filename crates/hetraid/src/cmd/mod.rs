@@ -13,3 +13,4 @@ pub fn print_json(v: &serde_json::Value) -> Result<(), String> {
     );
     Ok(())
 }
+pub mod sim;

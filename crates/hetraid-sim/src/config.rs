@@ -1,0 +1,184 @@
+//! One simulation run, as a TOML table or command-line flags.
+
+use hetraid_core::units::parse_size;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A byte count written as `65536` or `"64K"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Size(pub u64);
+
+impl<'de> Deserialize<'de> for Size {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Str(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Int(v) => Ok(Size(v)),
+            Raw::Str(s) => parse_size(&s).map(Size).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+impl Serialize for Size {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(self.0)
+    }
+}
+
+impl std::str::FromStr for Size {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        parse_size(s).map(Size)
+    }
+}
+
+/// Everything one run needs. Field names are the TOML keys and, with `-` for `_`,
+/// the `hetraid sim` flags.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunConfig {
+    /// Layout name (as `hetraid create --layout`).
+    pub layout: String,
+    /// Devices in member order: `caviar-black-640*4,x25e-64`.
+    pub members: String,
+    #[serde(default = "d_chunk")]
+    pub chunk: Size,
+    #[serde(default)]
+    pub weights: Option<Vec<u64>>,
+    #[serde(default)]
+    pub parity_order: Option<String>,
+    #[serde(default)]
+    pub copies: Option<usize>,
+    #[serde(default)]
+    pub group: Option<usize>,
+    #[serde(default)]
+    pub partitions: Option<usize>,
+    #[serde(default)]
+    pub spare_partitions: usize,
+    #[serde(default)]
+    pub chunks_per_bundle: Option<usize>,
+    #[serde(default)]
+    pub raidx_level: Option<String>,
+    /// md, modthresh, rmw-always, cost.
+    #[serde(default = "d_policy")]
+    pub policy: String,
+    /// random-write, random-read, seq-write, seq-read, mixed, trace.
+    #[serde(default = "d_workload")]
+    pub workload: String,
+    /// Share of reads for `mixed` (0..1).
+    #[serde(default)]
+    pub read_fraction: Option<f64>,
+    /// Request size.
+    #[serde(default = "d_size")]
+    pub size: Size,
+    /// Offsets of random requests are multiples of this (default 4K, or the size
+    /// when it is smaller).
+    #[serde(default)]
+    pub align: Option<Size>,
+    /// Outstanding requests (closed loop; trace replay "afap").
+    #[serde(default = "d_qd")]
+    pub qd: u32,
+    /// Bytes to issue (closed loop). Default 256M, the thesis's per-point amount.
+    #[serde(default)]
+    pub total: Option<Size>,
+    /// Or: stop issuing after this much simulated time.
+    #[serde(default)]
+    pub duration_s: Option<f64>,
+    /// Addressed bytes from the start of the array (default: all of it).
+    #[serde(default)]
+    pub span: Option<Size>,
+    /// Use only this many bytes of each member (like mdadm --size).
+    #[serde(default)]
+    pub member_size: Option<Size>,
+    /// Trace file and its format: spc, msr, blkparse.
+    #[serde(default)]
+    pub trace: Option<String>,
+    #[serde(default)]
+    pub trace_format: Option<String>,
+    /// timed (issue at recorded times) or afap (as fast as possible, qd outstanding).
+    #[serde(default = "d_replay")]
+    pub replay: String,
+    /// Recorded inter-arrival times are multiplied by this in timed replay.
+    #[serde(default = "d_one")]
+    pub time_scale: f64,
+    /// Replay at most this many trace records.
+    #[serde(default)]
+    pub trace_limit: Option<usize>,
+    /// A member that is failed from the start (degraded mode).
+    #[serde(default)]
+    pub failed: Option<usize>,
+    /// Replace `failed` by a fresh device at time 0 and rebuild it under the load.
+    #[serde(default)]
+    pub rebuild: bool,
+    /// MD's speed_limit_min / speed_limit_max, bytes per second.
+    #[serde(default = "d_min_speed")]
+    pub min_speed: Size,
+    #[serde(default = "d_max_speed")]
+    pub max_speed: Size,
+    #[serde(default = "d_seed")]
+    pub seed: u64,
+    /// Parity arithmetic rate, MB/s (0 = free).
+    #[serde(default = "d_xor")]
+    pub xor_mbps: f64,
+    /// Override every disk's queue scheduler: fifo, sstf, clook.
+    #[serde(default)]
+    pub scheduler: Option<String>,
+    /// Override every disk's write-back cache.
+    #[serde(default)]
+    pub write_cache: Option<bool>,
+    /// Fill every SSD once before the run (steady state).
+    #[serde(default)]
+    pub precondition: bool,
+}
+
+fn d_chunk() -> Size {
+    Size(64 << 10)
+}
+fn d_policy() -> String {
+    "md".into()
+}
+fn d_workload() -> String {
+    "random-write".into()
+}
+fn d_size() -> Size {
+    Size(4 << 10)
+}
+fn d_qd() -> u32 {
+    1
+}
+fn d_replay() -> String {
+    "timed".into()
+}
+fn d_one() -> f64 {
+    1.0
+}
+fn d_min_speed() -> Size {
+    Size(1000 << 10)
+}
+fn d_max_speed() -> Size {
+    Size(200_000 << 10)
+}
+fn d_seed() -> u64 {
+    1
+}
+fn d_xor() -> f64 {
+    2000.0
+}
+
+impl RunConfig {
+    /// A config with every default and the given layout and members.
+    pub fn new(layout: &str, members: &str) -> Self {
+        toml::from_str(&format!("layout = {layout:?}\nmembers = {members:?}\n"))
+            .expect("defaults parse")
+    }
+
+    /// Parse a TOML run config.
+    pub fn parse(text: &str, origin: &str) -> Result<Self, String> {
+        toml::from_str(text).map_err(|e| format!("{origin}: {}", e.message().trim()))
+    }
+
+    pub const DEFAULT_TOTAL: u64 = 256 << 20;
+}

@@ -1,0 +1,352 @@
+//! A disk: seek curve, rotation, media transfer, per-command overhead, a queue
+//! scheduler, read-ahead segments and an optional write-back cache.
+//!
+//! Positioning is geometric rather than drawn at random: the head has a cylinder,
+//! the platter an angle (a function of simulated time), and an operation waits for
+//! its first sector to come round. Random operations then average half a rotation,
+//! and sequential ones that arrive in time pay none.
+
+use super::{Counters, DevIo, Device, Started, INTERNAL};
+use crate::kernel::{Ns, NS_PER_S};
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scheduler {
+    #[default]
+    Fifo,
+    Sstf,
+    Clook,
+}
+
+impl Scheduler {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().replace('_', "-").as_str() {
+            "fifo" | "fcfs" => Ok(Self::Fifo),
+            "sstf" => Ok(Self::Sstf),
+            "clook" | "c-look" => Ok(Self::Clook),
+            _ => Err(format!(
+                "disk scheduler '{s}' is unknown; use fifo, sstf or clook"
+            )),
+        }
+    }
+}
+
+/// Disk parameters (preset `[hdd]` tables).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct HddParams {
+    pub rpm: u32,
+    /// Seek times for a one-cylinder move, an average random seek, a full stroke.
+    pub seek_single_ms: f64,
+    pub seek_avg_ms: f64,
+    pub seek_full_ms: f64,
+    /// Sustained media rate, MB/s (10^6 bytes).
+    pub media_mbps: f64,
+    /// Host interface rate for cache hits and write-back, MB/s.
+    #[serde(default = "default_interface")]
+    pub interface_mbps: f64,
+    /// Recording surfaces (tracks per cylinder).
+    #[serde(default = "default_heads")]
+    pub heads: u32,
+    /// Command processing time when a command reaches an idle disk, ms.
+    #[serde(default)]
+    pub overhead_ms: f64,
+    #[serde(default)]
+    pub scheduler: Scheduler,
+    /// Read-ahead cache segments (0 = no read cache).
+    #[serde(default)]
+    pub cache_segments: u32,
+    /// Bytes read ahead past each read into its segment.
+    #[serde(default)]
+    pub readahead_bytes: u64,
+    /// Write-back "immediate report": writes complete once in the cache.
+    #[serde(default)]
+    pub write_cache: bool,
+    /// Write-back cache size in bytes.
+    #[serde(default = "default_cache_bytes")]
+    pub cache_bytes: u64,
+}
+
+fn default_interface() -> f64 {
+    300.0
+}
+fn default_heads() -> u32 {
+    4
+}
+fn default_cache_bytes() -> u64 {
+    16 << 20
+}
+
+impl HddParams {
+    pub fn validate(&self) -> Result<(), String> {
+        let pos = |v: f64, what: &str| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(format!("hdd {what} must be a positive number"))
+            }
+        };
+        pos(self.rpm as f64, "rpm")?;
+        pos(self.seek_single_ms, "seek_single_ms")?;
+        pos(self.media_mbps, "media_mbps")?;
+        pos(self.interface_mbps, "interface_mbps")?;
+        pos(self.heads as f64, "heads")?;
+        if !(self.seek_single_ms <= self.seek_avg_ms && self.seek_avg_ms <= self.seek_full_ms) {
+            return Err(
+                "hdd seek times must satisfy seek_single_ms <= seek_avg_ms <= seek_full_ms".into(),
+            );
+        }
+        if !(self.overhead_ms >= 0.0 && self.overhead_ms.is_finite()) {
+            return Err("hdd overhead_ms must be zero or positive".into());
+        }
+        Ok(())
+    }
+}
+
+/// Seek time t(d) = a + b·sqrt(d) + c·d for d ≥ 1 cylinders, fitted so that t(1) is
+/// the single-track seek, t(C) the full stroke, and the *mean over random seeks*
+/// (distance density 2(C−d)/C², E[sqrt D] = 8/15·sqrt C, E[D] = C/3) the datasheet's
+/// average — datasheets define the average that way, not as t(C/3).
+#[derive(Debug, Clone, Copy)]
+pub struct SeekCurve {
+    a: f64,
+    b: f64,
+    c: f64,
+}
+
+impl SeekCurve {
+    pub fn fit(single_ns: f64, avg_ns: f64, full_ns: f64, cylinders: u64) -> Self {
+        let cyl = cylinders.max(2) as f64;
+        let sq = cyl.sqrt();
+        // Rows: [1, sqrt d, d] at d = 1, the random mean, d = C.
+        let m = [
+            [1.0, 1.0, 1.0],
+            [1.0, 8.0 / 15.0 * sq, cyl / 3.0],
+            [1.0, sq, cyl],
+        ];
+        let v = [single_ns, avg_ns, full_ns];
+        let det = |m: [[f64; 3]; 3]| {
+            m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1])
+                - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0])
+                + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0])
+        };
+        let d = det(m);
+        let col = |k: usize| {
+            let mut mm = m;
+            for r in 0..3 {
+                mm[r][k] = v[r];
+            }
+            det(mm) / d
+        };
+        Self {
+            a: col(0),
+            b: col(1),
+            c: col(2),
+        }
+    }
+
+    pub fn seek_ns(&self, distance: u64) -> Ns {
+        if distance == 0 {
+            return 0;
+        }
+        let d = distance as f64;
+        (self.a + self.b * d.sqrt() + self.c * d).max(0.0) as Ns
+    }
+}
+
+pub struct Hdd {
+    p: HddParams,
+    capacity: u64,
+    rev_ns: Ns,
+    track_bytes: u64,
+    cylinders: u64,
+    seek: SeekCurve,
+    media_bps: f64,
+    interface_bps: f64,
+    overhead_ns: Ns,
+    cyl: u64,
+    busy: bool,
+    queue: VecDeque<DevIo>,
+    /// Read-ahead segments, most recent last: [start, end).
+    segments: VecDeque<(u64, u64)>,
+    /// Bytes accepted by the write-back cache and not yet on the media.
+    dirty_bytes: u64,
+    counters: Counters,
+}
+
+impl Hdd {
+    pub fn new(p: HddParams, capacity: u64) -> Self {
+        let rev_ns = 60 * NS_PER_S / p.rpm as u64;
+        let media_bps = p.media_mbps * 1e6;
+        let track_bytes = ((media_bps * rev_ns as f64 / 1e9) as u64 / 512).max(1) * 512;
+        let cylinders = capacity.div_ceil(track_bytes * p.heads as u64).max(2);
+        let ms = |v: f64| v * 1e6;
+        let seek = SeekCurve::fit(
+            ms(p.seek_single_ms),
+            ms(p.seek_avg_ms),
+            ms(p.seek_full_ms),
+            cylinders,
+        );
+        Self {
+            overhead_ns: ms(p.overhead_ms) as Ns,
+            interface_bps: p.interface_mbps * 1e6,
+            p,
+            capacity,
+            rev_ns,
+            track_bytes,
+            cylinders,
+            seek,
+            media_bps,
+            cyl: 0,
+            busy: false,
+            queue: VecDeque::new(),
+            segments: VecDeque::new(),
+            dirty_bytes: 0,
+            counters: Counters::default(),
+        }
+    }
+
+    pub fn cylinders(&self) -> u64 {
+        self.cylinders
+    }
+    pub fn rotation_ns(&self) -> Ns {
+        self.rev_ns
+    }
+    pub fn seek_curve(&self) -> SeekCurve {
+        self.seek
+    }
+
+    fn cylinder_of(&self, off: u64) -> u64 {
+        (off / self.track_bytes / self.p.heads as u64).min(self.cylinders - 1)
+    }
+
+    fn transfer_ns(&self, len: u64, bps: f64) -> Ns {
+        (len as f64 * 1e9 / bps) as Ns
+    }
+
+    fn cache_hit(&self, io: &DevIo) -> bool {
+        !io.write
+            && self
+                .segments
+                .iter()
+                .any(|&(s, e)| s <= io.offset && io.offset + io.len <= e)
+    }
+
+    fn remember(&mut self, io: &DevIo) {
+        if self.p.cache_segments == 0 {
+            return;
+        }
+        let (s, e) = (io.offset, io.offset + io.len);
+        if io.write {
+            // A write makes overlapping read-ahead stale.
+            self.segments.retain(|&(a, b)| b <= s || e <= a);
+            return;
+        }
+        let end = (e + self.p.readahead_bytes).min(self.capacity);
+        if self.segments.len() == self.p.cache_segments as usize {
+            self.segments.pop_front();
+        }
+        self.segments.push_back((s, end));
+    }
+
+    /// Serve `io` starting at `now`; returns its finish time. `fresh` = it reached
+    /// an idle disk, so the command overhead is not hidden behind earlier work.
+    fn serve(&mut self, now: Ns, io: &DevIo, fresh: bool) -> Ns {
+        let start = now + if fresh { self.overhead_ns } else { 0 };
+        let end = if self.cache_hit(io) {
+            start + self.transfer_ns(io.len, self.interface_bps)
+        } else {
+            let target = self.cylinder_of(io.offset);
+            let seek = self.seek.seek_ns(target.abs_diff(self.cyl));
+            let at = start + seek;
+            let angle = (io.offset % self.track_bytes) * self.rev_ns / self.track_bytes;
+            let wait = (angle + self.rev_ns - at % self.rev_ns) % self.rev_ns;
+            self.cyl = self.cylinder_of(io.offset + io.len.max(1) - 1);
+            at + wait + self.transfer_ns(io.len, self.media_bps)
+        };
+        self.remember(io);
+        if io.tag == INTERNAL {
+            self.dirty_bytes -= io.len;
+        }
+        self.counters.busy(now, end, io.write);
+        end
+    }
+
+    fn pick(&mut self) -> Option<DevIo> {
+        let i = match self.p.scheduler {
+            Scheduler::Fifo => 0,
+            Scheduler::Sstf => {
+                let cur = self.cyl;
+                (0..self.queue.len())
+                    .min_by_key(|&i| self.cylinder_of(self.queue[i].offset).abs_diff(cur))?
+            }
+            Scheduler::Clook => {
+                let cur = self.cyl;
+                let key = |i: usize| {
+                    let c = self.cylinder_of(self.queue[i].offset);
+                    // Ahead of the head first (ascending), then wrap to the lowest.
+                    (c < cur, c)
+                };
+                (0..self.queue.len()).min_by_key(|&i| key(i))?
+            }
+        };
+        self.queue.remove(i)
+    }
+}
+
+impl Device for Hdd {
+    fn submit(&mut self, now: Ns, io: DevIo, started: &mut Started) {
+        self.counters.count(&io);
+        if io.write && self.p.write_cache && self.dirty_bytes + io.len <= self.p.cache_bytes {
+            // Immediate report: done after the interface transfer; the media write
+            // is queued as the disk's own work.
+            self.dirty_bytes += io.len;
+            started.push((
+                io.tag,
+                now + self.overhead_ns + self.transfer_ns(io.len, self.interface_bps),
+            ));
+            let destage = DevIo {
+                tag: INTERNAL,
+                ..io
+            };
+            return self.enqueue(now, destage, started, false);
+        }
+        self.enqueue(now, io, started, true)
+    }
+
+    fn complete(&mut self, now: Ns, started: &mut Started) {
+        self.busy = false;
+        if let Some(io) = self.pick() {
+            self.busy = true;
+            let end = self.serve(now, &io, false);
+            started.push((io.tag, end));
+        }
+    }
+
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    fn counters(&self) -> &Counters {
+        &self.counters
+    }
+    fn service_model(&self) -> hetraid_core::ServiceModel {
+        hetraid_core::ServiceModel {
+            position_ns: (self.p.seek_avg_ms * 1e6) as u64 + self.rev_ns / 2 + self.overhead_ns,
+            bytes_per_s: self.media_bps as u64,
+        }
+    }
+}
+
+impl Hdd {
+    fn enqueue(&mut self, now: Ns, io: DevIo, started: &mut Started, fresh: bool) {
+        if self.busy {
+            self.queue.push_back(io);
+        } else {
+            self.busy = true;
+            let end = self.serve(now, &io, fresh);
+            started.push((io.tag, end));
+        }
+    }
+}

@@ -1,0 +1,384 @@
+//! A flash SSD: channels → packages → dies → planes, a page-mapped FTL with
+//! over-provisioning and greedy garbage collection, per-block erase counts.
+//!
+//! Timing is by resource reservation: the controller, each channel bus and each
+//! plane is busy until some time; an operation's pages take the earliest slots on
+//! the resources they need. Every operation therefore starts at once and its
+//! finish time is known when it is submitted.
+
+use super::{Counters, DevIo, Device, Started, Wear};
+use crate::kernel::Ns;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SsdParams {
+    #[serde(default = "one")]
+    pub channels: u32,
+    #[serde(default = "one")]
+    pub packages_per_channel: u32,
+    pub dies_per_package: u32,
+    pub planes_per_die: u32,
+    pub blocks_per_plane: u32,
+    pub pages_per_block: u32,
+    #[serde(default = "page")]
+    pub page_bytes: u64,
+    pub read_ms: f64,
+    pub program_ms: f64,
+    pub erase_ms: f64,
+    /// Channel bus rate, MB/s: each page crosses it once.
+    pub channel_mbps: f64,
+    /// Controller time per read / write command (serialised), ms.
+    #[serde(default)]
+    pub read_overhead_ms: f64,
+    #[serde(default)]
+    pub write_overhead_ms: f64,
+    /// Share of the flash hidden from the host for garbage collection.
+    #[serde(default = "op")]
+    pub overprovision: f64,
+    /// Collect a plane when its free blocks fall to this many.
+    #[serde(default = "gc_min")]
+    pub gc_free_blocks: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+fn page() -> u64 {
+    4096
+}
+fn op() -> f64 {
+    0.07
+}
+fn gc_min() -> u32 {
+    2
+}
+
+impl SsdParams {
+    pub fn planes(&self) -> u64 {
+        self.channels as u64
+            * self.packages_per_channel as u64
+            * self.dies_per_package as u64
+            * self.planes_per_die as u64
+    }
+    pub fn raw_pages(&self) -> u64 {
+        self.planes() * self.blocks_per_plane as u64 * self.pages_per_block as u64
+    }
+    /// Bytes the host sees.
+    pub fn capacity(&self) -> u64 {
+        let pages = (self.raw_pages() as f64 * (1.0 - self.overprovision)) as u64;
+        pages * self.page_bytes
+    }
+    pub fn validate(&self) -> Result<(), String> {
+        let pos = |v: f64, what: &str| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(format!("ssd {what} must be a positive number"))
+            }
+        };
+        for (v, w) in [
+            (self.channels as f64, "channels"),
+            (self.packages_per_channel as f64, "packages_per_channel"),
+            (self.dies_per_package as f64, "dies_per_package"),
+            (self.planes_per_die as f64, "planes_per_die"),
+            (self.blocks_per_plane as f64, "blocks_per_plane"),
+            (self.pages_per_block as f64, "pages_per_block"),
+            (self.page_bytes as f64, "page_bytes"),
+            (self.read_ms, "read_ms"),
+            (self.program_ms, "program_ms"),
+            (self.erase_ms, "erase_ms"),
+            (self.channel_mbps, "channel_mbps"),
+        ] {
+            pos(v, w)?;
+        }
+        if !(0.01..0.9).contains(&self.overprovision) {
+            return Err("ssd overprovision must be between 0.01 and 0.9".into());
+        }
+        if self.gc_free_blocks < 1 || self.gc_free_blocks + 2 > self.blocks_per_plane {
+            return Err("ssd gc_free_blocks must be at least 1 and leave blocks to write".into());
+        }
+        if self.raw_pages() >= u32::MAX as u64 {
+            return Err("ssd has more than 2^32 pages; use larger pages or fewer blocks".into());
+        }
+        if !self.page_bytes.is_multiple_of(512) {
+            return Err("ssd page_bytes must be a multiple of 512".into());
+        }
+        Ok(())
+    }
+}
+
+/// Per-plane allocation state.
+struct Plane {
+    free: Vec<u32>,
+    /// Block being written and its next page.
+    active: u32,
+    next_page: u32,
+    busy_until: Ns,
+}
+
+pub struct Ssd {
+    p: SsdParams,
+    planes: Vec<Plane>,
+    channel_free: Vec<Ns>,
+    ctrl_free: Ns,
+    /// Logical page -> physical page + 1 (0 = never written). Zeroed allocation, so
+    /// untouched parts of a large SSD cost no memory.
+    map: Vec<u32>,
+    /// Physical page -> logical page + 1 (0 = invalid).
+    rmap: Vec<u32>,
+    valid: Vec<u16>,
+    erase_count: Vec<u32>,
+    next_plane: usize,
+    page_ns: [Ns; 3],
+    xfer_ns: Ns,
+    host_pages: u64,
+    flash_pages: u64,
+    gc_copies: u64,
+    counters: Counters,
+}
+
+impl Ssd {
+    pub fn new(p: SsdParams) -> Self {
+        let planes = p.planes() as usize;
+        let bpp = p.blocks_per_plane;
+        let ms = |v: f64| (v * 1e6) as Ns;
+        let raw = p.raw_pages() as usize;
+        Self {
+            planes: (0..planes)
+                .map(|i| {
+                    let base = i as u32 * bpp;
+                    // Block `base` is active; the rest are free (popped from the end).
+                    Plane {
+                        free: (base + 1..base + bpp).rev().collect(),
+                        active: base,
+                        next_page: 0,
+                        busy_until: 0,
+                    }
+                })
+                .collect(),
+            channel_free: vec![0; p.channels as usize],
+            ctrl_free: 0,
+            map: vec![0; (p.capacity() / p.page_bytes) as usize],
+            rmap: vec![0; raw],
+            valid: vec![0; planes * bpp as usize],
+            erase_count: vec![0; planes * bpp as usize],
+            next_plane: 0,
+            page_ns: [ms(p.read_ms), ms(p.program_ms), ms(p.erase_ms)],
+            xfer_ns: (p.page_bytes as f64 * 1e3 / p.channel_mbps) as Ns,
+            host_pages: 0,
+            flash_pages: 0,
+            gc_copies: 0,
+            counters: Counters::default(),
+            p,
+        }
+    }
+
+    fn plane_of_block(&self, b: u32) -> usize {
+        (b / self.p.blocks_per_plane) as usize
+    }
+    fn channel_of_plane(&self, pl: usize) -> usize {
+        pl % self.p.channels as usize
+    }
+
+    /// Reserve the plane for `d` ns from no earlier than `t`; returns the end.
+    fn on_plane(&mut self, pl: usize, t: Ns, d: Ns) -> Ns {
+        let s = t.max(self.planes[pl].busy_until);
+        self.planes[pl].busy_until = s + d;
+        s + d
+    }
+    fn on_channel(&mut self, pl: usize, t: Ns) -> Ns {
+        let ch = self.channel_of_plane(pl);
+        let s = t.max(self.channel_free[ch]);
+        self.channel_free[ch] = s + self.xfer_ns;
+        s + self.xfer_ns
+    }
+
+    /// Next free physical page on plane `pl`, collecting garbage first if the plane
+    /// is short of free blocks. Returns the page.
+    fn allocate(&mut self, pl: usize, t: Ns) -> u32 {
+        let ppb = self.p.pages_per_block;
+        if self.planes[pl].next_page == ppb {
+            if self.planes[pl].free.len() <= self.p.gc_free_blocks as usize {
+                self.collect(pl, t);
+            }
+            let plane = &mut self.planes[pl];
+            plane.active = plane
+                .free
+                .pop()
+                .expect("garbage collection leaves a free block");
+            plane.next_page = 0;
+        }
+        let plane = &mut self.planes[pl];
+        let ppn = plane.active * ppb + plane.next_page;
+        plane.next_page += 1;
+        ppn
+    }
+
+    /// Greedy GC: erase the full block with the fewest valid pages, copying them
+    /// inside the plane, until the plane has more than the threshold free.
+    fn collect(&mut self, pl: usize, t: Ns) {
+        let bpp = self.p.blocks_per_plane;
+        let ppb = self.p.pages_per_block;
+        // Each round frees a block; bounded by the plane's block count.
+        for _ in 0..bpp {
+            if self.planes[pl].free.len() > self.p.gc_free_blocks as usize {
+                return;
+            }
+            let base = pl as u32 * bpp;
+            let active = self.planes[pl].active;
+            let free = &self.planes[pl].free;
+            let victim = (base..base + bpp)
+                .filter(|&b| b != active && !free.contains(&b))
+                .min_by_key(|&b| self.valid[b as usize]);
+            let Some(victim) = victim else { return };
+            if self.valid[victim as usize] as u32 == ppb {
+                // Nothing to reclaim: the host filled all flash (cannot happen with
+                // over-provisioning, kept as a bound).
+                return;
+            }
+            let moves: Vec<(u32, u32)> = (victim * ppb..(victim + 1) * ppb)
+                .filter_map(|ppn| {
+                    let l = self.rmap[ppn as usize];
+                    (l != 0).then_some((ppn, l - 1))
+                })
+                .collect();
+            let mut end = t;
+            for (old, lpn) in moves {
+                self.rmap[old as usize] = 0;
+                let new = self.allocate_in_active(pl);
+                self.rmap[new as usize] = lpn + 1;
+                self.map[lpn as usize] = new + 1;
+                self.valid[(new / ppb) as usize] += 1;
+                let d = self.page_ns[0] + self.page_ns[1];
+                end = self.on_plane(pl, end, d);
+                self.gc_copies += 1;
+                self.flash_pages += 1;
+            }
+            self.valid[victim as usize] = 0;
+            self.on_plane(pl, end, self.page_ns[2]);
+            self.erase_count[victim as usize] += 1;
+            self.counters.erases += 1;
+            self.planes[pl].free.insert(0, victim);
+        }
+    }
+
+    /// A page in the plane's active block for GC copies (the active block always
+    /// has room: GC runs only when a block was just filled, and takes a fresh one).
+    fn allocate_in_active(&mut self, pl: usize) -> u32 {
+        let ppb = self.p.pages_per_block;
+        if self.planes[pl].next_page == ppb {
+            let plane = &mut self.planes[pl];
+            plane.active = plane.free.pop().expect("a free block for GC copies");
+            plane.next_page = 0;
+        }
+        let plane = &mut self.planes[pl];
+        let ppn = plane.active * ppb + plane.next_page;
+        plane.next_page += 1;
+        ppn
+    }
+
+    fn write_page(&mut self, lpn: u64, t: Ns) -> Ns {
+        let ppb = self.p.pages_per_block;
+        let old = self.map[lpn as usize];
+        if old != 0 {
+            let o = old - 1;
+            self.rmap[o as usize] = 0;
+            self.valid[(o / ppb) as usize] -= 1;
+        }
+        let pl = self.next_plane;
+        self.next_plane = (self.next_plane + 1) % self.planes.len();
+        let ppn = self.allocate(pl, t);
+        self.map[lpn as usize] = ppn + 1;
+        self.rmap[ppn as usize] = lpn as u32 + 1;
+        self.valid[(ppn / ppb) as usize] += 1;
+        self.host_pages += 1;
+        self.flash_pages += 1;
+        let x = self.on_channel(pl, t);
+        self.on_plane(pl, x, self.page_ns[1])
+    }
+
+    fn read_page(&mut self, lpn: u64, t: Ns) -> Ns {
+        let ppb = self.p.pages_per_block as u64;
+        let pl = match self.map[lpn as usize] {
+            0 => (lpn % self.planes.len() as u64) as usize,
+            p => self.plane_of_block(((p - 1) as u64 / ppb) as u32),
+        };
+        let r = self.on_plane(pl, t, self.page_ns[0]);
+        self.on_channel(pl, r)
+    }
+
+    /// Fill every logical page once, sequentially (a "fresh out of box" SSD made
+    /// steady: later writes overwrite and GC has work). Takes no simulated time.
+    pub fn precondition(&mut self) {
+        for lpn in 0..self.map.len() as u64 {
+            self.write_page(lpn, 0);
+        }
+        for p in &mut self.planes {
+            p.busy_until = 0;
+        }
+        self.channel_free.iter_mut().for_each(|c| *c = 0);
+        self.host_pages = 0;
+        self.flash_pages = 0;
+        self.gc_copies = 0;
+        self.counters = Counters::default();
+        self.erase_count.iter_mut().for_each(|e| *e = 0);
+    }
+
+    pub fn erase_counts(&self) -> &[u32] {
+        &self.erase_count
+    }
+}
+
+impl Device for Ssd {
+    fn submit(&mut self, now: Ns, io: DevIo, started: &mut Started) {
+        self.counters.count(&io);
+        let ms = |v: f64| (v * 1e6) as Ns;
+        let oh = ms(if io.write {
+            self.p.write_overhead_ms
+        } else {
+            self.p.read_overhead_ms
+        });
+        let t = now.max(self.ctrl_free) + oh;
+        self.ctrl_free = t;
+        let pb = self.p.page_bytes;
+        let first = io.offset / pb;
+        let last = (io.offset + io.len.max(1)).div_ceil(pb);
+        let mut end = t;
+        for lpn in first..last.min(self.map.len() as u64) {
+            let e = if io.write {
+                self.write_page(lpn, t)
+            } else {
+                self.read_page(lpn, t)
+            };
+            end = end.max(e);
+        }
+        self.counters.busy(now, end, io.write);
+        started.push((io.tag, end));
+    }
+    fn complete(&mut self, _now: Ns, _started: &mut Started) {}
+    fn capacity(&self) -> u64 {
+        self.p.capacity()
+    }
+    fn counters(&self) -> &Counters {
+        &self.counters
+    }
+    fn service_model(&self) -> hetraid_core::ServiceModel {
+        hetraid_core::ServiceModel {
+            position_ns: ((self.p.read_ms + self.p.read_overhead_ms) * 1e6) as u64,
+            bytes_per_s: (self.p.channel_mbps * 1e6 * self.p.channels as f64) as u64,
+        }
+    }
+    fn wear(&self) -> Option<Wear> {
+        Some(Wear {
+            erases: self.counters.erases,
+            erase_max: self.erase_count.iter().copied().max().unwrap_or(0) as u64,
+            write_amplification: if self.host_pages == 0 {
+                1.0
+            } else {
+                self.flash_pages as f64 / self.host_pages as f64
+            },
+            gc_page_copies: self.gc_copies,
+        })
+    }
+}

@@ -1,0 +1,83 @@
+//! The result of one run. The first fields are a contract (`hetraid sim --json`);
+//! later fields are additions.
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MemberReport {
+    pub device: usize,
+    pub preset: String,
+    pub reads: u64,
+    pub writes: u64,
+    pub read_pages: u64,
+    pub write_pages: u64,
+    pub erases: u64,
+    pub busy_s: f64,
+    pub idle_s: f64,
+    pub energy_j: f64,
+    // Additions.
+    pub kind: String,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    /// Busy share of the run.
+    pub utilization: f64,
+    /// SSDs: flash pages programmed / host pages written, and the most-erased block.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub write_amplification: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub erase_max: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RebuildReport {
+    pub member: usize,
+    /// From the start of the run to the last rebuilt stripe.
+    pub rebuild_time_s: f64,
+    pub rebuilt_bytes: u64,
+    pub streams: usize,
+    /// User requests that completed while the rebuild ran.
+    pub requests_during: u64,
+    pub mean_response_during_ms: f64,
+    pub p99_response_during_ms: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub throughput_mbps: f64,
+    pub iops: f64,
+    pub mean_response_ms: f64,
+    pub p99_response_ms: f64,
+    pub sim_time_s: f64,
+    pub members: Vec<MemberReport>,
+    // Additions.
+    pub layout: String,
+    pub policy: String,
+    pub workload: String,
+    pub seed: u64,
+    pub requests: u64,
+    pub bytes: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub p50_response_ms: f64,
+    pub max_response_ms: f64,
+    /// Bytes / (simulated time − time with no request outstanding), the stripe-unit
+    /// study's definition (SPEC §8).
+    pub busy_throughput_mbps: f64,
+    /// Member operations simulated (the simulator's speed unit).
+    pub member_ops: u64,
+    pub energy_j: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rebuild: Option<RebuildReport>,
+}
+
+/// Mean and the q-quantile (nearest rank) of response times, in ms.
+pub fn summarize(v: &mut [u64]) -> (f64, f64, f64, f64) {
+    if v.is_empty() {
+        return (0.0, 0.0, 0.0, 0.0);
+    }
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let mean = v.iter().map(|&x| x as f64).sum::<f64>() / v.len() as f64 / 1e6;
+    v.sort_unstable();
+    let rank = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+    (mean, ms(rank(0.5)), ms(rank(0.99)), ms(*v.last().unwrap()))
+}

@@ -1,0 +1,880 @@
+//! The RAID controller in simulated time. It asks the core what every request becomes
+//! on the members (`Planner::request_io`: the engine's own dispatch), locks stripes
+//! with the engine's semantics (planned requests lock, direct paths do not), issues
+//! the reads, spends the parity arithmetic time, issues the writes, and rebuilds with
+//! the core's schedule under MD-style speed limits. It decides nothing itself.
+
+use crate::config::RunConfig;
+use crate::device::{Device, Started, INTERNAL};
+use crate::kernel::{Kernel, Ns, Rng, NS_PER_S};
+use crate::preset::{parse_members, DeviceSpec};
+use crate::report::{summarize, MemberReport, RebuildReport, Report};
+use crate::trace::{self, TraceFormat};
+use crate::workload::{Closed, Pattern, Replay, Source};
+use hetraid_core::iomap::RequestIo;
+use hetraid_core::layout::{build, parse_kind, Layout, LayoutSpec};
+use hetraid_core::plan::{ArrayState, MemberState, Op, Planner, Request};
+use hetraid_core::{MemberKind, WritePolicy};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// Everything fixed before the clock starts.
+pub struct Setup {
+    pub cfg: RunConfig,
+    pub specs: Vec<DeviceSpec>,
+    pub layout: Box<dyn Layout>,
+    pub policy: WritePolicy,
+    pub span: u64,
+    pub trace: Option<Vec<trace::TraceRecord>>,
+}
+
+impl Setup {
+    pub fn new(cfg: &RunConfig) -> Result<Self, String> {
+        let specs = parse_members(&cfg.members)?;
+        let mut sizes: Vec<u64> = specs.iter().map(|s| s.capacity()).collect();
+        if let Some(ms) = cfg.member_size {
+            if let Some((i, s)) = sizes.iter().enumerate().find(|(_, s)| **s < ms.0) {
+                return Err(format!(
+                    "member_size {} is larger than member {i} ({} bytes); use a smaller member_size",
+                    ms.0, s
+                ));
+            }
+            sizes.iter_mut().for_each(|s| *s = ms.0);
+        }
+        let kind = parse_kind(
+            &cfg.layout,
+            cfg.weights.clone(),
+            cfg.parity_order.as_deref(),
+            cfg.copies,
+            cfg.group,
+            cfg.partitions,
+            cfg.spare_partitions,
+            cfg.chunks_per_bundle,
+            cfg.raidx_level.as_deref(),
+        )
+        .map_err(|e| e.to_string())?;
+        let spec = LayoutSpec {
+            kind,
+            chunk_bytes: cfg.chunk.0,
+            sizes,
+            kinds: specs.iter().map(|s| s.kind).collect(),
+        };
+        let layout = build(&spec).map_err(|e| e.to_string())?;
+        let policy = WritePolicy::parse(&cfg.policy)?;
+        let cap = layout.capacity_bytes();
+        let span = match cfg.span {
+            Some(s) if s.0 == 0 || s.0 > cap => {
+                return Err(format!(
+                    "span {} must be between 1 byte and the array's capacity {cap}",
+                    s.0
+                ))
+            }
+            Some(s) => s.0,
+            None => cap,
+        };
+        if let Some(f) = cfg.failed {
+            if f >= specs.len() {
+                return Err(format!(
+                    "--failed {f} is not a member; members are 0 to {}",
+                    specs.len() - 1
+                ));
+            }
+        }
+        if cfg.rebuild && cfg.failed.is_none() {
+            return Err("rebuild needs --failed i: the member to replace and rebuild".into());
+        }
+        if cfg.min_speed.0 == 0 || cfg.max_speed.0 < cfg.min_speed.0 {
+            return Err("min_speed must be above zero and at most max_speed".into());
+        }
+        if !(cfg.xor_mbps >= 0.0 && cfg.xor_mbps.is_finite()) {
+            return Err("xor_mbps must be zero (free) or a positive rate".into());
+        }
+        if let Some(s) = &cfg.scheduler {
+            crate::device::hdd::Scheduler::parse(s)?;
+        }
+        let trace = if cfg.workload == "trace" {
+            let path = cfg
+                .trace
+                .as_deref()
+                .ok_or("the trace workload needs --trace FILE")?;
+            let format = match &cfg.trace_format {
+                Some(f) => TraceFormat::parse(f)?,
+                None => TraceFormat::guess(path).ok_or_else(|| {
+                    format!("cannot tell the format of trace {path}; give --trace-format spc|msr|blkparse")
+                })?,
+            };
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read trace {path}: {e}"))?;
+            let mut recs = trace::parse(&text, format, path)?;
+            if let Some(l) = cfg.trace_limit {
+                recs.truncate(l);
+            }
+            if recs.is_empty() {
+                return Err(format!("trace {path} has no requests"));
+            }
+            if !matches!(cfg.replay.as_str(), "timed" | "afap") {
+                return Err(format!(
+                    "replay '{}' is unknown; use timed or afap",
+                    cfg.replay
+                ));
+            }
+            if !(cfg.time_scale > 0.0 && cfg.time_scale.is_finite()) {
+                return Err("time_scale must be a positive number".into());
+            }
+            Some(recs)
+        } else {
+            None
+        };
+        let setup = Self {
+            cfg: cfg.clone(),
+            specs,
+            layout,
+            policy,
+            span,
+            trace,
+        };
+        setup.source()?;
+        Ok(setup)
+    }
+
+    /// The configured load.
+    fn source(&self) -> Result<Source, String> {
+        let c = &self.cfg;
+        if let Some(t) = &self.trace {
+            return Ok(Source::Replay(Replay {
+                records: t.clone(),
+                next: 0,
+                timed: c.replay == "timed",
+                time_scale: c.time_scale,
+                qd: c.qd.max(1),
+                span: self.span,
+            }));
+        }
+        let (pattern, rf) = match c.workload.as_str() {
+            "random-write" => (Pattern::Random, 0.0),
+            "random-read" => (Pattern::Random, 1.0),
+            "seq-write" => (Pattern::Sequential, 0.0),
+            "seq-read" => (Pattern::Sequential, 1.0),
+            "mixed" => (
+                Pattern::Random,
+                c.read_fraction
+                    .ok_or("the mixed workload needs --read-fraction F (0 to 1)")?,
+            ),
+            w => {
+                return Err(format!(
+                "workload '{w}' is unknown; use random-write, random-read, seq-write, seq-read, mixed or trace"
+            ))
+            }
+        };
+        if !(0.0..=1.0).contains(&rf) {
+            return Err(format!("read fraction {rf} must be between 0 and 1"));
+        }
+        if c.read_fraction.is_some() && c.workload != "mixed" {
+            return Err("--read-fraction applies to the mixed workload only".into());
+        }
+        let size = c.size.0;
+        if size == 0 || size > self.span {
+            return Err(format!(
+                "request size {size} must be between 1 byte and the addressed span {}",
+                self.span
+            ));
+        }
+        let align = c.align.map(|a| a.0).unwrap_or_else(|| size.min(4096));
+        if align == 0 || align > self.span {
+            return Err("align must be between 1 byte and the addressed span".into());
+        }
+        if c.qd == 0 || c.qd > 4096 {
+            return Err(format!("qd {} must be between 1 and 4096", c.qd));
+        }
+        let total = match (c.total, c.duration_s) {
+            (Some(t), _) if t.0 == 0 => return Err("total must be above zero".into()),
+            (Some(t), _) => Some(t.0),
+            (None, Some(_)) => None,
+            (None, None) => Some(RunConfig::DEFAULT_TOTAL),
+        };
+        let until = match c.duration_s {
+            Some(d) if !(d > 0.0 && d.is_finite()) => {
+                return Err("duration_s must be a positive number of seconds".into())
+            }
+            Some(d) => Some((d * NS_PER_S as f64) as Ns),
+            None => None,
+        };
+        Ok(Source::Closed(Closed::new(
+            pattern, rf, size, align, self.span, c.qd, total, until,
+        )))
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Ev {
+    Dev { dev: u32, tag: u64 },
+    Xor { job: u32 },
+    Arrive { index: u32 },
+    RebuildWake { stream: u32 },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Reads,
+    Writes,
+}
+
+enum JobKind {
+    User { req: Request, arrived: Ns },
+    Rebuild { stream: usize, batch: Vec<u64> },
+}
+
+struct Job {
+    kind: JobKind,
+    io: RequestIo,
+    pending: u32,
+    phase: Phase,
+    locked: bool,
+    planned_version: u64,
+}
+
+struct RebuildRun {
+    target: usize,
+    streams: Vec<Vec<u64>>,
+    pos: Vec<usize>,
+    active: usize,
+    batch: usize,
+    bytes: u64,
+    finished_at: Option<Ns>,
+}
+
+struct Runner<'a> {
+    s: &'a Setup,
+    planner: Planner<'a>,
+    devices: Vec<Box<dyn Device>>,
+    state: ArrayState,
+    state_version: u64,
+    k: Kernel<Ev>,
+    rng: Rng,
+    source: Source,
+    jobs: Vec<Option<Job>>,
+    free: Vec<u32>,
+    locked: Vec<u64>,
+    waiting: VecDeque<u32>,
+    started: Started,
+    xor_ns_per_byte: f64,
+    // Metrics.
+    resp: Vec<Ns>,
+    resp_rebuild: Vec<Ns>,
+    bytes: u64,
+    reads: u64,
+    writes: u64,
+    inflight: u32,
+    busy_since: Ns,
+    array_busy_ns: Ns,
+    last_user_done: Ns,
+    end: Ns,
+    member_ops: u64,
+    rebuild: Option<RebuildRun>,
+}
+
+/// Run one simulation.
+pub fn run(cfg: &RunConfig) -> Result<Report, String> {
+    let setup = Setup::new(cfg)?;
+    run_setup(&setup)
+}
+
+pub fn run_setup(s: &Setup) -> Result<Report, String> {
+    let mut devices: Vec<Box<dyn Device>> = Vec::with_capacity(s.specs.len());
+    for spec in &s.specs {
+        let mut spec = spec.clone();
+        if let Some(h) = spec.hdd.as_mut() {
+            if let Some(sch) = &s.cfg.scheduler {
+                h.scheduler = crate::device::hdd::Scheduler::parse(sch)?;
+            }
+            if let Some(wc) = s.cfg.write_cache {
+                h.write_cache = wc;
+            }
+        }
+        let d: Box<dyn Device> = if spec.kind == MemberKind::Ssd && s.cfg.precondition {
+            let mut ssd = crate::device::ssd::Ssd::new(spec.ssd.clone().unwrap());
+            ssd.precondition();
+            Box::new(ssd)
+        } else {
+            spec.build()
+        };
+        devices.push(d);
+    }
+    let service = if s.policy == WritePolicy::Cost {
+        devices.iter().map(|d| d.service_model()).collect()
+    } else {
+        Vec::new()
+    };
+    let n = devices.len();
+    let mut state = ArrayState::healthy(n);
+    let mut rebuild = None;
+    if let Some(f) = s.cfg.failed {
+        state.members[f] = MemberState::Failed;
+        if s.cfg.rebuild {
+            let sched = hetraid_core::rebuild::schedule(s.layout.as_ref(), &state, &[f], false)
+                .map_err(|e| e.to_string())?;
+            let stripes = s.layout.stripe_count() as usize;
+            state.members[f] = MemberState::Rebuilding {
+                valid_below_stripe: 0,
+                done: Some(Arc::new(vec![0u64; stripes.div_ceil(64)])),
+            };
+            // The failed device is replaced by a fresh one of the same model.
+            devices[f] = s.specs[f].build();
+            rebuild = Some(RebuildRun {
+                target: f,
+                active: sched.streams.len(),
+                pos: vec![0; sched.streams.len()],
+                streams: sched.streams.into_iter().map(|st| st.stripes).collect(),
+                batch: hetraid_core::rebuild::batch_stripes(s.layout.as_ref()),
+                bytes: 0,
+                finished_at: None,
+            });
+        }
+    }
+    let r = Runner {
+        planner: Planner::new(s.layout.as_ref(), s.policy, service),
+        s,
+        devices,
+        state,
+        state_version: 0,
+        k: Kernel::default(),
+        rng: Rng::new(s.cfg.seed),
+        source: s.source()?,
+        jobs: Vec::new(),
+        free: Vec::new(),
+        locked: Vec::new(),
+        waiting: VecDeque::new(),
+        started: Vec::with_capacity(8),
+        xor_ns_per_byte: if s.cfg.xor_mbps > 0.0 {
+            1e3 / s.cfg.xor_mbps
+        } else {
+            0.0
+        },
+        resp: Vec::new(),
+        resp_rebuild: Vec::new(),
+        bytes: 0,
+        reads: 0,
+        writes: 0,
+        inflight: 0,
+        busy_since: 0,
+        array_busy_ns: 0,
+        last_user_done: 0,
+        end: 0,
+        member_ops: 0,
+        rebuild,
+    };
+    r.run()
+}
+
+impl Runner<'_> {
+    fn run(mut self) -> Result<Report, String> {
+        self.start_load()?;
+        if let Some(rb) = &self.rebuild {
+            for st in 0..rb.streams.len() {
+                self.k.at(0, Ev::RebuildWake { stream: st as u32 });
+            }
+            if rb.streams.is_empty() {
+                self.finish_rebuild_if_done();
+            }
+        }
+        while let Some(ev) = self.k.pop() {
+            match ev {
+                Ev::Dev { dev, tag } => {
+                    let now = self.k.now();
+                    let mut started = std::mem::take(&mut self.started);
+                    self.devices[dev as usize].complete(now, &mut started);
+                    self.schedule_started(dev, &mut started);
+                    self.started = started;
+                    if tag != INTERNAL {
+                        self.op_done(tag as u32)?;
+                    }
+                }
+                Ev::Xor { job } => self.issue_writes(job),
+                Ev::Arrive { index } => self.arrive(index as usize)?,
+                Ev::RebuildWake { stream } => self.rebuild_next(stream as usize)?,
+            }
+        }
+        Ok(self.report())
+    }
+
+    fn schedule_started(&mut self, dev: u32, started: &mut Started) {
+        for (tag, at) in started.drain(..) {
+            self.k.at(at, Ev::Dev { dev, tag });
+        }
+    }
+
+    fn start_load(&mut self) -> Result<(), String> {
+        match &self.source {
+            Source::Closed(c) => {
+                for _ in 0..c.qd {
+                    if !self.next_closed()? {
+                        break;
+                    }
+                }
+            }
+            Source::Replay(r) => {
+                if r.timed {
+                    let at = r.arrival_ns(0);
+                    self.k.at(at, Ev::Arrive { index: 0 });
+                } else {
+                    for _ in 0..r.qd {
+                        if !self.next_replay()? {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn next_closed(&mut self) -> Result<bool, String> {
+        let now = self.k.now();
+        let Source::Closed(c) = &mut self.source else {
+            return Ok(false);
+        };
+        match c.next(now, &mut self.rng) {
+            Some(req) => {
+                self.start_user(req)?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn next_replay(&mut self) -> Result<bool, String> {
+        let Source::Replay(r) = &mut self.source else {
+            return Ok(false);
+        };
+        if r.next >= r.records.len() {
+            return Ok(false);
+        }
+        let req = r.request(r.next);
+        r.next += 1;
+        self.start_user(req)?;
+        Ok(true)
+    }
+
+    fn arrive(&mut self, i: usize) -> Result<(), String> {
+        let Source::Replay(r) = &mut self.source else {
+            return Ok(());
+        };
+        let req = r.request(i);
+        r.next = i + 1;
+        if i + 1 < r.records.len() {
+            let at = r.arrival_ns(i + 1).max(self.k.now());
+            self.k.at(
+                at,
+                Ev::Arrive {
+                    index: (i + 1) as u32,
+                },
+            );
+        }
+        self.start_user(req)
+    }
+
+    fn alloc(&mut self, job: Job) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.jobs[i as usize] = Some(job);
+                i
+            }
+            None => {
+                self.jobs.push(Some(job));
+                (self.jobs.len() - 1) as u32
+            }
+        }
+    }
+
+    fn job(&mut self, j: u32) -> &mut Job {
+        self.jobs[j as usize].as_mut().expect("live job")
+    }
+
+    fn plan(&self, req: &Request) -> Result<RequestIo, String> {
+        self.planner
+            .request_io(req, &self.state)
+            .map_err(|e| format!("request {:?} at {}+{}: {e}", req.op, req.offset, req.len))
+    }
+
+    fn start_user(&mut self, req: Request) -> Result<(), String> {
+        let now = self.k.now();
+        if self.inflight == 0 {
+            self.busy_since = now;
+        }
+        self.inflight += 1;
+        let io = self.plan(&req)?;
+        let j = self.alloc(Job {
+            kind: JobKind::User { req, arrived: now },
+            io,
+            pending: 0,
+            phase: Phase::Reads,
+            locked: false,
+            planned_version: self.state_version,
+        });
+        if self.job(j).io.stripes.is_empty() {
+            self.issue_reads(j);
+            Ok(())
+        } else {
+            self.try_lock(j)
+        }
+    }
+
+    fn lockable(&self, j: u32) -> bool {
+        let job = self.jobs[j as usize].as_ref().unwrap();
+        job.io.stripes.iter().all(|s| !self.locked.contains(s))
+    }
+
+    /// Take every stripe of job `j` or queue it (FIFO) until they are free.
+    fn try_lock(&mut self, j: u32) -> Result<(), String> {
+        if !self.waiting.is_empty() || !self.lockable(j) {
+            self.waiting.push_back(j);
+            return Ok(());
+        }
+        self.lock_and_go(j)
+    }
+
+    fn lock_and_go(&mut self, j: u32) -> Result<(), String> {
+        let version = self.state_version;
+        let job = self.jobs[j as usize].as_mut().unwrap();
+        self.locked.extend_from_slice(&job.io.stripes);
+        job.locked = true;
+        // Planned under the lock, like the engine: a rebuild may have finished a
+        // stripe since.
+        if job.planned_version != version {
+            if let JobKind::User { req, .. } = job.kind {
+                let io = self
+                    .planner
+                    .request_io(&req, &self.state)
+                    .map_err(|e| e.to_string())?;
+                let job = self.jobs[j as usize].as_mut().unwrap();
+                // The stripe set only depends on the request, not the state.
+                job.io = RequestIo {
+                    stripes: std::mem::take(&mut job.io.stripes),
+                    ..io
+                };
+                job.planned_version = version;
+            }
+        }
+        self.issue_reads(j);
+        Ok(())
+    }
+
+    fn unlock(&mut self, j: u32) -> Result<(), String> {
+        let job = self.jobs[j as usize].as_mut().unwrap();
+        if !job.locked {
+            return Ok(());
+        }
+        job.locked = false;
+        let stripes = std::mem::take(&mut job.io.stripes);
+        self.locked.retain(|s| !stripes.contains(s));
+        // Wake waiters in order; each either takes all its stripes or stays.
+        let mut still = VecDeque::with_capacity(self.waiting.len());
+        while let Some(w) = self.waiting.pop_front() {
+            if still.is_empty() && self.lockable(w) {
+                self.lock_and_go(w)?;
+            } else if self.lockable(w)
+                && still.iter().all(|&o: &u32| {
+                    let a = &self.jobs[o as usize].as_ref().unwrap().io.stripes;
+                    let b = &self.jobs[w as usize].as_ref().unwrap().io.stripes;
+                    !a.iter().any(|s| b.contains(s))
+                })
+            {
+                // Overtakes only waiters it shares no stripe with.
+                self.lock_and_go(w)?;
+            } else {
+                still.push_back(w);
+            }
+        }
+        self.waiting = still;
+        Ok(())
+    }
+
+    fn submit_all(&mut self, j: u32, write: bool) -> u32 {
+        let now = self.k.now();
+        let tag = j as u64;
+        let job = self.jobs[j as usize].as_ref().unwrap();
+        let ops = if write { &job.io.writes } else { &job.io.reads };
+        let n = ops.len() as u32;
+        let mut started = std::mem::take(&mut self.started);
+        for i in 0..ops.len() {
+            let (m, offset, len) = self.jobs[j as usize].as_ref().unwrap().io_op(write, i);
+            self.devices[m].submit(
+                now,
+                crate::device::DevIo {
+                    tag,
+                    write,
+                    offset,
+                    len,
+                },
+                &mut started,
+            );
+            self.schedule_started(m as u32, &mut started);
+        }
+        self.started = started;
+        self.member_ops += n as u64;
+        n
+    }
+
+    fn issue_reads(&mut self, j: u32) {
+        let n = self.submit_all(j, false);
+        let job = self.job(j);
+        job.phase = Phase::Reads;
+        job.pending = n;
+        if n == 0 {
+            self.after_reads(j);
+        }
+    }
+
+    fn after_reads(&mut self, j: u32) {
+        let xor = self.xor_ns_per_byte;
+        let job = self.job(j);
+        if job.io.writes.is_empty() {
+            job.phase = Phase::Writes;
+            job.pending = 0;
+            let _ = self.finish(j);
+            return;
+        }
+        let t = (job.io.xor_bytes as f64 * xor) as Ns;
+        if t > 0 {
+            let at = self.k.now() + t;
+            self.k.at(at, Ev::Xor { job: j });
+        } else {
+            self.issue_writes(j);
+        }
+    }
+
+    fn issue_writes(&mut self, j: u32) {
+        let n = self.submit_all(j, true);
+        let job = self.job(j);
+        job.phase = Phase::Writes;
+        job.pending = n;
+        if n == 0 {
+            let _ = self.finish(j);
+        }
+    }
+
+    fn op_done(&mut self, tag: u32) -> Result<(), String> {
+        let job = self.job(tag);
+        job.pending -= 1;
+        if job.pending > 0 {
+            return Ok(());
+        }
+        match job.phase {
+            Phase::Reads => {
+                self.after_reads(tag);
+                Ok(())
+            }
+            Phase::Writes => self.finish(tag),
+        }
+    }
+
+    fn finish(&mut self, j: u32) -> Result<(), String> {
+        self.unlock(j)?;
+        let job = self.jobs[j as usize].take().unwrap();
+        self.free.push(j);
+        let now = self.k.now();
+        self.end = self.end.max(now);
+        match job.kind {
+            JobKind::User { req, arrived } => {
+                let rt = now - arrived;
+                self.resp.push(rt);
+                if self
+                    .rebuild
+                    .as_ref()
+                    .is_some_and(|r| r.finished_at.is_none())
+                {
+                    self.resp_rebuild.push(rt);
+                }
+                self.bytes += req.len;
+                match req.op {
+                    Op::Read => self.reads += 1,
+                    Op::Write => self.writes += 1,
+                }
+                self.inflight -= 1;
+                if self.inflight == 0 {
+                    self.array_busy_ns += now - self.busy_since;
+                }
+                self.last_user_done = now;
+                match &self.source {
+                    Source::Closed(_) => {
+                        self.next_closed()?;
+                    }
+                    Source::Replay(r) if !r.timed => {
+                        self.next_replay()?;
+                    }
+                    Source::Replay(_) => {}
+                }
+            }
+            JobKind::Rebuild { stream, batch } => {
+                let rb = self.rebuild.as_mut().unwrap();
+                rb.bytes += job.io.writes.iter().map(|w| w.2).sum::<u64>();
+                if let MemberState::Rebuilding {
+                    done: Some(bits), ..
+                } = &mut self.state.members[rb.target]
+                {
+                    let bits = Arc::make_mut(bits);
+                    for s in batch {
+                        bits[(s / 64) as usize] |= 1 << (s % 64);
+                    }
+                }
+                self.state_version += 1;
+                let delay = self.throttle();
+                self.k.at(
+                    now + delay,
+                    Ev::RebuildWake {
+                        stream: stream as u32,
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// MD's rule: above speed_limit_min, pause while user I/O is active or the speed
+    /// exceeds speed_limit_max.
+    fn throttle(&self) -> Ns {
+        let rb = self.rebuild.as_ref().unwrap();
+        let now = self.k.now();
+        let elapsed = now.max(1);
+        let speed = rb.bytes as f64 * NS_PER_S as f64 / elapsed as f64;
+        let (min, max) = (self.s.cfg.min_speed.0 as f64, self.s.cfg.max_speed.0 as f64);
+        let at = |rate: f64| (rb.bytes as f64 * NS_PER_S as f64 / rate) as Ns;
+        let user_busy = self.inflight > 0
+            || now.saturating_sub(self.last_user_done) < NS_PER_S / 2 && !self.resp.is_empty();
+        if speed > max {
+            at(max).saturating_sub(now)
+        } else if user_busy && speed > min {
+            at(min).saturating_sub(now).min(NS_PER_S / 2)
+        } else {
+            0
+        }
+    }
+
+    fn rebuild_next(&mut self, stream: usize) -> Result<(), String> {
+        let rb = self.rebuild.as_mut().unwrap();
+        let list = &rb.streams[stream];
+        let from = rb.pos[stream];
+        if from >= list.len() {
+            rb.active -= 1;
+            self.finish_rebuild_if_done();
+            return Ok(());
+        }
+        let to = (from + rb.batch).min(list.len());
+        let batch: Vec<u64> = list[from..to].to_vec();
+        rb.pos[stream] = to;
+        let target = rb.target;
+        // The batch's plans are made against the state without the target.
+        let mut plans = Vec::with_capacity(batch.len());
+        for &s in &batch {
+            if let Some(p) = self
+                .planner
+                .rebuild_stripe(s, &self.state, &[target], None)
+                .map_err(|e| e.to_string())?
+            {
+                plans.push(p);
+            }
+        }
+        let mut io = Planner::plan_io(&plans, Op::Write);
+        io.stripes = batch.clone();
+        let j = self.alloc(Job {
+            kind: JobKind::Rebuild { stream, batch },
+            io,
+            pending: 0,
+            phase: Phase::Reads,
+            locked: false,
+            planned_version: self.state_version,
+        });
+        self.try_lock(j)
+    }
+
+    fn finish_rebuild_if_done(&mut self) {
+        let now = self.k.now();
+        let rb = self.rebuild.as_mut().unwrap();
+        if rb.active == 0 && rb.finished_at.is_none() {
+            rb.finished_at = Some(now);
+            self.state.members[rb.target] = MemberState::InSync;
+            self.state_version += 1;
+            self.end = self.end.max(now);
+        }
+    }
+
+    fn report(mut self) -> Report {
+        let end = self.end.max(1);
+        let secs = |ns: Ns| ns as f64 / NS_PER_S as f64;
+        let (mean, p50, p99, max) = summarize(&mut self.resp);
+        let members: Vec<MemberReport> = self
+            .devices
+            .iter()
+            .zip(&self.s.specs)
+            .enumerate()
+            .map(|(i, (d, spec))| {
+                let c = d.counters();
+                let wear = d.wear();
+                MemberReport {
+                    device: i,
+                    preset: spec.name.clone(),
+                    reads: c.reads,
+                    writes: c.writes,
+                    read_pages: c.read_pages,
+                    write_pages: c.write_pages,
+                    erases: c.erases,
+                    busy_s: secs(c.busy_ns.min(end)),
+                    idle_s: secs(end.saturating_sub(c.busy_ns)),
+                    energy_j: spec.power.energy_j(c, end),
+                    kind: spec.kind.as_str().into(),
+                    read_bytes: c.read_bytes,
+                    write_bytes: c.write_bytes,
+                    utilization: c.busy_ns.min(end) as f64 / end as f64,
+                    write_amplification: wear.map(|w| w.write_amplification),
+                    erase_max: wear.map(|w| w.erase_max),
+                }
+            })
+            .collect();
+        let rebuild = self.rebuild.as_ref().map(|rb| {
+            let (m, _, p, _) = summarize(&mut self.resp_rebuild);
+            RebuildReport {
+                member: rb.target,
+                rebuild_time_s: secs(rb.finished_at.unwrap_or(end)),
+                rebuilt_bytes: rb.bytes,
+                streams: rb.streams.len(),
+                requests_during: self.resp_rebuild.len() as u64,
+                mean_response_during_ms: m,
+                p99_response_during_ms: p,
+            }
+        });
+        let requests = self.reads + self.writes;
+        let user_end = self.end.max(1);
+        Report {
+            throughput_mbps: self.bytes as f64 / secs(user_end) / 1e6,
+            iops: requests as f64 / secs(user_end),
+            mean_response_ms: mean,
+            p99_response_ms: p99,
+            sim_time_s: secs(end),
+            energy_j: members.iter().map(|m| m.energy_j).sum(),
+            members,
+            layout: self.s.cfg.layout.clone(),
+            policy: self.s.policy.as_str().into(),
+            workload: self.s.cfg.workload.clone(),
+            seed: self.s.cfg.seed,
+            requests,
+            bytes: self.bytes,
+            reads: self.reads,
+            writes: self.writes,
+            p50_response_ms: p50,
+            max_response_ms: max,
+            busy_throughput_mbps: self.bytes as f64 / secs(self.array_busy_ns.max(1)) / 1e6,
+            member_ops: self.member_ops,
+            rebuild,
+        }
+    }
+}
+
+impl Job {
+    fn io_op(&self, write: bool, i: usize) -> (usize, u64, u64) {
+        if write {
+            self.io.writes[i]
+        } else {
+            self.io.reads[i]
+        }
+    }
+}

@@ -1,0 +1,315 @@
+//! Trace readers (SPC, MSR Cambridge, blkparse text) and a synthetic trace writer.
+//!
+//! A malformed line is an error naming the file, the line and the field: a trace
+//! that silently loses records would skew every number computed from it.
+
+use crate::kernel::{Ns, Rng, NS_PER_S};
+use hetraid_core::plan::Op;
+use std::fmt::Write as _;
+
+/// One traced request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceRecord {
+    /// Issue time from the start of the trace.
+    pub at_ns: Ns,
+    pub op: Op,
+    pub offset: u64,
+    pub len: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TraceFormat {
+    /// UMass SPC: `ASU,LBA,size,opcode,timestamp` (LBA in 512-byte sectors, size in
+    /// bytes, opcode r/w, timestamp in seconds).
+    Spc,
+    /// MSR Cambridge: `Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime`
+    /// (timestamp in Windows 100 ns ticks, Type Read/Write, offset and size in bytes).
+    Msr,
+    /// `blkparse` default text output; `Q` (queued) events are the requests.
+    Blkparse,
+}
+
+impl TraceFormat {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "spc" | "umass" => Ok(Self::Spc),
+            "msr" | "msr-cambridge" => Ok(Self::Msr),
+            "blkparse" | "blktrace" => Ok(Self::Blkparse),
+            _ => Err(format!(
+                "trace format '{s}' is unknown; use spc, msr or blkparse"
+            )),
+        }
+    }
+
+    /// Guess from a file name: `.spc`, `.msr`/`.csv`, `.blkparse`/`.txt`.
+    pub fn guess(path: &str) -> Option<Self> {
+        let p = path.to_ascii_lowercase();
+        if p.ends_with(".spc") {
+            Some(Self::Spc)
+        } else if p.ends_with(".msr") || p.ends_with(".csv") {
+            Some(Self::Msr)
+        } else if p.ends_with(".blkparse") || p.ends_with(".txt") {
+            Some(Self::Blkparse)
+        } else {
+            None
+        }
+    }
+}
+
+fn field<'a>(
+    fields: &[&'a str],
+    i: usize,
+    name: &str,
+    file: &str,
+    line: usize,
+) -> Result<&'a str, String> {
+    fields
+        .get(i)
+        .map(|s| s.trim())
+        .ok_or_else(|| format!("{file}:{line}: field {} ({name}) is missing", i + 1))
+}
+
+fn num<T: std::str::FromStr>(s: &str, name: &str, file: &str, line: usize) -> Result<T, String> {
+    s.parse()
+        .map_err(|_| format!("{file}:{line}: field {name} '{s}' is not a valid number"))
+}
+
+fn seconds(s: &str, name: &str, file: &str, line: usize) -> Result<Ns, String> {
+    let v: f64 = num(s, name, file, line)?;
+    if !(v.is_finite() && v >= 0.0) {
+        return Err(format!(
+            "{file}:{line}: field {name} '{s}' must be a time >= 0"
+        ));
+    }
+    Ok((v * NS_PER_S as f64).round() as Ns)
+}
+
+/// Read a whole trace. Blank lines and `#` comments are skipped; records are
+/// returned sorted by time, times relative to the first record.
+pub fn parse(text: &str, format: TraceFormat, file: &str) -> Result<Vec<TraceRecord>, String> {
+    let mut out = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        let l = raw.trim();
+        if l.is_empty() || l.starts_with('#') {
+            continue;
+        }
+        let rec = match format {
+            TraceFormat::Spc => {
+                let f: Vec<&str> = l.split(',').collect();
+                let _asu: u64 = num(field(&f, 0, "ASU", file, line)?, "ASU", file, line)?;
+                let lba: u64 = num(field(&f, 1, "LBA", file, line)?, "LBA", file, line)?;
+                let size: u64 = num(field(&f, 2, "size", file, line)?, "size", file, line)?;
+                let op = match field(&f, 3, "opcode", file, line)?
+                    .to_ascii_lowercase()
+                    .as_str()
+                {
+                    "r" => Op::Read,
+                    "w" => Op::Write,
+                    o => return Err(format!("{file}:{line}: field opcode '{o}' must be r or w")),
+                };
+                let at = seconds(
+                    field(&f, 4, "timestamp", file, line)?,
+                    "timestamp",
+                    file,
+                    line,
+                )?;
+                TraceRecord {
+                    at_ns: at,
+                    op,
+                    offset: lba
+                        .checked_mul(512)
+                        .ok_or_else(|| format!("{file}:{line}: field LBA is too large"))?,
+                    len: size,
+                }
+            }
+            TraceFormat::Msr => {
+                let f: Vec<&str> = l.split(',').collect();
+                let ticks: u64 = num(
+                    field(&f, 0, "Timestamp", file, line)?,
+                    "Timestamp",
+                    file,
+                    line,
+                )?;
+                let op = match field(&f, 3, "Type", file, line)?
+                    .to_ascii_lowercase()
+                    .as_str()
+                {
+                    "read" => Op::Read,
+                    "write" => Op::Write,
+                    o => {
+                        return Err(format!(
+                            "{file}:{line}: field Type '{o}' must be Read or Write"
+                        ))
+                    }
+                };
+                let offset: u64 = num(field(&f, 4, "Offset", file, line)?, "Offset", file, line)?;
+                let size: u64 = num(field(&f, 5, "Size", file, line)?, "Size", file, line)?;
+                TraceRecord {
+                    at_ns: ticks.saturating_mul(100),
+                    op,
+                    offset,
+                    len: size,
+                }
+            }
+            TraceFormat::Blkparse => {
+                // "8,0  3  1  0.000000000  4156  Q  W 223490 + 8 [proc]"
+                let f: Vec<&str> = l.split_whitespace().collect();
+                if f.len() < 6 || !f[0].contains(',') {
+                    // blkparse's trailing summary ("CPU0 (8,0):", "Total ...").
+                    continue;
+                }
+                if field(&f, 5, "action", file, line)? != "Q" {
+                    continue;
+                }
+                let rwbs = field(&f, 6, "RWBS", file, line)?;
+                let op = if rwbs.contains('W') {
+                    Op::Write
+                } else if rwbs.contains('R') {
+                    Op::Read
+                } else {
+                    continue; // flushes, discards
+                };
+                let at = seconds(field(&f, 3, "time", file, line)?, "time", file, line)?;
+                let sector: u64 = num(field(&f, 7, "sector", file, line)?, "sector", file, line)?;
+                if field(&f, 8, "'+'", file, line)? != "+" {
+                    return Err(format!(
+                        "{file}:{line}: field 9 must be '+' between sector and count"
+                    ));
+                }
+                let n: u64 = num(field(&f, 9, "sectors", file, line)?, "sectors", file, line)?;
+                TraceRecord {
+                    at_ns: at,
+                    op,
+                    offset: sector.saturating_mul(512),
+                    len: n.saturating_mul(512),
+                }
+            }
+        };
+        if rec.len == 0 {
+            return Err(format!(
+                "{file}:{line}: field size is 0; every request must move bytes"
+            ));
+        }
+        out.push(rec);
+    }
+    out.sort_by_key(|r| r.at_ns);
+    if let Some(t0) = out.first().map(|r| r.at_ns) {
+        out.iter_mut().for_each(|r| r.at_ns -= t0);
+    }
+    Ok(out)
+}
+
+/// Statistics of a trace (to check synthetic ones against the published figures).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct TraceStats {
+    pub requests: usize,
+    pub write_fraction: f64,
+    pub mean_size_kib: f64,
+    pub duration_s: f64,
+}
+
+pub fn stats(t: &[TraceRecord]) -> TraceStats {
+    let n = t.len().max(1) as f64;
+    TraceStats {
+        requests: t.len(),
+        write_fraction: t.iter().filter(|r| r.op == Op::Write).count() as f64 / n,
+        mean_size_kib: t.iter().map(|r| r.len as f64).sum::<f64>() / n / 1024.0,
+        duration_s: t.last().map_or(0.0, |r| r.at_ns as f64 / NS_PER_S as f64),
+    }
+}
+
+/// A published workload profile (SPEC §11).
+#[derive(Debug, Clone, Copy)]
+pub struct Profile {
+    pub name: &'static str,
+    pub write_fraction: f64,
+    pub mean_kib: f64,
+    /// Requests per second (UMass traces: Financial1 ~122, Financial2 ~90,
+    /// WebSearch ~335).
+    pub iops: f64,
+    /// Addressed bytes.
+    pub span: u64,
+}
+
+pub const PROFILES: &[Profile] = &[
+    Profile {
+        name: "financial1",
+        write_fraction: 0.768,
+        mean_kib: 3.4,
+        iops: 122.0,
+        span: 16 << 30,
+    },
+    Profile {
+        name: "financial2",
+        write_fraction: 0.177,
+        mean_kib: 2.4,
+        iops: 90.0,
+        span: 16 << 30,
+    },
+    Profile {
+        name: "websearch",
+        write_fraction: 0.0,
+        mean_kib: 15.1,
+        iops: 335.0,
+        span: 16 << 30,
+    },
+];
+
+/// Write `n` synthetic records following `p`, in `format`. Sizes are multiples of
+/// 512 bytes, drawn so that their mean is the profile's (a mix of 512 B..64 KiB
+/// around it); arrivals are Poisson; 40 % of requests go to a hot 5 % of the span.
+pub fn synthesize(p: &Profile, format: TraceFormat, n: usize, seed: u64) -> String {
+    let mut rng = Rng::new(seed);
+    let mut out = String::new();
+    let mut t = 0.0f64;
+    let mean_sectors = p.mean_kib * 2.0;
+    for i in 0..n {
+        t += rng.exp(1.0 / p.iops);
+        // Geometric-like sizes around the mean: 1 + exponential, rounded to sectors.
+        let sectors = (1.0 + rng.exp(mean_sectors - 1.0))
+            .round()
+            .clamp(1.0, 128.0) as u64;
+        let len = sectors * 512;
+        let hot = rng.unit() < 0.4;
+        let range = if hot { p.span / 20 } else { p.span };
+        let offset = rng.below(range / 512 - 128) * 512;
+        let write = rng.unit() < p.write_fraction;
+        match format {
+            TraceFormat::Spc => {
+                let _ = writeln!(
+                    out,
+                    "0,{},{},{},{:.6}",
+                    offset / 512,
+                    len,
+                    if write { "w" } else { "r" },
+                    t
+                );
+            }
+            TraceFormat::Msr => {
+                let _ = writeln!(
+                    out,
+                    "{},hetraid,0,{},{},{},{}",
+                    128_166_372_000_000_000u64 + (t * 1e7) as u64,
+                    if write { "Write" } else { "Read" },
+                    offset,
+                    len,
+                    5000
+                );
+            }
+            TraceFormat::Blkparse => {
+                let _ = writeln!(
+                    out,
+                    "  8,0    0 {:>8} {:>14.9} {:>5}  Q {:>3} {} + {} [synth]",
+                    i + 1,
+                    t,
+                    4242,
+                    if write { "WS" } else { "R" },
+                    offset / 512,
+                    sectors
+                );
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,128 @@
+//! Where requests come from: a closed loop like XDD/fio, or a trace replayed at its
+//! recorded times or as fast as possible.
+
+use crate::kernel::{Ns, Rng};
+use crate::trace::TraceRecord;
+use hetraid_core::plan::{Op, Request};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pattern {
+    Random,
+    Sequential,
+}
+
+/// Closed-loop synthetic load.
+#[derive(Debug, Clone)]
+pub struct Closed {
+    pub pattern: Pattern,
+    pub read_fraction: f64,
+    pub size: u64,
+    pub align: u64,
+    /// Addressed bytes from offset 0.
+    pub span: u64,
+    pub qd: u32,
+    pub total_bytes: Option<u64>,
+    pub until_ns: Option<Ns>,
+    issued_bytes: u64,
+    cursor: u64,
+}
+
+impl Closed {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        pattern: Pattern,
+        read_fraction: f64,
+        size: u64,
+        align: u64,
+        span: u64,
+        qd: u32,
+        total_bytes: Option<u64>,
+        until_ns: Option<Ns>,
+    ) -> Self {
+        Self {
+            pattern,
+            read_fraction,
+            size,
+            align,
+            span,
+            qd,
+            total_bytes,
+            until_ns,
+            issued_bytes: 0,
+            cursor: 0,
+        }
+    }
+
+    /// The next request at `now`, or None when the load has issued everything.
+    pub fn next(&mut self, now: Ns, rng: &mut Rng) -> Option<Request> {
+        if self.total_bytes.is_some_and(|t| self.issued_bytes >= t)
+            || self.until_ns.is_some_and(|u| now >= u)
+        {
+            return None;
+        }
+        let offset = match self.pattern {
+            Pattern::Random => rng.below((self.span - self.size) / self.align + 1) * self.align,
+            Pattern::Sequential => {
+                if self.cursor + self.size > self.span {
+                    self.cursor = 0;
+                }
+                let o = self.cursor;
+                self.cursor += self.size;
+                o
+            }
+        };
+        // Draw the op even for pure loads so a seed gives the same offsets whatever
+        // the read fraction.
+        let u = rng.unit();
+        let op = if u < self.read_fraction {
+            Op::Read
+        } else {
+            Op::Write
+        };
+        self.issued_bytes += self.size;
+        Some(Request {
+            op,
+            offset,
+            len: self.size,
+        })
+    }
+}
+
+/// Trace replay.
+#[derive(Debug, Clone)]
+pub struct Replay {
+    pub records: Vec<TraceRecord>,
+    pub next: usize,
+    /// Issue at recorded times (else as fast as possible with `qd` outstanding).
+    pub timed: bool,
+    pub time_scale: f64,
+    pub qd: u32,
+    /// Addressed bytes: trace offsets are folded into this.
+    pub span: u64,
+}
+
+impl Replay {
+    /// Record `i` as an array request inside the span.
+    pub fn request(&self, i: usize) -> Request {
+        let r = &self.records[i];
+        let len = r.len.min(self.span);
+        let mut off = (r.offset % self.span) & !511;
+        if off + len > self.span {
+            off = (self.span - len) & !511;
+        }
+        Request {
+            op: r.op,
+            offset: off,
+            len,
+        }
+    }
+
+    pub fn arrival_ns(&self, i: usize) -> Ns {
+        (self.records[i].at_ns as f64 * self.time_scale) as Ns
+    }
+}
+
+pub enum Source {
+    Closed(Closed),
+    Replay(Replay),
+}

@@ -1,0 +1,217 @@
+//! `hetraid sim`: one simulated run, from a TOML config, flags, or both (flags win).
+
+use clap::Args;
+use hetraid_sim::{Report, RunConfig, Size};
+
+#[derive(Debug, Args)]
+pub struct SimCmd {
+    /// A run config (TOML; keys are the flag names with '_' for '-').
+    pub config: Option<String>,
+    /// Layout (as `hetraid create`), e.g. raid5, raid4s, raidh, s2raid5.
+    #[arg(long)]
+    pub layout: Option<String>,
+    /// Devices in member order: preset names or .toml files, `*n` repeats
+    /// (e.g. caviar-black-640*4,x25e-64).
+    #[arg(long)]
+    pub members: Option<String>,
+    #[arg(long)]
+    pub chunk: Option<Size>,
+    /// md, modthresh, rmw-always, cost.
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// random-write, random-read, seq-write, seq-read, mixed, trace.
+    #[arg(long)]
+    pub workload: Option<String>,
+    /// Share of reads for the mixed workload (0 to 1).
+    #[arg(long)]
+    pub read_fraction: Option<f64>,
+    /// Request size.
+    #[arg(long)]
+    pub size: Option<Size>,
+    /// Random offsets are multiples of this (default 4K).
+    #[arg(long)]
+    pub align: Option<Size>,
+    /// Outstanding requests.
+    #[arg(long)]
+    pub qd: Option<u32>,
+    /// Bytes to issue (default 256M).
+    #[arg(long)]
+    pub total: Option<Size>,
+    /// Or: issue for this many simulated seconds.
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Address only the first SPAN bytes of the array.
+    #[arg(long)]
+    pub span: Option<Size>,
+    /// Use only this many bytes of each member.
+    #[arg(long)]
+    pub member_size: Option<Size>,
+    /// Trace file for the trace workload.
+    #[arg(long)]
+    pub trace: Option<String>,
+    /// spc, msr, blkparse (default: from the file name).
+    #[arg(long)]
+    pub trace_format: Option<String>,
+    /// timed (recorded arrival times) or afap (as fast as possible at --qd).
+    #[arg(long)]
+    pub replay: Option<String>,
+    /// Multiply recorded inter-arrival times by this.
+    #[arg(long)]
+    pub time_scale: Option<f64>,
+    /// A member failed from the start.
+    #[arg(long)]
+    pub failed: Option<usize>,
+    /// Replace the failed member at time 0 and rebuild it under the load.
+    #[arg(long)]
+    pub rebuild: bool,
+    /// MD speed_limit_min / speed_limit_max (bytes per second, e.g. 1M, 200M).
+    #[arg(long)]
+    pub min_speed: Option<Size>,
+    #[arg(long)]
+    pub max_speed: Option<Size>,
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Parity arithmetic rate in MB/s (0 = free).
+    #[arg(long)]
+    pub xor_mbps: Option<f64>,
+    /// Disk queue scheduler for every HDD: fifo, sstf, clook.
+    #[arg(long)]
+    pub scheduler: Option<String>,
+    /// Turn every HDD's write-back cache on or off.
+    #[arg(long)]
+    pub write_cache: Option<bool>,
+    /// Fill every SSD once before the run (steady state).
+    #[arg(long)]
+    pub precondition: bool,
+    /// RAIDH weights, RAID5 order, S2-RAID group... as for `hetraid create`.
+    #[arg(long, value_delimiter = ',')]
+    pub weights: Option<Vec<u64>>,
+    #[arg(long)]
+    pub parity_order: Option<String>,
+    #[arg(long)]
+    pub copies: Option<usize>,
+    #[arg(long)]
+    pub group: Option<usize>,
+    #[arg(long)]
+    pub partitions: Option<usize>,
+    #[arg(long)]
+    pub spare_partitions: Option<usize>,
+    #[arg(long)]
+    pub chunks_per_bundle: Option<usize>,
+    #[arg(long)]
+    pub raidx_level: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl SimCmd {
+    pub fn config(&self) -> Result<RunConfig, String> {
+        let mut c = match &self.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read {path}: {e}"))?;
+                RunConfig::parse(&text, path)?
+            }
+            None => {
+                let layout = self
+                    .layout
+                    .as_deref()
+                    .ok_or("give a CONFIG.toml or --layout L --members SPEC")?;
+                let members = self
+                    .members
+                    .as_deref()
+                    .ok_or("give --members, e.g. caviar-black-640*4,x25e-64")?;
+                RunConfig::new(layout, members)
+            }
+        };
+        macro_rules! set {
+            ($($f:ident => $t:ident),* $(,)?) => {$(
+                if let Some(v) = &self.$f { c.$t = v.clone().into(); }
+            )*};
+        }
+        set!(layout => layout, members => members, chunk => chunk, policy => policy,
+             workload => workload, size => size, qd => qd, replay => replay,
+             time_scale => time_scale, min_speed => min_speed, max_speed => max_speed,
+             seed => seed, xor_mbps => xor_mbps, spare_partitions => spare_partitions);
+        macro_rules! opt {
+            ($($f:ident => $t:ident),* $(,)?) => {$(
+                if self.$f.is_some() { c.$t = self.$f.clone(); }
+            )*};
+        }
+        opt!(read_fraction => read_fraction, align => align, total => total,
+             duration => duration_s, span => span, member_size => member_size, trace => trace,
+             trace_format => trace_format, failed => failed, scheduler => scheduler,
+             write_cache => write_cache, weights => weights, parity_order => parity_order,
+             copies => copies, group => group, partitions => partitions,
+             chunks_per_bundle => chunks_per_bundle, raidx_level => raidx_level);
+        c.rebuild |= self.rebuild;
+        c.precondition |= self.precondition;
+        Ok(c)
+    }
+
+    pub fn run(&self) -> Result<(), String> {
+        let cfg = self.config()?;
+        let r = hetraid_sim::run(&cfg)?;
+        if self.json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?
+            );
+        } else {
+            print_human(&cfg, &r);
+        }
+        Ok(())
+    }
+}
+
+fn print_human(c: &RunConfig, r: &Report) {
+    println!(
+        "{} {} on {} (chunk {}, policy {}), seed {}",
+        c.workload,
+        hetraid_core::units::format_size(c.size.0),
+        c.layout,
+        hetraid_core::units::format_size(c.chunk.0),
+        r.policy,
+        r.seed
+    );
+    println!(
+        "  {} requests in {:.3} s simulated: {:.2} MB/s, {:.0} IOPS, response mean {:.2} ms, p99 {:.2} ms",
+        r.requests, r.sim_time_s, r.throughput_mbps, r.iops, r.mean_response_ms, r.p99_response_ms
+    );
+    if let Some(rb) = &r.rebuild {
+        println!(
+            "  rebuild of member {}: {:.2} s, {} streams, {} MB; user response during it {:.2} ms",
+            rb.member,
+            rb.rebuild_time_s,
+            rb.streams,
+            rb.rebuilt_bytes / 1_000_000,
+            rb.mean_response_during_ms
+        );
+    }
+    println!(
+        "  {:>3} {:<18} {:>9} {:>9} {:>11} {:>11} {:>7} {:>6} {:>9}",
+        "dev",
+        "preset",
+        "reads",
+        "writes",
+        "read pages",
+        "write pages",
+        "erases",
+        "util",
+        "energy J"
+    );
+    for m in &r.members {
+        println!(
+            "  {:>3} {:<18} {:>9} {:>9} {:>11} {:>11} {:>7} {:>5.1}% {:>9.1}",
+            m.device,
+            m.preset,
+            m.reads,
+            m.writes,
+            m.read_pages,
+            m.write_pages,
+            m.erases,
+            m.utilization * 100.0,
+            m.energy_j
+        );
+    }
+}
