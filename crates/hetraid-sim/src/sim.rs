@@ -878,3 +878,20 @@ impl Job {
         }
     }
 }
+
+/// The requests a closed-loop or trace run issues, in issue order, without timing:
+/// what an engine run must execute to be compared with the simulation (the order
+/// of a closed loop's requests does not depend on their completion times).
+pub fn request_stream(cfg: &RunConfig) -> Result<Vec<Request>, String> {
+    let setup = Setup::new(cfg)?;
+    let mut rng = Rng::new(cfg.seed);
+    match setup.source()? {
+        Source::Closed(mut c) => {
+            if c.total_bytes.is_none() {
+                return Err("a request stream needs --total, not --duration".into());
+            }
+            Ok(std::iter::from_fn(|| c.next(0, &mut rng)).collect())
+        }
+        Source::Replay(r) => Ok((0..r.records.len()).map(|i| r.request(i)).collect()),
+    }
+}

@@ -202,6 +202,9 @@ impl Ssd {
             if self.planes[pl].free.len() <= self.p.gc_free_blocks as usize {
                 self.collect(pl, t);
             }
+        }
+        // GC may have opened a block for its copies: keep filling it.
+        if self.planes[pl].next_page == ppb {
             let plane = &mut self.planes[pl];
             plane.active = plane
                 .free
@@ -240,7 +243,7 @@ impl Ssd {
             let moves: Vec<(u32, u32)> = (victim * ppb..(victim + 1) * ppb)
                 .filter_map(|ppn| {
                     let l = self.rmap[ppn as usize];
-                    (l != 0).then_some((ppn, l - 1))
+                    (l != 0).then(|| (ppn, l - 1))
                 })
                 .collect();
             let mut end = t;

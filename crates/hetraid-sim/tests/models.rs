@@ -1,0 +1,274 @@
+//! Device models against the numbers they are built from, and the simulator against
+//! SPEC §8's page counts.
+
+use hetraid_sim::device::hdd::Hdd;
+use hetraid_sim::device::ssd::{Ssd, SsdParams};
+use hetraid_sim::device::{DevIo, Device};
+use hetraid_sim::kernel::Rng;
+use hetraid_sim::preset::DeviceSpec;
+use hetraid_sim::{RunConfig, Size};
+
+/// Random 4 KiB reads one at a time on an idle disk: the mean service time is
+/// overhead + average seek + half a rotation + transfer, within 5 %.
+#[test]
+fn hdd_random_read_service_time_matches_its_parameters() {
+    for name in ["caviar-black-640", "cheetah-15k5", "wd20eads", "atlas-3"] {
+        let spec = DeviceSpec::lookup(name).unwrap();
+        let p = spec.hdd.clone().unwrap();
+        let mut d = Hdd::new(p.clone(), spec.capacity());
+        let mut rng = Rng::new(3);
+        let (mut now, mut sum, n) = (0u64, 0u64, 20_000u64);
+        let mut started = Vec::new();
+        for i in 0..n {
+            let off = rng.below(spec.capacity() / 4096 - 1) * 4096;
+            // An idle gap of random length so the platter angle is random too.
+            now += rng.below(d.rotation_ns());
+            d.submit(
+                now,
+                DevIo {
+                    tag: i,
+                    write: false,
+                    offset: off,
+                    len: 4096,
+                },
+                &mut started,
+            );
+            let (_, end) = started.pop().unwrap();
+            sum += end - now;
+            now = end;
+            d.complete(now, &mut started);
+            assert!(started.is_empty());
+        }
+        let mean_ms = sum as f64 / n as f64 / 1e6;
+        let expect_ms = p.overhead_ms
+            + p.seek_avg_ms
+            + d.rotation_ns() as f64 / 2e6
+            + 4096.0 / (p.media_mbps * 1e6) * 1e3;
+        let err = (mean_ms - expect_ms).abs() / expect_ms;
+        assert!(
+            err < 0.05,
+            "{name}: mean {mean_ms:.3} ms, expected {expect_ms:.3} ms"
+        );
+    }
+}
+
+#[test]
+fn hdd_seek_curve_passes_through_the_datasheet_points() {
+    let spec = DeviceSpec::lookup("cheetah-15k5").unwrap();
+    let p = spec.hdd.clone().unwrap();
+    let d = Hdd::new(p.clone(), spec.capacity());
+    let c = d.seek_curve();
+    let ms = |ns: u64| ns as f64 / 1e6;
+    assert!((ms(c.seek_ns(1)) - p.seek_single_ms).abs() < 0.01);
+    assert!((ms(c.seek_ns(d.cylinders())) - p.seek_full_ms).abs() < 0.01);
+    assert_eq!(c.seek_ns(0), 0);
+    // Monotone.
+    let mut last = 0;
+    for x in (1..d.cylinders()).step_by(97) {
+        assert!(c.seek_ns(x) >= last, "seek curve falls at {x}");
+        last = c.seek_ns(x);
+    }
+}
+
+/// Sequential reads ride the read-ahead cache; a write-back cache reports writes
+/// at interface speed.
+#[test]
+fn hdd_caches_change_what_they_should() {
+    let spec = DeviceSpec::lookup("caviar-black-640").unwrap();
+    let mut p = spec.hdd.clone().unwrap();
+    let mut seq = |p: &hetraid_sim::device::hdd::HddParams, write: bool| {
+        let mut d = Hdd::new(p.clone(), spec.capacity());
+        let (mut now, mut started) = (0u64, Vec::new());
+        for i in 0..256u64 {
+            d.submit(
+                now,
+                DevIo {
+                    tag: i,
+                    write,
+                    offset: i * 4096,
+                    len: 4096,
+                },
+                &mut started,
+            );
+            let (_, end) = started.iter().copied().find(|s| s.0 == i).unwrap();
+            started.clear();
+            now = end;
+            d.complete(now, &mut started);
+            started.clear();
+        }
+        now
+    };
+    let cached_reads = seq(&p, false);
+    p.cache_segments = 0;
+    let uncached_reads = seq(&p, false);
+    assert!(
+        cached_reads * 5 < uncached_reads,
+        "{cached_reads} vs {uncached_reads}"
+    );
+    let through = seq(&p, true);
+    p.write_cache = true;
+    let back = seq(&p, true);
+    assert!(back * 5 < through, "{back} vs {through}");
+}
+
+fn small_ssd() -> SsdParams {
+    SsdParams {
+        channels: 2,
+        packages_per_channel: 1,
+        dies_per_package: 1,
+        planes_per_die: 2,
+        blocks_per_plane: 64,
+        pages_per_block: 32,
+        page_bytes: 4096,
+        read_ms: 0.025,
+        program_ms: 0.2,
+        erase_ms: 1.5,
+        channel_mbps: 40.0,
+        read_overhead_ms: 0.0,
+        write_overhead_ms: 0.0,
+        overprovision: 0.15,
+        gc_free_blocks: 2,
+    }
+}
+
+/// At steady state, random overwrites make garbage collection copy pages: write
+/// amplification above 1, and every erase accounts for one block of programmed
+/// pages.
+#[test]
+fn ssd_steady_state_write_amplification_and_erases_agree() {
+    let p = small_ssd();
+    let mut d = Ssd::new(p.clone());
+    d.precondition();
+    let pages = p.capacity() / 4096;
+    let mut rng = Rng::new(9);
+    let mut started = Vec::new();
+    let mut now = 0;
+    let writes = pages * 8;
+    for i in 0..writes {
+        let lpn = rng.below(pages);
+        d.submit(
+            now,
+            DevIo {
+                tag: i,
+                write: true,
+                offset: lpn * 4096,
+                len: 4096,
+            },
+            &mut started,
+        );
+        now = started.pop().unwrap().1;
+    }
+    let w = d.wear().unwrap();
+    assert!(w.write_amplification > 1.2, "WA {}", w.write_amplification);
+    assert!(w.write_amplification < 15.0, "WA {}", w.write_amplification);
+    let programmed = (writes as f64 * w.write_amplification).round() as u64;
+    // Pages programmed = pages erased + free pages used up: at most the
+    // over-provisioned space free after preconditioning, plus one open block per
+    // plane, minus what GC keeps free at the end.
+    let slack = p.raw_pages() - pages + p.planes() * p.pages_per_block as u64;
+    let erased_pages = w.erases * p.pages_per_block as u64;
+    assert!(
+        erased_pages.abs_diff(programmed) <= slack,
+        "{} erases x {} pages vs {programmed} programmed",
+        w.erases,
+        p.pages_per_block
+    );
+    assert_eq!(d.counters().erases, w.erases);
+    assert_eq!(
+        d.erase_counts().iter().map(|&e| e as u64).sum::<u64>(),
+        w.erases
+    );
+    // Greedy GC spreads wear: no block erased more than a few times the mean.
+    let mean = w.erases as f64 / d.erase_counts().len() as f64;
+    assert!(
+        (w.erase_max as f64) < mean * 4.0 + 2.0,
+        "max {} mean {mean}",
+        w.erase_max
+    );
+}
+
+/// A fresh SSD writes each page once (no GC), and reads of one page cost a read
+/// plus a transfer.
+#[test]
+fn fresh_ssd_timing_is_read_or_program_plus_transfer() {
+    let p = small_ssd();
+    let mut d = Ssd::new(p.clone());
+    let mut st = Vec::new();
+    d.submit(
+        0,
+        DevIo {
+            tag: 0,
+            write: false,
+            offset: 0,
+            len: 4096,
+        },
+        &mut st,
+    );
+    let xfer = 4096.0 / 40e6 * 1e9;
+    assert_eq!(st[0].1, (25_000.0 + xfer) as u64);
+    st.clear();
+    d.submit(
+        1_000_000,
+        DevIo {
+            tag: 1,
+            write: true,
+            offset: 0,
+            len: 4096,
+        },
+        &mut st,
+    );
+    assert_eq!(st[0].1 - 1_000_000, (200_000.0 + xfer) as u64);
+    assert_eq!(d.wear().unwrap().write_amplification, 1.0);
+}
+
+fn raid4(chunk: u64, size: u64) -> hetraid_sim::Report {
+    let mut c = RunConfig::new("raid4", "disksim-ssd-32g*5");
+    c.chunk = Size(chunk);
+    c.size = Size(size);
+    c.qd = 10;
+    c.total = Some(Size(256 << 20));
+    hetraid_sim::run(&c).unwrap()
+}
+
+/// SPEC §8: with 128 KiB chunks the RAID4 parity SSD takes about twice the page
+/// writes of a data SSD (here: random 384 KiB writes, three chunks each), and 4 KiB
+/// chunks bring it back to about one.
+#[test]
+fn raid4_parity_page_writes_follow_the_chunk_size() {
+    let ratio = |r: &hetraid_sim::Report| {
+        let data: f64 = r.members[..4]
+            .iter()
+            .map(|m| m.write_pages as f64)
+            .sum::<f64>()
+            / 4.0;
+        r.members[4].write_pages as f64 / data
+    };
+    let big = raid4(128 << 10, 384 << 10);
+    assert!(
+        (1.7..2.3).contains(&ratio(&big)),
+        "128K chunks: {}",
+        ratio(&big)
+    );
+    let small = raid4(4 << 10, 384 << 10);
+    assert!(
+        (0.95..1.15).contains(&ratio(&small)),
+        "4K chunks: {}",
+        ratio(&small)
+    );
+    assert!(small.throughput_mbps > big.throughput_mbps);
+}
+
+#[test]
+fn same_seed_same_bytes_other_seed_other_run() {
+    let mut c = RunConfig::new("raid5", "caviar-black-640*4,x25e-64");
+    c.workload = "mixed".into();
+    c.read_fraction = Some(0.3);
+    c.qd = 10;
+    c.total = Some(Size(8 << 20));
+    let a = serde_json::to_string(&hetraid_sim::run(&c).unwrap()).unwrap();
+    let b = serde_json::to_string(&hetraid_sim::run(&c).unwrap()).unwrap();
+    assert_eq!(a, b);
+    c.seed = 2;
+    let d = serde_json::to_string(&hetraid_sim::run(&c).unwrap()).unwrap();
+    assert_ne!(a, d);
+}
