@@ -198,10 +198,10 @@ impl Ssd {
     /// is short of free blocks. Returns the page.
     fn allocate(&mut self, pl: usize, t: Ns) -> u32 {
         let ppb = self.p.pages_per_block;
-        if self.planes[pl].next_page == ppb {
-            if self.planes[pl].free.len() <= self.p.gc_free_blocks as usize {
-                self.collect(pl, t);
-            }
+        if self.planes[pl].next_page == ppb
+            && self.planes[pl].free.len() <= self.p.gc_free_blocks as usize
+        {
+            self.collect(pl, t);
         }
         // GC may have opened a block for its copies: keep filling it.
         if self.planes[pl].next_page == ppb {
