@@ -76,7 +76,7 @@ fn hdd_seek_curve_passes_through_the_datasheet_points() {
 fn hdd_caches_change_what_they_should() {
     let spec = DeviceSpec::lookup("caviar-black-640").unwrap();
     let mut p = spec.hdd.clone().unwrap();
-    let mut seq = |p: &hetraid_sim::device::hdd::HddParams, write: bool| {
+    let seq = |p: &hetraid_sim::device::hdd::HddParams, write: bool| {
         let mut d = Hdd::new(p.clone(), spec.capacity());
         let (mut now, mut started) = (0u64, Vec::new());
         for i in 0..256u64 {
