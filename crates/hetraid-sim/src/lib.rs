@@ -7,9 +7,11 @@
 pub mod config;
 pub mod device;
 pub mod kernel;
+pub mod plot;
 pub mod preset;
 pub mod report;
 pub mod sim;
+pub mod sweep;
 pub mod trace;
 pub mod workload;
 

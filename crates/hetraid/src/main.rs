@@ -53,6 +53,8 @@ enum Command {
     Serve(cmd::serve::ServeCmd),
     /// Simulate one run: a layout on HDD/SSD models under a workload or trace.
     Sim(Box<cmd::sim::SimCmd>),
+    /// Run a grid of simulations from a TOML file: CSV, JSON, SVG plots, summary.md.
+    Sweep(cmd::sweep::SweepCmd),
     /// The whole life of an array in a temporary directory: create, write, fail,
     /// degraded I/O, rebuild, scrub, verify.
     Demo(cmd::demo::DemoCmd),
@@ -83,6 +85,7 @@ fn main() {
         Command::Read(c) => c.read(),
         Command::Demo(c) => c.run(),
         Command::Sim(c) => c.run(),
+        Command::Sweep(c) => c.run(),
         Command::Serve(c) => c.run(),
     };
     if let Err(e) = result {

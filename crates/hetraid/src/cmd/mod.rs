@@ -14,3 +14,4 @@ pub fn print_json(v: &serde_json::Value) -> Result<(), String> {
     Ok(())
 }
 pub mod sim;
+pub mod sweep;

@@ -1,0 +1,188 @@
+//! SVG line and bar charts.
+//!
+//! Hand-written rather than `plotters`: two chart kinds of fixed shape are ~150
+//! lines of SVG text, while plotters' SVG backend brings font handling and a
+//! dependency tree this crate does not otherwise need.
+
+use std::fmt::Write as _;
+
+const W: f64 = 760.0;
+const H: f64 = 440.0;
+const L: f64 = 70.0;
+const R: f64 = 170.0;
+const T: f64 = 40.0;
+const B: f64 = 60.0;
+const COLORS: &[&str] = &[
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+    "#bcbd22", "#17becf",
+];
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+/// A "nice" upper bound and tick step for `max`.
+fn nice(max: f64) -> (f64, f64) {
+    if !(max > 0.0) || !max.is_finite() {
+        return (1.0, 0.2);
+    }
+    let mag = 10f64.powf(max.log10().floor());
+    let step = [0.1, 0.2, 0.25, 0.5, 1.0, 2.0, 2.5, 5.0, 10.0]
+        .iter()
+        .map(|s| s * mag)
+        .find(|s| max / s <= 6.0)
+        .unwrap_or(mag * 10.0);
+    ((max / step).ceil() * step, step)
+}
+
+fn frame(svg: &mut String, title: &str, ylabel: &str, ymax: f64, step: f64) {
+    let _ = write!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="white"/><text x="{}" y="22" text-anchor="middle" font-size="15">{}</text>"#,
+        (W - R + L) / 2.0,
+        esc(title)
+    );
+    let ph = H - T - B;
+    let mut y = 0.0;
+    while y <= ymax + step / 2.0 {
+        let py = H - B - y / ymax * ph;
+        let _ = write!(
+            svg,
+            r##"<line x1="{L}" y1="{py:.1}" x2="{}" y2="{py:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
+            W - R,
+            L - 6.0,
+            py + 4.0,
+            if step < 1.0 { format!("{y:.2}") } else { format!("{y:.0}") }
+        );
+        y += step;
+    }
+    let _ = write!(
+        svg,
+        r#"<text transform="translate(16,{}) rotate(-90)" text-anchor="middle">{}</text><line x1="{L}" y1="{}" x2="{}" y2="{}" stroke="black"/><line x1="{L}" y1="{T}" x2="{L}" y2="{}" stroke="black"/>"#,
+        T + ph / 2.0,
+        esc(ylabel),
+        H - B,
+        W - R,
+        H - B,
+        H - B
+    );
+}
+
+fn legend(svg: &mut String, names: &[&str]) {
+    for (i, n) in names.iter().enumerate() {
+        let y = T + 10.0 + i as f64 * 18.0;
+        let _ = write!(
+            svg,
+            r#"<rect x="{}" y="{}" width="12" height="12" fill="{}"/><text x="{}" y="{}">{}</text>"#,
+            W - R + 15.0,
+            y - 10.0,
+            COLORS[i % COLORS.len()],
+            W - R + 32.0,
+            y,
+            esc(n)
+        );
+    }
+}
+
+/// `lines`: (series name, y per x label; None = missing).
+pub fn line_chart(
+    title: &str,
+    xlabel: &str,
+    ylabel: &str,
+    labels: &[String],
+    lines: &[(String, Vec<Option<f64>>)],
+) -> String {
+    let ymax = lines
+        .iter()
+        .flat_map(|l| l.1.iter().flatten())
+        .fold(0.0f64, |a, &b| a.max(b));
+    let (ymax, step) = nice(ymax);
+    let mut svg = String::new();
+    frame(&mut svg, title, ylabel, ymax, step);
+    let pw = W - L - R;
+    let ph = H - T - B;
+    let n = labels.len().max(1);
+    let px = |i: usize| L + (i as f64 + 0.5) * pw / n as f64;
+    let every = n.div_ceil(12);
+    for (i, l) in labels.iter().enumerate() {
+        if i % every == 0 {
+            let _ = write!(
+                svg,
+                r#"<text x="{:.1}" y="{}" text-anchor="middle">{}</text>"#,
+                px(i),
+                H - B + 16.0,
+                esc(l)
+            );
+        }
+    }
+    let _ = write!(
+        svg,
+        r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
+        L + pw / 2.0,
+        H - 18.0,
+        esc(xlabel)
+    );
+    for (si, (_, ys)) in lines.iter().enumerate() {
+        let c = COLORS[si % COLORS.len()];
+        let pts: Vec<String> = ys
+            .iter()
+            .enumerate()
+            .filter_map(|(i, y)| y.map(|y| format!("{:.1},{:.1}", px(i), H - B - y / ymax * ph)))
+            .collect();
+        let _ = write!(
+            svg,
+            r#"<polyline fill="none" stroke="{c}" stroke-width="2" points="{}"/>"#,
+            pts.join(" ")
+        );
+        for p in &pts {
+            let (x, y) = p.split_once(',').unwrap();
+            let _ = write!(svg, r#"<circle cx="{x}" cy="{y}" r="3" fill="{c}"/>"#);
+        }
+    }
+    legend(&mut svg, &lines.iter().map(|l| l.0.as_str()).collect::<Vec<_>>());
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// Grouped bars: per series, one bar per member.
+pub fn bar_chart(title: &str, groups: &[(String, Vec<f64>)]) -> String {
+    let ymax = groups
+        .iter()
+        .flat_map(|g| g.1.iter())
+        .fold(0.0f64, |a, &b| a.max(b));
+    let (ymax, step) = nice(ymax);
+    let mut svg = String::new();
+    frame(&mut svg, title, "percent busy", ymax, step);
+    let pw = W - L - R;
+    let ph = H - T - B;
+    let members = groups.iter().map(|g| g.1.len()).max().unwrap_or(1).max(1);
+    let gw = pw / groups.len().max(1) as f64;
+    let bw = gw * 0.8 / members as f64;
+    for (gi, (name, vals)) in groups.iter().enumerate() {
+        let x0 = L + gi as f64 * gw + gw * 0.1;
+        for (m, v) in vals.iter().enumerate() {
+            let h = v / ymax * ph;
+            let _ = write!(
+                svg,
+                r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{}"><title>{} member {m}: {v:.1}</title></rect>"#,
+                x0 + m as f64 * bw,
+                H - B - h,
+                bw * 0.9,
+                h,
+                COLORS[m % COLORS.len()],
+                esc(name)
+            );
+        }
+        let _ = write!(
+            svg,
+            r#"<text x="{:.1}" y="{}" text-anchor="middle">{}</text>"#,
+            x0 + gw * 0.4,
+            H - B + 16.0,
+            esc(name)
+        );
+    }
+    let names: Vec<String> = (0..members).map(|m| format!("member {m}")).collect();
+    legend(&mut svg, &names.iter().map(String::as_str).collect::<Vec<_>>());
+    svg.push_str("</svg>\n");
+    svg
+}

@@ -1,0 +1,488 @@
+//! Sweeps: a grid of runs from one TOML file, written out as JSON per run, one CSV,
+//! SVG plots and a `summary.md` that sets headline numbers beside published ones.
+//!
+//! ```toml
+//! title = "..."
+//! x = "size"                       # the swept RunConfig key (plot x axis)
+//! x_values = ["4K", "8K", "16K"]
+//! metric = "throughput_mbps"       # what the plot and the table show
+//! [base]                           # RunConfig keys shared by every run
+//! workload = "random-write"
+//! [grid]                           # optional: more keys, every combination
+//! chunk = ["4K", "64K"]
+//! [[series]]                       # one line per series
+//! name = "RAID5"
+//! layout = "raid5"
+//! members = "caviar-black-640*5"
+//! [[headline]]                     # a number to compare with a paper
+//! what = "RAID4S / RAID5"
+//! numerator = "RAID4S"
+//! denominator = "RAID5"
+//! reduce = "max"                   # max, min, mean
+//! x_max = "64K"                    # optional filter on x (also x_min)
+//! published = "up to 1.6x"
+//! published_value = 1.6
+//! note = "why ours differs"
+//! ```
+
+use crate::config::RunConfig;
+use crate::report::Report;
+use hetraid_core::units::parse_size;
+use serde::Deserialize;
+use std::fmt::Write as _;
+use std::path::Path;
+use toml::{Table, Value};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepConfig {
+    pub title: String,
+    #[serde(default)]
+    pub source: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    pub x: String,
+    pub x_values: Vec<Value>,
+    #[serde(default = "d_metric")]
+    pub metric: String,
+    /// x value whose per-member load is drawn as bars (default: the first).
+    #[serde(default)]
+    pub load_at: Option<Value>,
+    #[serde(default)]
+    pub base: Table,
+    #[serde(default)]
+    pub grid: Table,
+    pub series: Vec<Table>,
+    #[serde(default)]
+    pub headline: Vec<Headline>,
+}
+
+fn d_metric() -> String {
+    "throughput_mbps".into()
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Headline {
+    pub what: String,
+    pub numerator: String,
+    #[serde(default)]
+    pub denominator: Option<String>,
+    #[serde(default)]
+    pub metric: Option<String>,
+    #[serde(default = "d_reduce")]
+    pub reduce: String,
+    #[serde(default)]
+    pub x_min: Option<Value>,
+    #[serde(default)]
+    pub x_max: Option<Value>,
+    /// Only grid combinations whose values match these.
+    #[serde(default)]
+    pub grid: Table,
+    pub published: String,
+    #[serde(default)]
+    pub published_value: Option<f64>,
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+fn d_reduce() -> String {
+    "max".into()
+}
+
+/// One run of the grid.
+#[derive(Debug, Clone)]
+pub struct Point {
+    pub series: String,
+    pub x: Value,
+    pub grid: Vec<(String, Value)>,
+    pub config: RunConfig,
+}
+
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub point: Point,
+    pub report: Report,
+}
+
+/// A value as a number for filters and sorting: sizes like "64K" become bytes.
+pub fn value_num(v: &Value) -> Option<f64> {
+    match v {
+        Value::Integer(i) => Some(*i as f64),
+        Value::Float(f) => Some(*f),
+        Value::String(s) => parse_size(s).ok().map(|b| b as f64),
+        _ => None,
+    }
+}
+
+pub fn value_label(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Float(f) => format!("{f}"),
+        other => other.to_string(),
+    }
+}
+
+impl SweepConfig {
+    pub fn parse(text: &str, origin: &str) -> Result<Self, String> {
+        let c: Self = toml::from_str(text).map_err(|e| format!("{origin}: {}", e.message().trim()))?;
+        if c.series.is_empty() || c.x_values.is_empty() {
+            return Err(format!("{origin}: a sweep needs at least one [[series]] and one x value"));
+        }
+        for (i, s) in c.series.iter().enumerate() {
+            if !matches!(s.get("name"), Some(Value::String(_))) {
+                return Err(format!("{origin}: series {} needs name = \"...\"", i + 1));
+            }
+        }
+        for h in &c.headline {
+            for name in std::iter::once(&h.numerator).chain(h.denominator.iter()) {
+                if !c.series.iter().any(|s| s.get("name").and_then(Value::as_str) == Some(name)) {
+                    return Err(format!("{origin}: headline '{}' names series '{name}', which is not defined", h.what));
+                }
+            }
+            if !matches!(h.reduce.as_str(), "max" | "min" | "mean") {
+                return Err(format!("{origin}: headline reduce '{}' must be max, min or mean", h.reduce));
+            }
+        }
+        c.points()?;
+        Ok(c)
+    }
+
+    /// Every run, in a fixed order: grid combination, series, x.
+    pub fn points(&self) -> Result<Vec<Point>, String> {
+        let mut combos: Vec<Vec<(String, Value)>> = vec![vec![]];
+        for (k, v) in &self.grid {
+            let vals = v
+                .as_array()
+                .ok_or_else(|| format!("grid key '{k}' must be a list of values"))?;
+            combos = combos
+                .into_iter()
+                .flat_map(|c| {
+                    vals.iter().map(move |x| {
+                        let mut c = c.clone();
+                        c.push((k.clone(), x.clone()));
+                        c
+                    })
+                })
+                .collect();
+        }
+        let mut out = Vec::new();
+        for combo in &combos {
+            for s in &self.series {
+                let name = s["name"].as_str().unwrap().to_string();
+                for x in &self.x_values {
+                    let mut t = self.base.clone();
+                    for (k, v) in s.iter().filter(|(k, _)| *k != "name") {
+                        t.insert(k.clone(), v.clone());
+                    }
+                    for (k, v) in combo {
+                        t.insert(k.clone(), v.clone());
+                    }
+                    t.insert(self.x.clone(), x.clone());
+                    let config: RunConfig = Value::Table(t).try_into().map_err(|e: toml::de::Error| {
+                        format!("series '{name}' at {} = {}: {}", self.x, value_label(x), e.message().trim())
+                    })?;
+                    out.push(Point {
+                        series: name.clone(),
+                        x: x.clone(),
+                        grid: combo.clone(),
+                        config,
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Run every point on `threads` threads; `progress` is called after each run.
+/// Results come back in point order, so the output does not depend on threads.
+pub fn run_points(
+    points: Vec<Point>,
+    threads: usize,
+    progress: &(dyn Fn() + Sync),
+) -> Result<Vec<Outcome>, String> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: std::sync::Mutex<Vec<Option<Result<Report, String>>>> =
+        std::sync::Mutex::new(vec![None; points.len()]);
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1).min(points.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(p) = points.get(i) else { break };
+                let r = crate::run(&p.config).map_err(|e| {
+                    format!("series '{}' at {}: {e}", p.series, value_label(&p.x))
+                });
+                results.lock().unwrap()[i] = Some(r);
+                progress();
+            });
+        }
+    });
+    let results = results.into_inner().unwrap();
+    points
+        .into_iter()
+        .zip(results)
+        .map(|(point, r)| {
+            Ok(Outcome {
+                point,
+                report: r.expect("every point ran")?,
+            })
+        })
+        .collect()
+}
+
+/// A metric of a run: a report field, or `mN_field` for member N's field.
+pub fn metric(r: &Report, name: &str) -> Option<f64> {
+    let v = serde_json::to_value(r).ok()?;
+    if let Some(rest) = name.strip_prefix('m') {
+        if let Some((n, field)) = rest.split_once('_') {
+            if let Ok(n) = n.parse::<usize>() {
+                return v["members"].get(n)?.get(field)?.as_f64();
+            }
+        }
+    }
+    v.get(name)?.as_f64()
+}
+
+fn grid_label(g: &[(String, Value)]) -> String {
+    g.iter()
+        .map(|(k, v)| format!("{k}={}", value_label(v)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// One headline's result.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct HeadlineResult {
+    pub what: String,
+    pub ours: f64,
+    pub at: String,
+    pub published: String,
+    pub published_value: Option<f64>,
+}
+
+pub fn headline(c: &SweepConfig, h: &Headline, out: &[Outcome]) -> Option<HeadlineResult> {
+    let metric_name = h.metric.clone().unwrap_or_else(|| c.metric.clone());
+    let inside = |x: &Value| {
+        let v = value_num(x);
+        h.x_min.as_ref().and_then(value_num).is_none_or(|m| v.is_some_and(|v| v >= m))
+            && h.x_max.as_ref().and_then(value_num).is_none_or(|m| v.is_some_and(|v| v <= m))
+    };
+    let grid_ok = |g: &[(String, Value)]| {
+        h.grid.iter().all(|(k, v)| g.iter().any(|(gk, gv)| gk == k && gv == v))
+    };
+    let find = |series: &str, x: &Value, g: &[(String, Value)]| {
+        out.iter()
+            .find(|o| o.point.series == series && &o.point.x == x && o.point.grid == g)
+            .and_then(|o| metric(&o.report, &metric_name))
+    };
+    let mut vals: Vec<(f64, String)> = Vec::new();
+    for o in out.iter().filter(|o| o.point.series == h.numerator) {
+        if !inside(&o.point.x) || !grid_ok(&o.point.grid) {
+            continue;
+        }
+        let num = metric(&o.report, &metric_name)?;
+        let v = match &h.denominator {
+            Some(d) => num / find(d, &o.point.x, &o.point.grid)?,
+            None => num,
+        };
+        let mut at = format!("{} = {}", c.x, value_label(&o.point.x));
+        if !o.point.grid.is_empty() {
+            at = format!("{at}, {}", grid_label(&o.point.grid));
+        }
+        vals.push((v, at));
+    }
+    if vals.is_empty() {
+        return None;
+    }
+    let (ours, at) = match h.reduce.as_str() {
+        "min" => vals.iter().cloned().min_by(|a, b| a.0.total_cmp(&b.0))?,
+        "mean" => (
+            vals.iter().map(|v| v.0).sum::<f64>() / vals.len() as f64,
+            "mean over the points".into(),
+        ),
+        _ => vals.iter().cloned().max_by(|a, b| a.0.total_cmp(&b.0))?,
+    };
+    Some(HeadlineResult {
+        what: h.what.clone(),
+        ours,
+        at,
+        published: h.published.clone(),
+        published_value: h.published_value,
+    })
+}
+
+/// Write `results.csv`, `runs/*.json`, the plots and `summary.md` into `dir`.
+pub fn write_outputs(c: &SweepConfig, out: &[Outcome], dir: &Path) -> Result<Vec<HeadlineResult>, String> {
+    let err = |e: std::io::Error| format!("cannot write into {}: {e}", dir.display());
+    std::fs::create_dir_all(dir.join("runs")).map_err(err)?;
+    // CSV.
+    let grid_keys: Vec<&String> = c.grid.keys().collect();
+    let members = out.iter().map(|o| o.report.members.len()).max().unwrap_or(0);
+    let mut csv = String::new();
+    let _ = write!(csv, "series,{}", c.x);
+    for k in &grid_keys {
+        let _ = write!(csv, ",{k}");
+    }
+    csv.push_str(",throughput_mbps,iops,mean_response_ms,p99_response_ms,sim_time_s,busy_throughput_mbps,requests,energy_j");
+    for m in 0..members {
+        let _ = write!(csv, ",m{m}_reads,m{m}_writes,m{m}_read_pages,m{m}_write_pages,m{m}_erases,m{m}_utilization");
+    }
+    csv.push('\n');
+    for (i, o) in out.iter().enumerate() {
+        let r = &o.report;
+        let _ = write!(csv, "{},{}", o.point.series, value_label(&o.point.x));
+        for (_, v) in &o.point.grid {
+            let _ = write!(csv, ",{}", value_label(v));
+        }
+        let _ = write!(
+            csv,
+            ",{:.4},{:.2},{:.4},{:.4},{:.6},{:.4},{},{:.3}",
+            r.throughput_mbps, r.iops, r.mean_response_ms, r.p99_response_ms, r.sim_time_s,
+            r.busy_throughput_mbps, r.requests, r.energy_j
+        );
+        for m in &r.members {
+            let _ = write!(
+                csv,
+                ",{},{},{},{},{},{:.4}",
+                m.reads, m.writes, m.read_pages, m.write_pages, m.erases, m.utilization
+            );
+        }
+        csv.push('\n');
+        let run = serde_json::json!({
+            "series": o.point.series,
+            "x": value_label(&o.point.x),
+            "grid": o.point.grid.iter().map(|(k, v)| (k.clone(), value_label(v))).collect::<std::collections::BTreeMap<_, _>>(),
+            "config": o.point.config,
+            "result": r,
+        });
+        std::fs::write(
+            dir.join("runs").join(format!("{i:04}.json")),
+            serde_json::to_string_pretty(&run).unwrap(),
+        )
+        .map_err(err)?;
+    }
+    std::fs::write(dir.join("results.csv"), csv).map_err(err)?;
+    // Plots: one line chart per grid combination, and load bars.
+    let combos: Vec<Vec<(String, Value)>> = {
+        let mut v: Vec<Vec<(String, Value)>> = Vec::new();
+        for o in out {
+            if !v.contains(&o.point.grid) {
+                v.push(o.point.grid.clone());
+            }
+        }
+        v
+    };
+    let series: Vec<String> = c
+        .series
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_string())
+        .collect();
+    let mut plots = Vec::new();
+    for (gi, g) in combos.iter().enumerate() {
+        let suffix = if combos.len() > 1 { format!("-{gi}") } else { String::new() };
+        let lines: Vec<(String, Vec<Option<f64>>)> = series
+            .iter()
+            .map(|s| {
+                let ys = c
+                    .x_values
+                    .iter()
+                    .map(|x| {
+                        out.iter()
+                            .find(|o| &o.point.series == s && &o.point.x == x && &o.point.grid == g)
+                            .and_then(|o| metric(&o.report, &c.metric))
+                    })
+                    .collect();
+                (s.clone(), ys)
+            })
+            .collect();
+        let labels: Vec<String> = c.x_values.iter().map(value_label).collect();
+        let title = if g.is_empty() { c.title.clone() } else { format!("{} ({})", c.title, grid_label(g)) };
+        let name = format!("{}{suffix}.svg", c.metric);
+        std::fs::write(dir.join(&name), crate::plot::line_chart(&title, &c.x, &c.metric, &labels, &lines))
+            .map_err(err)?;
+        plots.push(name);
+        let at = c.load_at.clone().unwrap_or_else(|| c.x_values[0].clone());
+        let bars: Vec<(String, Vec<f64>)> = series
+            .iter()
+            .filter_map(|s| {
+                let o = out.iter().find(|o| &o.point.series == s && o.point.x == at && &o.point.grid == g)?;
+                Some((s.clone(), o.report.members.iter().map(|m| m.utilization * 100.0).collect()))
+            })
+            .collect();
+        let name = format!("load{suffix}.svg");
+        std::fs::write(
+            dir.join(&name),
+            crate::plot::bar_chart(
+                &format!("Member utilization at {} = {} (%)", c.x, value_label(&at)),
+                &bars,
+            ),
+        )
+        .map_err(err)?;
+        plots.push(name);
+    }
+    // Summary.
+    let heads: Vec<HeadlineResult> = c.headline.iter().filter_map(|h| headline(c, h, out)).collect();
+    let mut md = String::new();
+    let _ = writeln!(md, "# {}\n", c.title);
+    if let Some(s) = &c.source {
+        let _ = writeln!(md, "Published source: {s}\n");
+    }
+    if let Some(d) = &c.description {
+        let _ = writeln!(md, "{}\n", d.trim());
+    }
+    if !c.headline.is_empty() {
+        let _ = writeln!(md, "## Headline numbers\n\n| what | ours | where | published |\n| --- | --- | --- | --- |");
+        for h in &heads {
+            let _ = writeln!(md, "| {} | {:.2} | {} | {} |", h.what, h.ours, h.at, h.published);
+        }
+        md.push('\n');
+        for h in &c.headline {
+            if let Some(n) = &h.note {
+                let _ = writeln!(md, "- **{}**: {}", h.what, n.trim());
+            }
+        }
+        md.push('\n');
+    }
+    for g in &combos {
+        let _ = writeln!(
+            md,
+            "## {}{}\n",
+            c.metric,
+            if g.is_empty() { String::new() } else { format!(" ({})", grid_label(g)) }
+        );
+        let _ = write!(md, "| {} |", c.x);
+        for s in &series {
+            let _ = write!(md, " {s} |");
+        }
+        let _ = write!(md, "\n| --- |");
+        for _ in &series {
+            md.push_str(" --- |");
+        }
+        md.push('\n');
+        for x in &c.x_values {
+            let _ = write!(md, "| {} |", value_label(x));
+            for s in &series {
+                let v = out
+                    .iter()
+                    .find(|o| &o.point.series == s && &o.point.x == x && &o.point.grid == g)
+                    .and_then(|o| metric(&o.report, &c.metric));
+                match v {
+                    Some(v) => {
+                        let _ = write!(md, " {v:.2} |");
+                    }
+                    None => md.push_str(" - |"),
+                }
+            }
+            md.push('\n');
+        }
+        md.push('\n');
+    }
+    let _ = writeln!(
+        md,
+        "Files: `results.csv` (every run, per-member counters), `runs/*.json` (config and full result of each run), {}.",
+        plots.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join(", ")
+    );
+    std::fs::write(dir.join("summary.md"), md).map_err(err)?;
+    Ok(heads)
+}
