@@ -161,11 +161,31 @@ impl Planner<'_> {
         }
         match op {
             Op::Write => {
+                // The same grouping as merge_extents(plan_extents(..)), which the
+                // engine uses, without its bookkeeping (the simulator's hot path;
+                // the engine-vs-simulator test holds the two equal).
                 let g = |cols: fn(&RowRun) -> ColSet| {
-                    merge_extents(&plan_extents(stripes, cols))
-                        .into_iter()
-                        .map(|g| (g.member, g.off, g.len))
-                        .collect()
+                    let mut v: Vec<MemberOp> = Vec::new();
+                    for sp in stripes {
+                        for run in &sp.runs {
+                            for c in cols(run).iter() {
+                                let loc = sp.columns[c].loc;
+                                let off = loc.offset + run.page as u64 * PAGE;
+                                v.push((loc.member, off, run.pages as u64 * PAGE));
+                            }
+                        }
+                    }
+                    v.sort_unstable_by_key(|e| (e.0, e.1));
+                    let mut out: Vec<MemberOp> = Vec::with_capacity(v.len());
+                    for e in v {
+                        match out.last_mut() {
+                            Some(g) if g.0 == e.0 && g.1 + g.2 == e.1 && g.2 + e.2 <= MERGE_MAX => {
+                                g.2 += e.2
+                            }
+                            _ => out.push(e),
+                        }
+                    }
+                    out
                 };
                 io.reads = g(|r| r.read);
                 io.writes = g(|r| r.write);

@@ -11,7 +11,6 @@ use crate::layout::{ChunkLoc, Layout};
 use crate::member::ServiceModel;
 use crate::units::PAGE;
 use serde::Serialize;
-use std::collections::BTreeMap;
 
 /// RMW/RCW selection (SPEC §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -550,14 +549,23 @@ impl<'a> Planner<'a> {
             )));
         }
         let chunk = self.layout.chunk_bytes();
-        let mut by_stripe: BTreeMap<u64, Vec<Piece>> = BTreeMap::new();
+        // Pieces grouped by stripe, in stripe order. A Vec, not a map: requests touch
+        // few stripes, and logical order is stripe order for most layouts.
+        let mut by_stripe: Vec<(u64, Vec<Piece>)> = Vec::new();
         let (mut pos, end) = (req.offset, req.offset + req.len);
         while pos < end {
             let lc = pos / chunk;
             let co = pos % chunk;
             let len = (chunk - co).min(end - pos);
             let (s, i) = self.layout.locate_chunk(lc);
-            by_stripe.entry(s).or_default().push(Piece {
+            let at = match by_stripe.iter().rposition(|e| e.0 == s) {
+                Some(i) => i,
+                None => {
+                    by_stripe.push((s, Vec::new()));
+                    by_stripe.len() - 1
+                }
+            };
+            by_stripe[at].1.push(Piece {
                 data: i,
                 chunk_offset: co,
                 len,
@@ -566,6 +574,7 @@ impl<'a> Planner<'a> {
             });
             pos += len;
         }
+        by_stripe.sort_by_key(|e| e.0);
         let mut stripes = Vec::with_capacity(by_stripe.len());
         for (s, pieces) in by_stripe {
             stripes.push(match req.op {

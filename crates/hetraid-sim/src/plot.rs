@@ -18,12 +18,14 @@ const COLORS: &[&str] = &[
 ];
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 /// A "nice" upper bound and tick step for `max`.
 fn nice(max: f64) -> (f64, f64) {
-    if !(max > 0.0) || !max.is_finite() {
+    if max.is_nan() || max <= 0.0 || !max.is_finite() {
         return (1.0, 0.2);
     }
     let mag = 10f64.powf(max.log10().floor());
@@ -52,7 +54,11 @@ fn frame(svg: &mut String, title: &str, ylabel: &str, ymax: f64, step: f64) {
             W - R,
             L - 6.0,
             py + 4.0,
-            if step < 1.0 { format!("{y:.2}") } else { format!("{y:.0}") }
+            if step < 1.0 {
+                format!("{y:.2}")
+            } else {
+                format!("{y:.0}")
+            }
         );
         y += step;
     }
@@ -139,7 +145,10 @@ pub fn line_chart(
             let _ = write!(svg, r#"<circle cx="{x}" cy="{y}" r="3" fill="{c}"/>"#);
         }
     }
-    legend(&mut svg, &lines.iter().map(|l| l.0.as_str()).collect::<Vec<_>>());
+    legend(
+        &mut svg,
+        &lines.iter().map(|l| l.0.as_str()).collect::<Vec<_>>(),
+    );
     svg.push_str("</svg>\n");
     svg
 }
@@ -182,7 +191,10 @@ pub fn bar_chart(title: &str, groups: &[(String, Vec<f64>)]) -> String {
         );
     }
     let names: Vec<String> = (0..members).map(|m| format!("member {m}")).collect();
-    legend(&mut svg, &names.iter().map(String::as_str).collect::<Vec<_>>());
+    legend(
+        &mut svg,
+        &names.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
     svg.push_str("</svg>\n");
     svg
 }

@@ -125,9 +125,12 @@ pub fn value_label(v: &Value) -> String {
 
 impl SweepConfig {
     pub fn parse(text: &str, origin: &str) -> Result<Self, String> {
-        let c: Self = toml::from_str(text).map_err(|e| format!("{origin}: {}", e.message().trim()))?;
+        let c: Self =
+            toml::from_str(text).map_err(|e| format!("{origin}: {}", e.message().trim()))?;
         if c.series.is_empty() || c.x_values.is_empty() {
-            return Err(format!("{origin}: a sweep needs at least one [[series]] and one x value"));
+            return Err(format!(
+                "{origin}: a sweep needs at least one [[series]] and one x value"
+            ));
         }
         for (i, s) in c.series.iter().enumerate() {
             if !matches!(s.get("name"), Some(Value::String(_))) {
@@ -136,12 +139,22 @@ impl SweepConfig {
         }
         for h in &c.headline {
             for name in std::iter::once(&h.numerator).chain(h.denominator.iter()) {
-                if !c.series.iter().any(|s| s.get("name").and_then(Value::as_str) == Some(name)) {
-                    return Err(format!("{origin}: headline '{}' names series '{name}', which is not defined", h.what));
+                if !c
+                    .series
+                    .iter()
+                    .any(|s| s.get("name").and_then(Value::as_str) == Some(name))
+                {
+                    return Err(format!(
+                        "{origin}: headline '{}' names series '{name}', which is not defined",
+                        h.what
+                    ));
                 }
             }
             if !matches!(h.reduce.as_str(), "max" | "min" | "mean") {
-                return Err(format!("{origin}: headline reduce '{}' must be max, min or mean", h.reduce));
+                return Err(format!(
+                    "{origin}: headline reduce '{}' must be max, min or mean",
+                    h.reduce
+                ));
             }
         }
         c.points()?;
@@ -179,9 +192,15 @@ impl SweepConfig {
                         t.insert(k.clone(), v.clone());
                     }
                     t.insert(self.x.clone(), x.clone());
-                    let config: RunConfig = Value::Table(t).try_into().map_err(|e: toml::de::Error| {
-                        format!("series '{name}' at {} = {}: {}", self.x, value_label(x), e.message().trim())
-                    })?;
+                    let config: RunConfig =
+                        Value::Table(t).try_into().map_err(|e: toml::de::Error| {
+                            format!(
+                                "series '{name}' at {} = {}: {}",
+                                self.x,
+                                value_label(x),
+                                e.message().trim()
+                            )
+                        })?;
                     out.push(Point {
                         series: name.clone(),
                         x: x.clone(),
@@ -210,9 +229,8 @@ pub fn run_points(
             s.spawn(|| loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some(p) = points.get(i) else { break };
-                let r = crate::run(&p.config).map_err(|e| {
-                    format!("series '{}' at {}: {e}", p.series, value_label(&p.x))
-                });
+                let r = crate::run(&p.config)
+                    .map_err(|e| format!("series '{}' at {}: {e}", p.series, value_label(&p.x)));
                 results.lock().unwrap()[i] = Some(r);
                 progress();
             });
@@ -265,11 +283,19 @@ pub fn headline(c: &SweepConfig, h: &Headline, out: &[Outcome]) -> Option<Headli
     let metric_name = h.metric.clone().unwrap_or_else(|| c.metric.clone());
     let inside = |x: &Value| {
         let v = value_num(x);
-        h.x_min.as_ref().and_then(value_num).is_none_or(|m| v.is_some_and(|v| v >= m))
-            && h.x_max.as_ref().and_then(value_num).is_none_or(|m| v.is_some_and(|v| v <= m))
+        h.x_min
+            .as_ref()
+            .and_then(value_num)
+            .is_none_or(|m| v.is_some_and(|v| v >= m))
+            && h.x_max
+                .as_ref()
+                .and_then(value_num)
+                .is_none_or(|m| v.is_some_and(|v| v <= m))
     };
     let grid_ok = |g: &[(String, Value)]| {
-        h.grid.iter().all(|(k, v)| g.iter().any(|(gk, gv)| gk == k && gv == v))
+        h.grid
+            .iter()
+            .all(|(k, v)| g.iter().any(|(gk, gv)| gk == k && gv == v))
     };
     let find = |series: &str, x: &Value, g: &[(String, Value)]| {
         out.iter()
@@ -313,12 +339,20 @@ pub fn headline(c: &SweepConfig, h: &Headline, out: &[Outcome]) -> Option<Headli
 }
 
 /// Write `results.csv`, `runs/*.json`, the plots and `summary.md` into `dir`.
-pub fn write_outputs(c: &SweepConfig, out: &[Outcome], dir: &Path) -> Result<Vec<HeadlineResult>, String> {
+pub fn write_outputs(
+    c: &SweepConfig,
+    out: &[Outcome],
+    dir: &Path,
+) -> Result<Vec<HeadlineResult>, String> {
     let err = |e: std::io::Error| format!("cannot write into {}: {e}", dir.display());
     std::fs::create_dir_all(dir.join("runs")).map_err(err)?;
     // CSV.
     let grid_keys: Vec<&String> = c.grid.keys().collect();
-    let members = out.iter().map(|o| o.report.members.len()).max().unwrap_or(0);
+    let members = out
+        .iter()
+        .map(|o| o.report.members.len())
+        .max()
+        .unwrap_or(0);
     let mut csv = String::new();
     let _ = write!(csv, "series,{}", c.x);
     for k in &grid_keys {
@@ -326,7 +360,10 @@ pub fn write_outputs(c: &SweepConfig, out: &[Outcome], dir: &Path) -> Result<Vec
     }
     csv.push_str(",throughput_mbps,iops,mean_response_ms,p99_response_ms,sim_time_s,busy_throughput_mbps,requests,energy_j");
     for m in 0..members {
-        let _ = write!(csv, ",m{m}_reads,m{m}_writes,m{m}_read_pages,m{m}_write_pages,m{m}_erases,m{m}_utilization");
+        let _ = write!(
+            csv,
+            ",m{m}_reads,m{m}_writes,m{m}_read_pages,m{m}_write_pages,m{m}_erases,m{m}_utilization"
+        );
     }
     csv.push('\n');
     for (i, o) in out.iter().enumerate() {
@@ -338,8 +375,14 @@ pub fn write_outputs(c: &SweepConfig, out: &[Outcome], dir: &Path) -> Result<Vec
         let _ = write!(
             csv,
             ",{:.4},{:.2},{:.4},{:.4},{:.6},{:.4},{},{:.3}",
-            r.throughput_mbps, r.iops, r.mean_response_ms, r.p99_response_ms, r.sim_time_s,
-            r.busy_throughput_mbps, r.requests, r.energy_j
+            r.throughput_mbps,
+            r.iops,
+            r.mean_response_ms,
+            r.p99_response_ms,
+            r.sim_time_s,
+            r.busy_throughput_mbps,
+            r.requests,
+            r.energy_j
         );
         for m in &r.members {
             let _ = write!(
@@ -380,7 +423,11 @@ pub fn write_outputs(c: &SweepConfig, out: &[Outcome], dir: &Path) -> Result<Vec
         .collect();
     let mut plots = Vec::new();
     for (gi, g) in combos.iter().enumerate() {
-        let suffix = if combos.len() > 1 { format!("-{gi}") } else { String::new() };
+        let suffix = if combos.len() > 1 {
+            format!("-{gi}")
+        } else {
+            String::new()
+        };
         let lines: Vec<(String, Vec<Option<f64>>)> = series
             .iter()
             .map(|s| {
@@ -397,17 +444,33 @@ pub fn write_outputs(c: &SweepConfig, out: &[Outcome], dir: &Path) -> Result<Vec
             })
             .collect();
         let labels: Vec<String> = c.x_values.iter().map(value_label).collect();
-        let title = if g.is_empty() { c.title.clone() } else { format!("{} ({})", c.title, grid_label(g)) };
+        let title = if g.is_empty() {
+            c.title.clone()
+        } else {
+            format!("{} ({})", c.title, grid_label(g))
+        };
         let name = format!("{}{suffix}.svg", c.metric);
-        std::fs::write(dir.join(&name), crate::plot::line_chart(&title, &c.x, &c.metric, &labels, &lines))
-            .map_err(err)?;
+        std::fs::write(
+            dir.join(&name),
+            crate::plot::line_chart(&title, &c.x, &c.metric, &labels, &lines),
+        )
+        .map_err(err)?;
         plots.push(name);
         let at = c.load_at.clone().unwrap_or_else(|| c.x_values[0].clone());
         let bars: Vec<(String, Vec<f64>)> = series
             .iter()
             .filter_map(|s| {
-                let o = out.iter().find(|o| &o.point.series == s && o.point.x == at && &o.point.grid == g)?;
-                Some((s.clone(), o.report.members.iter().map(|m| m.utilization * 100.0).collect()))
+                let o = out
+                    .iter()
+                    .find(|o| &o.point.series == s && o.point.x == at && &o.point.grid == g)?;
+                Some((
+                    s.clone(),
+                    o.report
+                        .members
+                        .iter()
+                        .map(|m| m.utilization * 100.0)
+                        .collect(),
+                ))
             })
             .collect();
         let name = format!("load{suffix}.svg");
@@ -422,7 +485,11 @@ pub fn write_outputs(c: &SweepConfig, out: &[Outcome], dir: &Path) -> Result<Vec
         plots.push(name);
     }
     // Summary.
-    let heads: Vec<HeadlineResult> = c.headline.iter().filter_map(|h| headline(c, h, out)).collect();
+    let heads: Vec<HeadlineResult> = c
+        .headline
+        .iter()
+        .filter_map(|h| headline(c, h, out))
+        .collect();
     let mut md = String::new();
     let _ = writeln!(md, "# {}\n", c.title);
     if let Some(s) = &c.source {
@@ -432,9 +499,16 @@ pub fn write_outputs(c: &SweepConfig, out: &[Outcome], dir: &Path) -> Result<Vec
         let _ = writeln!(md, "{}\n", d.trim());
     }
     if !c.headline.is_empty() {
-        let _ = writeln!(md, "## Headline numbers\n\n| what | ours | where | published |\n| --- | --- | --- | --- |");
+        let _ = writeln!(
+            md,
+            "## Headline numbers\n\n| what | ours | where | published |\n| --- | --- | --- | --- |"
+        );
         for h in &heads {
-            let _ = writeln!(md, "| {} | {:.2} | {} | {} |", h.what, h.ours, h.at, h.published);
+            let _ = writeln!(
+                md,
+                "| {} | {:.2} | {} | {} |",
+                h.what, h.ours, h.at, h.published
+            );
         }
         md.push('\n');
         for h in &c.headline {
@@ -449,7 +523,11 @@ pub fn write_outputs(c: &SweepConfig, out: &[Outcome], dir: &Path) -> Result<Vec
             md,
             "## {}{}\n",
             c.metric,
-            if g.is_empty() { String::new() } else { format!(" ({})", grid_label(g)) }
+            if g.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", grid_label(g))
+            }
         );
         let _ = write!(md, "| {} |", c.x);
         for s in &series {

@@ -164,7 +164,10 @@ pub struct Hdd {
     cylinders: u64,
     seek: SeekCurve,
     media_bps: f64,
-    interface_bps: f64,
+    /// Bytes per cylinder (tracks x heads) and transfer cost per byte.
+    cylinder_bytes: u64,
+    media_ns_per_byte: f64,
+    interface_ns_per_byte: f64,
     overhead_ns: Ns,
     cyl: u64,
     busy: bool,
@@ -191,7 +194,8 @@ impl Hdd {
         );
         Self {
             overhead_ns: ms(p.overhead_ms) as Ns,
-            interface_bps: p.interface_mbps * 1e6,
+            cylinder_bytes: track_bytes * p.heads as u64,
+            interface_ns_per_byte: 1e9 / (p.interface_mbps * 1e6),
             p,
             capacity,
             rev_ns,
@@ -199,6 +203,7 @@ impl Hdd {
             cylinders,
             seek,
             media_bps,
+            media_ns_per_byte: 1e9 / media_bps,
             cyl: 0,
             busy: false,
             queue: VecDeque::new(),
@@ -219,11 +224,11 @@ impl Hdd {
     }
 
     fn cylinder_of(&self, off: u64) -> u64 {
-        (off / self.track_bytes / self.p.heads as u64).min(self.cylinders - 1)
+        (off / self.cylinder_bytes).min(self.cylinders - 1)
     }
 
-    fn transfer_ns(&self, len: u64, bps: f64) -> Ns {
-        (len as f64 * 1e9 / bps) as Ns
+    fn transfer_ns(&self, len: u64, ns_per_byte: f64) -> Ns {
+        (len as f64 * ns_per_byte) as Ns
     }
 
     fn cache_hit(&self, io: &DevIo) -> bool {
@@ -256,7 +261,7 @@ impl Hdd {
     fn serve(&mut self, now: Ns, io: &DevIo, fresh: bool) -> Ns {
         let start = now + if fresh { self.overhead_ns } else { 0 };
         let end = if self.cache_hit(io) {
-            start + self.transfer_ns(io.len, self.interface_bps)
+            start + self.transfer_ns(io.len, self.interface_ns_per_byte)
         } else {
             let target = self.cylinder_of(io.offset);
             let seek = self.seek.seek_ns(target.abs_diff(self.cyl));
@@ -264,7 +269,7 @@ impl Hdd {
             let angle = (io.offset % self.track_bytes) * self.rev_ns / self.track_bytes;
             let wait = (angle + self.rev_ns - at % self.rev_ns) % self.rev_ns;
             self.cyl = self.cylinder_of(io.offset + io.len.max(1) - 1);
-            at + wait + self.transfer_ns(io.len, self.media_bps)
+            at + wait + self.transfer_ns(io.len, self.media_ns_per_byte)
         };
         self.remember(io);
         if io.tag == INTERNAL {
@@ -305,7 +310,7 @@ impl Device for Hdd {
             self.dirty_bytes += io.len;
             started.push((
                 io.tag,
-                now + self.overhead_ns + self.transfer_ns(io.len, self.interface_bps),
+                now + self.overhead_ns + self.transfer_ns(io.len, self.interface_ns_per_byte),
             ));
             let destage = DevIo {
                 tag: INTERNAL,

@@ -51,9 +51,9 @@ impl SweepCmd {
                 .progress_chars("=> "),
         );
         bar.set_message(cfg.title.clone());
-        let jobs = self.jobs.unwrap_or_else(|| {
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        });
+        let jobs = self
+            .jobs
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         let t0 = std::time::Instant::now();
         let out = run_points(points, jobs, &|| bar.inc(1))?;
         bar.finish_and_clear();
