@@ -55,6 +55,9 @@ pub struct SweepConfig {
     pub series: Vec<Table>,
     #[serde(default)]
     pub headline: Vec<Headline>,
+    /// The sweep file's directory: relative trace paths are resolved against it.
+    #[serde(skip)]
+    pub dir: Option<std::path::PathBuf>,
 }
 
 fn d_metric() -> String {
@@ -125,8 +128,9 @@ pub fn value_label(v: &Value) -> String {
 
 impl SweepConfig {
     pub fn parse(text: &str, origin: &str) -> Result<Self, String> {
-        let c: Self =
+        let mut c: Self =
             toml::from_str(text).map_err(|e| format!("{origin}: {}", e.message().trim()))?;
+        c.dir = Path::new(origin).parent().map(Path::to_path_buf);
         if c.series.is_empty() || c.x_values.is_empty() {
             return Err(format!(
                 "{origin}: a sweep needs at least one [[series]] and one x value"
@@ -192,7 +196,7 @@ impl SweepConfig {
                         t.insert(k.clone(), v.clone());
                     }
                     t.insert(self.x.clone(), x.clone());
-                    let config: RunConfig =
+                    let mut config: RunConfig =
                         Value::Table(t).try_into().map_err(|e: toml::de::Error| {
                             format!(
                                 "series '{name}' at {} = {}: {}",
@@ -201,6 +205,11 @@ impl SweepConfig {
                                 e.message().trim()
                             )
                         })?;
+                    if let (Some(tr), Some(dir)) = (&config.trace, &self.dir) {
+                        if Path::new(tr).is_relative() {
+                            config.trace = Some(dir.join(tr).to_string_lossy().into_owned());
+                        }
+                    }
                     out.push(Point {
                         series: name.clone(),
                         x: x.clone(),

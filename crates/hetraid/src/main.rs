@@ -55,6 +55,8 @@ enum Command {
     Sim(Box<cmd::sim::SimCmd>),
     /// Run a grid of simulations from a TOML file: CSV, JSON, SVG plots, summary.md.
     Sweep(cmd::sweep::SweepCmd),
+    /// Synthetic traces with published statistics, and trace statistics.
+    Trace(cmd::trace::TraceCmd),
     /// The whole life of an array in a temporary directory: create, write, fail,
     /// degraded I/O, rebuild, scrub, verify.
     Demo(cmd::demo::DemoCmd),
@@ -86,6 +88,7 @@ fn main() {
         Command::Demo(c) => c.run(),
         Command::Sim(c) => c.run(),
         Command::Sweep(c) => c.run(),
+        Command::Trace(c) => c.run(),
         Command::Serve(c) => c.run(),
     };
     if let Err(e) = result {

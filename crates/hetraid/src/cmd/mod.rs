@@ -15,3 +15,4 @@ pub fn print_json(v: &serde_json::Value) -> Result<(), String> {
 }
 pub mod sim;
 pub mod sweep;
+pub mod trace;

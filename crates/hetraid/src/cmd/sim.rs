@@ -165,10 +165,16 @@ impl SimCmd {
 }
 
 fn print_human(c: &RunConfig, r: &Report) {
+    let what = match &c.trace {
+        Some(t) if c.workload == "trace" => format!("trace {t} ({})", c.replay),
+        _ => format!(
+            "{} {}",
+            c.workload,
+            hetraid_core::units::format_size(c.size.0)
+        ),
+    };
     println!(
-        "{} {} on {} (chunk {}, policy {}), seed {}",
-        c.workload,
-        hetraid_core::units::format_size(c.size.0),
+        "{what} on {} (chunk {}, policy {}), seed {}",
         c.layout,
         hetraid_core::units::format_size(c.chunk.0),
         r.policy,
