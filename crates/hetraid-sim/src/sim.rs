@@ -60,6 +60,14 @@ impl Setup {
             kinds: specs.iter().map(|s| s.kind).collect(),
         };
         let layout = build(&spec).map_err(|e| e.to_string())?;
+        if let Some(f) = cfg.failed {
+            if layout.redundancy() == hetraid_core::Redundancy::None {
+                return Err(format!(
+                    "{} has no redundancy, so with member {f} failed its data is gone; drop --failed or use a redundant layout",
+                    cfg.layout
+                ));
+            }
+        }
         let policy = WritePolicy::parse(&cfg.policy)?;
         let cap = layout.capacity_bytes();
         let span = match cfg.span {

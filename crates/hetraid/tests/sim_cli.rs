@@ -1,0 +1,396 @@
+//! `hetraid sim`, `sweep` and `trace` from the command line: the JSON contract,
+//! config files, errors, and the reproductions.
+
+use serde_json::Value;
+use std::process::Command;
+
+fn hetraid(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_hetraid"))
+        .args(args)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .output()
+        .expect("run hetraid");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+fn json(args: &[&str]) -> Value {
+    let (code, out, err) = hetraid(args);
+    assert_eq!(code, 0, "hetraid {args:?} failed: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn sim_json_has_the_contract_shape_and_consistent_numbers() {
+    let v = json(&[
+        "sim",
+        "--layout",
+        "raid4s",
+        "--members",
+        "caviar-black-640*4,x25e-64",
+        "--chunk",
+        "64K",
+        "--policy",
+        "modthresh",
+        "--workload",
+        "mixed",
+        "--read-fraction",
+        "0.3",
+        "--size",
+        "16K",
+        "--qd",
+        "10",
+        "--total",
+        "8M",
+        "--seed",
+        "7",
+        "--json",
+    ]);
+    for k in [
+        "throughput_mbps",
+        "iops",
+        "mean_response_ms",
+        "p99_response_ms",
+        "sim_time_s",
+    ] {
+        assert!(f(&v[k]) > 0.0, "{k}: {}", v[k]);
+    }
+    let t = f(&v["sim_time_s"]);
+    // 8 MiB of 16 KiB requests.
+    assert_eq!(v["requests"], 512);
+    assert!((f(&v["iops"]) * t - 512.0).abs() < 1.0);
+    assert!((f(&v["throughput_mbps"]) * t - 8.0 * 1.048576).abs() < 0.01);
+    assert!(f(&v["p99_response_ms"]) >= f(&v["mean_response_ms"]) * 0.5);
+    let m = v["members"].as_array().unwrap();
+    assert_eq!(m.len(), 5);
+    let presets: Vec<&str> = m.iter().map(|m| m["preset"].as_str().unwrap()).collect();
+    assert_eq!(
+        presets,
+        [
+            "caviar-black-640",
+            "caviar-black-640",
+            "caviar-black-640",
+            "caviar-black-640",
+            "x25e-64"
+        ]
+    );
+    for (i, m) in m.iter().enumerate() {
+        assert_eq!(m["device"], i);
+        for k in ["reads", "writes", "read_pages", "write_pages", "erases"] {
+            assert!(m[k].is_u64(), "{k}");
+        }
+        assert!((f(&m["busy_s"]) + f(&m["idle_s"]) - t).abs() < 1e-6);
+        assert!(f(&m["energy_j"]) > 0.0);
+        assert!(m["read_pages"].as_u64() >= m["reads"].as_u64());
+    }
+    // The SSD holds all parity: it sees a write for every user write.
+    let ssd_writes = m[4]["writes"].as_u64().unwrap();
+    let disk_writes: u64 = m[..4].iter().map(|m| m["writes"].as_u64().unwrap()).sum();
+    assert!(ssd_writes > 0 && disk_writes >= ssd_writes);
+}
+
+#[test]
+fn sim_degraded_sends_nothing_to_the_failed_member() {
+    let v = json(&[
+        "sim",
+        "--layout",
+        "raid5",
+        "--members",
+        "wd20eads*5",
+        "--chunk",
+        "64K",
+        "--workload",
+        "random-write",
+        "--size",
+        "8K",
+        "--qd",
+        "4",
+        "--total",
+        "4M",
+        "--failed",
+        "2",
+        "--json",
+    ]);
+    let m = &v["members"][2];
+    assert_eq!(
+        (m["reads"].as_u64(), m["writes"].as_u64()),
+        (Some(0), Some(0))
+    );
+    assert!(v["members"][0]["reads"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn sim_from_a_config_file_with_flag_overrides_and_a_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("run.toml");
+    std::fs::write(
+        &cfg,
+        "layout = \"raid5\"\nmembers = \"caviar-black-640*5\"\nworkload = \"trace\"\n\
+         trace = \"traces/financial1.spc\"\nreplay = \"afap\"\nqd = 10\ntrace_limit = 500\n\
+         member_size = \"60000000000\"\n",
+    )
+    .unwrap();
+    let a = json(&["sim", cfg.to_str().unwrap(), "--json"]);
+    assert_eq!(a["requests"], 500);
+    let b = json(&[
+        "sim",
+        cfg.to_str().unwrap(),
+        "--layout",
+        "raid4s",
+        "--members",
+        "caviar-black-640*4,x25e-64",
+        "--json",
+    ]);
+    assert_eq!(b["layout"], "raid4s");
+    assert!(f(&b["throughput_mbps"]) > f(&a["throughput_mbps"]));
+    // The same config and seed print the same bytes.
+    let (_, x, _) = hetraid(&["sim", cfg.to_str().unwrap(), "--json"]);
+    let (_, y, _) = hetraid(&["sim", cfg.to_str().unwrap(), "--json"]);
+    assert_eq!(x, y);
+}
+
+#[test]
+fn bad_sim_input_is_one_sentence_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad_trace = dir.path().join("bad.spc");
+    std::fs::write(&bad_trace, "0,100,4096,w,0.1\n0,200,4096,x,0.2\n").unwrap();
+    let bad_num = dir.path().join("bad2.spc");
+    std::fs::write(&bad_num, "0,100,4096,w,0.1\n0,2z0,4096,r,0.2\n").unwrap();
+    let bad_cfg = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad_cfg,
+        "layout = \"raid5\"\nmembers = \"x25e-64*3\"\nqdepth = 4\n",
+    )
+    .unwrap();
+    let base = [
+        "sim",
+        "--layout",
+        "raid5",
+        "--members",
+        "x25e-64*3",
+        "--total",
+        "1M",
+    ];
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["--members".into(), "nosuchdisk*3".into()],
+            "preset 'nosuchdisk' is unknown",
+        ),
+        (
+            vec!["--workload".into(), "bogus".into()],
+            "workload 'bogus' is unknown",
+        ),
+        (vec!["--failed".into(), "9".into()], "not a member"),
+        (vec!["--workload".into(), "mixed".into()], "--read-fraction"),
+        (
+            vec!["--read-fraction".into(), "0.5".into()],
+            "mixed workload only",
+        ),
+        (vec!["--qd".into(), "0".into()], "qd 0"),
+        (
+            vec!["--policy".into(), "fast".into()],
+            "write policy 'fast' is unknown",
+        ),
+        (vec!["--chunk".into(), "3K".into()], "multiple of 4096"),
+        (vec!["--size".into(), "1T".into()], "request size"),
+        (
+            vec![
+                "--layout".into(),
+                "raid0".into(),
+                "--failed".into(),
+                "1".into(),
+            ],
+            "raid0 has no redundancy",
+        ),
+        (
+            vec![
+                "--workload".into(),
+                "trace".into(),
+                "--trace".into(),
+                bad_trace.to_string_lossy().into(),
+            ],
+            "bad.spc:2: field opcode 'x' must be r or w",
+        ),
+        (
+            vec![
+                "--workload".into(),
+                "trace".into(),
+                "--trace".into(),
+                bad_num.to_string_lossy().into(),
+            ],
+            "bad2.spc:2: field LBA '2z0' is not a valid number",
+        ),
+    ];
+    for (extra, want) in cases {
+        // Defaults from `base`, unless the case gives the flag itself.
+        let mut args: Vec<&str> = vec!["sim"];
+        for kv in base[1..].chunks(2) {
+            if !extra.iter().any(|e| e == kv[0]) {
+                args.extend_from_slice(kv);
+            }
+        }
+        args.extend(extra.iter().map(String::as_str));
+        let (code, out, err) = hetraid(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(out.is_empty(), "{args:?} printed {out}");
+        assert!(err.contains(want), "{args:?}: wanted '{want}' in: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+    let (code, _, err) = hetraid(&["sim", bad_cfg.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("qdepth"), "{err}");
+}
+
+#[test]
+fn trace_synth_matches_its_profile_and_stats_reads_every_format() {
+    for (file, writes, kib) in [
+        ("traces/financial1.spc", 0.768, 3.4),
+        ("traces/financial2.spc", 0.177, 2.4),
+        ("traces/websearch.spc", 0.0, 15.1),
+        ("traces/financial1-sample.msr", 0.768, 3.4),
+        ("traces/websearch-sample.blkparse", 0.0, 15.1),
+    ] {
+        let v = json(&["trace", "stats", file, "--json"]);
+        assert!(
+            (f(&v["write_fraction"]) - writes).abs() < 0.02,
+            "{file}: {v}"
+        );
+        assert!(
+            (f(&v["mean_size_kib"]) - kib).abs() / kib < 0.05,
+            "{file}: {v}"
+        );
+    }
+    // The shipped traces are exactly what the documented commands print.
+    let (code, out, _) = hetraid(&[
+        "trace",
+        "synth",
+        "--profile",
+        "financial2",
+        "--requests",
+        "10000",
+        "--seed",
+        "2",
+    ]);
+    assert_eq!(code, 0);
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../traces/financial2.spc"
+    ))
+    .unwrap();
+    assert!(
+        out == shipped,
+        "traces/financial2.spc differs from its generator"
+    );
+}
+
+#[test]
+fn sweep_writes_csv_json_svg_and_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let (code, stdout, err) = hetraid(&[
+        "sweep",
+        "experiments/4-raide.toml",
+        "--out",
+        out.to_str().unwrap(),
+        "--set",
+        "total=8M",
+        "--quiet",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        stdout.contains("RAIDE / RAID5NSS at 1.25 stripes: ours"),
+        "{stdout}"
+    );
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 1 + 2 * 5, "{csv}");
+    assert!(lines[0].starts_with("series,size,throughput_mbps,iops,"));
+    assert!(lines[1].starts_with("RAIDE,256K,"));
+    for svg in ["throughput_mbps.svg", "load.svg"] {
+        let s = std::fs::read_to_string(out.join(svg)).unwrap();
+        assert!(
+            s.starts_with("<svg") && s.trim_end().ends_with("</svg>"),
+            "{svg}"
+        );
+        assert!(s.contains("RAIDE") && s.contains("RAID5NSS"));
+    }
+    let runs = std::fs::read_dir(out.join("runs")).unwrap().count();
+    assert_eq!(runs, 10);
+    let run: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("runs/0001.json")).unwrap())
+            .unwrap();
+    assert_eq!(run["series"], "RAIDE");
+    assert_eq!(run["x"], "320K");
+    assert!(f(&run["result"]["throughput_mbps"]) > 0.0);
+    let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(md.contains("| RAIDE / RAID5NSS at 1.25 stripes |") && md.contains("published"));
+    // A sweep that names a series it does not define is refused.
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "title = \"t\"\nx = \"size\"\nx_values = [\"4K\"]\n[[series]]\nname = \"A\"\nlayout = \"raid5\"\nmembers = \"x25e-64*3\"\n[[headline]]\nwhat = \"w\"\nnumerator = \"B\"\npublished = \"p\"\n").unwrap();
+    let (code, _, err) = hetraid(&[
+        "sweep",
+        bad.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("series 'B'"), "{err}");
+}
+
+/// The reproductions (with a smaller total per point) and the direction of each
+/// published result.
+#[test]
+fn reproductions_run_and_keep_their_published_direction() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut heads: Vec<(String, f64)> = Vec::new();
+    let mut files: Vec<_> =
+        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../../experiments"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+            .collect();
+    files.sort();
+    assert!(files.len() >= 6, "{files:?}");
+    for (i, p) in files.iter().enumerate() {
+        let out = dir.path().join(format!("e{i}"));
+        let (code, stdout, err) = hetraid(&[
+            "sweep",
+            p.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--set",
+            "total=32M",
+            "--quiet",
+        ]);
+        assert_eq!(code, 0, "{}: {err}", p.display());
+        for l in stdout.lines().filter(|l| l.contains(": ours ")) {
+            let (what, rest) = l.trim().split_once(": ours ").unwrap();
+            let v: f64 = rest.split_whitespace().next().unwrap().parse().unwrap();
+            heads.push((what.to_string(), v));
+        }
+    }
+    let get = |w: &str| {
+        heads
+            .iter()
+            .find(|h| h.0 == w)
+            .unwrap_or_else(|| panic!("{w} in {heads:?}"))
+            .1
+    };
+    assert!(get("RAID4S / RAID5 throughput, best size below 128K") > 1.3);
+    assert!((0.9..1.15).contains(&get(
+        "RAID4S / RAID5 throughput at full-stripe writes (256K)"
+    )));
+    assert!(get("modthresh / md, best size") > 1.15);
+    assert!(get("RAIDE / RAID5NSS at 1.25 stripes") > 1.0);
+    assert!(get("RAIDE / RAID5NSS at 3.75 stripes") > 1.0);
+    assert!(get("RAIDH / RAID5, best size") > 1.3);
+    assert!(get("degraded RAID4S / RAID5, best size below 128K") > 1.0);
+    assert!(get("RAID4S / RAID4 on the OLTP traces") > 2.0);
+}
