@@ -21,6 +21,10 @@ pub struct MemberReport {
     pub write_bytes: u64,
     /// Busy share of the run.
     pub utilization: f64,
+    /// energy_j by power state: reading, writing, idle.
+    pub energy_read_j: f64,
+    pub energy_write_j: f64,
+    pub energy_idle_j: f64,
     /// SSDs: flash pages programmed / host pages written, and the most-erased block.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub write_amplification: Option<f64>,

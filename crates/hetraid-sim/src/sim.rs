@@ -726,9 +726,8 @@ impl Runner<'_> {
                     }
                 }
                 self.state_version += 1;
-                let delay = self.throttle();
                 self.k.at(
-                    now + delay,
+                    now,
                     Ev::RebuildWake {
                         stream: stream as u32,
                     },
@@ -759,6 +758,18 @@ impl Runner<'_> {
     }
 
     fn rebuild_next(&mut self, stream: usize) -> Result<(), String> {
+        // MD re-checks its limits after every pause ("goto repeat").
+        let delay = self.throttle();
+        if delay > 0 {
+            let at = self.k.now() + delay;
+            self.k.at(
+                at,
+                Ev::RebuildWake {
+                    stream: stream as u32,
+                },
+            );
+            return Ok(());
+        }
         let rb = self.rebuild.as_mut().unwrap();
         let list = &rb.streams[stream];
         let from = rb.pos[stream];
@@ -818,6 +829,7 @@ impl Runner<'_> {
             .map(|(i, (d, spec))| {
                 let c = d.counters();
                 let wear = d.wear();
+                let [er, ew, ei] = spec.power.energy_by_state_j(c, end);
                 MemberReport {
                     device: i,
                     preset: spec.name.clone(),
@@ -833,6 +845,9 @@ impl Runner<'_> {
                     read_bytes: c.read_bytes,
                     write_bytes: c.write_bytes,
                     utilization: c.busy_ns.min(end) as f64 / end as f64,
+                    energy_read_j: er,
+                    energy_write_j: ew,
+                    energy_idle_j: ei,
                     write_amplification: wear.map(|w| w.write_amplification),
                     erase_max: wear.map(|w| w.erase_max),
                 }
@@ -851,7 +866,8 @@ impl Runner<'_> {
             }
         });
         let requests = self.reads + self.writes;
-        let user_end = self.end.max(1);
+        // User throughput over the time the user load ran (a rebuild may go on).
+        let user_end = self.last_user_done.max(1);
         Report {
             throughput_mbps: self.bytes as f64 / secs(user_end) / 1e6,
             iops: requests as f64 / secs(user_end),

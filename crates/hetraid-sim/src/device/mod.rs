@@ -119,8 +119,18 @@ impl Power {
     /// Joules over `total` ns given the busy split (no spin-down policy is modelled,
     /// so standby is never entered during a run).
     pub fn energy_j(&self, c: &Counters, total: Ns) -> f64 {
+        let [r, w, i] = self.energy_by_state_j(c, total);
+        r + w + i
+    }
+
+    /// Joules reading, writing and idle.
+    pub fn energy_by_state_j(&self, c: &Counters, total: Ns) -> [f64; 3] {
         let s = |ns: Ns| ns as f64 / NS_PER_S as f64;
         let idle = total.saturating_sub(c.busy_ns);
-        self.read_w * s(c.read_busy_ns) + self.write_w * s(c.write_busy_ns) + self.idle_w * s(idle)
+        [
+            self.read_w * s(c.read_busy_ns),
+            self.write_w * s(c.write_busy_ns),
+            self.idle_w * s(idle),
+        ]
     }
 }
