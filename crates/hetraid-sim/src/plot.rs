@@ -37,7 +37,71 @@ fn nice(max: f64) -> (f64, f64) {
     ((max / step).ceil() * step, step)
 }
 
-fn frame(svg: &mut String, title: &str, ylabel: &str, ymax: f64, step: f64) {
+/// The y axis: linear from 0, or logarithmic over whole decades.
+#[derive(Debug, Clone, Copy)]
+enum Scale {
+    Linear { max: f64, step: f64 },
+    Log { lo: i32, hi: i32 },
+}
+
+impl Scale {
+    fn for_values(values: impl Iterator<Item = f64>, log: bool) -> Self {
+        let v: Vec<f64> = values.filter(|v| v.is_finite()).collect();
+        let max = v.iter().copied().fold(0.0f64, f64::max);
+        let min_pos = v.iter().copied().filter(|&x| x > 0.0).fold(f64::INFINITY, f64::min);
+        if log && min_pos.is_finite() {
+            let lo = min_pos.log10().floor() as i32;
+            let hi = (max.log10().ceil() as i32).max(lo + 1);
+            Scale::Log { lo, hi }
+        } else {
+            let (max, step) = nice(max);
+            Scale::Linear { max, step }
+        }
+    }
+
+    /// Pixel row of value `y` (values at or below zero sit on the axis in log scale).
+    fn py(&self, y: f64) -> f64 {
+        let ph = H - T - B;
+        let f = match *self {
+            Scale::Linear { max, .. } => y / max,
+            Scale::Log { lo, hi } if y > 0.0 => (y.log10() - lo as f64) / (hi - lo) as f64,
+            Scale::Log { .. } => 0.0,
+        };
+        H - B - f.clamp(0.0, 1.0) * ph
+    }
+
+    fn ticks(&self) -> Vec<(f64, String)> {
+        match *self {
+            Scale::Linear { max, step } => {
+                let mut v = Vec::new();
+                let mut y = 0.0;
+                while y <= max + step / 2.0 {
+                    let label = if step < 1.0 {
+                        format!("{y:.2}")
+                    } else {
+                        format!("{y:.0}")
+                    };
+                    v.push((y, label));
+                    y += step;
+                }
+                v
+            }
+            Scale::Log { lo, hi } => (lo..=hi)
+                .map(|e| {
+                    let y = 10f64.powi(e);
+                    let label = if e < 0 {
+                        format!("{y}")
+                    } else {
+                        format!("{y:.0}")
+                    };
+                    (y, label)
+                })
+                .collect(),
+        }
+    }
+}
+
+fn frame(svg: &mut String, title: &str, ylabel: &str, scale: Scale) {
     let _ = write!(
         svg,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="white"/><text x="{}" y="22" text-anchor="middle" font-size="15">{}</text>"#,
@@ -45,22 +109,15 @@ fn frame(svg: &mut String, title: &str, ylabel: &str, ymax: f64, step: f64) {
         esc(title)
     );
     let ph = H - T - B;
-    let mut y = 0.0;
-    while y <= ymax + step / 2.0 {
-        let py = H - B - y / ymax * ph;
+    for (y, label) in scale.ticks() {
+        let py = scale.py(y);
         let _ = write!(
             svg,
-            r##"<line x1="{L}" y1="{py:.1}" x2="{}" y2="{py:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
+            r##"<line x1="{L}" y1="{py:.1}" x2="{}" y2="{py:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{label}</text>"##,
             W - R,
             L - 6.0,
             py + 4.0,
-            if step < 1.0 {
-                format!("{y:.2}")
-            } else {
-                format!("{y:.0}")
-            }
         );
-        y += step;
     }
     let _ = write!(
         svg,
@@ -97,16 +154,13 @@ pub fn line_chart(
     ylabel: &str,
     labels: &[String],
     lines: &[(String, Vec<Option<f64>>)],
+    log_y: bool,
 ) -> String {
-    let ymax = lines
-        .iter()
-        .flat_map(|l| l.1.iter().flatten())
-        .fold(0.0f64, |a, &b| a.max(b));
-    let (ymax, step) = nice(ymax);
+    let scale = Scale::for_values(lines.iter().flat_map(|l| l.1.iter().flatten().copied()), log_y);
     let mut svg = String::new();
-    frame(&mut svg, title, ylabel, ymax, step);
+    let ylabel = if log_y { format!("{ylabel} (log scale)") } else { ylabel.to_string() };
+    frame(&mut svg, title, &ylabel, scale);
     let pw = W - L - R;
-    let ph = H - T - B;
     let n = labels.len().max(1);
     let px = |i: usize| L + (i as f64 + 0.5) * pw / n as f64;
     let every = n.div_ceil(12);
@@ -133,7 +187,7 @@ pub fn line_chart(
         let pts: Vec<String> = ys
             .iter()
             .enumerate()
-            .filter_map(|(i, y)| y.map(|y| format!("{:.1},{:.1}", px(i), H - B - y / ymax * ph)))
+            .filter_map(|(i, y)| y.map(|y| format!("{:.1},{:.1}", px(i), scale.py(y))))
             .collect();
         let _ = write!(
             svg,
@@ -155,22 +209,17 @@ pub fn line_chart(
 
 /// Grouped bars: per series, one bar per member.
 pub fn bar_chart(title: &str, groups: &[(String, Vec<f64>)]) -> String {
-    let ymax = groups
-        .iter()
-        .flat_map(|g| g.1.iter())
-        .fold(0.0f64, |a, &b| a.max(b));
-    let (ymax, step) = nice(ymax);
+    let scale = Scale::for_values(groups.iter().flat_map(|g| g.1.iter().copied()), false);
     let mut svg = String::new();
-    frame(&mut svg, title, "percent busy", ymax, step);
+    frame(&mut svg, title, "percent busy", scale);
     let pw = W - L - R;
-    let ph = H - T - B;
     let members = groups.iter().map(|g| g.1.len()).max().unwrap_or(1).max(1);
     let gw = pw / groups.len().max(1) as f64;
     let bw = gw * 0.8 / members as f64;
     for (gi, (name, vals)) in groups.iter().enumerate() {
         let x0 = L + gi as f64 * gw + gw * 0.1;
         for (m, v) in vals.iter().enumerate() {
-            let h = v / ymax * ph;
+            let h = H - B - scale.py(*v);
             let _ = write!(
                 svg,
                 r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{}"><title>{} member {m}: {v:.1}</title></rect>"#,

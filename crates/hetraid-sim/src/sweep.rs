@@ -45,6 +45,9 @@ pub struct SweepConfig {
     pub x_values: Vec<Value>,
     #[serde(default = "d_metric")]
     pub metric: String,
+    /// Plot the metric on a logarithmic axis (for series that differ by decades).
+    #[serde(default)]
+    pub log_y: bool,
     /// x value whose per-member load is drawn as bars (default: the first).
     #[serde(default)]
     pub load_at: Option<Value>,
@@ -461,7 +464,7 @@ pub fn write_outputs(
         let name = format!("{}{suffix}.svg", c.metric);
         std::fs::write(
             dir.join(&name),
-            crate::plot::line_chart(&title, &c.x, &c.metric, &labels, &lines),
+            crate::plot::line_chart(&title, &c.x, &c.metric, &labels, &lines, c.log_y),
         )
         .map_err(err)?;
         plots.push(name);
