@@ -287,3 +287,43 @@ pub fn schedule_with_used(
     }
     Ok(RebuildSchedule { streams: out })
 }
+
+/// Where every lost extent lives after a rebuild into spare space by `sched`: one
+/// [`Move`](crate::layout::Move) per extent (an S2-RAID partition), for a
+/// [`Remapped`](crate::layout::Remapped) layout. The engine stores these in its
+/// superblock; the simulator switches to the remapped layout when its rebuild ends.
+pub fn spare_moves(
+    layout: &dyn Layout,
+    sched: &RebuildSchedule,
+    failed: &[usize],
+) -> Result<Vec<crate::layout::Move>, PlanError> {
+    let mut moves: Vec<crate::layout::Move> = Vec::new();
+    for st in &sched.streams {
+        let (target, slot) = st.target.ok_or_else(|| {
+            PlanError::Invalid("a rebuild into spare space needs a target per stream".into())
+        })?;
+        for &s in &st.stripes {
+            for c in layout
+                .stripe(s)
+                .all()
+                .filter(|c| failed.contains(&c.member))
+            {
+                let (off, len) = layout.spare_extent(c).ok_or_else(|| {
+                    PlanError::Invalid(format!("layout {} has no spare extents", layout.name()))
+                })?;
+                let from = crate::layout::ChunkLoc {
+                    member: c.member,
+                    offset: off,
+                };
+                let to = layout.spare_location(from, target, slot).ok_or_else(|| {
+                    PlanError::Invalid(format!("member {target} has no spare slot {slot}"))
+                })?;
+                let m = crate::layout::Move { from, to, len };
+                if !moves.contains(&m) {
+                    moves.push(m);
+                }
+            }
+        }
+    }
+    Ok(moves)
+}

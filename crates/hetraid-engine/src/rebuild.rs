@@ -241,38 +241,17 @@ impl Array {
         self.flush()?;
         // Record where every lost extent now lives.
         let mut sb = self.superblock();
-        let mut moved: Vec<crate::format::Relocation> = Vec::new();
-        for st in &sched.streams {
-            let (target, slot) = st.target.expect("spare schedules name targets");
-            for &s in &st.stripes {
-                for c in layout
-                    .stripe(s)
-                    .all()
-                    .filter(|c| failed.contains(&c.member))
-                {
-                    let (ext_off, len) = layout.spare_extent(c).ok_or_else(|| {
-                        EngineError::Refused("layout has no spare extents".into())
-                    })?;
-                    let from = hetraid_core::ChunkLoc {
-                        member: c.member,
-                        offset: ext_off,
-                    };
-                    let to = layout
-                        .spare_location(from, target, slot)
-                        .expect("target has the slot");
-                    let r = crate::format::Relocation {
-                        from_member: c.member as u16,
-                        to_member: target as u16,
-                        from_offset: ext_off,
-                        to_offset: to.offset,
-                        len,
-                    };
-                    if !moved.contains(&r) {
-                        moved.push(r);
-                    }
-                }
-            }
-        }
+        let moved: Vec<crate::format::Relocation> =
+            hetraid_core::rebuild::spare_moves(layout, &sched, &failed)?
+                .into_iter()
+                .map(|m| crate::format::Relocation {
+                    from_member: m.from.member as u16,
+                    to_member: m.to.member as u16,
+                    from_offset: m.from.offset,
+                    to_offset: m.to.offset,
+                    len: m.len,
+                })
+                .collect();
         if sb.relocations.len() + moved.len() > crate::format::MAX_RELOCATIONS {
             return Err(EngineError::Refused(
                 "the superblock's relocation table is full".into(),

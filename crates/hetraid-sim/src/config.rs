@@ -113,6 +113,10 @@ pub struct RunConfig {
     /// Replace `failed` by a fresh device at time 0 and rebuild it under the load.
     #[serde(default)]
     pub rebuild: bool,
+    /// Rebuild into spare space on the other members (S2-RAID with spare
+    /// partitions) instead of onto a replacement device.
+    #[serde(default)]
+    pub to_spare: bool,
     /// MD's speed_limit_min / speed_limit_max, bytes per second.
     #[serde(default = "d_min_speed")]
     pub min_speed: Size,

@@ -48,7 +48,11 @@ impl Scale {
     fn for_values(values: impl Iterator<Item = f64>, log: bool) -> Self {
         let v: Vec<f64> = values.filter(|v| v.is_finite()).collect();
         let max = v.iter().copied().fold(0.0f64, f64::max);
-        let min_pos = v.iter().copied().filter(|&x| x > 0.0).fold(f64::INFINITY, f64::min);
+        let min_pos = v
+            .iter()
+            .copied()
+            .filter(|&x| x > 0.0)
+            .fold(f64::INFINITY, f64::min);
         if log && min_pos.is_finite() {
             let lo = min_pos.log10().floor() as i32;
             let hi = (max.log10().ceil() as i32).max(lo + 1);
@@ -156,9 +160,16 @@ pub fn line_chart(
     lines: &[(String, Vec<Option<f64>>)],
     log_y: bool,
 ) -> String {
-    let scale = Scale::for_values(lines.iter().flat_map(|l| l.1.iter().flatten().copied()), log_y);
+    let scale = Scale::for_values(
+        lines.iter().flat_map(|l| l.1.iter().flatten().copied()),
+        log_y,
+    );
     let mut svg = String::new();
-    let ylabel = if log_y { format!("{ylabel} (log scale)") } else { ylabel.to_string() };
+    let ylabel = if log_y {
+        format!("{ylabel} (log scale)")
+    } else {
+        ylabel.to_string()
+    };
     frame(&mut svg, title, &ylabel, scale);
     let pw = W - L - R;
     let n = labels.len().max(1);

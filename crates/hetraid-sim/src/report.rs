@@ -38,6 +38,8 @@ pub struct RebuildReport {
     /// From the start of the run to the last rebuilt stripe.
     pub rebuild_time_s: f64,
     pub rebuilt_bytes: u64,
+    /// rebuilt_bytes / rebuild_time_s, MB/s.
+    pub rebuild_mbps: f64,
     pub streams: usize,
     /// User requests that completed while the rebuild ran.
     pub requests_during: u64,

@@ -26,6 +26,9 @@ pub struct Setup {
     pub policy: WritePolicy,
     pub span: u64,
     pub trace: Option<Vec<trace::TraceRecord>>,
+    /// Rebuild into spare space: the schedule (one target per stream) and the layout
+    /// with the lost extents relocated, used once the rebuild is done.
+    pub spare: Option<(hetraid_core::rebuild::RebuildSchedule, Box<dyn Layout>)>,
 }
 
 impl Setup {
@@ -91,6 +94,9 @@ impl Setup {
         if cfg.rebuild && cfg.failed.is_none() {
             return Err("rebuild needs --failed i: the member to replace and rebuild".into());
         }
+        if cfg.to_spare && !cfg.rebuild {
+            return Err("--to-spare applies to a rebuild; add --rebuild".into());
+        }
         if cfg.min_speed.0 == 0 || cfg.max_speed.0 < cfg.min_speed.0 {
             return Err("min_speed must be above zero and at most max_speed".into());
         }
@@ -133,6 +139,26 @@ impl Setup {
         } else {
             None
         };
+        let spare = match (cfg.to_spare, cfg.failed) {
+            (true, Some(f)) => {
+                if layout.spare_slots() == 0 {
+                    return Err(format!(
+                        "layout {} reserves no spare space; use s2raid5 with --spare-partitions 1 or rebuild without --to-spare",
+                        cfg.layout
+                    ));
+                }
+                let state = ArrayState::with_failed(specs.len(), &[f]);
+                let sched = hetraid_core::rebuild::schedule(layout.as_ref(), &state, &[f], true)
+                    .map_err(|e| e.to_string())?;
+                let moves = hetraid_core::rebuild::spare_moves(layout.as_ref(), &sched, &[f])
+                    .map_err(|e| e.to_string())?;
+                let inner = build(&spec).map_err(|e| e.to_string())?;
+                let after: Box<dyn Layout> =
+                    Box::new(hetraid_core::layout::Remapped::new(inner, moves));
+                Some((sched, after))
+            }
+            _ => None,
+        };
         let setup = Self {
             cfg: cfg.clone(),
             specs,
@@ -140,6 +166,7 @@ impl Setup {
             policy,
             span,
             trace,
+            spare,
         };
         setup.source()?;
         Ok(setup)
@@ -244,6 +271,8 @@ struct Job {
 struct RebuildRun {
     target: usize,
     streams: Vec<Vec<u64>>,
+    /// Per stream, the spare slot it writes into (rebuild into spare space).
+    redirect: Vec<Option<(usize, usize)>>,
     pos: Vec<usize>,
     active: usize,
     batch: usize,
@@ -279,6 +308,7 @@ struct Runner<'a> {
     end: Ns,
     member_ops: u64,
     rebuild: Option<RebuildRun>,
+    service: Vec<hetraid_core::ServiceModel>,
 }
 
 /// Run one simulation.
@@ -318,7 +348,20 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
     let mut rebuild = None;
     if let Some(f) = s.cfg.failed {
         state.members[f] = MemberState::Failed;
-        if s.cfg.rebuild {
+        if let (true, Some((sched, _))) = (s.cfg.rebuild, &s.spare) {
+            // Into spare space: no new device; the member stays failed until the
+            // relocated layout takes over at the end (as the engine commits it).
+            rebuild = Some(RebuildRun {
+                target: f,
+                active: sched.streams.len(),
+                pos: vec![0; sched.streams.len()],
+                redirect: sched.streams.iter().map(|st| st.target).collect(),
+                streams: sched.streams.iter().map(|st| st.stripes.clone()).collect(),
+                batch: hetraid_core::rebuild::batch_stripes(s.layout.as_ref()),
+                bytes: 0,
+                finished_at: None,
+            });
+        } else if s.cfg.rebuild {
             let sched = hetraid_core::rebuild::schedule(s.layout.as_ref(), &state, &[f], false)
                 .map_err(|e| e.to_string())?;
             let stripes = s.layout.stripe_count() as usize;
@@ -332,6 +375,7 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
                 target: f,
                 active: sched.streams.len(),
                 pos: vec![0; sched.streams.len()],
+                redirect: vec![None; sched.streams.len()],
                 streams: sched.streams.into_iter().map(|st| st.stripes).collect(),
                 batch: hetraid_core::rebuild::batch_stripes(s.layout.as_ref()),
                 bytes: 0,
@@ -340,7 +384,8 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
         }
     }
     let r = Runner {
-        planner: Planner::new(s.layout.as_ref(), s.policy, service),
+        planner: Planner::new(s.layout.as_ref(), s.policy, service.clone()),
+        service,
         s,
         devices,
         state,
@@ -782,12 +827,13 @@ impl Runner<'_> {
         let batch: Vec<u64> = list[from..to].to_vec();
         rb.pos[stream] = to;
         let target = rb.target;
+        let redirect = rb.redirect[stream];
         // The batch's plans are made against the state without the target.
         let mut plans = Vec::with_capacity(batch.len());
         for &s in &batch {
             if let Some(p) = self
                 .planner
-                .rebuild_stripe(s, &self.state, &[target], None)
+                .rebuild_stripe(s, &self.state, &[target], redirect)
                 .map_err(|e| e.to_string())?
             {
                 plans.push(p);
@@ -811,7 +857,14 @@ impl Runner<'_> {
         let rb = self.rebuild.as_mut().unwrap();
         if rb.active == 0 && rb.finished_at.is_none() {
             rb.finished_at = Some(now);
-            self.state.members[rb.target] = MemberState::InSync;
+            match &self.s.spare {
+                // The lost extents now live in spare space: plan with the
+                // relocated layout; the failed member holds nothing.
+                Some((_, after)) => {
+                    self.planner = Planner::new(after.as_ref(), self.s.policy, self.service.clone())
+                }
+                None => self.state.members[rb.target] = MemberState::InSync,
+            }
             self.state_version += 1;
             self.end = self.end.max(now);
         }
@@ -859,6 +912,7 @@ impl Runner<'_> {
                 member: rb.target,
                 rebuild_time_s: secs(rb.finished_at.unwrap_or(end)),
                 rebuilt_bytes: rb.bytes,
+                rebuild_mbps: rb.bytes as f64 / secs(rb.finished_at.unwrap_or(end).max(1)) / 1e6,
                 streams: rb.streams.len(),
                 requests_during: self.resp_rebuild.len() as u64,
                 mean_response_during_ms: m,

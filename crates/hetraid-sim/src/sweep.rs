@@ -261,9 +261,13 @@ pub fn run_points(
         .collect()
 }
 
-/// A metric of a run: a report field, or `mN_field` for member N's field.
+/// A metric of a run: a report field, `mN_field` for member N's field, or a dotted
+/// path (`rebuild.rebuild_time_s`).
 pub fn metric(r: &Report, name: &str) -> Option<f64> {
     let v = serde_json::to_value(r).ok()?;
+    if name.contains('.') {
+        return name.split('.').try_fold(&v, |v, k| v.get(k))?.as_f64();
+    }
     if let Some(rest) = name.strip_prefix('m') {
         if let Some((n, field)) = rest.split_once('_') {
             if let Ok(n) = n.parse::<usize>() {
@@ -370,7 +374,7 @@ pub fn write_outputs(
     for k in &grid_keys {
         let _ = write!(csv, ",{k}");
     }
-    csv.push_str(",throughput_mbps,iops,mean_response_ms,p99_response_ms,sim_time_s,busy_throughput_mbps,requests,energy_j");
+    csv.push_str(",throughput_mbps,iops,mean_response_ms,p99_response_ms,sim_time_s,busy_throughput_mbps,requests,energy_j,rebuild_time_s,rebuild_mbps");
     for m in 0..members {
         let _ = write!(
             csv,
@@ -396,6 +400,12 @@ pub fn write_outputs(
             r.requests,
             r.energy_j
         );
+        match &r.rebuild {
+            Some(rb) => {
+                let _ = write!(csv, ",{:.4},{:.3}", rb.rebuild_time_s, rb.rebuild_mbps);
+            }
+            None => csv.push_str(",,"),
+        }
         for m in &r.members {
             let _ = write!(
                 csv,

@@ -308,6 +308,42 @@ fn s2raid5_rebuilds_in_parallel_streams_faster_than_raid5() {
         a.rebuild_time_s,
         b.rebuild_time_s
     );
+
+    // Into spare space: three targets instead of one replacement disk, nothing
+    // written to the failed member, and afterwards the relocated layout is used.
+    let mut c = RunConfig::new("s2raid5", "caviar-black-640*9");
+    c.group = Some(3);
+    c.spare_partitions = 1;
+    c.to_spare = true;
+    c.member_size = Some(Size(192 << 20));
+    c.failed = Some(4);
+    c.rebuild = true;
+    c.max_speed = Size(1 << 40);
+    c.min_speed = Size(1 << 40);
+    // A load that outlasts the rebuild: most requests run on the relocated layout.
+    c.total = Some(Size(8 << 20));
+    let sp = hetraid_sim::run(&c).unwrap();
+    assert!(sp.rebuild.as_ref().unwrap().requests_during < sp.requests / 2);
+    let rb = sp.rebuild.clone().unwrap();
+    assert!(
+        rb.rebuild_time_s < b.rebuild_time_s * 0.75,
+        "{} vs {}",
+        rb.rebuild_time_s,
+        b.rebuild_time_s
+    );
+    assert_eq!((sp.members[4].reads, sp.members[4].writes), (0, 0));
+    let targets = sp.members.iter().filter(|m| m.write_pages > 1000).count();
+    assert_eq!(
+        targets,
+        3,
+        "{:?}",
+        sp.members.iter().map(|m| m.write_pages).collect::<Vec<_>>()
+    );
+    // No spare space: refused.
+    c.spare_partitions = 0;
+    assert!(hetraid_sim::run(&c)
+        .unwrap_err()
+        .contains("reserves no spare space"));
 }
 
 /// MD's knobs: an idle array rebuilds at speed_limit_max; a busy one at

@@ -64,6 +64,9 @@ pub struct SimCmd {
     /// Replace the failed member at time 0 and rebuild it under the load.
     #[arg(long)]
     pub rebuild: bool,
+    /// Rebuild into spare space on the other members (s2raid5 --spare-partitions 1).
+    #[arg(long)]
+    pub to_spare: bool,
     /// MD speed_limit_min / speed_limit_max (bytes per second, e.g. 1M, 200M).
     #[arg(long)]
     pub min_speed: Option<Size>,
@@ -145,6 +148,7 @@ impl SimCmd {
              copies => copies, group => group, partitions => partitions,
              chunks_per_bundle => chunks_per_bundle, raidx_level => raidx_level);
         c.rebuild |= self.rebuild;
+        c.to_spare |= self.to_spare;
         c.precondition |= self.precondition;
         Ok(c)
     }
