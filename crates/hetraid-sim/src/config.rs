@@ -35,6 +35,61 @@ impl std::str::FromStr for Size {
     }
 }
 
+/// Failed members: `2`, or `[1, 2]` in TOML and `1,2` on the command line. The
+/// first is the one `rebuild` replaces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailedSet(pub Vec<usize>);
+
+impl FailedSet {
+    pub fn first(&self) -> usize {
+        self.0[0]
+    }
+}
+
+impl From<usize> for FailedSet {
+    fn from(m: usize) -> Self {
+        FailedSet(vec![m])
+    }
+}
+
+impl<'de> Deserialize<'de> for FailedSet {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            One(usize),
+            Many(Vec<usize>),
+        }
+        match Raw::deserialize(d)? {
+            Raw::One(m) => Ok(FailedSet(vec![m])),
+            Raw::Many(v) if !v.is_empty() => Ok(FailedSet(v)),
+            Raw::Many(_) => Err(serde::de::Error::custom("failed lists no member")),
+        }
+    }
+}
+
+impl Serialize for FailedSet {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0.as_slice() {
+            [one] => s.serialize_u64(*one as u64),
+            many => many.serialize(s),
+        }
+    }
+}
+
+impl std::str::FromStr for FailedSet {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let v: Result<Vec<usize>, _> = s.split(',').map(|x| x.trim().parse::<usize>()).collect();
+        match v {
+            Ok(v) if !v.is_empty() => Ok(FailedSet(v)),
+            _ => Err(format!(
+                "'{s}' is not a member list; write it like 2 or 1,3"
+            )),
+        }
+    }
+}
+
 /// Everything one run needs. Field names are the TOML keys and, with `-` for `_`,
 /// the `hetraid sim` flags.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -109,7 +164,7 @@ pub struct RunConfig {
     pub trace_limit: Option<usize>,
     /// A member that is failed from the start (degraded mode).
     #[serde(default)]
-    pub failed: Option<usize>,
+    pub failed: Option<FailedSet>,
     /// Replace `failed` by a fresh device at time 0 and rebuild it under the load.
     #[serde(default)]
     pub rebuild: bool,

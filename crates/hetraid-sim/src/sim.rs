@@ -63,11 +63,13 @@ impl Setup {
             kinds: specs.iter().map(|s| s.kind).collect(),
         };
         let layout = build(&spec).map_err(|e| e.to_string())?;
-        if let Some(f) = cfg.failed {
-            if layout.redundancy() == hetraid_core::Redundancy::None {
+        if let Some(f) = &cfg.failed {
+            let tol = layout.redundancy().tolerance();
+            if f.0.len() > tol {
                 return Err(format!(
-                    "{} has no redundancy, so with member {f} failed its data is gone; drop --failed or use a redundant layout",
-                    cfg.layout
+                    "{} survives {tol} failed member(s), but --failed lists {}; fail fewer members or use a layout with more redundancy",
+                    cfg.layout,
+                    f.0.len()
                 ));
             }
         }
@@ -83,7 +85,7 @@ impl Setup {
             Some(s) => s.0,
             None => cap,
         };
-        if let Some(f) = cfg.failed {
+        for &f in cfg.failed.iter().flat_map(|f| f.0.iter()) {
             if f >= specs.len() {
                 return Err(format!(
                     "--failed {f} is not a member; members are 0 to {}",
@@ -139,7 +141,7 @@ impl Setup {
         } else {
             None
         };
-        let spare = match (cfg.to_spare, cfg.failed) {
+        let spare = match (cfg.to_spare, cfg.failed.as_ref().map(|f| f.first())) {
             (true, Some(f)) => {
                 if layout.spare_slots() == 0 {
                     return Err(format!(
@@ -147,7 +149,7 @@ impl Setup {
                         cfg.layout
                     ));
                 }
-                let state = ArrayState::with_failed(specs.len(), &[f]);
+                let state = ArrayState::with_failed(specs.len(), &cfg.failed.as_ref().unwrap().0);
                 let sched = hetraid_core::rebuild::schedule(layout.as_ref(), &state, &[f], true)
                     .map_err(|e| e.to_string())?;
                 let moves = hetraid_core::rebuild::spare_moves(layout.as_ref(), &sched, &[f])
@@ -346,8 +348,11 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
     let n = devices.len();
     let mut state = ArrayState::healthy(n);
     let mut rebuild = None;
-    if let Some(f) = s.cfg.failed {
-        state.members[f] = MemberState::Failed;
+    if let Some(failed) = &s.cfg.failed {
+        for &m in &failed.0 {
+            state.members[m] = MemberState::Failed;
+        }
+        let f = failed.first();
         if let (true, Some((sched, _))) = (s.cfg.rebuild, &s.spare) {
             // Into spare space: no new device; the member stays failed until the
             // relocated layout takes over at the end (as the engine commits it).

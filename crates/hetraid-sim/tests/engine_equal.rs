@@ -93,7 +93,7 @@ fn check(cfg: RunConfig, members: usize, weights: Vec<u64>) {
         member_size: Some(Size(data_size)),
         ..cfg
     };
-    if let Some(f) = cfg.failed {
+    for &f in cfg.failed.iter().flat_map(|f| f.0.iter()) {
         array.fail(f).unwrap();
     }
     let before: Vec<[u64; 6]> = counting.iter().map(|c| c.get()).collect();
@@ -163,12 +163,15 @@ fn raid4s_modthresh_medium_writes_and_degraded() {
     c.workload = "mixed".into();
     c.read_fraction = Some(0.5);
     c.size = Size(20 << 10);
-    c.failed = Some(1);
+    c.failed = Some(1.into());
     check(c, 5, vec![]);
 }
 
 #[test]
 fn raid6_raid10_raid0_raidh() {
+    let mut d = cfg("raid6", "wd20eads*6", "mixed", 20 << 10).with_rf(0.5);
+    d.failed = Some(hetraid_sim::config::FailedSet(vec![1, 4]));
+    check(d, 6, vec![]);
     check(
         cfg("raid6", "wd20eads*6", "random-write", 36 << 10),
         6,

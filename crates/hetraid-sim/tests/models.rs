@@ -279,7 +279,7 @@ fn rebuild_run(layout: &str, max_speed: u64, min_speed: u64, total: u64) -> hetr
         c.group = Some(3);
     }
     c.member_size = Some(Size(192 << 20));
-    c.failed = Some(4);
+    c.failed = Some(4.into());
     c.rebuild = true;
     c.max_speed = Size(max_speed);
     c.min_speed = Size(min_speed);
@@ -316,7 +316,7 @@ fn s2raid5_rebuilds_in_parallel_streams_faster_than_raid5() {
     c.spare_partitions = 1;
     c.to_spare = true;
     c.member_size = Some(Size(192 << 20));
-    c.failed = Some(4);
+    c.failed = Some(4.into());
     c.rebuild = true;
     c.max_speed = Size(1 << 40);
     c.min_speed = Size(1 << 40);

@@ -124,6 +124,31 @@ fn sim_degraded_sends_nothing_to_the_failed_member() {
         (Some(0), Some(0))
     );
     assert!(v["members"][0]["reads"].as_u64().unwrap() > 0);
+    // RAID6 with two members out.
+    let v = json(&[
+        "sim",
+        "--layout",
+        "raid6",
+        "--members",
+        "cheetah-15k5*6",
+        "--workload",
+        "mixed",
+        "--read-fraction",
+        "0.5",
+        "--size",
+        "16K",
+        "--qd",
+        "4",
+        "--total",
+        "2M",
+        "--failed",
+        "1,4",
+        "--json",
+    ]);
+    for i in [1, 4] {
+        assert_eq!(v["members"][i]["reads"], 0);
+        assert_eq!(v["members"][i]["writes"], 0);
+    }
 }
 
 #[test]
@@ -188,6 +213,10 @@ fn bad_sim_input_is_one_sentence_and_exit_2() {
             "workload 'bogus' is unknown",
         ),
         (vec!["--failed".into(), "9".into()], "not a member"),
+        (
+            vec!["--failed".into(), "0,2".into()],
+            "raid5 survives 1 failed member(s)",
+        ),
         (vec!["--workload".into(), "mixed".into()], "--read-fraction"),
         (
             vec!["--read-fraction".into(), "0.5".into()],
@@ -207,7 +236,7 @@ fn bad_sim_input_is_one_sentence_and_exit_2() {
                 "--failed".into(),
                 "1".into(),
             ],
-            "raid0 has no redundancy",
+            "raid0 survives 0 failed member(s)",
         ),
         (
             vec![

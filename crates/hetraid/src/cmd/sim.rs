@@ -58,9 +58,10 @@ pub struct SimCmd {
     /// Multiply recorded inter-arrival times by this.
     #[arg(long)]
     pub time_scale: Option<f64>,
-    /// A member failed from the start.
+    /// Members failed from the start (e.g. 2, or 1,3 for RAID6); --rebuild replaces
+    /// the first.
     #[arg(long)]
-    pub failed: Option<usize>,
+    pub failed: Option<hetraid_sim::config::FailedSet>,
     /// Replace the failed member at time 0 and rebuild it under the load.
     #[arg(long)]
     pub rebuild: bool,
