@@ -582,16 +582,33 @@ impl Runner<'_> {
         job.io.stripes.iter().all(|s| !self.locked.contains(s))
     }
 
-    /// Take every stripe of job `j` or queue it (FIFO) until they are free.
+    /// Do jobs `a` and `b` want a common stripe?
+    fn conflict(&self, a: u32, b: u32) -> bool {
+        let sa = &self.jobs[a as usize].as_ref().unwrap().io.stripes;
+        let sb = &self.jobs[b as usize].as_ref().unwrap().io.stripes;
+        sa.iter().any(|s| sb.contains(s))
+    }
+
+    /// May job `j` take its stripes now, with `ahead` still waiting before it? Like
+    /// the engine's per-stripe locks: requests on other stripes never wait for it,
+    /// and it never overtakes a waiter it shares a stripe with.
+    fn may_lock(&self, j: u32, ahead: &VecDeque<u32>) -> bool {
+        self.lockable(j) && ahead.iter().all(|&w| !self.conflict(w, j))
+    }
+
+    /// Take every stripe of job `j` and start it, or queue it until they are free.
     fn try_lock(&mut self, j: u32) -> Result<(), String> {
-        if !self.waiting.is_empty() || !self.lockable(j) {
+        if !self.may_lock(j, &self.waiting) {
             self.waiting.push_back(j);
             return Ok(());
         }
-        self.lock_and_go(j)
+        self.lock(j)?;
+        self.issue_reads(j);
+        Ok(())
     }
 
-    fn lock_and_go(&mut self, j: u32) -> Result<(), String> {
+    /// Mark job `j`'s stripes locked and plan it again if the state moved on.
+    fn lock(&mut self, j: u32) -> Result<(), String> {
         let version = self.state_version;
         let job = self.jobs[j as usize].as_mut().unwrap();
         self.locked.extend_from_slice(&job.io.stripes);
@@ -613,7 +630,6 @@ impl Runner<'_> {
                 job.planned_version = version;
             }
         }
-        self.issue_reads(j);
         Ok(())
     }
 
@@ -625,25 +641,24 @@ impl Runner<'_> {
         job.locked = false;
         let stripes = std::mem::take(&mut job.io.stripes);
         self.locked.retain(|s| !stripes.contains(s));
-        // Wake waiters in order; each either takes all its stripes or stays.
+        // Waiters in order: each takes all its stripes or stays. The ones that go
+        // are started after the queue is settled (starting one can finish it and
+        // come back here).
         let mut still = VecDeque::with_capacity(self.waiting.len());
-        while let Some(w) = self.waiting.pop_front() {
-            if still.is_empty() && self.lockable(w) {
-                self.lock_and_go(w)?;
-            } else if self.lockable(w)
-                && still.iter().all(|&o: &u32| {
-                    let a = &self.jobs[o as usize].as_ref().unwrap().io.stripes;
-                    let b = &self.jobs[w as usize].as_ref().unwrap().io.stripes;
-                    !a.iter().any(|s| b.contains(s))
-                })
-            {
-                // Overtakes only waiters it shares no stripe with.
-                self.lock_and_go(w)?;
+        let mut go = Vec::new();
+        let waiting = std::mem::take(&mut self.waiting);
+        for w in waiting {
+            if self.may_lock(w, &still) {
+                self.lock(w)?;
+                go.push(w);
             } else {
                 still.push_back(w);
             }
         }
         self.waiting = still;
+        for w in go {
+            self.issue_reads(w);
+        }
         Ok(())
     }
 

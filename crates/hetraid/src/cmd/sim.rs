@@ -185,9 +185,14 @@ fn print_human(c: &RunConfig, r: &Report) {
         r.policy,
         r.seed
     );
+    let user_s = if r.iops > 0.0 {
+        r.requests as f64 / r.iops
+    } else {
+        0.0
+    };
     println!(
         "  {} requests in {:.3} s simulated: {:.2} MB/s, {:.0} IOPS, response mean {:.2} ms, p99 {:.2} ms",
-        r.requests, r.sim_time_s, r.throughput_mbps, r.iops, r.mean_response_ms, r.p99_response_ms
+        r.requests, user_s, r.throughput_mbps, r.iops, r.mean_response_ms, r.p99_response_ms
     );
     if let Some(rb) = &r.rebuild {
         println!(
