@@ -78,6 +78,13 @@ pub struct Headline {
     pub metric: Option<String>,
     #[serde(default = "d_reduce")]
     pub reduce: String,
+    /// Compare two x values instead of two series at the same x: the numerator
+    /// series at `x_num` over the denominator series (default: the same one) at
+    /// `x_den`.
+    #[serde(default)]
+    pub x_num: Option<Value>,
+    #[serde(default)]
+    pub x_den: Option<Value>,
     #[serde(default)]
     pub x_min: Option<Value>,
     #[serde(default)]
@@ -157,6 +164,12 @@ impl SweepConfig {
                     ));
                 }
             }
+            if h.x_num.is_some() != h.x_den.is_some() {
+                return Err(format!(
+                    "{origin}: headline '{}' gives one of x_num and x_den; give both or neither",
+                    h.what
+                ));
+            }
             if !matches!(h.reduce.as_str(), "max" | "min" | "mean") {
                 return Err(format!(
                     "{origin}: headline reduce '{}' must be max, min or mean",
@@ -208,10 +221,36 @@ impl SweepConfig {
                                 e.message().trim()
                             )
                         })?;
-                    if let (Some(tr), Some(dir)) = (&config.trace, &self.dir) {
-                        if Path::new(tr).is_relative() {
+                    if let Some(dir) = &self.dir {
+                        // Trace and device files are named relative to the sweep file.
+                        if let Some(tr) = config
+                            .trace
+                            .as_deref()
+                            .filter(|t| Path::new(t).is_relative())
+                        {
                             config.trace = Some(dir.join(tr).to_string_lossy().into_owned());
                         }
+                        config.members = config
+                            .members
+                            .split(',')
+                            .map(|m| {
+                                let (name, rep) = m
+                                    .trim()
+                                    .split_once('*')
+                                    .map_or((m.trim(), None), |(a, b)| (a, Some(b)));
+                                let name =
+                                    if name.ends_with(".toml") && Path::new(name).is_relative() {
+                                        dir.join(name).to_string_lossy().into_owned()
+                                    } else {
+                                        name.to_string()
+                                    };
+                                match rep {
+                                    Some(r) => format!("{name}*{r}"),
+                                    None => name,
+                                }
+                            })
+                            .collect::<Vec<_>>()
+                            .join(",");
                     }
                     out.push(Point {
                         series: name.clone(),
@@ -261,9 +300,13 @@ pub fn run_points(
         .collect()
 }
 
-/// A metric of a run: a report field, `mN_field` for member N's field, or a dotted
-/// path (`rebuild.rebuild_time_s`).
+/// A metric of a run: a report field, `mN_field` for member N's field, a dotted
+/// path (`rebuild.rebuild_time_s`), or the ratio of two of these (`m4_write_pages /
+/// m0_write_pages`).
 pub fn metric(r: &Report, name: &str) -> Option<f64> {
+    if let Some((a, b)) = name.split_once('/') {
+        return Some(metric(r, a.trim())? / metric(r, b.trim())?);
+    }
     let v = serde_json::to_value(r).ok()?;
     if name.contains('.') {
         return name.split('.').try_fold(&v, |v, k| v.get(k))?.as_f64();
@@ -319,7 +362,24 @@ pub fn headline(c: &SweepConfig, h: &Headline, out: &[Outcome]) -> Option<Headli
             .and_then(|o| metric(&o.report, &metric_name))
     };
     let mut vals: Vec<(f64, String)> = Vec::new();
-    for o in out.iter().filter(|o| o.point.series == h.numerator) {
+    if let (Some(xn), Some(xd)) = (&h.x_num, &h.x_den) {
+        let den_series = h.denominator.as_deref().unwrap_or(&h.numerator);
+        for g in out.iter().map(|o| &o.point.grid) {
+            if !grid_ok(g) || vals.iter().any(|v| v.1.ends_with(&grid_label(g))) {
+                continue;
+            }
+            let v = find(&h.numerator, xn, g)? / find(den_series, xd, g)?;
+            let mut at = format!("{} = {} vs {}", c.x, value_label(xn), value_label(xd));
+            if !g.is_empty() {
+                at = format!("{at}, {}", grid_label(g));
+            }
+            vals.push((v, at));
+        }
+    }
+    for o in out
+        .iter()
+        .filter(|o| o.point.series == h.numerator && h.x_num.is_none())
+    {
         if !inside(&o.point.x) || !grid_ok(&o.point.grid) {
             continue;
         }

@@ -422,4 +422,8 @@ fn reproductions_run_and_keep_their_published_direction() {
     assert!(get("RAIDH / RAID5, best size") > 1.3);
     assert!(get("degraded RAID4S / RAID5, best size below 128K") > 1.0);
     assert!(get("RAID4S / RAID4 on the OLTP traces") > 2.0);
+    assert!(get("RAID5 / S2-RAID5 (spare) rebuild time, offline") > 2.5);
+    assert!(get("SSD throughput, 4K chunks / 128K chunks") > 1.2);
+    assert!(get("SSD parity-device erases, 4K chunks / 128K chunks") < 0.8);
+    assert!((0.8..1.2).contains(&get("HDD mean response, 4K chunks / 128K chunks")));
 }
