@@ -11,7 +11,7 @@ use crate::format::{
     LayoutRecord, MemberRole, RoleState, Superblock, BITMAP_OFFSET, DATA_OFFSET, SB_SIZE,
 };
 use crate::member::{AlignedBuf, Member};
-use crate::queue::{run_batch, IoOp, MemberQueue};
+use crate::queue::{run_batch, Borrowed, IoOp, MemberQueue};
 use hetraid_core::exec::{self, StripeBufs};
 use hetraid_core::iomap::{merge_extents, plan_extents};
 use hetraid_core::layout::{build, Layout, LayoutSpec};
@@ -1085,25 +1085,29 @@ impl Array {
         let groups = merge_extents(&pieces);
         let mut ops = Vec::with_capacity(groups.len());
         for g in &groups {
-            // Every byte is overwritten below (the group is exactly its pieces).
-            let mut b = AlignedBuf::pooled(g.len as usize);
-            for p in &pieces[g.first..g.first + g.count] {
-                let at = (p.off - g.off) as usize;
-                let src = match exec::write_source(&plans[p.plan], &p.run, p.col, user) {
-                    Some(src) => src,
-                    None => {
-                        let sb = &bufs[p.plan];
-                        let a = (p.run.page - sb.lo) as usize * PAGE as usize;
-                        &sb.cols[p.col][a..a + p.len as usize]
-                    }
-                };
-                b[at..at + p.len as usize].copy_from_slice(src);
-            }
+            // The group's pieces, lent to the member worker without a copy: from
+            // the request (fully covered data columns) or the stripe buffers. Both
+            // outlive run_batch below.
+            let parts = pieces[g.first..g.first + g.count]
+                .iter()
+                .map(|p| {
+                    let src = match exec::write_source(&plans[p.plan], &p.run, p.col, user) {
+                        Some(src) => src,
+                        None => {
+                            let sb = &bufs[p.plan];
+                            let a = (p.run.page - sb.lo) as usize * PAGE as usize;
+                            &sb.cols[p.col][a..a + p.len as usize]
+                        }
+                    };
+                    debug_assert_eq!(src.len() as u64, p.len);
+                    Borrowed::new(src)
+                })
+                .collect();
             ops.push((
                 g.member,
-                IoOp::Write {
+                IoOp::WriteParts {
                     off: DATA_OFFSET + g.off,
-                    buf: b,
+                    parts,
                 },
             ));
         }

@@ -56,9 +56,37 @@ impl Drop for MemberQueue {
 
 /// One member operation of a batch.
 pub enum IoOp {
-    Read { off: u64, len: usize },
-    Write { off: u64, buf: AlignedBuf },
+    Read {
+        off: u64,
+        len: usize,
+    },
+    Write {
+        off: u64,
+        buf: AlignedBuf,
+    },
+    /// Write borrowed pieces back to back at `off` (no copy; `pwritev` on files).
+    WriteParts {
+        off: u64,
+        parts: Vec<Borrowed>,
+    },
     Flush,
+}
+
+/// A slice lent to a member worker for the duration of one [`run_batch`].
+///
+/// Sound because `run_batch` does not return before every operation it was given
+/// has finished: it waits until each job has dropped its result sender, which a job
+/// does when it completes or unwinds. The lender's slices therefore outlive every
+/// use, exactly as with scoped threads.
+pub struct Borrowed(*const u8, usize);
+
+// SAFETY: see the type's documentation; the bytes are only read.
+unsafe impl Send for Borrowed {}
+
+impl Borrowed {
+    pub fn new(s: &[u8]) -> Self {
+        Borrowed(s.as_ptr(), s.len())
+    }
 }
 
 /// Result of one operation: read data (reads) or nothing.
@@ -115,6 +143,14 @@ fn run_op(member: &dyn Member, op: IoOp) -> IoResult {
             let r = member.write_at(&buf, off).map(|_| None);
             buf.recycle();
             r
+        }
+        IoOp::WriteParts { off, parts } => {
+            // SAFETY: the lender keeps the bytes alive until run_batch returns.
+            let slices: Vec<&[u8]> = parts
+                .iter()
+                .map(|b| unsafe { std::slice::from_raw_parts(b.0, b.1) })
+                .collect();
+            member.write_vectored_at(&slices, off).map(|_| None)
         }
         IoOp::Flush => member.flush().map(|_| None),
     }

@@ -21,6 +21,23 @@ pub trait Member: Send + Sync {
     /// Write `buf` at byte offset `off`.
     fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()>;
     /// Make every completed write durable.
+    /// Write `parts` back to back at `off`, as one operation. The default joins
+    /// them into one buffer; file members hand them to `pwritev` (no copy).
+    fn write_vectored_at(&self, parts: &[&[u8]], off: u64) -> io::Result<()> {
+        if let [one] = parts {
+            return self.write_at(one, off);
+        }
+        let len = parts.iter().map(|p| p.len()).sum();
+        let mut b = AlignedBuf::pooled(len);
+        let mut at = 0;
+        for p in parts {
+            b[at..at + p.len()].copy_from_slice(p);
+            at += p.len();
+        }
+        let r = self.write_at(&b, off);
+        b.recycle();
+        r
+    }
     fn flush(&self) -> io::Result<()>;
     /// Size in bytes.
     fn len(&self) -> u64;

@@ -55,6 +55,12 @@ impl Member for Slot {
             None => Err(self.empty()),
         }
     }
+    fn write_vectored_at(&self, parts: &[&[u8]], off: u64) -> io::Result<()> {
+        match self.inner.load().as_ref() {
+            Some(h) => h.0.write_vectored_at(parts, off),
+            None => Err(self.empty()),
+        }
+    }
     fn flush(&self) -> io::Result<()> {
         match self.inner.load().as_ref() {
             Some(h) => h.0.flush(),
