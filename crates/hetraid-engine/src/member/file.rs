@@ -202,16 +202,7 @@ impl Member for FileMember {
         if self.direct && !(aligned(off) && parts.iter().all(ok)) {
             // O_DIRECT with unaligned pieces: one joined write (write_at bounces the
             // edges itself, so the join must not use the bounce buffer).
-            let len = parts.iter().map(|p| p.len()).sum();
-            let mut b = AlignedBuf::pooled(len);
-            let mut at = 0;
-            for p in parts {
-                b[at..at + p.len()].copy_from_slice(p);
-                at += p.len();
-            }
-            let r = self.write_at(&b, off);
-            b.recycle();
-            return r;
+            return super::write_joined(self, parts, off);
         }
         pwritev_all(&self.file, parts, off)
     }

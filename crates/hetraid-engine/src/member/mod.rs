@@ -24,19 +24,7 @@ pub trait Member: Send + Sync {
     /// Write `parts` back to back at `off`, as one operation. The default joins
     /// them into one buffer; file members hand them to `pwritev` (no copy).
     fn write_vectored_at(&self, parts: &[&[u8]], off: u64) -> io::Result<()> {
-        if let [one] = parts {
-            return self.write_at(one, off);
-        }
-        let len = parts.iter().map(|p| p.len()).sum();
-        let mut b = AlignedBuf::pooled(len);
-        let mut at = 0;
-        for p in parts {
-            b[at..at + p.len()].copy_from_slice(p);
-            at += p.len();
-        }
-        let r = self.write_at(&b, off);
-        b.recycle();
-        r
+        write_joined(self, parts, off)
     }
     fn flush(&self) -> io::Result<()>;
     /// Size in bytes.
@@ -47,6 +35,23 @@ pub trait Member: Send + Sync {
     }
     /// What to call it in messages (a path).
     fn name(&self) -> String;
+}
+
+/// Join `parts` into one pooled buffer and write it with `write_at`.
+pub(crate) fn write_joined<M: Member + ?Sized>(m: &M, parts: &[&[u8]], off: u64) -> io::Result<()> {
+    if let [one] = parts {
+        return m.write_at(one, off);
+    }
+    let len = parts.iter().map(|p| p.len()).sum();
+    let mut b = AlignedBuf::pooled(len);
+    let mut at = 0;
+    for p in parts {
+        b[at..at + p.len()].copy_from_slice(p);
+        at += p.len();
+    }
+    let r = m.write_at(&b, off);
+    b.recycle();
+    r
 }
 
 /// A page-aligned heap buffer (O_DIRECT needs aligned memory).
