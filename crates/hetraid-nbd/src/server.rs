@@ -408,7 +408,10 @@ fn transmission(
 ) -> io::Result<()> {
     let writer = Mutex::new(c.try_clone()?);
     let reader = Mutex::new(c);
+    // Buffers reused across requests: write payloads, and read replies (kept
+    // apart so a big read never grows, and zeroes, a small payload buffer).
     let free: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+    let free_replies: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
     let done = AtomicBool::new(false);
     let error: Mutex<Option<io::Error>> = Mutex::new(None);
     std::thread::scope(|s| {
@@ -436,7 +439,12 @@ fn transmission(
                         return;
                     }
                 };
-                let spare = free.lock().unwrap().pop().unwrap_or_default();
+                // Only reads build their reply in a big buffer; other replies are
+                // 16 bytes and must not take (and then drop) a payload buffer.
+                let spare = match job.action {
+                    Action::Read { .. } => free_replies.lock().unwrap().pop().unwrap_or_default(),
+                    _ => Vec::new(),
+                };
                 let reply = execute(array, &job, spare);
                 stats.requests.fetch_add(1, Ordering::Relaxed);
                 if reply.len() >= 8 && reply[4..8] != [0, 0, 0, 0] {
@@ -446,10 +454,13 @@ fn transmission(
                     done.store(true, Ordering::SeqCst);
                     return;
                 }
-                let mut f = free.lock().unwrap();
-                if f.len() < 64 {
-                    f.push(reply);
-                    f.push(job.data);
+                let (pool, b) = match job.action {
+                    Action::Read { .. } => (&free_replies, reply),
+                    _ => (&free, job.data),
+                };
+                let mut f = pool.lock().unwrap();
+                if b.capacity() > 0 && f.len() < 64 {
+                    f.push(b);
                 }
             });
         }
