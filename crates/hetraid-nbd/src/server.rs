@@ -211,7 +211,7 @@ fn read_u32(c: &mut Conn) -> io::Result<u32> {
     Ok(u32::from_be_bytes(b))
 }
 
-fn discard(c: &mut Conn, mut n: u64) -> io::Result<()> {
+fn discard(c: &mut impl Read, mut n: u64) -> io::Result<()> {
     let mut b = [0u8; 8192];
     while n > 0 {
         let k = n.min(b.len() as u64) as usize;
@@ -366,7 +366,7 @@ fn fit(v: &mut Vec<u8>, len: usize) {
 }
 
 /// Read one request (header and payload) from the connection.
-fn read_next(c: &mut Conn, export: &Export, free: &Mutex<Vec<Vec<u8>>>) -> io::Result<Next> {
+fn read_next(c: &mut impl Read, export: &Export, free: &Mutex<Vec<Vec<u8>>>) -> io::Result<Next> {
     let mut hdr = [0u8; proto::REQUEST_LEN];
     match c.read_exact(&mut hdr) {
         Ok(()) => {}
@@ -407,7 +407,10 @@ fn transmission(
     stats: &Stats,
 ) -> io::Result<()> {
     let writer = Mutex::new(c.try_clone()?);
-    let reader = Mutex::new(c);
+    // Buffered: with many requests in flight one read() brings in several small
+    // requests (header and payload) instead of two system calls each; payloads
+    // larger than the buffer are still read straight into their own buffer.
+    let reader = Mutex::new(io::BufReader::with_capacity(16 << 10, c));
     // Buffers reused across requests: write payloads, and read replies (kept
     // apart so a big read never grows, and zeroes, a small payload buffer).
     let free: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
@@ -425,7 +428,7 @@ fn transmission(
                     if done.load(Ordering::SeqCst) {
                         return;
                     }
-                    read_next(&mut r, &export, &free)
+                    read_next(&mut *r, &export, &free)
                 };
                 let job = match next {
                     Ok(Next::Job(j)) => j,
