@@ -3,7 +3,8 @@
 #   engine raid5 4+1 seq-write 1M: X GB/s, raid0 4 members Y GB/s, ratio R
 #   engine raid5 4+1 rand-read 4K qd16: N IOPS, raw pread N IOPS, ratio R
 #   rebuild 9 x emulated hdd ...: raid5 in place A s, s2raid5 into spare space B s, ratio R
-# seq-write is the median of 3 alternating passes; rand-read of 3 runs each.
+# seq-write is the median of 3 alternating passes; rand-read the median of 3 runs,
+# each itself the median of 3 alternating engine and raw passes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${DIR:-/dev/shm}
@@ -16,7 +17,7 @@ awk -v e="$e" -v b="$b" 'BEGIN {printf "engine raid5 4+1 seq-write 1M: %.2f GB/s
 
 es=() bs=()
 for _ in 1 2 3; do
-    read -r e b < <($B rand-read "$DIR" "$MIB" 16 2)
+    read -r e b < <($B rand-read "$DIR" "$MIB" 16 3)
     es+=("$e") bs+=("$b")
 done
 median() { printf '%s\n' "$@" | sort -n | sed -n 2p; }

@@ -539,11 +539,12 @@ impl Array {
             planner.direct_read(offset, buf.len() as u64, &self.state.read().unwrap())
         };
         if let Some((m, off)) = direct {
-            if let Some(member) = Some(&self.slots[m]).filter(|s| s.present()) {
-                match member.read_at(buf, DATA_OFFSET + off) {
-                    Ok(()) => return Ok(()),
-                    Err(e) => self.member_error(m, &e),
-                }
+            // One slot load on the hot path; an error from a slot emptied meanwhile
+            // is not the member's fault, so only a present member is failed.
+            match self.slots[m].read_at(buf, DATA_OFFSET + off) {
+                Ok(()) => return Ok(()),
+                Err(e) if self.slots[m].present() => self.member_error(m, &e),
+                Err(_) => {}
             }
         }
         // Larger healthy reads: straight from the members, contiguous pieces merged.
@@ -564,11 +565,10 @@ impl Array {
             planner.direct_write(offset, data.len() as u64, &self.state.read().unwrap())
         };
         if let Some((m, off)) = direct {
-            if let Some(member) = Some(&self.slots[m]).filter(|s| s.present()) {
-                match member.write_at(data, DATA_OFFSET + off) {
-                    Ok(()) => return Ok(()),
-                    Err(e) => self.member_error(m, &e),
-                }
+            match self.slots[m].write_at(data, DATA_OFFSET + off) {
+                Ok(()) => return Ok(()),
+                Err(e) if self.slots[m].present() => self.member_error(m, &e),
+                Err(_) => {}
             }
         }
         if self.direct_io(
