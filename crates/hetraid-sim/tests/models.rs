@@ -371,3 +371,40 @@ fn rebuild_speed_follows_md_limits() {
     );
     assert!(rb.requests_during > 0 && rb.mean_response_during_ms > 0.0);
 }
+
+/// Sequential reads run at the media rate whatever the request size and queue
+/// depth (read-ahead streams, never faster than the platter), and random reads are
+/// not slowed by read-ahead (it is aborted).
+#[test]
+fn hdd_sequential_reads_stream_at_the_media_rate() {
+    let media = DeviceSpec::lookup("caviar-black-640")
+        .unwrap()
+        .hdd
+        .unwrap()
+        .media_mbps;
+    for (size, qd) in [
+        (1u64 << 20, 1u32),
+        (1 << 20, 4),
+        (64 << 10, 1),
+        (4 << 10, 8),
+    ] {
+        let mut c = RunConfig::new("raid0", "caviar-black-640");
+        c.workload = "seq-read".into();
+        c.size = Size(size);
+        c.qd = qd;
+        c.total = Some(Size(64 << 20));
+        let r = hetraid_sim::run(&c).unwrap();
+        assert!(
+            r.throughput_mbps <= media * 1.05,
+            "{size} B qd{qd}: {} MB/s above the media rate {media}",
+            r.throughput_mbps
+        );
+        if size >= 64 << 10 {
+            assert!(
+                r.throughput_mbps >= media * 0.9,
+                "{size} B qd{qd}: {} MB/s, media {media}",
+                r.throughput_mbps
+            );
+        }
+    }
+}

@@ -156,6 +156,19 @@ impl SeekCurve {
     }
 }
 
+/// Read-ahead as drives do it: after a read the head keeps streaming the
+/// following sectors into the cache at the media rate, staying up to
+/// `readahead_bytes` ahead of what the host has taken; a command that needs the head
+/// elsewhere ends the stream.
+#[derive(Debug, Clone, Copy)]
+struct Stream {
+    /// The head was at byte `origin_pos` at time `origin_ns`, moving at the media rate.
+    origin_ns: Ns,
+    origin_pos: u64,
+    /// End of the data the host has read from this stream.
+    consumed: u64,
+}
+
 pub struct Hdd {
     p: HddParams,
     capacity: u64,
@@ -172,8 +185,11 @@ pub struct Hdd {
     cyl: u64,
     busy: bool,
     queue: VecDeque<DevIo>,
-    /// Read-ahead segments, most recent last: [start, end).
+    /// Recently read extents, most recent last: [start, end) (re-reads hit).
     segments: VecDeque<(u64, u64)>,
+    /// The read-ahead stream after the last read from the media, if the head is
+    /// still on it.
+    stream: Option<Stream>,
     /// Bytes accepted by the write-back cache and not yet on the media.
     dirty_bytes: u64,
     counters: Counters,
@@ -208,6 +224,7 @@ impl Hdd {
             busy: false,
             queue: VecDeque::new(),
             segments: VecDeque::new(),
+            stream: None,
             dirty_bytes: 0,
             counters: Counters::default(),
         }
@@ -239,29 +256,55 @@ impl Hdd {
                 .any(|&(s, e)| s <= io.offset && io.offset + io.len <= e)
     }
 
+    /// Cache what a read brought in; a write makes overlapping data stale.
     fn remember(&mut self, io: &DevIo) {
         if self.p.cache_segments == 0 {
             return;
         }
         let (s, e) = (io.offset, io.offset + io.len);
         if io.write {
-            // A write makes overlapping read-ahead stale.
             self.segments.retain(|&(a, b)| b <= s || e <= a);
             return;
         }
-        let end = (e + self.p.readahead_bytes).min(self.capacity);
         if self.segments.len() == self.p.cache_segments as usize {
             self.segments.pop_front();
         }
-        self.segments.push_back((s, end));
+        self.segments.push_back((s, e));
+    }
+
+    /// When the stream has (or will have) read up to byte `pos`, if it can: the
+    /// stream pauses once it is `readahead_bytes` past what the host consumed, and
+    /// bytes before its origin were never in it.
+    fn stream_ready(&self, st: &Stream, start: u64, pos: u64, now: Ns) -> Option<Ns> {
+        if start < st.origin_pos || start > st.consumed {
+            return None;
+        }
+        let cap = st.consumed + self.p.readahead_bytes;
+        let paused_at =
+            st.origin_ns + ((cap - st.origin_pos) as f64 * self.media_ns_per_byte) as Ns;
+        if pos > cap && now > paused_at {
+            // The buffer filled and the head stopped: resuming costs a rotation.
+            return None;
+        }
+        Some(st.origin_ns + ((pos - st.origin_pos) as f64 * self.media_ns_per_byte) as Ns)
     }
 
     /// Serve `io` starting at `now`; returns its finish time. `fresh` = it reached
     /// an idle disk, so the command overhead is not hidden behind earlier work.
     fn serve(&mut self, now: Ns, io: &DevIo, fresh: bool) -> Ns {
         let start = now + if fresh { self.overhead_ns } else { 0 };
-        let end = if self.cache_hit(io) {
-            start + self.transfer_ns(io.len, self.interface_ns_per_byte)
+        let xfer = self.transfer_ns(io.len, self.interface_ns_per_byte);
+        let streamed = match (&self.stream, io.write, self.p.cache_segments > 0) {
+            (Some(st), false, true) => self.stream_ready(st, io.offset, io.offset + io.len, now),
+            _ => None,
+        };
+        let end = if let Some(ready) = streamed {
+            // Sequential: the data is (or soon will be) in the read-ahead.
+            let st = self.stream.as_mut().expect("stream");
+            st.consumed = st.consumed.max(io.offset + io.len);
+            (start + xfer).max(ready)
+        } else if self.cache_hit(io) {
+            start + xfer
         } else {
             let target = self.cylinder_of(io.offset);
             let seek = self.seek.seek_ns(target.abs_diff(self.cyl));
@@ -269,9 +312,16 @@ impl Hdd {
             let angle = (io.offset % self.track_bytes) * self.rev_ns / self.track_bytes;
             let wait = (angle + self.rev_ns - at % self.rev_ns) % self.rev_ns;
             self.cyl = self.cylinder_of(io.offset + io.len.max(1) - 1);
-            at + wait + self.transfer_ns(io.len, self.media_ns_per_byte)
+            let on_media = at + wait;
+            // A read from the media starts a stream; anything else ends it.
+            self.stream = (!io.write).then_some(Stream {
+                origin_ns: on_media,
+                origin_pos: io.offset,
+                consumed: io.offset + io.len,
+            });
+            self.remember(io);
+            on_media + self.transfer_ns(io.len, self.media_ns_per_byte)
         };
-        self.remember(io);
         if io.tag == INTERNAL {
             self.dirty_bytes -= io.len;
         }
