@@ -176,16 +176,20 @@ impl Planner<'_> {
                         }
                     }
                     v.sort_unstable_by_key(|e| (e.0, e.1));
-                    let mut out: Vec<MemberOp> = Vec::with_capacity(v.len());
-                    for e in v {
-                        match out.last_mut() {
-                            Some(g) if g.0 == e.0 && g.1 + g.2 == e.1 && g.2 + e.2 <= MERGE_MAX => {
-                                g.2 += e.2
-                            }
-                            _ => out.push(e),
+                    // Merge in place: `w` is the last kept extent.
+                    let mut w = 0;
+                    for i in 1..v.len() {
+                        let e = v[i];
+                        let g = &mut v[w];
+                        if g.0 == e.0 && g.1 + g.2 == e.1 && g.2 + e.2 <= MERGE_MAX {
+                            g.2 += e.2;
+                        } else {
+                            w += 1;
+                            v[w] = e;
                         }
                     }
-                    out
+                    v.truncate((w + 1).min(v.len()));
+                    v
                 };
                 io.reads = g(|r| r.read);
                 io.writes = g(|r| r.write);

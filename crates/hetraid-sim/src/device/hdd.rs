@@ -263,7 +263,10 @@ impl Hdd {
         }
         let (s, e) = (io.offset, io.offset + io.len);
         if io.write {
-            self.segments.retain(|&(a, b)| b <= s || e <= a);
+            // Most writes overlap nothing cached: look before rebuilding the queue.
+            if self.segments.iter().any(|&(a, b)| a < e && s < b) {
+                self.segments.retain(|&(a, b)| b <= s || e <= a);
+            }
             return;
         }
         if self.segments.len() == self.p.cache_segments as usize {
