@@ -14,6 +14,7 @@ pub struct SimCmd {
     /// (e.g. caviar-black-640*4,x25e-64).
     #[arg(long)]
     pub members: Option<String>,
+    /// Chunk (stripe unit), a multiple of 4K (default 64K).
     #[arg(long)]
     pub chunk: Option<Size>,
     /// md, modthresh, rmw-always, cost.
@@ -87,23 +88,31 @@ pub struct SimCmd {
     /// Fill every SSD once before the run (steady state).
     #[arg(long)]
     pub precondition: bool,
-    /// RAIDH weights, RAID5 order, S2-RAID group... as for `hetraid create`.
+    /// RAIDH parity weights, one per member (as for `hetraid create`).
     #[arg(long, value_delimiter = ',')]
     pub weights: Option<Vec<u64>>,
+    /// RAID5 parity order: left-symmetric (default), left-asymmetric, ...
     #[arg(long)]
     pub parity_order: Option<String>,
+    /// RAID10 copies per chunk.
     #[arg(long)]
     pub copies: Option<usize>,
+    /// S2-RAID5 group size G (a prime).
     #[arg(long)]
     pub group: Option<usize>,
+    /// S2-RAID partitions per member K.
     #[arg(long)]
     pub partitions: Option<usize>,
+    /// S2-RAID5 spare partitions per member.
     #[arg(long)]
     pub spare_partitions: Option<usize>,
+    /// RAIDX chunks per bundle.
     #[arg(long)]
     pub chunks_per_bundle: Option<usize>,
+    /// RAIDX level inside a bundle: 0, 1, 5, 6, 10.
     #[arg(long)]
     pub raidx_level: Option<String>,
+    /// One JSON document on stdout (the contract shape, plus additions).
     #[arg(long)]
     pub json: bool,
 }
