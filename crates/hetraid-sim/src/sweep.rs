@@ -130,6 +130,10 @@ pub fn value_num(v: &Value) -> Option<f64> {
 
 pub fn value_label(v: &Value) -> String {
     match v {
+        // Paths (traces, device files) are labelled by their file name.
+        Value::String(s) if s.contains('/') => Path::new(s)
+            .file_name()
+            .map_or_else(|| s.clone(), |f| f.to_string_lossy().into_owned()),
         Value::String(s) => s.clone(),
         Value::Float(f) => format!("{f}"),
         other => other.to_string(),
