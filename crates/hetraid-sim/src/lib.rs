@@ -10,6 +10,7 @@ pub mod kernel;
 pub mod plot;
 pub mod preset;
 pub mod report;
+pub mod setup;
 pub mod sim;
 pub mod sweep;
 pub mod trace;

@@ -1,0 +1,257 @@
+//! Everything a run fixes before the clock starts: devices, layout, policy, the
+//! addressed span, the trace, and (for a rebuild into spare space) the schedule and
+//! the relocated layout. Every input is validated here, with one sentence per error.
+
+use crate::config::RunConfig;
+use crate::kernel::{Ns, Rng, NS_PER_S};
+use crate::preset::{parse_members, DeviceSpec};
+use crate::trace::{self, TraceFormat};
+use crate::workload::{Closed, Pattern, Replay, Source};
+use hetraid_core::layout::{build, parse_kind, Layout, LayoutSpec};
+use hetraid_core::plan::{ArrayState, Request};
+use hetraid_core::WritePolicy;
+
+/// Everything fixed before the clock starts.
+pub struct Setup {
+    pub cfg: RunConfig,
+    pub specs: Vec<DeviceSpec>,
+    pub layout: Box<dyn Layout>,
+    pub policy: WritePolicy,
+    pub span: u64,
+    pub trace: Option<Vec<trace::TraceRecord>>,
+    /// Rebuild into spare space: the schedule (one target per stream) and the layout
+    /// with the lost extents relocated, used once the rebuild is done.
+    pub spare: Option<(hetraid_core::rebuild::RebuildSchedule, Box<dyn Layout>)>,
+}
+
+impl Setup {
+    pub fn new(cfg: &RunConfig) -> Result<Self, String> {
+        let specs = parse_members(&cfg.members)?;
+        let mut sizes: Vec<u64> = specs.iter().map(|s| s.capacity()).collect();
+        if let Some(ms) = cfg.member_size {
+            if let Some((i, s)) = sizes.iter().enumerate().find(|(_, s)| **s < ms.0) {
+                return Err(format!(
+                    "member_size {} is larger than member {i} ({} bytes); use a smaller member_size",
+                    ms.0, s
+                ));
+            }
+            sizes.iter_mut().for_each(|s| *s = ms.0);
+        }
+        let kind = parse_kind(
+            &cfg.layout,
+            cfg.weights.clone(),
+            cfg.parity_order.as_deref(),
+            cfg.copies,
+            cfg.group,
+            cfg.partitions,
+            cfg.spare_partitions,
+            cfg.chunks_per_bundle,
+            cfg.raidx_level.as_deref(),
+        )
+        .map_err(|e| e.to_string())?;
+        let spec = LayoutSpec {
+            kind,
+            chunk_bytes: cfg.chunk.0,
+            sizes,
+            kinds: specs.iter().map(|s| s.kind).collect(),
+        };
+        // Member kinds come from the device models here, not from --kinds.
+        let layout = build(&spec).map_err(|e| {
+            e.to_string()
+                .replace("set --kinds", "choose the devices in --members accordingly")
+        })?;
+        if let Some(f) = &cfg.failed {
+            let tol = layout.redundancy().tolerance();
+            if f.0.len() > tol {
+                return Err(format!(
+                    "{} survives {tol} failed member(s), but --failed lists {}; fail fewer members or use a layout with more redundancy",
+                    cfg.layout,
+                    f.0.len()
+                ));
+            }
+        }
+        let policy = WritePolicy::parse(&cfg.policy)?;
+        let cap = layout.capacity_bytes();
+        let span = match cfg.span {
+            Some(s) if s.0 == 0 || s.0 > cap => {
+                return Err(format!(
+                    "span {} must be between 1 byte and the array's capacity {cap}",
+                    s.0
+                ))
+            }
+            Some(s) => s.0,
+            None => cap,
+        };
+        for &f in cfg.failed.iter().flat_map(|f| f.0.iter()) {
+            if f >= specs.len() {
+                return Err(format!(
+                    "--failed {f} is not a member; members are 0 to {}",
+                    specs.len() - 1
+                ));
+            }
+        }
+        if cfg.rebuild && cfg.failed.is_none() {
+            return Err("rebuild needs --failed i: the member to replace and rebuild".into());
+        }
+        if cfg.to_spare && !cfg.rebuild {
+            return Err("--to-spare applies to a rebuild; add --rebuild".into());
+        }
+        if cfg.min_speed.0 == 0 || cfg.max_speed.0 < cfg.min_speed.0 {
+            return Err("min_speed must be above zero and at most max_speed".into());
+        }
+        if !(cfg.xor_mbps >= 0.0 && cfg.xor_mbps.is_finite()) {
+            return Err("xor_mbps must be zero (free) or a positive rate".into());
+        }
+        if let Some(s) = &cfg.scheduler {
+            crate::device::hdd::Scheduler::parse(s)?;
+        }
+        let trace = if cfg.workload == "trace" {
+            let path = cfg
+                .trace
+                .as_deref()
+                .ok_or("the trace workload needs --trace FILE")?;
+            let format = match &cfg.trace_format {
+                Some(f) => TraceFormat::parse(f)?,
+                None => TraceFormat::guess(path).ok_or_else(|| {
+                    format!("cannot tell the format of trace {path}; give --trace-format spc|msr|blkparse")
+                })?,
+            };
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read trace {path}: {e}"))?;
+            let mut recs = trace::parse(&text, format, path)?;
+            if let Some(l) = cfg.trace_limit {
+                recs.truncate(l);
+            }
+            if recs.is_empty() {
+                return Err(format!("trace {path} has no requests"));
+            }
+            if !matches!(cfg.replay.as_str(), "timed" | "afap") {
+                return Err(format!(
+                    "replay '{}' is unknown; use timed or afap",
+                    cfg.replay
+                ));
+            }
+            if !(cfg.time_scale > 0.0 && cfg.time_scale.is_finite()) {
+                return Err("time_scale must be a positive number".into());
+            }
+            Some(recs)
+        } else {
+            None
+        };
+        let spare = match (cfg.to_spare, cfg.failed.as_ref().map(|f| f.first())) {
+            (true, Some(f)) => {
+                if layout.spare_slots() == 0 {
+                    return Err(format!(
+                        "layout {} reserves no spare space; use s2raid5 with --spare-partitions 1 or rebuild without --to-spare",
+                        cfg.layout
+                    ));
+                }
+                let state = ArrayState::with_failed(specs.len(), &cfg.failed.as_ref().unwrap().0);
+                let sched = hetraid_core::rebuild::schedule(layout.as_ref(), &state, &[f], true)
+                    .map_err(|e| e.to_string())?;
+                let moves = hetraid_core::rebuild::spare_moves(layout.as_ref(), &sched, &[f])
+                    .map_err(|e| e.to_string())?;
+                let inner = build(&spec).map_err(|e| e.to_string())?;
+                let after: Box<dyn Layout> =
+                    Box::new(hetraid_core::layout::Remapped::new(inner, moves));
+                Some((sched, after))
+            }
+            _ => None,
+        };
+        let setup = Self {
+            cfg: cfg.clone(),
+            specs,
+            layout,
+            policy,
+            span,
+            trace,
+            spare,
+        };
+        setup.source()?;
+        Ok(setup)
+    }
+
+    /// The configured load.
+    pub(crate) fn source(&self) -> Result<Source, String> {
+        let c = &self.cfg;
+        if let Some(t) = &self.trace {
+            return Ok(Source::Replay(Replay {
+                records: t.clone(),
+                next: 0,
+                timed: c.replay == "timed",
+                time_scale: c.time_scale,
+                qd: c.qd.max(1),
+                span: self.span,
+            }));
+        }
+        let (pattern, rf) = match c.workload.as_str() {
+            "random-write" => (Pattern::Random, 0.0),
+            "random-read" => (Pattern::Random, 1.0),
+            "seq-write" => (Pattern::Sequential, 0.0),
+            "seq-read" => (Pattern::Sequential, 1.0),
+            "mixed" => (
+                Pattern::Random,
+                c.read_fraction
+                    .ok_or("the mixed workload needs --read-fraction F (0 to 1)")?,
+            ),
+            w => {
+                return Err(format!(
+                "workload '{w}' is unknown; use random-write, random-read, seq-write, seq-read, mixed or trace"
+            ))
+            }
+        };
+        if !(0.0..=1.0).contains(&rf) {
+            return Err(format!("read fraction {rf} must be between 0 and 1"));
+        }
+        if c.read_fraction.is_some() && c.workload != "mixed" {
+            return Err("--read-fraction applies to the mixed workload only".into());
+        }
+        let size = c.size.0;
+        if size == 0 || size > self.span {
+            return Err(format!(
+                "request size {size} must be between 1 byte and the addressed span {}",
+                self.span
+            ));
+        }
+        let align = c.align.map(|a| a.0).unwrap_or_else(|| size.min(4096));
+        if align == 0 || align > self.span {
+            return Err("align must be between 1 byte and the addressed span".into());
+        }
+        if c.qd == 0 || c.qd > 4096 {
+            return Err(format!("qd {} must be between 1 and 4096", c.qd));
+        }
+        let total = match (c.total, c.duration_s) {
+            (Some(t), _) if t.0 == 0 => return Err("total must be above zero".into()),
+            (Some(t), _) => Some(t.0),
+            (None, Some(_)) => None,
+            (None, None) => Some(RunConfig::DEFAULT_TOTAL),
+        };
+        let until = match c.duration_s {
+            Some(d) if !(d > 0.0 && d.is_finite()) => {
+                return Err("duration_s must be a positive number of seconds".into())
+            }
+            Some(d) => Some((d * NS_PER_S as f64) as Ns),
+            None => None,
+        };
+        Ok(Source::Closed(Closed::new(
+            pattern, rf, size, align, self.span, c.qd, total, until,
+        )))
+    }
+}
+
+/// The requests a closed-loop or trace run issues, in issue order, without timing:
+/// what an engine run must execute to be compared with the simulation (the order
+/// of a closed loop's requests does not depend on their completion times).
+pub fn request_stream(cfg: &RunConfig) -> Result<Vec<Request>, String> {
+    let setup = Setup::new(cfg)?;
+    let mut rng = Rng::new(cfg.seed);
+    match setup.source()? {
+        Source::Closed(mut c) => {
+            if c.total_bytes.is_none() {
+                return Err("a request stream needs --total, not --duration".into());
+            }
+            Ok(std::iter::from_fn(|| c.next(0, &mut rng)).collect())
+        }
+        Source::Replay(r) => Ok((0..r.records.len()).map(|i| r.request(i)).collect()),
+    }
+}

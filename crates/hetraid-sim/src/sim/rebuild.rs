@@ -1,0 +1,96 @@
+//! The controller's rebuild: streams from the core's schedule, batches of the
+//! engine's size, MD's speed limits, in place or into spare space.
+
+use super::{Ev, Job, JobKind, Phase, Runner};
+use crate::kernel::{Ns, NS_PER_S};
+use hetraid_core::plan::{MemberState, Op, Planner};
+
+impl Runner<'_> {
+    /// MD's rule: above speed_limit_min, pause while user I/O is active or the speed
+    /// exceeds speed_limit_max.
+    pub(super) fn throttle(&self) -> Ns {
+        let rb = self.rebuild.as_ref().unwrap();
+        let now = self.k.now();
+        let elapsed = now.max(1);
+        let speed = rb.bytes as f64 * NS_PER_S as f64 / elapsed as f64;
+        let (min, max) = (self.s.cfg.min_speed.0 as f64, self.s.cfg.max_speed.0 as f64);
+        let at = |rate: f64| (rb.bytes as f64 * NS_PER_S as f64 / rate) as Ns;
+        let user_busy = self.inflight > 0
+            || now.saturating_sub(self.last_user_done) < NS_PER_S / 2 && !self.resp.is_empty();
+        if speed > max {
+            at(max).saturating_sub(now)
+        } else if user_busy && speed > min {
+            at(min).saturating_sub(now).min(NS_PER_S / 2)
+        } else {
+            0
+        }
+    }
+
+    pub(super) fn rebuild_next(&mut self, stream: usize) -> Result<(), String> {
+        // MD re-checks its limits after every pause ("goto repeat").
+        let delay = self.throttle();
+        if delay > 0 {
+            let at = self.k.now() + delay;
+            self.k.at(
+                at,
+                Ev::RebuildWake {
+                    stream: stream as u32,
+                },
+            );
+            return Ok(());
+        }
+        let rb = self.rebuild.as_mut().unwrap();
+        let list = &rb.streams[stream];
+        let from = rb.pos[stream];
+        if from >= list.len() {
+            rb.active -= 1;
+            self.finish_rebuild_if_done();
+            return Ok(());
+        }
+        let to = (from + rb.batch).min(list.len());
+        let batch: Vec<u64> = list[from..to].to_vec();
+        rb.pos[stream] = to;
+        let target = rb.target;
+        let redirect = rb.redirect[stream];
+        // The batch's plans are made against the state without the target.
+        let mut plans = Vec::with_capacity(batch.len());
+        for &s in &batch {
+            if let Some(p) = self
+                .planner
+                .rebuild_stripe(s, &self.state, &[target], redirect)
+                .map_err(|e| e.to_string())?
+            {
+                plans.push(p);
+            }
+        }
+        let mut io = Planner::plan_io(&plans, Op::Write);
+        io.stripes = batch.clone();
+        let j = self.alloc(Job {
+            kind: JobKind::Rebuild { stream, batch },
+            io,
+            pending: 0,
+            phase: Phase::Reads,
+            locked: false,
+            planned_version: self.state_version,
+        });
+        self.try_lock(j)
+    }
+
+    pub(super) fn finish_rebuild_if_done(&mut self) {
+        let now = self.k.now();
+        let rb = self.rebuild.as_mut().unwrap();
+        if rb.active == 0 && rb.finished_at.is_none() {
+            rb.finished_at = Some(now);
+            match &self.s.spare {
+                // The lost extents now live in spare space: plan with the
+                // relocated layout; the failed member holds nothing.
+                Some((_, after)) => {
+                    self.planner = Planner::new(after.as_ref(), self.s.policy, self.service.clone())
+                }
+                None => self.state.members[rb.target] = MemberState::InSync,
+            }
+            self.state_version += 1;
+            self.end = self.end.max(now);
+        }
+    }
+}
