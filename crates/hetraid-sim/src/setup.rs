@@ -5,7 +5,7 @@
 use crate::config::RunConfig;
 use crate::kernel::{Ns, Rng, NS_PER_S};
 use crate::preset::{parse_members, DeviceSpec};
-use crate::trace::{self, TraceFormat};
+use crate::trace;
 use crate::workload::{Closed, Pattern, Replay, Source};
 use hetraid_core::layout::{build, parse_kind, Layout, LayoutSpec};
 use hetraid_core::plan::{ArrayState, Request};
@@ -110,15 +110,7 @@ impl Setup {
                 .trace
                 .as_deref()
                 .ok_or("the trace workload needs --trace FILE")?;
-            let format = match &cfg.trace_format {
-                Some(f) => TraceFormat::parse(f)?,
-                None => TraceFormat::guess(path).ok_or_else(|| {
-                    format!("cannot tell the format of trace {path}; give --trace-format spc|msr|blkparse")
-                })?,
-            };
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read trace {path}: {e}"))?;
-            let mut recs = trace::parse(&text, format, path)?;
+            let mut recs = trace::read_file(path, cfg.trace_format.as_deref(), "--trace-format")?;
             if let Some(l) = cfg.trace_limit {
                 recs.truncate(l);
             }

@@ -84,6 +84,20 @@ fn seconds(s: &str, name: &str, file: &str, line: usize) -> Result<Ns, String> {
     Ok((v * NS_PER_S as f64).round() as Ns)
 }
 
+/// Read the trace file at `path` in `format` (default: guessed from the name;
+/// `flag` names the option that sets it, for the error).
+pub fn read_file(path: &str, format: Option<&str>, flag: &str) -> Result<Vec<TraceRecord>, String> {
+    let format = match format {
+        Some(f) => TraceFormat::parse(f)?,
+        None => TraceFormat::guess(path).ok_or_else(|| {
+            format!("cannot tell the format of trace {path}; give {flag} spc|msr|blkparse")
+        })?,
+    };
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("cannot read trace {path}: {e}"))?;
+    parse(&text, format, path)
+}
+
 /// Read a whole trace. Blank lines and `#` comments are skipped; records are
 /// returned sorted by time, times relative to the first record.
 pub fn parse(text: &str, format: TraceFormat, file: &str) -> Result<Vec<TraceRecord>, String> {

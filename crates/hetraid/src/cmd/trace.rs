@@ -63,15 +63,7 @@ impl TraceCmd {
                 Ok(())
             }
             TraceWhat::Stats { file, format, json } => {
-                let f = match format {
-                    Some(f) => TraceFormat::parse(f)?,
-                    None => TraceFormat::guess(file).ok_or_else(|| {
-                        format!("cannot tell the format of {file}; give --format spc|msr|blkparse")
-                    })?,
-                };
-                let text = std::fs::read_to_string(file)
-                    .map_err(|e| format!("cannot read trace {file}: {e}"))?;
-                let recs = trace::parse(&text, f, file)?;
+                let recs = trace::read_file(file, format.as_deref(), "--format")?;
                 let s = trace::stats(&recs);
                 if *json {
                     println!(
