@@ -408,3 +408,41 @@ fn hdd_sequential_reads_stream_at_the_media_rate() {
         }
     }
 }
+
+/// Zoned recording: the media rate falls from the outer edge to the inner one,
+/// every byte maps to a cylinder inside the disk, and random reads still cost
+/// seek + half a rotation + transfer.
+#[test]
+fn hdd_zones_slow_the_inner_edge() {
+    let spec = DeviceSpec::lookup("caviar-black-640").unwrap();
+    let mut p = spec.hdd.clone().unwrap();
+    p.media_mbps_inner = Some(60.0);
+    p.cache_segments = 0;
+    let cap = spec.capacity();
+    // One long read: positioning (tens of ms) is under 2 % of it.
+    const LEN: u64 = 256 << 20;
+    let rate = |off: u64| {
+        let mut d = Hdd::new(p.clone(), cap);
+        let mut st = Vec::new();
+        d.submit(
+            0,
+            DevIo {
+                tag: 0,
+                write: false,
+                offset: off,
+                len: LEN,
+            },
+            &mut st,
+        );
+        LEN as f64 / (st.pop().unwrap().1 as f64 / 1e9) / 1e6
+    };
+    let outer = rate(0);
+    let inner = rate(cap - LEN);
+    assert!(
+        (outer - p.media_mbps).abs() / p.media_mbps < 0.03,
+        "outer {outer} MB/s"
+    );
+    assert!((inner - 60.0).abs() / 60.0 < 0.05, "inner {inner} MB/s");
+    let d = Hdd::new(p.clone(), cap);
+    assert!(d.cylinders() > 2);
+}

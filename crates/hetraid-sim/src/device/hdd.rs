@@ -42,8 +42,12 @@ pub struct HddParams {
     pub seek_single_ms: f64,
     pub seek_avg_ms: f64,
     pub seek_full_ms: f64,
-    /// Sustained media rate, MB/s (10^6 bytes).
+    /// Sustained media rate, MB/s (10^6 bytes); with zones, at the outer edge.
     pub media_mbps: f64,
+    /// Zoned recording: the media rate at the inner edge (it falls linearly from
+    /// `media_mbps` at offset 0). Default: one rate everywhere.
+    #[serde(default)]
+    pub media_mbps_inner: Option<f64>,
     /// Host interface rate for cache hits and write-back, MB/s.
     #[serde(default = "default_interface")]
     pub interface_mbps: f64,
@@ -97,6 +101,11 @@ impl HddParams {
             return Err(
                 "hdd seek times must satisfy seek_single_ms <= seek_avg_ms <= seek_full_ms".into(),
             );
+        }
+        if let Some(inner) = self.media_mbps_inner {
+            if !(inner > 0.0 && inner <= self.media_mbps) {
+                return Err("hdd media_mbps_inner must be positive and at most media_mbps".into());
+            }
         }
         if !(self.overhead_ms >= 0.0 && self.overhead_ms.is_finite()) {
             return Err("hdd overhead_ms must be zero or positive".into());
@@ -167,10 +176,71 @@ struct Stream {
     origin_pos: u64,
     /// End of the data the host has read from this stream.
     consumed: u64,
+    /// Media rate where the stream began (zones change slowly).
+    ns_per_byte: f64,
+}
+
+/// Zoned recording: bytes per track fall linearly from the outer cylinder (offset
+/// 0) to the inner one, as the media rate does (the platter turns at one speed).
+#[derive(Debug, Clone, Copy)]
+struct Zones {
+    outer_bps: f64,
+    /// Media rate lost per cylinder.
+    slope_bps: f64,
+    heads: f64,
+    rev_s: f64,
+    cylinders: u64,
+}
+
+impl Zones {
+    fn new(outer_bps: f64, inner_bps: f64, heads: u32, rev_ns: Ns, capacity: u64) -> Self {
+        let (heads, rev_s) = (heads as f64, rev_ns as f64 / 1e9);
+        let avg_cylinder = heads * rev_s * (outer_bps + inner_bps) / 2.0;
+        let cylinders = ((capacity as f64 / avg_cylinder).ceil() as u64).max(2);
+        Self {
+            outer_bps,
+            slope_bps: (outer_bps - inner_bps) / (cylinders - 1) as f64,
+            heads,
+            rev_s,
+            cylinders,
+        }
+    }
+
+    /// Media rate (bytes/s) on cylinder `c`.
+    fn rate(&self, c: u64) -> f64 {
+        self.outer_bps - self.slope_bps * c as f64
+    }
+
+    /// Bytes before cylinder `c`: the sum of heads x track bytes over the cylinders
+    /// before it (continuous form).
+    fn bytes_before(&self, c: f64) -> f64 {
+        self.heads * self.rev_s * (self.outer_bps * c - self.slope_bps * c * c / 2.0)
+    }
+
+    fn cylinder_of(&self, off: u64) -> u64 {
+        let y = off as f64 / (self.heads * self.rev_s);
+        let c = if self.slope_bps < 1e-9 {
+            y / self.outer_bps
+        } else {
+            // The smaller root of outer·c − slope·c²/2 = y.
+            let d = (self.outer_bps * self.outer_bps - 2.0 * self.slope_bps * y).max(0.0);
+            (self.outer_bps - d.sqrt()) / self.slope_bps
+        };
+        (c.max(0.0) as u64).min(self.cylinders - 1)
+    }
+
+    /// Where `off` sits along its track, as a fraction of a turn.
+    fn angle(&self, off: u64) -> f64 {
+        let c = self.cylinder_of(off);
+        let track = self.rate(c) * self.rev_s;
+        let rem = (off as f64 - self.bytes_before(c as f64)).max(0.0);
+        (rem % track) / track
+    }
 }
 
 pub struct Hdd {
     p: HddParams,
+    zones: Option<Zones>,
     capacity: u64,
     rev_ns: Ns,
     track_bytes: u64,
@@ -200,7 +270,14 @@ impl Hdd {
         let rev_ns = 60 * NS_PER_S / p.rpm as u64;
         let media_bps = p.media_mbps * 1e6;
         let track_bytes = ((media_bps * rev_ns as f64 / 1e9) as u64 / 512).max(1) * 512;
-        let cylinders = capacity.div_ceil(track_bytes * p.heads as u64).max(2);
+        let zones = p
+            .media_mbps_inner
+            .filter(|&inner| inner < p.media_mbps)
+            .map(|inner| Zones::new(media_bps, inner * 1e6, p.heads, rev_ns, capacity));
+        let cylinders = match &zones {
+            Some(z) => z.cylinders,
+            None => capacity.div_ceil(track_bytes * p.heads as u64).max(2),
+        };
         let ms = |v: f64| v * 1e6;
         let seek = SeekCurve::fit(
             ms(p.seek_single_ms),
@@ -209,6 +286,7 @@ impl Hdd {
             cylinders,
         );
         Self {
+            zones,
             overhead_ns: ms(p.overhead_ms) as Ns,
             cylinder_bytes: track_bytes * p.heads as u64,
             interface_ns_per_byte: 1e9 / (p.interface_mbps * 1e6),
@@ -241,7 +319,26 @@ impl Hdd {
     }
 
     fn cylinder_of(&self, off: u64) -> u64 {
-        (off / self.cylinder_bytes).min(self.cylinders - 1)
+        match &self.zones {
+            Some(z) => z.cylinder_of(off),
+            None => (off / self.cylinder_bytes).min(self.cylinders - 1),
+        }
+    }
+
+    /// Rotational position of `off`, in ns after the track's index.
+    fn angle_ns(&self, off: u64) -> Ns {
+        match &self.zones {
+            Some(z) => (z.angle(off) * self.rev_ns as f64) as Ns,
+            None => (off % self.track_bytes) * self.rev_ns / self.track_bytes,
+        }
+    }
+
+    /// Media transfer cost per byte at `off`.
+    fn media_ns_per_byte_at(&self, off: u64) -> f64 {
+        match &self.zones {
+            Some(z) => 1e9 / z.rate(z.cylinder_of(off)),
+            None => self.media_ns_per_byte,
+        }
     }
 
     fn transfer_ns(&self, len: u64, ns_per_byte: f64) -> Ns {
@@ -283,13 +380,12 @@ impl Hdd {
             return None;
         }
         let cap = st.consumed + self.p.readahead_bytes;
-        let paused_at =
-            st.origin_ns + ((cap - st.origin_pos) as f64 * self.media_ns_per_byte) as Ns;
+        let paused_at = st.origin_ns + ((cap - st.origin_pos) as f64 * st.ns_per_byte) as Ns;
         if pos > cap && now > paused_at {
             // The buffer filled and the head stopped: resuming costs a rotation.
             return None;
         }
-        Some(st.origin_ns + ((pos - st.origin_pos) as f64 * self.media_ns_per_byte) as Ns)
+        Some(st.origin_ns + ((pos - st.origin_pos) as f64 * st.ns_per_byte) as Ns)
     }
 
     /// Serve `io` starting at `now`; returns its finish time. `fresh` = it reached
@@ -312,18 +408,20 @@ impl Hdd {
             let target = self.cylinder_of(io.offset);
             let seek = self.seek.seek_ns(target.abs_diff(self.cyl));
             let at = start + seek;
-            let angle = (io.offset % self.track_bytes) * self.rev_ns / self.track_bytes;
+            let angle = self.angle_ns(io.offset);
             let wait = (angle + self.rev_ns - at % self.rev_ns) % self.rev_ns;
             self.cyl = self.cylinder_of(io.offset + io.len.max(1) - 1);
             let on_media = at + wait;
             // A read from the media starts a stream; anything else ends it.
+            let ns_per_byte = self.media_ns_per_byte_at(io.offset);
             self.stream = (!io.write).then_some(Stream {
                 origin_ns: on_media,
                 origin_pos: io.offset,
                 consumed: io.offset + io.len,
+                ns_per_byte,
             });
             self.remember(io);
-            on_media + self.transfer_ns(io.len, self.media_ns_per_byte)
+            on_media + self.transfer_ns(io.len, ns_per_byte)
         };
         if io.tag == INTERNAL {
             self.dirty_bytes -= io.len;
