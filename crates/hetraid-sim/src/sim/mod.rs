@@ -96,27 +96,38 @@ pub fn run(cfg: &RunConfig) -> Result<Report, String> {
     run_setup(&setup)
 }
 
-pub fn run_setup(s: &Setup) -> Result<Report, String> {
-    let mut devices: Vec<Box<dyn Device>> = Vec::with_capacity(s.specs.len());
-    for spec in &s.specs {
-        let mut spec = spec.clone();
-        if let Some(h) = spec.hdd.as_mut() {
-            if let Some(sch) = &s.cfg.scheduler {
-                h.scheduler = crate::device::hdd::Scheduler::parse(sch)?;
-            }
-            if let Some(wc) = s.cfg.write_cache {
-                h.write_cache = wc;
-            }
+/// A device model for `spec` with the run's overrides (disk scheduler, write
+/// cache); `precondition` fills an SSD first.
+fn build_device(
+    s: &Setup,
+    spec: &crate::preset::DeviceSpec,
+    precondition: bool,
+) -> Result<Box<dyn Device>, String> {
+    let mut spec = spec.clone();
+    if let Some(h) = spec.hdd.as_mut() {
+        if let Some(sch) = &s.cfg.scheduler {
+            h.scheduler = crate::device::hdd::Scheduler::parse(sch)?;
         }
-        let d: Box<dyn Device> = if spec.kind == MemberKind::Ssd && s.cfg.precondition {
-            let mut ssd = crate::device::ssd::Ssd::new(spec.ssd.clone().unwrap());
+        if let Some(wc) = s.cfg.write_cache {
+            h.write_cache = wc;
+        }
+    }
+    Ok(match (&spec.ssd, precondition) {
+        (Some(p), true) if spec.kind == MemberKind::Ssd => {
+            let mut ssd = crate::device::ssd::Ssd::new(p.clone());
             ssd.precondition();
             Box::new(ssd)
-        } else {
-            spec.build()
-        };
-        devices.push(d);
-    }
+        }
+        _ => spec.build(),
+    })
+}
+
+pub fn run_setup(s: &Setup) -> Result<Report, String> {
+    let mut devices: Vec<Box<dyn Device>> = s
+        .specs
+        .iter()
+        .map(|spec| build_device(s, spec, s.cfg.precondition))
+        .collect::<Result<_, _>>()?;
     let service = if s.policy == WritePolicy::Cost {
         devices.iter().map(|d| d.service_model()).collect()
     } else {
@@ -152,7 +163,8 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
                 done: Some(Arc::new(vec![0u64; stripes.div_ceil(64)])),
             };
             // The failed device is replaced by a fresh one of the same model.
-            devices[f] = s.specs[f].build();
+            // A new device, with the run's overrides, fresh (not preconditioned).
+            devices[f] = build_device(s, &s.specs[f], false)?;
             rebuild = Some(RebuildRun {
                 target: f,
                 active: sched.streams.len(),
