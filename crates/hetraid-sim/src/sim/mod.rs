@@ -241,6 +241,26 @@ impl Runner<'_> {
                 Ev::RebuildWake { stream } => self.rebuild_next(stream as usize)?,
             }
         }
+        // Invariants at the end: every request finished, nothing holds or waits for
+        // a stripe, and a rebuild that was started completed.
+        let left = self.jobs.iter().filter(|j| j.is_some()).count();
+        if left > 0 || self.inflight > 0 || !self.locked.is_empty() || !self.waiting.is_empty() {
+            return Err(format!(
+                "the simulation stopped with {left} operations unfinished ({} waiting for stripes); this is a hetraid bug: please report it with the config and seed {}",
+                self.waiting.len(),
+                self.s.cfg.seed
+            ));
+        }
+        if self
+            .rebuild
+            .as_ref()
+            .is_some_and(|r| r.finished_at.is_none())
+        {
+            return Err(format!(
+                "the rebuild did not finish; this is a hetraid bug: please report it with the config and seed {}",
+                self.s.cfg.seed
+            ));
+        }
         Ok(self.report())
     }
 
