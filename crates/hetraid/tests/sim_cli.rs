@@ -175,6 +175,10 @@ fn sim_from_a_config_file_with_flag_overrides_and_a_trace() {
     ]);
     assert_eq!(b["layout"], "raid4s");
     assert!(f(&b["throughput_mbps"]) > f(&a["throughput_mbps"]));
+    // The documented example runs.
+    let ex = json(&["sim", "docs/run-example.toml", "--total", "2M", "--json"]);
+    assert_eq!(ex["layout"], "raid4s");
+    assert_eq!(ex["policy"], "modthresh");
     // The same config and seed print the same bytes.
     let (_, x, _) = hetraid(&["sim", cfg.to_str().unwrap(), "--json"]);
     let (_, y, _) = hetraid(&["sim", cfg.to_str().unwrap(), "--json"]);
