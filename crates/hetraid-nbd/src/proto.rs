@@ -8,6 +8,20 @@ pub const IHAVEOPT: u64 = 0x4948_4156_454f_5054;
 pub const OPT_REPLY_MAGIC: u64 = 0x0003_e889_0455_65a9;
 pub const REQUEST_MAGIC: u32 = 0x2560_9513;
 pub const SIMPLE_REPLY_MAGIC: u32 = 0x6744_6698;
+pub const STRUCTURED_REPLY_MAGIC: u32 = 0x668e_33ef;
+
+pub const REPLY_FLAG_DONE: u16 = 1 << 0;
+pub const REPLY_TYPE_NONE: u16 = 0;
+pub const REPLY_TYPE_OFFSET_DATA: u16 = 1;
+pub const REPLY_TYPE_BLOCK_STATUS: u16 = 5;
+pub const REPLY_TYPE_ERROR: u16 = (1 << 15) + 1;
+/// Length of a structured reply chunk header.
+pub const STRUCTURED_LEN: usize = 20;
+
+/// The one metadata context served: every byte of an array is allocated data.
+pub const META_BASE_ALLOCATION: &str = "base:allocation";
+/// Its id on every connection.
+pub const META_BASE_ALLOCATION_ID: u32 = 1;
 
 pub const FLAG_FIXED_NEWSTYLE: u16 = 1 << 0;
 pub const FLAG_NO_ZEROES: u16 = 1 << 1;
@@ -19,10 +33,14 @@ pub const OPT_ABORT: u32 = 2;
 pub const OPT_LIST: u32 = 3;
 pub const OPT_INFO: u32 = 6;
 pub const OPT_GO: u32 = 7;
+pub const OPT_STRUCTURED_REPLY: u32 = 8;
+pub const OPT_LIST_META_CONTEXT: u32 = 9;
+pub const OPT_SET_META_CONTEXT: u32 = 10;
 
 pub const REP_ACK: u32 = 1;
 pub const REP_SERVER: u32 = 2;
 pub const REP_INFO: u32 = 3;
+pub const REP_META_CONTEXT: u32 = 4;
 pub const REP_ERR_UNSUP: u32 = 0x8000_0001;
 pub const REP_ERR_INVALID: u32 = 0x8000_0003;
 pub const REP_ERR_TOO_BIG: u32 = 0x8000_0009;
@@ -47,6 +65,7 @@ pub const CMD_DISC: u16 = 2;
 pub const CMD_FLUSH: u16 = 3;
 pub const CMD_TRIM: u16 = 4;
 pub const CMD_WRITE_ZEROES: u16 = 6;
+pub const CMD_BLOCK_STATUS: u16 = 7;
 
 pub const CMD_FLAG_FUA: u16 = 1 << 0;
 pub const CMD_FLAG_NO_HOLE: u16 = 1 << 1;
@@ -108,11 +127,15 @@ pub fn parse_request(b: &[u8; REQUEST_LEN]) -> Result<Request, Fatal> {
     })
 }
 
-/// What the export allows.
+/// What the export allows, and what the client negotiated.
 #[derive(Debug, Clone, Copy)]
 pub struct Export {
     pub size: u64,
     pub read_only: bool,
+    /// NBD_OPT_STRUCTURED_REPLY was acknowledged.
+    pub structured: bool,
+    /// `base:allocation` was selected with NBD_OPT_SET_META_CONTEXT.
+    pub base_allocation: bool,
 }
 
 /// What to do with a request.
@@ -133,6 +156,11 @@ pub enum Action {
         offset: u64,
         len: u32,
         fua: bool,
+    },
+    /// Extents of `base:allocation` over the range (structured reply).
+    BlockStatus {
+        offset: u64,
+        len: u32,
     },
     /// Finish outstanding requests, then close.
     Disconnect,
@@ -161,6 +189,19 @@ pub fn decide(r: &Request, export: &Export) -> Action {
     match r.typ {
         CMD_DISC => Action::Disconnect,
         CMD_FLUSH => Action::Flush,
+        CMD_BLOCK_STATUS => {
+            if !export.base_allocation || r.length == 0 || !in_range {
+                // Without a negotiated context the command is invalid (spec).
+                return Action::Error {
+                    errno: EINVAL,
+                    discard: 0,
+                };
+            }
+            Action::BlockStatus {
+                offset: r.offset,
+                len: r.length,
+            }
+        }
         CMD_READ | CMD_WRITE | CMD_TRIM | CMD_WRITE_ZEROES => {
             let writes = r.typ != CMD_READ;
             if writes && export.read_only {
@@ -216,6 +257,66 @@ pub fn decide(r: &Request, export: &Export) -> Action {
             discard: 0,
         },
     }
+}
+
+/// A structured reply chunk header.
+pub fn structured_header(flags: u16, typ: u16, handle: u64, len: u32) -> [u8; STRUCTURED_LEN] {
+    let mut b = [0u8; STRUCTURED_LEN];
+    b[0..4].copy_from_slice(&STRUCTURED_REPLY_MAGIC.to_be_bytes());
+    b[4..6].copy_from_slice(&flags.to_be_bytes());
+    b[6..8].copy_from_slice(&typ.to_be_bytes());
+    b[8..16].copy_from_slice(&handle.to_be_bytes());
+    b[16..20].copy_from_slice(&len.to_be_bytes());
+    b
+}
+
+/// The final error chunk of a structured reply (no message).
+pub fn structured_error(errno: u32, handle: u64) -> Vec<u8> {
+    let mut b = structured_header(REPLY_FLAG_DONE, REPLY_TYPE_ERROR, handle, 6).to_vec();
+    b.extend_from_slice(&errno.to_be_bytes());
+    b.extend_from_slice(&0u16.to_be_bytes());
+    b
+}
+
+/// The reply to NBD_CMD_BLOCK_STATUS: one extent, all of it allocated data (an
+/// array has no holes to report).
+pub fn block_status_reply(handle: u64, len: u32) -> Vec<u8> {
+    let mut b = structured_header(REPLY_FLAG_DONE, REPLY_TYPE_BLOCK_STATUS, handle, 12).to_vec();
+    b.extend_from_slice(&META_BASE_ALLOCATION_ID.to_be_bytes());
+    b.extend_from_slice(&len.to_be_bytes());
+    b.extend_from_slice(&0u32.to_be_bytes());
+    b
+}
+
+/// NBD_OPT_LIST/SET_META_CONTEXT payload: export name and queries. None if
+/// malformed.
+pub fn parse_meta_context(data: &[u8]) -> Option<(String, Vec<String>)> {
+    let mut at = 0usize;
+    let mut take = |n: usize| -> Option<&[u8]> {
+        let s = data.get(at..at.checked_add(n)?)?;
+        at += n;
+        Some(s)
+    };
+    let name_len = u32::from_be_bytes(take(4)?.try_into().ok()?) as usize;
+    let name = String::from_utf8(take(name_len)?.to_vec()).ok()?;
+    let count = u32::from_be_bytes(take(4)?.try_into().ok()?) as usize;
+    let mut queries = Vec::new();
+    for _ in 0..count.min(data.len()) {
+        let l = u32::from_be_bytes(take(4)?.try_into().ok()?) as usize;
+        queries.push(String::from_utf8(take(l)?.to_vec()).ok()?);
+    }
+    (queries.len() == count && at == data.len()).then_some((name, queries))
+}
+
+/// Which of `queries` select `base:allocation`: for SET, an exact name; for LIST,
+/// also the namespace `base:` and an empty list (all contexts).
+pub fn meta_matches(queries: &[String], list: bool) -> bool {
+    if list && queries.is_empty() {
+        return true;
+    }
+    queries
+        .iter()
+        .any(|q| q == META_BASE_ALLOCATION || (list && q == "base:"))
 }
 
 /// A simple reply header.
@@ -291,6 +392,8 @@ mod tests {
         let e = Export {
             size: 1 << 20,
             read_only: false,
+            structured: true,
+            base_allocation: true,
         };
         assert_eq!(
             decide(&req(CMD_READ, 0, 0, 4096), &e),
@@ -349,6 +452,8 @@ mod tests {
         let ro = Export {
             size: 1 << 20,
             read_only: true,
+            structured: true,
+            base_allocation: true,
         };
         assert_eq!(
             decide(&req(CMD_WRITE, 0, 0, 512), &ro),
@@ -382,5 +487,30 @@ mod tests {
         assert_eq!(parse_go(&[0, 0, 0, 9, 1]), None);
         assert_eq!(parse_go(&[0xff, 0xff, 0xff, 0xff]), None);
         assert_eq!(parse_go(&[0, 0, 0, 0, 0, 1]), None);
+    }
+
+    #[test]
+    fn meta_context_requests_parse_and_select_base_allocation() {
+        let mut d = Vec::new();
+        d.extend_from_slice(&0u32.to_be_bytes());
+        d.extend_from_slice(&2u32.to_be_bytes());
+        for q in ["qemu:dirty-bitmap:x", "base:allocation"] {
+            d.extend_from_slice(&(q.len() as u32).to_be_bytes());
+            d.extend_from_slice(q.as_bytes());
+        }
+        let (name, qs) = parse_meta_context(&d).unwrap();
+        assert_eq!(name, "");
+        assert!(meta_matches(&qs, false));
+        assert!(!meta_matches(&qs[..1], false));
+        assert!(meta_matches(&[], true) && !meta_matches(&[], false));
+        assert!(meta_matches(&["base:".to_string()], true));
+        // Truncated or with trailing bytes: refused.
+        assert!(parse_meta_context(&d[..d.len() - 1]).is_none());
+        let mut long = d.clone();
+        long.push(0);
+        assert!(parse_meta_context(&long).is_none());
+        let r = block_status_reply(7, 4096);
+        assert_eq!(&r[0..4], &STRUCTURED_REPLY_MAGIC.to_be_bytes());
+        assert_eq!(r.len(), STRUCTURED_LEN + 12);
     }
 }

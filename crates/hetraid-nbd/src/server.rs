@@ -227,9 +227,11 @@ fn invalid(msg: &str) -> io::Error {
 
 /// Handshake then transmission for one client.
 fn connection(mut c: Conn, array: &Arc<Array>, cfg: &Config, stats: &Stats) -> io::Result<()> {
-    let export = Export {
+    let mut export = Export {
         size: array.capacity(),
         read_only: cfg.read_only,
+        structured: false,
+        base_allocation: false,
     };
     let mut flags = proto::TF_HAS_FLAGS
         | proto::TF_SEND_FLUSH
@@ -328,9 +330,39 @@ fn connection(mut c: Conn, array: &Arc<Array>, cfg: &Config, stats: &Stats) -> i
                     break;
                 }
             }
+            proto::OPT_STRUCTURED_REPLY => {
+                if len != 0 {
+                    c.write_all(&proto::option_reply(opt, proto::REP_ERR_INVALID, &[]))?;
+                    continue;
+                }
+                export.structured = true;
+                c.write_all(&proto::option_reply(opt, proto::REP_ACK, &[]))?;
+            }
+            proto::OPT_LIST_META_CONTEXT | proto::OPT_SET_META_CONTEXT => {
+                let list = opt == proto::OPT_LIST_META_CONTEXT;
+                // Meta contexts ride on structured replies (spec: SET without them
+                // is invalid).
+                let parsed = proto::parse_meta_context(&data);
+                let Some((_name, queries)) = parsed.filter(|_| export.structured || list) else {
+                    c.write_all(&proto::option_reply(opt, proto::REP_ERR_INVALID, &[]))?;
+                    continue;
+                };
+                let selected = proto::meta_matches(&queries, list);
+                if !list {
+                    export.base_allocation = selected;
+                }
+                let mut out = Vec::new();
+                if selected {
+                    let mut d = proto::META_BASE_ALLOCATION_ID.to_be_bytes().to_vec();
+                    d.extend_from_slice(proto::META_BASE_ALLOCATION.as_bytes());
+                    out.extend(proto::option_reply(opt, proto::REP_META_CONTEXT, &d));
+                }
+                out.extend(proto::option_reply(opt, proto::REP_ACK, &[]));
+                c.write_all(&out)?;
+            }
             _ => {
-                // Unknown or unsupported (STARTTLS, structured replies, meta contexts):
-                // say so and carry on.
+                // Unknown or unsupported (STARTTLS, extended headers): say so and
+                // carry on.
                 let typ = if len > proto::MAX_OPTION {
                     proto::REP_ERR_TOO_BIG
                 } else {
@@ -448,9 +480,9 @@ fn transmission(
                     Action::Read { .. } => free_replies.lock().unwrap().pop().unwrap_or_default(),
                     _ => Vec::new(),
                 };
-                let reply = execute(array, &job, spare);
+                let (reply, failed) = execute(array, &export, &job, spare);
                 stats.requests.fetch_add(1, Ordering::Relaxed);
-                if reply.len() >= 8 && reply[4..8] != [0, 0, 0, 0] {
+                if failed {
                     stats.errors.fetch_add(1, Ordering::Relaxed);
                 }
                 if writer.lock().unwrap().write_all(&reply).is_err() {
@@ -480,28 +512,56 @@ fn errno_of(_e: &hetraid_engine::EngineError) -> u32 {
     proto::EIO
 }
 
-/// Run one request against the array; returns the reply bytes (built in `out`).
-fn execute(array: &Array, job: &Job, mut out: Vec<u8>) -> Vec<u8> {
+/// Run one request against the array; returns the reply bytes (reads are built in
+/// `out`) and whether it reports an error. With structured replies negotiated,
+/// reads and block status answer in structured chunks; other commands keep simple
+/// replies, as the protocol allows.
+fn execute(array: &Array, export: &Export, job: &Job, mut out: Vec<u8>) -> (Vec<u8>, bool) {
     let handle = job.req.handle;
+    let structured =
+        export.structured && matches!(job.req.typ, proto::CMD_READ | proto::CMD_BLOCK_STATUS);
+    let error = |errno: u32| {
+        let b = if structured {
+            proto::structured_error(errno, handle)
+        } else {
+            proto::simple_reply(errno, handle).to_vec()
+        };
+        (b, true)
+    };
     let done = |r: Result<(), hetraid_engine::EngineError>| match r {
-        Ok(()) => proto::simple_reply(0, handle).to_vec(),
+        Ok(()) => (proto::simple_reply(0, handle).to_vec(), false),
         Err(e) => {
             eprintln!("hetraid serve: request failed: {e}");
-            proto::simple_reply(errno_of(&e), handle).to_vec()
+            error(errno_of(&e))
         }
     };
     match job.action {
         Action::Read { offset, len } => {
-            fit(&mut out, 16 + len as usize);
-            out[..16].copy_from_slice(&proto::simple_reply(0, handle));
-            match array.read(offset, &mut out[16..]) {
-                Ok(()) => out,
+            // One chunk: header (structured: plus the offset), then the data.
+            let head = if structured {
+                let mut h = proto::structured_header(
+                    proto::REPLY_FLAG_DONE,
+                    proto::REPLY_TYPE_OFFSET_DATA,
+                    handle,
+                    8 + len,
+                )
+                .to_vec();
+                h.extend_from_slice(&offset.to_be_bytes());
+                h
+            } else {
+                proto::simple_reply(0, handle).to_vec()
+            };
+            fit(&mut out, head.len() + len as usize);
+            out[..head.len()].copy_from_slice(&head);
+            match array.read(offset, &mut out[head.len()..]) {
+                Ok(()) => (out, false),
                 Err(e) => {
                     eprintln!("hetraid serve: read failed: {e}");
-                    proto::simple_reply(errno_of(&e), handle).to_vec()
+                    error(errno_of(&e))
                 }
             }
         }
+        Action::BlockStatus { len, .. } => (proto::block_status_reply(handle, len), false),
         Action::Write { offset, fua, .. } => {
             done(
                 array
@@ -523,10 +583,8 @@ fn execute(array: &Array, job: &Job, mut out: Vec<u8>) -> Vec<u8> {
         }
         Action::Flush => done(array.flush()),
         // Advisory: the data stays, as the protocol allows.
-        Action::Trim => proto::simple_reply(0, handle).to_vec(),
-        Action::Error { errno, .. } => proto::simple_reply(errno, handle).to_vec(),
-        Action::Disconnect | Action::Close(_) => {
-            proto::simple_reply(proto::ESHUTDOWN, handle).to_vec()
-        }
+        Action::Trim => (proto::simple_reply(0, handle).to_vec(), false),
+        Action::Error { errno, .. } => error(errno),
+        Action::Disconnect | Action::Close(_) => error(proto::ESHUTDOWN),
     }
 }

@@ -27,6 +27,13 @@ fn check(bytes: &[u8; REQUEST_LEN], export: &Export) {
                 "{r:?} writes a read-only export"
             );
         }
+        Action::BlockStatus { offset, len } => {
+            assert!(
+                export.base_allocation,
+                "{r:?}: block status without a context"
+            );
+            assert!(len > 0 && offset + len as u64 <= export.size, "{r:?}");
+        }
         Action::Error { discard, .. } => {
             if r.typ == CMD_WRITE {
                 assert_eq!(discard, r.length);
@@ -48,12 +55,13 @@ proptest! {
             bytes[6] = 0;
             bytes[7] %= 8;
         }
-        check(&bytes, &Export { size, read_only: ro });
+        check(&bytes, &Export { size, read_only: ro, structured: ro, base_allocation: !ro });
     }
 
     #[test]
     fn any_option_payload_is_handled(data in proptest::collection::vec(any::<u8>(), 0..64)) {
         let _ = parse_go(&data);
+        let _ = hetraid_nbd::proto::parse_meta_context(&data);
     }
 }
 
@@ -62,6 +70,8 @@ fn corpus() {
     let e = Export {
         size: 1 << 30,
         read_only: false,
+        structured: true,
+        base_allocation: true,
     };
     let mut cases: Vec<[u8; REQUEST_LEN]> = Vec::new();
     for typ in 0..10u16 {
@@ -93,6 +103,8 @@ fn corpus() {
             &Export {
                 size: 0,
                 read_only: true,
+                structured: true,
+                base_allocation: true,
             },
         );
     }

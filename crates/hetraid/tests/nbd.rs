@@ -317,6 +317,11 @@ fn kill_9_mid_write_then_restart_keeps_flushed_data() {
 
 /// Fixed-newstyle handshake with NBD_OPT_GO; returns the stream in transmission.
 fn handshake(sock: &Path) -> UnixStream {
+    handshake_with(sock, &[])
+}
+
+/// Handshake sending `before` (option, payload, expected reply types) before GO.
+fn handshake_with(sock: &Path, before: &[(u32, Vec<u8>, Vec<u32>)]) -> UnixStream {
     let mut c = UnixStream::connect(sock).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut g = [0u8; 18];
@@ -327,6 +332,13 @@ fn handshake(sock: &Path) -> UnixStream {
     c.write_all(&option(77, b"xyz")).unwrap();
     let (opt, typ, _) = read_option_reply(&mut c);
     assert_eq!((opt, typ), (77, 0x8000_0001));
+    for (o, data, want) in before {
+        c.write_all(&option(*o, data)).unwrap();
+        for &w in want {
+            let (ro, typ, _) = read_option_reply(&mut c);
+            assert_eq!((ro, typ), (*o, w), "option {o}");
+        }
+    }
     let mut go = 0u32.to_be_bytes().to_vec();
     go.extend_from_slice(&0u16.to_be_bytes());
     c.write_all(&option(7, &go)).unwrap();
@@ -664,4 +676,80 @@ fn serves_over_tcp_too() {
     assert!(std::fs::read(&out).unwrap()[..data.len()] == data[..]);
     unsafe { libc_kill(child.id() as i32, 15) };
     assert!(child.wait().unwrap().success());
+}
+
+/// Structured replies and `base:allocation`: negotiated by options, reads answered
+/// with OFFSET_DATA chunks, errors with ERROR chunks, block status with one
+/// allocated extent; libnbd's own view agrees (`nbdinfo --map`).
+#[test]
+fn structured_replies_and_base_allocation() {
+    let d = tempfile::tempdir().unwrap();
+    let m = create(d.path(), &["--layout", "raid5", "--chunk", "4K"], 4, "2M");
+    let srv = Server::start(d.path(), &m, &[]);
+    let meta = |opt: u32| {
+        let mut q = 0u32.to_be_bytes().to_vec();
+        q.extend_from_slice(&1u32.to_be_bytes());
+        q.extend_from_slice(&15u32.to_be_bytes());
+        q.extend_from_slice(b"base:allocation");
+        (opt, q, vec![4, 1])
+    };
+    // SET before structured replies: invalid; then structured, SET and LIST.
+    let mut c = handshake_with(
+        &srv.sock,
+        &[
+            (10, meta(10).1, vec![0x8000_0003]),
+            (8, vec![], vec![1]),
+            meta(10),
+            meta(9),
+        ],
+    );
+    let chunk = |c: &mut UnixStream| {
+        let mut h = [0u8; 20];
+        c.read_exact(&mut h).unwrap();
+        assert_eq!(&h[0..4], &0x668e_33efu32.to_be_bytes());
+        let flags = u16::from_be_bytes(h[4..6].try_into().unwrap());
+        let typ = u16::from_be_bytes(h[6..8].try_into().unwrap());
+        let handle = u64::from_be_bytes(h[8..16].try_into().unwrap());
+        let len = u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize;
+        let mut p = vec![0u8; len];
+        c.read_exact(&mut p).unwrap();
+        (flags, typ, handle, p)
+    };
+    // Write (simple reply), read back (one OFFSET_DATA chunk, DONE).
+    let mut w = request(1, 0, 1, 8192, 4096);
+    w.extend(vec![0xabu8; 4096]);
+    c.write_all(&w).unwrap();
+    assert_eq!(reply(&mut c), (0, 1));
+    c.write_all(&request(0, 0, 2, 8192, 4096)).unwrap();
+    let (flags, typ, handle, p) = chunk(&mut c);
+    assert_eq!((flags, typ, handle), (1, 1, 2));
+    assert_eq!(u64::from_be_bytes(p[0..8].try_into().unwrap()), 8192);
+    assert!(p[8..].iter().all(|&b| b == 0xab) && p.len() == 8 + 4096);
+    // An out-of-range read: an ERROR chunk with EINVAL.
+    c.write_all(&request(0, 0, 3, 1 << 40, 512)).unwrap();
+    let (flags, typ, handle, p) = chunk(&mut c);
+    assert_eq!((flags, typ, handle), (1, 0x8001, 3));
+    assert_eq!(u32::from_be_bytes(p[0..4].try_into().unwrap()), 22);
+    // Block status: one extent, allocated data, for the context id.
+    c.write_all(&request(7, 0, 4, 0, 65536)).unwrap();
+    let (flags, typ, handle, p) = chunk(&mut c);
+    assert_eq!((flags, typ, handle), (1, 5, 4));
+    assert_eq!(u32::from_be_bytes(p[0..4].try_into().unwrap()), 1);
+    assert_eq!(u32::from_be_bytes(p[4..8].try_into().unwrap()), 65536);
+    assert_eq!(u32::from_be_bytes(p[8..12].try_into().unwrap()), 0);
+    c.write_all(&request(2, 0, 5, 0, 0)).unwrap();
+    drop(c);
+    // Without a negotiated context, block status is EINVAL (simple reply).
+    let mut c = handshake(&srv.sock);
+    c.write_all(&request(7, 0, 6, 0, 4096)).unwrap();
+    assert_eq!(reply(&mut c), (22, 6));
+    drop(c);
+    if have("nbdinfo") {
+        let out = run(Command::new("nbdinfo").args(["--map", &srv.uri()]));
+        let first = out.lines().next().unwrap_or_default();
+        let f: Vec<&str> = first.split_whitespace().collect();
+        assert_eq!(f.first(), Some(&"0"), "{out}");
+        assert_eq!(f.last(), Some(&"data"), "{out}");
+    }
+    srv.stop();
 }
