@@ -480,12 +480,12 @@ fn transmission(
                     Action::Read { .. } => free_replies.lock().unwrap().pop().unwrap_or_default(),
                     _ => Vec::new(),
                 };
-                let (reply, failed) = execute(array, &export, &job, spare);
+                let (reply, start, failed) = execute(array, &export, &job, spare);
                 stats.requests.fetch_add(1, Ordering::Relaxed);
                 if failed {
                     stats.errors.fetch_add(1, Ordering::Relaxed);
                 }
-                if writer.lock().unwrap().write_all(&reply).is_err() {
+                if writer.lock().unwrap().write_all(&reply[start..]).is_err() {
                     done.store(true, Ordering::SeqCst);
                     return;
                 }
@@ -516,7 +516,7 @@ fn errno_of(_e: &hetraid_engine::EngineError) -> u32 {
 /// `out`) and whether it reports an error. With structured replies negotiated,
 /// reads and block status answer in structured chunks; other commands keep simple
 /// replies, as the protocol allows.
-fn execute(array: &Array, export: &Export, job: &Job, mut out: Vec<u8>) -> (Vec<u8>, bool) {
+fn execute(array: &Array, export: &Export, job: &Job, mut out: Vec<u8>) -> (Vec<u8>, usize, bool) {
     let handle = job.req.handle;
     let structured =
         export.structured && matches!(job.req.typ, proto::CMD_READ | proto::CMD_BLOCK_STATUS);
@@ -526,10 +526,10 @@ fn execute(array: &Array, export: &Export, job: &Job, mut out: Vec<u8>) -> (Vec<
         } else {
             proto::simple_reply(errno, handle).to_vec()
         };
-        (b, true)
+        (b, 0, true)
     };
     let done = |r: Result<(), hetraid_engine::EngineError>| match r {
-        Ok(()) => (proto::simple_reply(0, handle).to_vec(), false),
+        Ok(()) => (proto::simple_reply(0, handle).to_vec(), 0, false),
         Err(e) => {
             eprintln!("hetraid serve: request failed: {e}");
             error(errno_of(&e))
@@ -551,17 +551,24 @@ fn execute(array: &Array, export: &Export, job: &Job, mut out: Vec<u8>) -> (Vec<
             } else {
                 proto::simple_reply(0, handle).to_vec()
             };
-            fit(&mut out, head.len() + len as usize);
-            out[..head.len()].copy_from_slice(&head);
-            match array.read(offset, &mut out[head.len()..]) {
-                Ok(()) => (out, false),
+            // The data lands 4 KiB-aligned (members opened with O_DIRECT read
+            // straight into it, and copies run aligned); the header sits just
+            // before it, and the reply is sent from `lead`.
+            const ALIGN: usize = 4096;
+            fit(&mut out, ALIGN + head.len() + len as usize);
+            let lead = (ALIGN - (out.as_ptr() as usize + head.len()) % ALIGN) % ALIGN;
+            let data = lead + head.len();
+            out[lead..data].copy_from_slice(&head);
+            out.truncate(data + len as usize);
+            match array.read(offset, &mut out[data..]) {
+                Ok(()) => (out, lead, false),
                 Err(e) => {
                     eprintln!("hetraid serve: read failed: {e}");
                     error(errno_of(&e))
                 }
             }
         }
-        Action::BlockStatus { len, .. } => (proto::block_status_reply(handle, len), false),
+        Action::BlockStatus { len, .. } => (proto::block_status_reply(handle, len), 0, false),
         Action::Write { offset, fua, .. } => {
             done(
                 array
@@ -583,7 +590,7 @@ fn execute(array: &Array, export: &Export, job: &Job, mut out: Vec<u8>) -> (Vec<
         }
         Action::Flush => done(array.flush()),
         // Advisory: the data stays, as the protocol allows.
-        Action::Trim => (proto::simple_reply(0, handle).to_vec(), false),
+        Action::Trim => (proto::simple_reply(0, handle).to_vec(), 0, false),
         Action::Error { errno, .. } => error(errno),
         Action::Disconnect | Action::Close(_) => error(proto::ESHUTDOWN),
     }
