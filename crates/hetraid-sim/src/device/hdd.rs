@@ -506,3 +506,42 @@ impl Hdd {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Zoned geometry: cylinders grow with the offset, the disk's bytes fill its
+    /// cylinders, and every byte has an angle within one turn.
+    #[test]
+    fn zones_map_every_byte_inside_the_disk() {
+        let cap = 640_000_000_000u64;
+        let z = Zones::new(120e6, 60e6, 4, 60 * NS_PER_S / 7200, cap);
+        let mut last = 0;
+        let mut x = 12345u64;
+        let mut offs: Vec<u64> = (0..10_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x % cap
+            })
+            .collect();
+        offs.extend([0, 1, cap - 1]);
+        offs.sort_unstable();
+        for off in offs {
+            let c = z.cylinder_of(off);
+            assert!(c >= last && c < z.cylinders, "offset {off}: cylinder {c}");
+            last = c;
+            let a = z.angle(off);
+            assert!((0.0..1.0).contains(&a), "offset {off}: angle {a}");
+        }
+        // The last byte is on (or next to) the innermost cylinder.
+        assert!(z.cylinders - 1 - z.cylinder_of(cap - 1) <= 1);
+        let total = z.bytes_before(z.cylinders as f64);
+        assert!(
+            (total - cap as f64).abs() < z.heads * z.rev_s * z.outer_bps,
+            "{total}"
+        );
+    }
+}
