@@ -30,6 +30,14 @@ pub struct LayoutOpts {
     /// Member kinds, one per member: hdd, ssd, nvram (presets, hpda, cost policy).
     #[arg(long, value_delimiter = ',', value_parser = kind)]
     pub kinds: Option<Vec<MemberKind>>,
+    #[command(flatten)]
+    pub params: LayoutParamArgs,
+}
+
+/// Per-layout parameters, shared by every verb that names a layout (`create`,
+/// `layout`, `plan`, `loadmap`, `sim`).
+#[derive(Debug, Clone, Args)]
+pub struct LayoutParamArgs {
     /// RAIDH parity weights, one per member.
     #[arg(long, value_delimiter = ',')]
     pub weights: Option<Vec<u64>>,
@@ -46,9 +54,9 @@ pub struct LayoutOpts {
     /// S2-RAID partitions per member K (default G; S2-RAID10: members/2).
     #[arg(long)]
     pub partitions: Option<usize>,
-    /// S2-RAID5 spare partitions reserved at the end of each member.
-    #[arg(long, default_value_t = 0)]
-    pub spare_partitions: usize,
+    /// S2-RAID5 spare partitions reserved at the end of each member (default 0).
+    #[arg(long)]
+    pub spare_partitions: Option<usize>,
     /// RAIDX chunks per bundle c.
     #[arg(long)]
     pub chunks_per_bundle: Option<usize>,
@@ -70,17 +78,18 @@ impl LayoutOpts {
     pub fn record(&self) -> hetraid_engine::format::LayoutRecord {
         hetraid_engine::format::LayoutRecord {
             name: self.layout.clone(),
-            weights: self.weights.clone().unwrap_or_default(),
+            weights: self.params.weights.clone().unwrap_or_default(),
             parity_order: self
+                .params
                 .parity_order
                 .as_deref()
                 .and_then(|o| hetraid_core::layout::ParityOrder::parse(o).ok()),
-            copies: self.copies,
-            group: self.group,
-            partitions: self.partitions,
-            spare_partitions: self.spare_partitions,
-            chunks_per_bundle: self.chunks_per_bundle,
-            raidx_level: self.raidx_level.clone(),
+            copies: self.params.copies,
+            group: self.params.group,
+            partitions: self.params.partitions,
+            spare_partitions: self.params.spare_partitions.unwrap_or(0),
+            chunks_per_bundle: self.params.chunks_per_bundle,
+            raidx_level: self.params.raidx_level.clone(),
         }
     }
 }
@@ -104,14 +113,14 @@ impl LayoutArgs {
         };
         let kind = parse_kind(
             &o.layout,
-            o.weights.clone(),
-            o.parity_order.as_deref(),
-            o.copies,
-            o.group,
-            o.partitions,
-            o.spare_partitions,
-            o.chunks_per_bundle,
-            o.raidx_level.as_deref(),
+            o.params.weights.clone(),
+            o.params.parity_order.as_deref(),
+            o.params.copies,
+            o.params.group,
+            o.params.partitions,
+            o.params.spare_partitions.unwrap_or(0),
+            o.params.chunks_per_bundle,
+            o.params.raidx_level.as_deref(),
         )
         .map_err(|e| e.to_string())?;
         let kinds = match (&o.kinds, &kind) {

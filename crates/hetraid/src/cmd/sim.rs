@@ -88,30 +88,8 @@ pub struct SimCmd {
     /// Fill every SSD once before the run (steady state).
     #[arg(long)]
     pub precondition: bool,
-    /// RAIDH parity weights, one per member (as for `hetraid create`).
-    #[arg(long, value_delimiter = ',')]
-    pub weights: Option<Vec<u64>>,
-    /// RAID5 parity order: left-symmetric (default), left-asymmetric, ...
-    #[arg(long)]
-    pub parity_order: Option<String>,
-    /// RAID10 copies per chunk.
-    #[arg(long)]
-    pub copies: Option<usize>,
-    /// S2-RAID5 group size G (a prime).
-    #[arg(long)]
-    pub group: Option<usize>,
-    /// S2-RAID partitions per member K.
-    #[arg(long)]
-    pub partitions: Option<usize>,
-    /// S2-RAID5 spare partitions per member.
-    #[arg(long)]
-    pub spare_partitions: Option<usize>,
-    /// RAIDX chunks per bundle.
-    #[arg(long)]
-    pub chunks_per_bundle: Option<usize>,
-    /// RAIDX level inside a bundle: 0, 1, 5, 6, 10.
-    #[arg(long)]
-    pub raidx_level: Option<String>,
+    #[command(flatten)]
+    pub params: crate::args::LayoutParamArgs,
     /// One JSON document on stdout (the contract shape, plus additions).
     #[arg(long)]
     pub json: bool,
@@ -145,7 +123,7 @@ impl SimCmd {
         set!(layout => layout, members => members, chunk => chunk, policy => policy,
              workload => workload, size => size, qd => qd, replay => replay,
              time_scale => time_scale, min_speed => min_speed, max_speed => max_speed,
-             seed => seed, xor_mbps => xor_mbps, spare_partitions => spare_partitions);
+             seed => seed, xor_mbps => xor_mbps);
         macro_rules! opt {
             ($($f:ident => $t:ident),* $(,)?) => {$(
                 if self.$f.is_some() { c.$t = self.$f.clone(); }
@@ -154,9 +132,25 @@ impl SimCmd {
         opt!(read_fraction => read_fraction, align => align, total => total,
              duration => duration_s, span => span, member_size => member_size, trace => trace,
              trace_format => trace_format, failed => failed, scheduler => scheduler,
-             write_cache => write_cache, weights => weights, parity_order => parity_order,
-             copies => copies, group => group, partitions => partitions,
-             chunks_per_bundle => chunks_per_bundle, raidx_level => raidx_level);
+             write_cache => write_cache);
+        let p = &self.params;
+        macro_rules! param {
+            ($($f:ident),* $(,)?) => {$(
+                if p.$f.is_some() { c.$f = p.$f.clone(); }
+            )*};
+        }
+        param!(
+            weights,
+            parity_order,
+            copies,
+            group,
+            partitions,
+            chunks_per_bundle,
+            raidx_level
+        );
+        if let Some(n) = p.spare_partitions {
+            c.spare_partitions = n;
+        }
         c.rebuild |= self.rebuild;
         c.to_spare |= self.to_spare;
         c.precondition |= self.precondition;
