@@ -55,11 +55,7 @@ impl Setup {
             sizes,
             kinds: specs.iter().map(|s| s.kind).collect(),
         };
-        // Member kinds come from the device models here, not from --kinds.
-        let layout = build(&spec).map_err(|e| {
-            e.to_string()
-                .replace("set --kinds", "choose the devices in --members accordingly")
-        })?;
+        let layout = build(&spec).map_err(|e| e.to_string())?;
         if let Some(f) = &cfg.failed {
             let tol = layout.redundancy().tolerance();
             if f.0.len() > tol {

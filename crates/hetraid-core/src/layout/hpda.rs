@@ -45,7 +45,7 @@ impl Hpda {
         let hdds: Vec<usize> = (0..n).filter(|&m| !is_ssd(m)).collect();
         if hdds.len() != 2 || ssds.len() < 2 {
             return Err(LayoutError::Invalid(format!(
-                "hpda needs at least two SSDs and exactly two HDDs, got {} SSDs and {} HDDs; set --kinds",
+                "hpda needs at least two SSDs and exactly two HDDs, got {} SSDs and {} HDDs; give member kinds that match (--kinds, or the devices in --members when simulating)",
                 ssds.len(),
                 hdds.len()
             )));
