@@ -59,14 +59,18 @@ pub fn plan_extents(plans: &[StripePlan], cols: impl Fn(&RowRun) -> ColSet) -> V
     v
 }
 
+/// Does an extent at (`member`, `off`, `len`) extend the operation (`gm`, `go`,
+/// `gl`)? The one merge rule for the engine and the simulator.
+fn extends(gm: usize, go: u64, gl: u64, member: usize, off: u64, len: u64) -> bool {
+    gm == member && go + gl == off && gl + len <= MERGE_MAX
+}
+
 /// Merge sorted extents that are contiguous on one member (up to [`MERGE_MAX`]).
 pub fn merge_extents(pieces: &[PlanExtent]) -> Vec<ExtentGroup> {
     let mut out: Vec<ExtentGroup> = Vec::new();
     for (i, p) in pieces.iter().enumerate() {
         match out.last_mut() {
-            Some(g)
-                if g.member == p.member && g.off + g.len == p.off && g.len + p.len <= MERGE_MAX =>
-            {
+            Some(g) if extends(g.member, g.off, g.len, p.member, p.off, p.len) => {
                 g.len += p.len;
                 g.count += 1;
             }
@@ -181,7 +185,7 @@ impl Planner<'_> {
                     for i in 1..v.len() {
                         let e = v[i];
                         let g = &mut v[w];
-                        if g.0 == e.0 && g.1 + g.2 == e.1 && g.2 + e.2 <= MERGE_MAX {
+                        if extends(g.0, g.1, g.2, e.0, e.1, e.2) {
                             g.2 += e.2;
                         } else {
                             w += 1;
