@@ -1,26 +1,8 @@
 //! The command-line contract: JSON shapes other tools parse, and bad input giving
 //! one sentence on stderr with exit status 2.
 
-use serde_json::Value;
-use std::process::Command;
-
-fn hetraid(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hetraid"))
-        .args(args)
-        .output()
-        .expect("run hetraid");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
-
-fn json(args: &[&str]) -> Value {
-    let (code, out, err) = hetraid(args);
-    assert_eq!(code, 0, "hetraid {args:?} failed: {err}");
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
-}
+mod common;
+use common::{hetraid, json};
 
 #[test]
 fn layout_json_shape() {

@@ -2,26 +2,9 @@
 //! config files, errors, and the reproductions.
 
 use serde_json::Value;
-use std::process::Command;
 
-fn hetraid(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hetraid"))
-        .args(args)
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-        .output()
-        .expect("run hetraid");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
-
-fn json(args: &[&str]) -> Value {
-    let (code, out, err) = hetraid(args);
-    assert_eq!(code, 0, "hetraid {args:?} failed: {err}");
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
-}
+mod common;
+use common::{hetraid, json};
 
 fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
