@@ -246,7 +246,6 @@ pub struct Hdd {
     track_bytes: u64,
     cylinders: u64,
     seek: SeekCurve,
-    media_bps: f64,
     /// Bytes per cylinder (tracks x heads) and transfer cost per byte.
     cylinder_bytes: u64,
     media_ns_per_byte: f64,
@@ -296,7 +295,6 @@ impl Hdd {
             track_bytes,
             cylinders,
             seek,
-            media_bps,
             media_ns_per_byte: 1e9 / media_bps,
             cyl: 0,
             busy: false,
@@ -490,7 +488,7 @@ impl Device for Hdd {
     fn service_model(&self) -> hetraid_core::ServiceModel {
         hetraid_core::ServiceModel {
             position_ns: (self.p.seek_avg_ms * 1e6) as u64 + self.rev_ns / 2 + self.overhead_ns,
-            bytes_per_s: self.media_bps as u64,
+            bytes_per_s: (self.p.media_mbps * 1e6) as u64,
         }
     }
 }
