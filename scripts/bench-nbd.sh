@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # NBD path: fio (nbd engine) against hetraid serving a one-member RAID0 and against
-# `nbdkit file` on the same member file, alternating, median of RUNS runs each:
+# `nbdkit file` on the same member file, alternating, median of RUNS (default 5) runs each:
 #   nbd seq-write 1M: hetraid 3.1 GB/s, nbdkit 3.2 GB/s, ratio 0.97
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RUNS=${RUNS:-3}
+RUNS=${RUNS:-5}
 DIR=${DIR:-/dev/shm}
 SIZE=${SIZE:-512M}
 SECS=${SECS:-3}
+# ONLY="seq-write rand-read" runs just those lines.
 for t in fio nbdkit python3; do
     command -v $t >/dev/null || { echo "bench-nbd: needs $t (apt-get install fio nbdkit)" >&2; exit 1; }
 done
@@ -44,10 +45,18 @@ start_nbdkit
 for w in "seq-write write 1M 4" "seq-read read 1M 4" "rand-write randwrite 4k 16" "rand-read randread 4k 16"; do
     set -- $w
     name=$1 rw=$2 bs=$3 qd=$4
+    case " ${ONLY:-$name} " in *" $name "*) ;; *) continue ;; esac
     hs=() ks=()
-    for _ in $(seq "$RUNS"); do
-        hs+=("$(fio_run "$W/h.sock" "$rw" "$bs" "$qd")")
-        ks+=("$(fio_run "$W/k.sock" "$rw" "$bs" "$qd")")
+    for i in $(seq "$RUNS"); do
+        # Who goes first alternates, so a drift of the host's speed within a pair
+        # does not favour either server.
+        if [ $((i % 2)) = 1 ]; then
+            hs+=("$(fio_run "$W/h.sock" "$rw" "$bs" "$qd")")
+            ks+=("$(fio_run "$W/k.sock" "$rw" "$bs" "$qd")")
+        else
+            ks+=("$(fio_run "$W/k.sock" "$rw" "$bs" "$qd")")
+            hs+=("$(fio_run "$W/h.sock" "$rw" "$bs" "$qd")")
+        fi
     done
     if [ "$bs" = 1M ]; then
         h=$(printf '%s\n' "${hs[@]}" | cut -d' ' -f1 | median)
