@@ -159,6 +159,7 @@ pub fn serve(
             Ok(conn) => {
                 if let Conn::Unix(s) = &conn {
                     s.set_nonblocking(false)?;
+                    grow_send_buffer(s);
                 }
                 if let Conn::Tcp(s) = &conn {
                     s.set_nonblocking(false)?;
@@ -203,6 +204,31 @@ pub fn serve(
         let _ = std::fs::remove_file(p);
     }
     Ok(())
+}
+
+/// Bytes of replies a Unix connection may have queued before a send blocks.
+const UNIX_SEND_BUFFER: libc::c_int = 4 << 20;
+
+/// Let a Unix connection queue several whole read replies (the kernel caps this at
+/// `net.core.wmem_max`). With the default of about 200 KiB a 1 MiB reply is sent in
+/// five rounds, each waiting for the client to drain the socket while the sending
+/// worker holds the reply lock; queued at once, the worker is free as soon as it is
+/// copied. TCP connections keep the kernel's autotuning, which setting the size
+/// would turn off.
+fn grow_send_buffer(s: &UnixStream) {
+    use std::os::fd::AsRawFd;
+    let v = UNIX_SEND_BUFFER;
+    // SAFETY: `v` outlives the call and the length passed is its size; the socket
+    // is open. A refusal only leaves the default size, so the result is ignored.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
 }
 
 fn read_u32(c: &mut Conn) -> io::Result<u32> {
