@@ -1,0 +1,267 @@
+//! Mean time to data loss as the expected time to absorption of a continuous-time
+//! Markov chain. States: the sets of failed members the layout survives, reached
+//! from "all healthy" by failures. Each working member i fails at rate λ_i; one
+//! repair crew (MD rebuilds one member at a time) restores a failed member at rate
+//! μ, the member chosen uniformly. A failure that makes the set fatal goes to the
+//! absorbing "data lost" state.
+//!
+//! With T_s the expected time to loss from state s:
+//!   (Σ rates out of s) · T_s − Σ_{s' transient} rate(s→s') · T_{s'} = 1,
+//! a dense linear system solved by Gaussian elimination with partial pivoting.
+
+use crate::fatal::FailureSets;
+use crate::ModelError;
+use std::collections::HashMap;
+
+/// States the chain may have at most (the solve is cubic in them).
+pub const STATES_MAX: usize = 1500;
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Mttdl {
+    pub hours: f64,
+    /// Transient states of the chain (failure sets the layout survives).
+    pub states: usize,
+    /// Most members that can be down at once without losing data.
+    pub max_survivable_failures: usize,
+}
+
+/// MTTDL in hours for members failing at `fail_per_h[i]` and a repair rate of
+/// `repair_per_h` (1 / mean time to repair).
+pub fn mttdl(
+    sets: &FailureSets,
+    fail_per_h: &[f64],
+    repair_per_h: f64,
+) -> Result<Mttdl, ModelError> {
+    let n = sets.members();
+    if fail_per_h.len() != n {
+        return Err(ModelError::Invalid(format!(
+            "{} failure rates for {n} members",
+            fail_per_h.len()
+        )));
+    }
+    if let Some(bad) = fail_per_h.iter().find(|r| !(r.is_finite() && **r > 0.0)) {
+        return Err(ModelError::Invalid(format!(
+            "failure rate {bad}/h: every member needs a positive, finite MTBF"
+        )));
+    }
+    if !(repair_per_h.is_finite() && repair_per_h >= 0.0) {
+        return Err(ModelError::Invalid(format!(
+            "repair rate {repair_per_h}/h: give a positive, finite mean time to repair"
+        )));
+    }
+    if sets.fatal(0) {
+        return Err(ModelError::Invalid(
+            "the layout loses data with every member working (no stripes?)".into(),
+        ));
+    }
+    // Breadth-first over survivable failure sets.
+    let mut index: HashMap<u64, usize> = HashMap::new();
+    let mut states: Vec<u64> = vec![0];
+    index.insert(0, 0);
+    let mut at = 0;
+    while at < states.len() {
+        let s = states[at];
+        at += 1;
+        for i in 0..n {
+            let next = s | 1 << i;
+            if next == s || index.contains_key(&next) || sets.fatal(next) {
+                continue;
+            }
+            if states.len() == STATES_MAX {
+                return Err(ModelError::Invalid(format!(
+                    "more than {STATES_MAX} survivable failure sets: the chain is too large \
+                     to solve densely; use fewer members"
+                )));
+            }
+            index.insert(next, states.len());
+            states.push(next);
+        }
+    }
+    let k = states.len();
+    // Row-major k × (k + 1) augmented matrix.
+    let mut a = vec![0.0f64; k * (k + 1)];
+    for (row, &s) in states.iter().enumerate() {
+        let mut out = 0.0;
+        for (i, &rate) in fail_per_h.iter().enumerate() {
+            if s >> i & 1 == 1 {
+                continue;
+            }
+            out += rate;
+            if let Some(&col) = index.get(&(s | 1 << i)) {
+                a[row * (k + 1) + col] -= rate;
+            }
+        }
+        let down = s.count_ones() as usize;
+        if down > 0 && repair_per_h > 0.0 {
+            let each = repair_per_h / down as f64;
+            out += repair_per_h;
+            for i in 0..n {
+                if s >> i & 1 == 1 {
+                    a[row * (k + 1) + index[&(s & !(1 << i))]] -= each;
+                }
+            }
+        }
+        a[row * (k + 1) + row] += out;
+        a[row * (k + 1) + k] = 1.0;
+    }
+    let t = solve(&mut a, k)?;
+    Ok(Mttdl {
+        hours: t[0],
+        states: k,
+        max_survivable_failures: states
+            .iter()
+            .map(|s| s.count_ones() as usize)
+            .max()
+            .unwrap_or(0),
+    })
+}
+
+/// Gaussian elimination with partial pivoting on a k × (k + 1) augmented matrix.
+fn solve(a: &mut [f64], k: usize) -> Result<Vec<f64>, ModelError> {
+    let w = k + 1;
+    for col in 0..k {
+        let pivot = (col..k)
+            .max_by(|&x, &y| a[x * w + col].abs().total_cmp(&a[y * w + col].abs()))
+            .expect("col < k");
+        if a[pivot * w + col].abs() < f64::MIN_POSITIVE {
+            return Err(ModelError::Invalid(
+                "the chain has no path to recovery or loss (singular system)".into(),
+            ));
+        }
+        if pivot != col {
+            for j in 0..w {
+                a.swap(col * w + j, pivot * w + j);
+            }
+        }
+        let p = a[col * w + col];
+        for row in col + 1..k {
+            let f = a[row * w + col] / p;
+            if f != 0.0 {
+                for j in col..w {
+                    a[row * w + j] -= f * a[col * w + j];
+                }
+            }
+        }
+    }
+    let mut x = vec![0.0; k];
+    for row in (0..k).rev() {
+        let mut s = a[row * w + k];
+        for j in row + 1..k {
+            s -= a[row * w + j] * x[j];
+        }
+        x[row] = s / a[row * w + row];
+    }
+    Ok(x)
+}
+
+/// The textbook closed form for a single-parity array of `n` identical members:
+/// MTTDL = ((2n − 1)λ + μ) / (n(n − 1)λ²); n = 4 gives SPEC's (7λ + μ)/(12λ²).
+pub fn raid5_closed_form_h(n: usize, fail_per_h: f64, repair_per_h: f64) -> f64 {
+    let (n, l) = (n as f64, fail_per_h);
+    ((2.0 * n - 1.0) * l + repair_per_h) / (n * (n - 1.0) * l * l)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hetraid_core::layout::{build, parse_kind, LayoutSpec};
+
+    fn sets(
+        name: &str,
+        n: usize,
+        extra: impl FnOnce(&str) -> hetraid_core::layout::LayoutKind,
+    ) -> FailureSets {
+        let kind = extra(name);
+        let l = build(&LayoutSpec {
+            kind,
+            chunk_bytes: 64 << 10,
+            sizes: vec![64 << 20; n],
+            kinds: vec![],
+        })
+        .unwrap();
+        FailureSets::of(l.as_ref())
+    }
+
+    fn plain(name: &str, n: usize) -> FailureSets {
+        sets(name, n, |name| {
+            parse_kind(name, None, None, None, None, None, 0, None, None).unwrap()
+        })
+    }
+
+    const L: f64 = 1.0 / 50_000.0;
+    const MU: f64 = 1.0 / 24.0;
+
+    #[test]
+    fn raid5_of_four_matches_the_closed_form() {
+        let m = mttdl(&plain("raid5", 4), &[L; 4], MU).unwrap();
+        let want = (7.0 * L + MU) / (12.0 * L * L);
+        assert!((m.hours / want - 1.0).abs() < 1e-9, "{} vs {want}", m.hours);
+        assert_eq!(m.states, 5);
+        assert_eq!(m.max_survivable_failures, 1);
+        for n in 3..10 {
+            let m = mttdl(&plain("raid5", n), &vec![L; n], MU).unwrap();
+            let want = raid5_closed_form_h(n, L, MU);
+            assert!((m.hours / want - 1.0).abs() < 1e-9, "n={n}");
+        }
+    }
+
+    #[test]
+    fn no_repair_and_no_redundancy_have_textbook_values() {
+        // RAID0: the first failure loses data, 1/(nλ).
+        let m = mttdl(&plain("raid0", 4), &[L; 4], MU).unwrap();
+        assert!((m.hours - 1.0 / (4.0 * L)).abs() < 1e-6);
+        // RAID1 of two without repair: 1/(2λ) + 1/λ.
+        let m = mttdl(&plain("raid1", 2), &[L; 2], 0.0).unwrap();
+        assert!((m.hours / (1.5 / L) - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn layouts_rank_as_their_redundancy_says() {
+        let r5 = mttdl(&plain("raid5", 6), &[L; 6], MU).unwrap();
+        let r6 = mttdl(&plain("raid6", 6), &[L; 6], MU).unwrap();
+        let r10 = mttdl(&plain("raid10", 6), &[L; 6], MU).unwrap();
+        // RAID10 survives some double failures (not on one mirror pair): between.
+        assert!(
+            r5.hours < r10.hours && r10.hours < r6.hours,
+            "{r5:?} {r10:?} {r6:?}"
+        );
+        assert_eq!(r6.max_survivable_failures, 2);
+        assert_eq!(r10.max_survivable_failures, 3);
+        // A faster repair always helps.
+        let slow = mttdl(&plain("raid5", 6), &[L; 6], MU / 10.0).unwrap();
+        assert!(slow.hours < r5.hours);
+    }
+
+    #[test]
+    fn s2raid_survives_what_its_sub_arrays_survive() {
+        // 9 disks, G = 3: each sub-array is a 3-member RAID5, so some double failures
+        // (members of no common sub-array) are survivable — but not all.
+        let s = sets("s2raid5", 9, |_| {
+            hetraid_core::layout::LayoutKind::S2Raid5 {
+                group: 3,
+                partitions: None,
+                spare_partitions: 0,
+            }
+        });
+        assert!(!s.fatal(0b1));
+        let doubles: Vec<(usize, usize)> = (0..9)
+            .flat_map(|a| (a + 1..9).map(move |b| (a, b)))
+            .collect();
+        let survivable = doubles
+            .iter()
+            .filter(|(a, b)| !s.fatal(1 << a | 1 << b))
+            .count();
+        assert!(survivable > 0 && survivable < doubles.len(), "{survivable}");
+        let r5 = mttdl(&plain("raid5", 9), &[L; 9], MU).unwrap();
+        let s2 = mttdl(&s, &[L; 9], MU).unwrap();
+        assert!(s2.hours > r5.hours);
+    }
+
+    #[test]
+    fn bad_rates_are_refused() {
+        let s = plain("raid5", 4);
+        assert!(mttdl(&s, &[L; 3], MU).is_err());
+        assert!(mttdl(&s, &[L, L, L, 0.0], MU).is_err());
+        assert!(mttdl(&s, &[L; 4], f64::INFINITY).is_err());
+    }
+}
