@@ -18,6 +18,7 @@ pub struct FailureSets {
     parity_shapes: BTreeSet<Vec<u8>>,
     /// Mirrored layouts: per data chunk, the mask of members holding a copy.
     mirror_shapes: BTreeSet<Vec<u64>>,
+    parity_masks: u64,
     /// Stripes looked at, and whether that was all of them.
     pub stripes_scanned: u64,
     pub complete: bool,
@@ -30,8 +31,10 @@ impl FailureSets {
         let redundancy = layout.redundancy();
         let mut parity_shapes = BTreeSet::new();
         let mut mirror_shapes = BTreeSet::new();
+        let mut parity_masks = 0u64;
         for s in 0..scanned {
             let st = layout.stripe(s);
+            parity_masks |= st.parity.iter().fold(0u64, |m, c| m | 1u64 << c.member);
             match redundancy {
                 Redundancy::Mirror { .. } => {
                     let masks: Vec<u64> = st
@@ -59,6 +62,7 @@ impl FailureSets {
             redundancy,
             parity_shapes,
             mirror_shapes,
+            parity_masks,
             stripes_scanned: scanned,
             complete: scanned == total,
         }
@@ -71,6 +75,17 @@ impl FailureSets {
     /// Distinct stripe shapes found.
     pub fn shapes(&self) -> usize {
         self.parity_shapes.len() + self.mirror_shapes.len()
+    }
+
+    /// Members holding a parity chunk in some stripe (bit i = member i).
+    pub fn parity_members(&self) -> u64 {
+        self.parity_masks
+    }
+
+    /// Does every stripe have a chunk on every member (RAID4/5-like)?
+    pub fn every_stripe_spans_all(&self) -> bool {
+        let all = (0..self.members as u8).collect::<Vec<u8>>();
+        self.mirror_shapes.is_empty() && self.parity_shapes.iter().all(|s| *s == all)
     }
 
     /// Does losing the members in `failed` (bit i = member i) lose data?

@@ -63,6 +63,9 @@ pub struct DeviceSpec {
     #[serde(default)]
     pub ram: Option<RamParams>,
     pub power: Power,
+    /// Street price in US dollars where a source gives one (`hetraid analyze cost`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_usd: Option<f64>,
 }
 
 impl DeviceSpec {
@@ -75,6 +78,13 @@ impl DeviceSpec {
     }
 
     fn validate(&self) -> Result<(), String> {
+        if let Some(p) = self.price_usd {
+            if !(p.is_finite() && p > 0.0) {
+                return Err(format!(
+                    "price_usd {p} must be a positive number of dollars"
+                ));
+            }
+        }
         let need_cap = || -> Result<(), String> {
             let c = self
                 .capacity

@@ -57,6 +57,8 @@ enum Command {
     Sweep(cmd::sweep::SweepCmd),
     /// Synthetic traces with published statistics, and trace statistics.
     Trace(cmd::trace::TraceCmd),
+    /// Reliability (MTTDL), cost, power and the RAIDH model of a configuration.
+    Analyze(cmd::analyze::AnalyzeCmd),
     /// The whole life of an array in a temporary directory: create, write, fail,
     /// degraded I/O, rebuild, scrub, verify.
     Demo(cmd::demo::DemoCmd),
@@ -89,6 +91,7 @@ fn main() {
         Command::Sim(c) => c.run(),
         Command::Sweep(c) => c.run(),
         Command::Trace(c) => c.run(),
+        Command::Analyze(c) => c.run(),
         Command::Serve(c) => c.run(),
     };
     if let Err(e) = result {

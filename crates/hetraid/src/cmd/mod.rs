@@ -1,3 +1,4 @@
+pub mod analyze;
 pub mod array;
 pub mod demo;
 pub mod layout;

@@ -1,0 +1,420 @@
+//! `hetraid analyze`: reliability, cost, power and the RAIDH model of a
+//! configuration (DESIGN: `hetraid analyze mttdl|cost|power|raidh-model`).
+//!
+//! The numbers come from `hetraid-model` (MTTDL, RAIDH gain), the device presets
+//! (prices, power states) and, for IOPS and energy per operation, two short runs of
+//! the simulator on the same configuration.
+
+use clap::{Args, Subcommand};
+use hetraid_model::{mttdl, raid5_closed_form_h, raidh_gain, FailureSets};
+use hetraid_sim::setup::Setup;
+use hetraid_sim::{Report, RunConfig, Size};
+use serde_json::json;
+
+const HOURS_PER_YEAR: f64 = 8766.0;
+
+#[derive(Debug, Args)]
+pub struct AnalyzeCmd {
+    #[command(subcommand)]
+    pub what: Analysis,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Analysis {
+    /// Mean time to data loss (continuous-time Markov chain over the failure sets
+    /// the layout survives).
+    Mttdl(MttdlCmd),
+    /// Price, $/GB usable and $/IOPS (IOPS from two short simulator runs).
+    Cost(CostCmd),
+    /// Idle and active watts, W/TB, and energy per operation (simulator runs).
+    Power(PowerCmd),
+    /// RAIDH's small-random-write model: one device faster by an extra factor F.
+    RaidhModel(RaidhModelCmd),
+}
+
+impl AnalyzeCmd {
+    pub fn run(&self) -> Result<(), String> {
+        match &self.what {
+            Analysis::Mttdl(c) => c.run(),
+            Analysis::Cost(c) => c.run(),
+            Analysis::Power(c) => c.run(),
+            Analysis::RaidhModel(c) => c.run(),
+        }
+    }
+}
+
+/// The configuration analysed: a layout on preset devices.
+#[derive(Debug, Args)]
+pub struct ArrayArgs {
+    /// Layout (as `hetraid create`), e.g. raid5, raid4s, raidh, s2raid5.
+    #[arg(long)]
+    pub layout: String,
+    /// Devices in member order: preset names or .toml files, `*n` repeats
+    /// (e.g. caviar-black-640*4,x25e-64).
+    #[arg(long)]
+    pub members: String,
+    /// Chunk (stripe unit), a multiple of 4K.
+    #[arg(long, default_value = "64K")]
+    pub chunk: Size,
+    /// Use only this many bytes of each member (default: the whole device).
+    #[arg(long)]
+    pub member_size: Option<Size>,
+    #[command(flatten)]
+    pub params: crate::args::LayoutParamArgs,
+    /// One JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl ArrayArgs {
+    fn config(&self) -> RunConfig {
+        let mut c = RunConfig::new(&self.layout, &self.members);
+        c.chunk = self.chunk;
+        c.member_size = self.member_size;
+        let p = &self.params;
+        c.weights = p.weights.clone();
+        c.parity_order = p.parity_order.clone();
+        c.copies = p.copies;
+        c.group = p.group;
+        c.partitions = p.partitions;
+        c.spare_partitions = p.spare_partitions.unwrap_or(0);
+        c.chunks_per_bundle = p.chunks_per_bundle;
+        c.raidx_level = p.raidx_level.clone();
+        c
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct MttdlCmd {
+    #[command(flatten)]
+    pub array: ArrayArgs,
+    /// Mean time between failures of an HDD, hours (SPEC §9: λ = 1/50,000 h).
+    #[arg(long, default_value_t = 50_000.0)]
+    pub hdd_mtbf_h: f64,
+    /// Mean time between failures of an SSD, hours (SPEC §9: φ = 1/200,000 h).
+    #[arg(long, default_value_t = 200_000.0)]
+    pub ssd_mtbf_h: f64,
+    /// Mean time between failures of an NVRAM device, hours (default: as an SSD).
+    #[arg(long)]
+    pub nvram_mtbf_h: Option<f64>,
+    /// Failure-rate factor for SSDs that hold parity (SPEC §9: doubled by parity
+    /// wear); 1 turns it off.
+    #[arg(long, default_value_t = 2.0)]
+    pub ssd_parity_wear: f64,
+    /// Mean time to repair one member (replacement and rebuild), hours; μ = 1/MTTR.
+    #[arg(long, default_value_t = 24.0)]
+    pub mttr_h: f64,
+}
+
+impl MttdlCmd {
+    pub fn run(&self) -> Result<(), String> {
+        let setup = Setup::new(&self.array.config())?;
+        let positive = |name: &str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(v)
+            } else {
+                Err(format!("--{name} {v} must be a positive number of hours"))
+            }
+        };
+        let hdd = positive("hdd-mtbf-h", self.hdd_mtbf_h)?;
+        let ssd = positive("ssd-mtbf-h", self.ssd_mtbf_h)?;
+        let nvram = positive("nvram-mtbf-h", self.nvram_mtbf_h.unwrap_or(ssd))?;
+        let mttr = positive("mttr-h", self.mttr_h)?;
+        if !(self.ssd_parity_wear.is_finite() && self.ssd_parity_wear >= 1.0) {
+            return Err(format!(
+                "--ssd-parity-wear {} must be 1 (off) or more",
+                self.ssd_parity_wear
+            ));
+        }
+        let layout = setup.layout.as_ref();
+        let sets = FailureSets::of(layout);
+        let parity = sets.parity_members();
+        let mtbf: Vec<f64> = setup
+            .specs
+            .iter()
+            .enumerate()
+            .map(|(i, s)| match s.kind {
+                hetraid_core::MemberKind::Hdd => hdd,
+                hetraid_core::MemberKind::Ssd if parity >> i & 1 == 1 => ssd / self.ssd_parity_wear,
+                hetraid_core::MemberKind::Ssd => ssd,
+                hetraid_core::MemberKind::Nvram => nvram,
+            })
+            .collect();
+        let rates: Vec<f64> = mtbf.iter().map(|h| 1.0 / h).collect();
+        let m = mttdl(&sets, &rates, 1.0 / mttr).map_err(|e| e.to_string())?;
+        // The textbook formula, where it applies: one parity over every member and
+        // equal failure rates.
+        let closed = (layout.redundancy() == hetraid_core::Redundancy::Parity { count: 1 }
+            && sets.every_stripe_spans_all()
+            && rates.iter().all(|&r| r == rates[0]))
+        .then(|| raid5_closed_form_h(rates.len(), rates[0], 1.0 / mttr));
+        let members: Vec<serde_json::Value> = setup
+            .specs
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                json!({
+                    "device": i,
+                    "preset": s.name,
+                    "kind": s.kind.as_str(),
+                    "holds_parity": parity >> i & 1 == 1,
+                    "mtbf_h": mtbf[i],
+                })
+            })
+            .collect();
+        if self.array.json {
+            let mut v = json!({
+                "layout": layout.name(),
+                "members": members,
+                "mttr_h": mttr,
+                "mttdl_h": m.hours,
+                "mttdl_years": m.hours / HOURS_PER_YEAR,
+                "states": m.states,
+                "max_survivable_failures": m.max_survivable_failures,
+                "stripes_scanned": sets.stripes_scanned,
+                "stripes_complete": sets.complete,
+                "stripe_shapes": sets.shapes(),
+            });
+            if let Some(c) = closed {
+                v["closed_form_h"] = json!(c);
+            }
+            return super::print_json(&v);
+        }
+        println!(
+            "{} on {} members: MTTDL {:.4e} h ({:.1} years)",
+            layout.name(),
+            setup.specs.len(),
+            m.hours,
+            m.hours / HOURS_PER_YEAR
+        );
+        println!(
+            "  chain: {} states, survives up to {} failed member(s) at once; MTTR {mttr} h",
+            m.states, m.max_survivable_failures
+        );
+        for (i, s) in setup.specs.iter().enumerate() {
+            println!(
+                "  member {i}: {:<18} {:<5} MTBF {:>9.0} h{}",
+                s.name,
+                s.kind.as_str(),
+                mtbf[i],
+                if parity >> i & 1 == 1 {
+                    "  (holds parity)"
+                } else {
+                    ""
+                }
+            );
+        }
+        if let Some(c) = closed {
+            println!("  closed form ((2n-1)λ+μ)/(n(n-1)λ²): {c:.4e} h");
+        }
+        if !sets.complete {
+            println!(
+                "  note: failure sets from the first {} stripes",
+                sets.stripes_scanned
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The workload behind the per-IOPS and per-operation numbers.
+#[derive(Debug, Args)]
+pub struct MeasureArgs {
+    /// Request size of the random read and random write runs.
+    #[arg(long, default_value = "4K")]
+    pub size: Size,
+    /// Outstanding requests.
+    #[arg(long, default_value_t = 16)]
+    pub qd: u32,
+    /// Bytes issued by each run.
+    #[arg(long, default_value = "16M")]
+    pub total: Size,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// Random writes then random reads on the configuration.
+fn measure(array: &ArrayArgs, m: &MeasureArgs) -> Result<(Setup, Report, Report), String> {
+    let mut c = array.config();
+    c.size = m.size;
+    c.qd = m.qd;
+    c.total = Some(m.total);
+    c.seed = m.seed;
+    let setup = Setup::new(&c)?;
+    c.workload = "random-write".into();
+    let w = hetraid_sim::run(&c)?;
+    c.workload = "random-read".into();
+    let r = hetraid_sim::run(&c)?;
+    Ok((setup, w, r))
+}
+
+#[derive(Debug, Args)]
+pub struct CostCmd {
+    #[command(flatten)]
+    pub array: ArrayArgs,
+    /// Prices for presets without one: NAME=USD, comma-separated
+    /// (e.g. caviar-black-640=89.99).
+    #[arg(long, value_delimiter = ',')]
+    pub price: Vec<String>,
+    #[command(flatten)]
+    pub measure: MeasureArgs,
+}
+
+impl CostCmd {
+    pub fn run(&self) -> Result<(), String> {
+        let mut given = std::collections::HashMap::new();
+        for p in &self.price {
+            let (name, usd) = p.split_once('=').ok_or_else(|| {
+                format!("--price '{p}' must be NAME=USD, e.g. caviar-black-640=89.99")
+            })?;
+            let usd: f64 = usd
+                .trim()
+                .parse()
+                .ok()
+                .filter(|u: &f64| u.is_finite() && *u > 0.0)
+                .ok_or_else(|| {
+                    format!("--price '{p}': {usd} is not a positive number of dollars")
+                })?;
+            given.insert(name.trim().to_string(), usd);
+        }
+        // Prices first: a missing one is an error before any simulation runs.
+        let setup = Setup::new(&self.array.config())?;
+        let prices: Vec<f64> = setup
+            .specs
+            .iter()
+            .map(|s| {
+                given.get(&s.name).copied().or(s.price_usd).ok_or_else(|| {
+                    format!(
+                        "device '{}' has no price; pass --price {}=USD",
+                        s.name, s.name
+                    )
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        let (setup, w, r) = measure(&self.array, &self.measure)?;
+        let total: f64 = prices.iter().sum();
+        let raw_gb: f64 = setup.specs.iter().map(|s| s.capacity() as f64 / 1e9).sum();
+        let usable_gb = setup.layout.capacity_bytes() as f64 / 1e9;
+        let v = json!({
+            "layout": setup.layout.name(),
+            "members": setup.specs.iter().zip(&prices).enumerate().map(|(i, (s, p))| json!({
+                "device": i, "preset": s.name, "kind": s.kind.as_str(),
+                "capacity_gb": s.capacity() as f64 / 1e9, "price_usd": p,
+            })).collect::<Vec<_>>(),
+            "price_usd": total,
+            "raw_gb": raw_gb,
+            "usable_gb": usable_gb,
+            "usd_per_usable_gb": total / usable_gb,
+            "request_bytes": self.measure.size.0,
+            "write_iops": w.iops,
+            "read_iops": r.iops,
+            "usd_per_write_iops": total / w.iops,
+            "usd_per_read_iops": total / r.iops,
+        });
+        if self.array.json {
+            return super::print_json(&v);
+        }
+        println!(
+            "{} on {}: ${total:.2}, {usable_gb:.1} GB usable of {raw_gb:.1} GB raw, ${:.3}/GB usable",
+            setup.layout.name(),
+            self.array.members,
+            total / usable_gb
+        );
+        println!(
+            "  random {} B writes: {:.0} IOPS, ${:.3}/IOPS; reads: {:.0} IOPS, ${:.3}/IOPS (simulated, qd {})",
+            self.measure.size.0,
+            w.iops,
+            total / w.iops,
+            r.iops,
+            total / r.iops,
+            self.measure.qd
+        );
+        Ok(())
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct PowerCmd {
+    #[command(flatten)]
+    pub array: ArrayArgs,
+    #[command(flatten)]
+    pub measure: MeasureArgs,
+}
+
+impl PowerCmd {
+    pub fn run(&self) -> Result<(), String> {
+        let (setup, w, r) = measure(&self.array, &self.measure)?;
+        let idle_w: f64 = setup.specs.iter().map(|s| s.power.idle_w).sum();
+        let active_w: f64 = setup
+            .specs
+            .iter()
+            .map(|s| s.power.read_w.max(s.power.write_w))
+            .sum();
+        let usable_tb = setup.layout.capacity_bytes() as f64 / 1e12;
+        let per_op_mj = |r: &Report| r.energy_j * 1e3 / r.requests.max(1) as f64;
+        let mean_w = |r: &Report| r.energy_j / r.sim_time_s.max(f64::MIN_POSITIVE);
+        let v = json!({
+            "layout": setup.layout.name(),
+            "idle_w": idle_w,
+            "active_w": active_w,
+            "usable_tb": usable_tb,
+            "idle_w_per_usable_tb": idle_w / usable_tb,
+            "request_bytes": self.measure.size.0,
+            "write_mj_per_op": per_op_mj(&w),
+            "read_mj_per_op": per_op_mj(&r),
+            "write_mean_w": mean_w(&w),
+            "read_mean_w": mean_w(&r),
+            "write_iops_per_w": w.iops / mean_w(&w),
+            "read_iops_per_w": r.iops / mean_w(&r),
+        });
+        if self.array.json {
+            return super::print_json(&v);
+        }
+        println!(
+            "{} on {}: idle {idle_w:.2} W, all active {active_w:.2} W, {:.2} W idle per usable TB",
+            setup.layout.name(),
+            self.array.members,
+            idle_w / usable_tb
+        );
+        println!(
+            "  random {} B writes: {:.2} mJ/op at {:.2} W ({:.1} IOPS/W); reads: {:.2} mJ/op at {:.2} W ({:.1} IOPS/W)",
+            self.measure.size.0,
+            per_op_mj(&w),
+            mean_w(&w),
+            w.iops / mean_w(&w),
+            per_op_mj(&r),
+            mean_w(&r),
+            r.iops / mean_w(&r)
+        );
+        Ok(())
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct RaidhModelCmd {
+    /// Devices in the array (N).
+    #[arg(long)]
+    pub devices: usize,
+    /// Extra speed factor of the one faster device (its speed is 1 + F).
+    #[arg(long)]
+    pub faster: f64,
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl RaidhModelCmd {
+    pub fn run(&self) -> Result<(), String> {
+        let g = raidh_gain(self.devices, self.faster).map_err(|e| e.to_string())?;
+        if self.json {
+            return super::print_json(&serde_json::to_value(g).map_err(|e| e.to_string())?);
+        }
+        println!(
+            "RAIDH model, N = {} devices, one faster by F = {}: per-device work -{:.1} % (z = 1 - N/(N+F)), throughput +{:.1} % over RAID5",
+            g.devices,
+            g.faster,
+            g.work_reduction * 100.0,
+            g.throughput_gain * 100.0
+        );
+        Ok(())
+    }
+}
