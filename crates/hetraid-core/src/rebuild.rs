@@ -159,6 +159,13 @@ pub struct RebuildStream {
     pub target: Option<(usize, usize)>,
 }
 
+/// Batches a rebuild stream has in flight: while one batch's rebuilt chunks are
+/// written, the next batch is read (MD's resync keeps many requests in flight for
+/// the same reason). With one, a stream alternates reading and writing and an
+/// in-place rebuild runs at about half the media rate. The engine runs this many
+/// lanes per stream, the simulator this many jobs.
+pub const BATCHES_IN_FLIGHT: usize = 2;
+
 /// Stripes a rebuild stream takes per batch: about 8 MiB per member operation
 /// (positioning amortised, as a real resync streams), at most 64 MiB of buffers per
 /// stream. The engine and the simulator both batch by this.

@@ -17,7 +17,7 @@ use crate::member::{AlignedBuf, Member};
 use hetraid_core::exec::{self, StripeBufs};
 use hetraid_core::plan::{ArrayState, MemberState, Planner};
 use serde::Serialize;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -315,88 +315,115 @@ impl Array {
         let batch_len = hetraid_core::rebuild::batch_stripes(layout);
         let last_ckpt = Mutex::new(Instant::now());
         self.user_io.store(false, Ordering::Relaxed);
+        // Stripes handed to lanes so far (for `stop_after`).
+        let claimed = AtomicU64::new(0);
+        let todos: Vec<Vec<u64>> = sched
+            .streams
+            .iter()
+            .map(|st| {
+                st.stripes
+                    .iter()
+                    .copied()
+                    .filter(|&s| s >= start_at)
+                    .collect()
+            })
+            .collect();
+        // Per stream, the next batch a lane takes.
+        let cursors: Vec<AtomicUsize> = todos.iter().map(|_| AtomicUsize::new(0)).collect();
         std::thread::scope(|scope| {
-            for stream in &sched.streams {
-                let (planner, done_flags, done, bytes, stop, error, last_ckpt) = (
-                    &planner,
-                    &done_flags,
-                    &done,
-                    &bytes,
-                    &stop,
-                    &error,
-                    &last_ckpt,
-                );
-                scope.spawn(move || {
-                    // Buffers reused from batch to batch.
-                    let mut pool: Vec<StripeBufs> = Vec::new();
-                    let todo: Vec<u64> = stream
-                        .stripes
-                        .iter()
-                        .copied()
-                        .filter(|&s| s >= start_at)
-                        .collect();
-                    for batch in todo.chunks(batch_len) {
-                        if stop.load(Ordering::Relaxed) {
-                            return;
-                        }
-                        let batch = match opts.stop_after {
-                            Some(n) => {
-                                &batch[..batch
-                                    .len()
-                                    .min(n.saturating_sub(done.load(Ordering::Relaxed)) as usize)]
+            for ((stream, todo), next_batch) in sched.streams.iter().zip(&todos).zip(&cursors) {
+                // BATCHES_IN_FLIGHT lanes per stream take the stream's batches in
+                // order: one writes its batch while the next reads. Each lane holds
+                // only its own batch's stripe locks, like any request, so lanes
+                // cannot deadlock each other or user I/O.
+                for _ in 0..hetraid_core::rebuild::BATCHES_IN_FLIGHT {
+                    let (planner, done_flags, done, bytes, stop, error, last_ckpt, claimed) = (
+                        &planner,
+                        &done_flags,
+                        &done,
+                        &bytes,
+                        &stop,
+                        &error,
+                        &last_ckpt,
+                        &claimed,
+                    );
+                    scope.spawn(move || {
+                        // Buffers reused from batch to batch.
+                        let mut pool: Vec<StripeBufs> = Vec::new();
+                        loop {
+                            if stop.load(Ordering::Relaxed) {
+                                return;
                             }
-                            None => batch,
-                        };
-                        if let Err(e) = self.rebuild_batch(
-                            planner,
-                            rstate,
-                            targets,
-                            batch,
-                            stream.target,
-                            &mut pool,
-                        ) {
-                            *error.lock().unwrap() = Some(e);
-                            stop.store(true, Ordering::Relaxed);
-                            return;
-                        }
-                        {
-                            let mut f = done_flags.lock().unwrap();
-                            batch.iter().for_each(|&s| f[s as usize] = true);
-                        }
-                        let d = done.fetch_add(batch.len() as u64, Ordering::Relaxed)
-                            + batch.len() as u64;
-                        let b = bytes.fetch_add(chunk * batch.len() as u64, Ordering::Relaxed)
-                            + chunk * batch.len() as u64;
-                        progress(RebuildProgress {
-                            stripes_done: d,
-                            stripes_total: total,
-                            bytes_done: b,
-                            elapsed_s: t0.elapsed().as_secs_f64(),
-                        });
-                        if opts.stop_after.is_some_and(|n| d >= n) {
-                            stop.store(true, Ordering::Relaxed);
-                        }
-                        // Throttle: min speed while users are doing I/O, max otherwise.
-                        let busy = self.user_io.swap(false, Ordering::Relaxed);
-                        let limit = if busy {
-                            opts.min_speed.max(1)
-                        } else {
-                            opts.max_speed
-                        };
-                        if limit > 0 {
-                            let ahead = b as f64 / limit as f64 - t0.elapsed().as_secs_f64();
-                            if ahead > 0.0 {
-                                std::thread::sleep(Duration::from_secs_f64(ahead.min(1.0)));
+                            let lo = next_batch.fetch_add(1, Ordering::Relaxed) * batch_len;
+                            if lo >= todo.len() {
+                                return;
+                            }
+                            let batch = &todo[lo..(lo + batch_len).min(todo.len())];
+                            let batch = match opts.stop_after {
+                                Some(n) => {
+                                    let before =
+                                        claimed.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                                    &batch[..batch.len().min(n.saturating_sub(before) as usize)]
+                                }
+                                None => batch,
+                            };
+                            if batch.is_empty() {
+                                stop.store(true, Ordering::Relaxed);
+                                return;
+                            }
+                            if let Err(e) = self.rebuild_batch(
+                                planner,
+                                rstate,
+                                targets,
+                                batch,
+                                stream.target,
+                                &mut pool,
+                            ) {
+                                *error.lock().unwrap() = Some(e);
+                                stop.store(true, Ordering::Relaxed);
+                                return;
+                            }
+                            {
+                                let mut f = done_flags.lock().unwrap();
+                                batch.iter().for_each(|&s| f[s as usize] = true);
+                            }
+                            let d = done.fetch_add(batch.len() as u64, Ordering::Relaxed)
+                                + batch.len() as u64;
+                            let b = bytes.fetch_add(chunk * batch.len() as u64, Ordering::Relaxed)
+                                + chunk * batch.len() as u64;
+                            progress(RebuildProgress {
+                                stripes_done: d,
+                                stripes_total: total,
+                                bytes_done: b,
+                                elapsed_s: t0.elapsed().as_secs_f64(),
+                            });
+                            if opts.stop_after.is_some_and(|n| d >= n) {
+                                stop.store(true, Ordering::Relaxed);
+                            }
+                            // Throttle: min speed while users are doing I/O, max
+                            // otherwise. No stripe lock is held while sleeping.
+                            let busy = self.user_io.swap(false, Ordering::Relaxed);
+                            let limit = if busy {
+                                opts.min_speed.max(1)
+                            } else {
+                                opts.max_speed
+                            };
+                            if limit > 0 {
+                                let ahead = b as f64 / limit as f64 - t0.elapsed().as_secs_f64();
+                                if ahead > 0.0 {
+                                    std::thread::sleep(Duration::from_secs_f64(ahead.min(1.0)));
+                                }
+                            }
+                            let mut lc = last_ckpt.lock().unwrap();
+                            if lc.elapsed() > Duration::from_secs(1) && stream.target.is_none() {
+                                *lc = Instant::now();
+                                drop(lc);
+                                let _ =
+                                    self.checkpoint(targets, prefix(&done_flags.lock().unwrap()));
                             }
                         }
-                        let mut lc = last_ckpt.lock().unwrap();
-                        if lc.elapsed() > Duration::from_secs(1) && stream.target.is_none() {
-                            *lc = Instant::now();
-                            drop(lc);
-                            let _ = self.checkpoint(targets, prefix(&done_flags.lock().unwrap()));
-                        }
-                    }
-                });
+                    });
+                }
             }
         });
         let done_v = done_flags.into_inner().unwrap();

@@ -301,13 +301,21 @@ fn s2raid5_rebuilds_in_parallel_streams_faster_than_raid5() {
     // partitions on the same member, so the bytes are the member's used space).
     assert_eq!(a.rebuilt_bytes, 192 << 20);
     assert!(b.rebuilt_bytes > 180 << 20, "{}", b.rebuilt_bytes);
+    // In place, both write one replacement disk, and with two batches in flight
+    // per stream RAID5's single stream already writes it near the media rate: the
+    // parallel streams only gain what RAID5 loses reading eight disks per stripe.
     let ratio = a.rebuild_time_s / b.rebuild_time_s;
     assert!(
-        ratio > 2.0,
+        ratio > 1.1,
         "raid5 {} s, s2raid5 {} s",
         a.rebuild_time_s,
         b.rebuild_time_s
     );
+    // Reads and writes overlap: the replacement disk is busy most of the time (a
+    // batch's read waits for the slowest of eight disks plus its parity
+    // arithmetic, so writes still wait now and then; it was under half before).
+    let busy = r5.members[4].busy_s / a.rebuild_time_s;
+    assert!(busy > 0.7, "replacement busy {busy}");
 
     // Into spare space: three targets instead of one replacement disk, nothing
     // written to the failed member, and afterwards the relocated layout is used.
@@ -330,6 +338,12 @@ fn s2raid5_rebuilds_in_parallel_streams_faster_than_raid5() {
         "{} vs {}",
         rb.rebuild_time_s,
         b.rebuild_time_s
+    );
+    assert!(
+        a.rebuild_time_s / rb.rebuild_time_s > 2.0,
+        "raid5 {} s, s2raid5 into spare space {} s",
+        a.rebuild_time_s,
+        rb.rebuild_time_s
     );
     assert_eq!((sp.members[4].reads, sp.members[4].writes), (0, 0));
     let targets = sp.members.iter().filter(|m| m.write_pages > 1000).count();

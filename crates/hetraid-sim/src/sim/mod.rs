@@ -53,6 +53,8 @@ struct RebuildRun {
     /// Per stream, the spare slot it writes into (rebuild into spare space).
     redirect: Vec<Option<(usize, usize)>>,
     pos: Vec<usize>,
+    /// Per stream, batches in flight (at most `rebuild::BATCHES_IN_FLIGHT`).
+    inflight: Vec<usize>,
     active: usize,
     batch: usize,
     bytes: u64,
@@ -148,6 +150,7 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
                 target: f,
                 active: sched.streams.len(),
                 pos: vec![0; sched.streams.len()],
+                inflight: vec![0; sched.streams.len()],
                 redirect: sched.streams.iter().map(|st| st.target).collect(),
                 streams: sched.streams.iter().map(|st| st.stripes.clone()).collect(),
                 batch: hetraid_core::rebuild::batch_stripes(s.layout.as_ref()),
@@ -169,6 +172,7 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
                 target: f,
                 active: sched.streams.len(),
                 pos: vec![0; sched.streams.len()],
+                inflight: vec![0; sched.streams.len()],
                 redirect: vec![None; sched.streams.len()],
                 streams: sched.streams.into_iter().map(|st| st.stripes).collect(),
                 batch: hetraid_core::rebuild::batch_stripes(s.layout.as_ref()),
@@ -589,6 +593,7 @@ impl Runner<'_> {
             }
             JobKind::Rebuild { stream, batch } => {
                 let rb = self.rebuild.as_mut().unwrap();
+                rb.inflight[stream] -= 1;
                 rb.bytes += job.io.writes.iter().map(|w| w.2).sum::<u64>();
                 if let MemberState::Rebuilding {
                     done: Some(bits), ..

@@ -26,7 +26,25 @@ impl Runner<'_> {
         }
     }
 
+    /// Start batches of `stream` until it has `BATCHES_IN_FLIGHT` in flight (the
+    /// engine's lanes), the speed limits say pause, or none are left.
     pub(super) fn rebuild_next(&mut self, stream: usize) -> Result<(), String> {
+        // Bounded: each round starts a batch or returns.
+        loop {
+            let rb = self.rebuild.as_ref().unwrap();
+            if rb.inflight[stream] >= hetraid_core::rebuild::BATCHES_IN_FLIGHT
+                || rb.finished_at.is_some()
+            {
+                return Ok(());
+            }
+            if !self.rebuild_batch(stream)? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Start the next batch of `stream`; false when it did not (paused or done).
+    fn rebuild_batch(&mut self, stream: usize) -> Result<bool, String> {
         // MD re-checks its limits after every pause ("goto repeat").
         let delay = self.throttle();
         if delay > 0 {
@@ -37,19 +55,25 @@ impl Runner<'_> {
                     stream: stream as u32,
                 },
             );
-            return Ok(());
+            return Ok(false);
         }
         let rb = self.rebuild.as_mut().unwrap();
         let list = &rb.streams[stream];
         let from = rb.pos[stream];
         if from >= list.len() {
-            rb.active -= 1;
-            self.finish_rebuild_if_done();
-            return Ok(());
+            // The stream ends when its last batch is written (pos moves past the
+            // end once, so this runs once per stream).
+            if from != usize::MAX && rb.inflight[stream] == 0 {
+                rb.pos[stream] = usize::MAX;
+                rb.active -= 1;
+                self.finish_rebuild_if_done();
+            }
+            return Ok(false);
         }
         let to = (from + rb.batch).min(list.len());
         let batch: Vec<u64> = list[from..to].to_vec();
         rb.pos[stream] = to;
+        rb.inflight[stream] += 1;
         let target = rb.target;
         let redirect = rb.redirect[stream];
         // The batch's plans are made against the state without the target.
@@ -73,7 +97,8 @@ impl Runner<'_> {
             locked: false,
             planned_version: self.state_version,
         });
-        self.try_lock(j)
+        self.try_lock(j)?;
+        Ok(true)
     }
 
     pub(super) fn finish_rebuild_if_done(&mut self) {
