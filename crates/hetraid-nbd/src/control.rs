@@ -138,6 +138,11 @@ fn run(array: &Array, req: &Value) -> Result<Value, String> {
             Ok(json!({"state": array.status().state}))
         }
         Some("rebuild") => {
+            if req["to_spare"].as_bool().unwrap_or(false) {
+                // The relocation changes the layout, which a served array cannot
+                // switch under its clients yet.
+                return Err("rebuild --to-spare runs on an array that is not served: stop hetraid serve (SIGTERM), rebuild, and serve again; a served array rebuilds onto a replacement (hetraid replace, then hetraid rebuild)".into());
+            }
             let opts = hetraid_engine::RebuildOptions {
                 min_speed: req["min_speed"].as_u64().unwrap_or(1_000_000),
                 max_speed: req["max_speed"].as_u64().unwrap_or(200_000_000),

@@ -601,6 +601,15 @@ fn member_failure_while_serving() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    // Into spare space needs the array offline: refused in one sentence, not
+    // turned into an in-place rebuild.
+    let o = hetraid(&argv("rebuild", &m, &["--to-spare"]));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("rebuild --to-spare runs on an array that is not served"),
+        "{err}"
+    );
     let a = argv("rebuild", &m, &["--json", "--min-speed", "50M"]);
     let o = hetraid(&a);
     assert!(

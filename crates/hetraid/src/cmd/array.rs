@@ -419,7 +419,7 @@ impl RebuildCmd {
     pub fn run(&self) -> Result<(), String> {
         if let Some(r) = remote(
             &self.members,
-            serde_json::json!({"verb": "rebuild", "min_speed": self.min_speed, "max_speed": self.max_speed}),
+            serde_json::json!({"verb": "rebuild", "min_speed": self.min_speed, "max_speed": self.max_speed, "to_spare": self.to_spare}),
         ) {
             r?;
             return Ok(());
