@@ -32,11 +32,24 @@ pub fn mttdl(
     fail_per_h: &[f64],
     repair_per_h: f64,
 ) -> Result<Mttdl, ModelError> {
+    mttdl_per_member(sets, fail_per_h, &vec![repair_per_h; sets.members()])
+}
+
+/// As [`mttdl`], with a repair rate per member (a rebuild's time depends on which
+/// member is lost: an SSD parity member, an S2-RAID member with spare space...).
+/// With several members down the crew works on one chosen uniformly, so member j
+/// comes back at rate `repair_per_h[j] / down`.
+pub fn mttdl_per_member(
+    sets: &FailureSets,
+    fail_per_h: &[f64],
+    repair_per_h: &[f64],
+) -> Result<Mttdl, ModelError> {
     let n = sets.members();
-    if fail_per_h.len() != n {
+    if fail_per_h.len() != n || repair_per_h.len() != n {
         return Err(ModelError::Invalid(format!(
-            "{} failure rates for {n} members",
-            fail_per_h.len()
+            "{} failure rates and {} repair rates for {n} members",
+            fail_per_h.len(),
+            repair_per_h.len()
         )));
     }
     if let Some(bad) = fail_per_h.iter().find(|r| !(r.is_finite() && **r > 0.0)) {
@@ -44,9 +57,9 @@ pub fn mttdl(
             "failure rate {bad}/h: every member needs a positive, finite MTBF"
         )));
     }
-    if !(repair_per_h.is_finite() && repair_per_h >= 0.0) {
+    if let Some(bad) = repair_per_h.iter().find(|r| !(r.is_finite() && **r >= 0.0)) {
         return Err(ModelError::Invalid(format!(
-            "repair rate {repair_per_h}/h: give a positive, finite mean time to repair"
+            "repair rate {bad}/h: give a positive, finite mean time to repair"
         )));
     }
     if sets.fatal(0) {
@@ -92,13 +105,11 @@ pub fn mttdl(
             }
         }
         let down = s.count_ones() as usize;
-        if down > 0 && repair_per_h > 0.0 {
-            let each = repair_per_h / down as f64;
-            out += repair_per_h;
-            for i in 0..n {
-                if s >> i & 1 == 1 {
-                    a[row * (k + 1) + index[&(s & !(1 << i))]] -= each;
-                }
+        for (i, &mu) in repair_per_h.iter().enumerate() {
+            if s >> i & 1 == 1 && mu > 0.0 {
+                let rate = mu / down as f64;
+                out += rate;
+                a[row * (k + 1) + index[&(s & !(1 << i))]] -= rate;
             }
         }
         a[row * (k + 1) + row] += out;
@@ -255,6 +266,25 @@ mod tests {
         let r5 = mttdl(&plain("raid5", 9), &[L; 9], MU).unwrap();
         let s2 = mttdl(&s, &[L; 9], MU).unwrap();
         assert!(s2.hours > r5.hours);
+    }
+
+    #[test]
+    fn a_faster_repair_of_one_member_helps_only_as_much_as_that_member_fails() {
+        let s = plain("raid5", 4);
+        let even = mttdl(&s, &[L; 4], MU).unwrap().hours;
+        let same = mttdl_per_member(&s, &[L; 4], &[MU; 4]).unwrap().hours;
+        assert_eq!(even, same);
+        let one = mttdl_per_member(&s, &[L; 4], &[MU * 10.0, MU, MU, MU])
+            .unwrap()
+            .hours;
+        let all = mttdl(&s, &[L; 4], MU * 10.0).unwrap().hours;
+        assert!(even < one && one < all, "{even} {one} {all}");
+        // By hand: T0 = 1/(4λ) + mean_j T_j and T_j = (1 + μ_j T0)/(μ_j + 3λ).
+        let mus = [MU * 10.0, MU, MU, MU];
+        let a: f64 = mus.iter().map(|m| m / (m + 3.0 * L)).sum::<f64>() / 4.0;
+        let b: f64 = mus.iter().map(|m| 1.0 / (m + 3.0 * L)).sum::<f64>() / 4.0;
+        let want = (1.0 / (4.0 * L) + b) / (1.0 - a);
+        assert!((one / want - 1.0).abs() < 1e-9, "{one} vs {want}");
     }
 
     #[test]

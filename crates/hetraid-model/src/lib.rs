@@ -11,7 +11,7 @@
 mod ctmc;
 mod fatal;
 
-pub use ctmc::{mttdl, raid5_closed_form_h, Mttdl, STATES_MAX};
+pub use ctmc::{mttdl, mttdl_per_member, raid5_closed_form_h, Mttdl, STATES_MAX};
 pub use fatal::FailureSets;
 
 #[derive(Debug, thiserror::Error, PartialEq)]

@@ -11,6 +11,22 @@ use hetraid_core::layout::{build, parse_kind, Layout, LayoutSpec};
 use hetraid_core::plan::{ArrayState, Request};
 use hetraid_core::WritePolicy;
 
+/// The layout a run names, with its parameters.
+pub fn layout_kind(cfg: &RunConfig) -> Result<hetraid_core::layout::LayoutKind, String> {
+    parse_kind(
+        &cfg.layout,
+        cfg.weights.clone(),
+        cfg.parity_order.as_deref(),
+        cfg.copies,
+        cfg.group,
+        cfg.partitions,
+        cfg.spare_partitions,
+        cfg.chunks_per_bundle,
+        cfg.raidx_level.as_deref(),
+    )
+    .map_err(|e| e.to_string())
+}
+
 /// Everything fixed before the clock starts.
 pub struct Setup {
     pub cfg: RunConfig,
@@ -37,18 +53,7 @@ impl Setup {
             }
             sizes.iter_mut().for_each(|s| *s = ms.0);
         }
-        let kind = parse_kind(
-            &cfg.layout,
-            cfg.weights.clone(),
-            cfg.parity_order.as_deref(),
-            cfg.copies,
-            cfg.group,
-            cfg.partitions,
-            cfg.spare_partitions,
-            cfg.chunks_per_bundle,
-            cfg.raidx_level.as_deref(),
-        )
-        .map_err(|e| e.to_string())?;
+        let kind = layout_kind(cfg)?;
         let spec = LayoutSpec {
             kind,
             chunk_bytes: cfg.chunk.0,

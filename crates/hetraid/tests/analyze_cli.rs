@@ -76,6 +76,48 @@ fn mttdl_follows_kinds_parity_wear_and_redundancy() {
 }
 
 #[test]
+fn mttr_from_the_simulator_ranks_s2raid_above_raid5() {
+    let run = |extra: &[&str]| {
+        let mut a = vec![
+            "analyze",
+            "mttdl",
+            "--members",
+            "caviar-black-640*9",
+            "--member-size",
+            "256M",
+            "--mttr-from-sim",
+            "--json",
+        ];
+        a.extend_from_slice(extra);
+        json(&a)
+    };
+    let r5 = run(&["--layout", "raid5", "--replace-h", "0"]);
+    let s2 = run(&[
+        "--layout",
+        "s2raid5",
+        "--group",
+        "3",
+        "--spare-partitions",
+        "1",
+    ]);
+    let rebuild = |v: &serde_json::Value, i: usize| v["members"][i]["rebuild_s"].as_f64().unwrap();
+    for i in 0..9 {
+        let m = &r5["members"][i];
+        let want = rebuild(&r5, i) / 3600.0;
+        assert!((m["mttr_h"].as_f64().unwrap() - want).abs() < 1e-12);
+        // Parallel streams into spare space: every member rebuilds faster.
+        assert!(rebuild(&s2, i) * 1.5 < rebuild(&r5, i), "member {i}");
+    }
+    // RAID5's members are alike, so the closed form applies with the simulated μ.
+    let got = r5["mttdl_h"].as_f64().unwrap();
+    assert!((r5["closed_form_h"].as_f64().unwrap() / got - 1.0).abs() < 1e-9);
+    // S2-RAID5 survives some double failures (a second failure is fatal on 6 of
+    // the 8 survivors, not all 8) and repairs faster.
+    assert!(s2["max_survivable_failures"].as_u64().unwrap() > 1);
+    assert!(s2["mttdl_h"].as_f64().unwrap() > 2.0 * got);
+}
+
+#[test]
 fn raidh_model_is_the_spec_example() {
     let v = json(&[
         "analyze",
