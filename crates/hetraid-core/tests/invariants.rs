@@ -62,7 +62,13 @@ fn any_spec() -> impl Strategy<Value = LayoutSpec> {
             sizes: vec![CHUNK * 12; 9],
             kinds: vec![],
         }),
-        (2usize..4).prop_map(move |m| uniform(LayoutKind::S2Raid10 { partitions: None }, 2 * m)),
+        (2usize..4).prop_map(move |m| uniform(
+            LayoutKind::S2Raid10 {
+                partitions: None,
+                spare_partitions: 0,
+            },
+            2 * m
+        )),
         (proptest::collection::vec(1u64..8, 3..6), 0usize..5).prop_map(move |(sz, l)| {
             let (c, level) = [
                 (2, RaidXLevel::X1),

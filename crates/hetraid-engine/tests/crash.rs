@@ -222,3 +222,38 @@ fn s2raid5_rebuilds_into_spare_space() {
     array.read(0, &mut out).unwrap();
     assert!(out == data, "after reassembly with the relocations");
 }
+
+/// S2-RAID10 with spare partitions: the lost member's partitions are rebuilt from
+/// their mirrors into spare space on members that do not hold their other copy,
+/// one stream per partition; then any one further failure is survivable.
+#[test]
+fn s2raid10_rebuilds_into_spare_space() {
+    let chunk = 4096;
+    let size = MIB + chunk * 4 * 32;
+    // A data member and a mirror member fail first; every other member second.
+    for failed in [1usize, 4] {
+        for second in (0..6).filter(|&m| m != failed) {
+            let (_, members) = fault_members(6, size, 78 + failed as u64);
+            let mut o = opts("s2raid10", chunk);
+            o.layout.spare_partitions = 1;
+            let array = Array::create(members, &o).unwrap();
+            let cap = array.capacity();
+            let data = Rng(9).bytes(cap as usize);
+            array.write(0, &data).unwrap();
+            array.fail(failed).unwrap();
+            let (array, report) = array.rebuild_to_spare(Default::default(), &|_| {}).unwrap();
+            assert_eq!(report.streams, 3, "member {failed}");
+            assert!(report.completed);
+            let st = array.status();
+            assert_eq!(st.state, "optimal", "{st:?}");
+            assert_eq!(st.member_states[failed].state, "removed");
+            let mut out = vec![0u8; cap as usize];
+            array.read(0, &mut out).unwrap();
+            assert!(out == data);
+            assert_eq!(array.scrub(false).unwrap().mismatches, 0);
+            array.fail(second).unwrap();
+            array.read(0, &mut out).unwrap();
+            assert!(out == data, "failed {failed}, then {second}");
+        }
+    }
+}

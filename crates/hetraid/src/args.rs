@@ -54,7 +54,8 @@ pub struct LayoutParamArgs {
     /// S2-RAID partitions per member K (default G; S2-RAID10: members/2).
     #[arg(long)]
     pub partitions: Option<usize>,
-    /// S2-RAID5 spare partitions reserved at the end of each member (default 0).
+    /// S2-RAID5/S2-RAID10 spare partitions reserved at the end of each member
+    /// (default 0).
     #[arg(long)]
     pub spare_partitions: Option<usize>,
     /// RAIDX chunks per bundle c.

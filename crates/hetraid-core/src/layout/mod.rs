@@ -193,6 +193,7 @@ pub enum LayoutKind {
     },
     S2Raid10 {
         partitions: Option<usize>,
+        spare_partitions: usize,
     },
     RaidX {
         chunks_per_bundle: usize,
@@ -290,7 +291,10 @@ pub fn build(spec: &LayoutSpec) -> Result<Box<dyn Layout>, LayoutError> {
             *partitions,
             *spare_partitions,
         )?),
-        LayoutKind::S2Raid10 { partitions } => Box::new(S2Raid10::new(sizes, c, *partitions)?),
+        LayoutKind::S2Raid10 {
+            partitions,
+            spare_partitions,
+        } => Box::new(S2Raid10::new(sizes, c, *partitions, *spare_partitions)?),
         LayoutKind::RaidX {
             chunks_per_bundle,
             level,
@@ -341,7 +345,10 @@ pub fn parse_kind(
             partitions,
             spare_partitions,
         },
-        "s2raid10" | "sraid10" => LayoutKind::S2Raid10 { partitions },
+        "s2raid10" | "sraid10" => LayoutKind::S2Raid10 {
+            partitions,
+            spare_partitions,
+        },
         "raidx" => {
             let c = chunks_per_bundle.ok_or_else(|| {
                 LayoutError::Invalid("raidx needs --chunks-per-bundle c (1 or more)".into())

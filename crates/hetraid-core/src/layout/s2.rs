@@ -11,6 +11,32 @@ fn is_prime(g: usize) -> bool {
             .all(|d| !g.is_multiple_of(d))
 }
 
+/// The partition (offset, length) holding `lost`: it moves as a unit into spare space.
+fn partition_extent(lost: ChunkLoc, partition_bytes: u64) -> (u64, u64) {
+    (
+        lost.offset / partition_bytes * partition_bytes,
+        partition_bytes,
+    )
+}
+
+/// Where `lost` lands in spare slot `slot` of member `target`, for layouts of
+/// `(partition_bytes, data partitions k, spare partitions, members)`: spare
+/// partitions follow the k data partitions on every member.
+fn spare_partition_location(
+    lost: ChunkLoc,
+    target: usize,
+    slot: usize,
+    (partition_bytes, k, spare, members): (u64, usize, usize, usize),
+) -> Option<ChunkLoc> {
+    if slot >= spare || target >= members {
+        return None;
+    }
+    Some(ChunkLoc {
+        member: target,
+        offset: (k + slot) as u64 * partition_bytes + lost.offset % partition_bytes,
+    })
+}
+
 /// S2-RAID5 over R = N*G members: G prime, N groups of G consecutive members, each
 /// member cut into K partitions (plus optional spare partitions at the end).
 ///
@@ -185,35 +211,36 @@ impl Layout for S2Raid5 {
         self.spare
     }
     fn spare_extent(&self, lost: ChunkLoc) -> Option<(u64, u64)> {
-        let p = self.partition_bytes();
-        Some((lost.offset / p * p, p))
+        Some(partition_extent(lost, self.partition_bytes()))
     }
     fn spare_location(&self, lost: ChunkLoc, target: usize, slot: usize) -> Option<ChunkLoc> {
-        if slot >= self.spare || target >= self.r {
-            return None;
-        }
-        let within = lost.offset % self.partition_bytes();
-        Some(ChunkLoc {
-            member: target,
-            offset: (self.k + slot) as u64 * self.partition_bytes() + within,
-        })
+        let p = (self.partition_bytes(), self.k, self.spare, self.r);
+        spare_partition_location(lost, target, slot, p)
     }
 }
 
 /// S2-RAID10: data members D0..Dm-1, mirror members Dm..D2m-1; partition j of data
 /// member d is mirrored on member m + ((d + j) mod m), so a failed data member is
 /// read back from all m mirror members at once. Stripe = one data chunk + its copy;
-/// user chunks stripe across the data members like RAID0.
+/// user chunks stripe across the data members like RAID0. Optional spare partitions
+/// at the end of every member take a lost partition in a rebuild into spare space,
+/// as S2-RAID5's do.
 #[derive(Debug, Clone)]
 pub struct S2Raid10 {
     m: usize,
     k: usize,
+    spare: usize,
     chunk: u64,
     part_chunks: u64,
 }
 
 impl S2Raid10 {
-    pub fn new(sizes: &[u64], chunk: u64, k: Option<usize>) -> Result<Self, LayoutError> {
+    pub fn new(
+        sizes: &[u64],
+        chunk: u64,
+        k: Option<usize>,
+        spare: usize,
+    ) -> Result<Self, LayoutError> {
         need_members("s2raid10", sizes.len(), 4)?;
         if !sizes.len().is_multiple_of(2) {
             return Err(LayoutError::Invalid(format!(
@@ -230,21 +257,26 @@ impl S2Raid10 {
             });
         }
         let min = *sizes.iter().min().unwrap();
-        let part_chunks = min / chunk / k as u64;
+        let part_chunks = min / chunk / (k + spare) as u64;
         if part_chunks == 0 {
             let mm = sizes.iter().position(|s| *s == min).unwrap();
             return Err(LayoutError::MemberTooSmall {
                 member: mm,
                 size: min,
-                need: chunk * k as u64,
+                need: chunk * (k + spare) as u64,
             });
         }
         Ok(Self {
             m,
             k,
+            spare,
             chunk,
             part_chunks,
         })
+    }
+
+    fn partition_bytes(&self) -> u64 {
+        self.part_chunks * self.chunk
     }
 }
 
@@ -287,6 +319,16 @@ impl Layout for S2Raid10 {
                 offset: off,
             }]],
         }
+    }
+    fn spare_slots(&self) -> usize {
+        self.spare
+    }
+    fn spare_extent(&self, lost: ChunkLoc) -> Option<(u64, u64)> {
+        Some(partition_extent(lost, self.partition_bytes()))
+    }
+    fn spare_location(&self, lost: ChunkLoc, target: usize, slot: usize) -> Option<ChunkLoc> {
+        let p = (self.partition_bytes(), self.k, self.spare, 2 * self.m);
+        spare_partition_location(lost, target, slot, p)
     }
 }
 

@@ -66,7 +66,8 @@ pub struct SimCmd {
     /// Replace the failed member at time 0 and rebuild it under the load.
     #[arg(long)]
     pub rebuild: bool,
-    /// Rebuild into spare space on the other members (s2raid5 --spare-partitions 1).
+    /// Rebuild into spare space on the other members (s2raid5 or s2raid10 with
+    /// --spare-partitions 1).
     #[arg(long)]
     pub to_spare: bool,
     /// MD speed_limit_min / speed_limit_max (bytes per second, e.g. 1M, 200M).
