@@ -20,6 +20,10 @@ pub struct ServeCmd {
     /// Requests served at once per connection.
     #[arg(long, default_value_t = 8)]
     pub workers: usize,
+    /// While a write payload is arriving, poll for the rest this long before
+    /// sleeping (microseconds; 0 = always sleep).
+    #[arg(long, default_value_t = 50)]
+    pub payload_spin_us: u64,
 }
 
 impl ServeCmd {
@@ -58,6 +62,7 @@ impl ServeCmd {
         let cfg = Config {
             read_only: self.read_only,
             workers: self.workers.max(1),
+            payload_spin: std::time::Duration::from_micros(self.payload_spin_us),
         };
         serve(array.clone(), &listen, cfg, stop.clone(), stats.clone())
             .map_err(|e| format!("cannot serve on {}: {e}", self.listen))?;
