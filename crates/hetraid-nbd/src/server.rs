@@ -552,7 +552,7 @@ fn transmission(
                     if done.load(Ordering::SeqCst) {
                         return;
                     }
-                    read_next(&mut *r, &export, &free, cfg.payload_spin)
+                    read_next(&mut r, &export, &free, cfg.payload_spin)
                 };
                 let job = match next {
                     Ok(Next::Job(j)) => j,
