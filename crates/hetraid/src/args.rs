@@ -66,6 +66,30 @@ pub struct LayoutParamArgs {
     pub raidx_level: Option<String>,
 }
 
+impl LayoutParamArgs {
+    /// Set the parameters given on the command line in a simulator run config
+    /// (the ones not given keep the config's values).
+    pub fn apply_to(&self, c: &mut hetraid_sim::RunConfig) {
+        macro_rules! param {
+            ($($f:ident),* $(,)?) => {$(
+                if self.$f.is_some() { c.$f = self.$f.clone(); }
+            )*};
+        }
+        param!(
+            weights,
+            parity_order,
+            copies,
+            group,
+            partitions,
+            chunks_per_bundle,
+            raidx_level
+        );
+        if let Some(n) = self.spare_partitions {
+            c.spare_partitions = n;
+        }
+    }
+}
+
 pub fn size(s: &str) -> Result<u64, String> {
     parse_size(s)
 }

@@ -71,15 +71,7 @@ impl ArrayArgs {
         let mut c = RunConfig::new(&self.layout, &self.members);
         c.chunk = self.chunk;
         c.member_size = self.member_size;
-        let p = &self.params;
-        c.weights = p.weights.clone();
-        c.parity_order = p.parity_order.clone();
-        c.copies = p.copies;
-        c.group = p.group;
-        c.partitions = p.partitions;
-        c.spare_partitions = p.spare_partitions.unwrap_or(0);
-        c.chunks_per_bundle = p.chunks_per_bundle;
-        c.raidx_level = p.raidx_level.clone();
+        self.params.apply_to(&mut c);
         c
     }
 }

@@ -134,24 +134,7 @@ impl SimCmd {
              duration => duration_s, span => span, member_size => member_size, trace => trace,
              trace_format => trace_format, failed => failed, scheduler => scheduler,
              write_cache => write_cache);
-        let p = &self.params;
-        macro_rules! param {
-            ($($f:ident),* $(,)?) => {$(
-                if p.$f.is_some() { c.$f = p.$f.clone(); }
-            )*};
-        }
-        param!(
-            weights,
-            parity_order,
-            copies,
-            group,
-            partitions,
-            chunks_per_bundle,
-            raidx_level
-        );
-        if let Some(n) = p.spare_partitions {
-            c.spare_partitions = n;
-        }
+        self.params.apply_to(&mut c);
         c.rebuild |= self.rebuild;
         c.to_spare |= self.to_spare;
         c.precondition |= self.precondition;
