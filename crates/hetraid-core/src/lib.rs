@@ -14,6 +14,7 @@ pub mod iomap;
 pub mod layout;
 pub mod loadmap;
 pub mod member;
+pub mod membership;
 pub mod plan;
 pub mod rebuild;
 pub mod units;

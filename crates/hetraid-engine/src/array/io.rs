@@ -1,0 +1,589 @@
+//! The request path: reads and writes planned by the core, executed on the
+//! member queues; flush and the write-intent bitmap.
+
+#[allow(unused_imports)]
+use super::*;
+
+impl Array {
+    /// Read `buf.len()` bytes at `offset`.
+    pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.note_user_io();
+        // Fast path: inside one chunk on an in-sync member, read it directly (no
+        // plan, no stripe lock — as MD's chunk-aligned reads bypass the stripe cache).
+        let planner = Planner::new(self.layout.as_ref(), WritePolicy::Md, Vec::new());
+        let direct = if self.all_in_sync.load(Ordering::Acquire) {
+            // Common case: no lock at all (a shared read-only flag).
+            planner.direct_read(offset, buf.len() as u64, &self.healthy_state)
+        } else {
+            planner.direct_read(offset, buf.len() as u64, &self.state.read().unwrap())
+        };
+        if let Some((m, off)) = direct {
+            // One slot load on the hot path; an error from a slot emptied meanwhile
+            // is not the member's fault, so only a present member is failed.
+            match self.slots[m].read_at(buf, DATA_OFFSET + off) {
+                Ok(()) => return Ok(()),
+                Err(e) if self.slots[m].present() => self.member_error(m, &e),
+                Err(_) => {}
+            }
+        }
+        // Larger healthy reads: straight from the members, contiguous pieces merged.
+        let req = Request::read(offset, buf.len() as u64);
+        if self.direct_io(&req, UserBuf::Read(&mut *buf)) {
+            return Ok(());
+        }
+        self.run(req, UserBuf::Read(buf))
+    }
+
+    /// Write `data` at `offset` (durable after [`Array::flush`]).
+    pub fn write(&self, offset: u64, data: &[u8]) -> Result<()> {
+        self.note_user_io();
+        let planner = Planner::new(self.layout.as_ref(), WritePolicy::Md, Vec::new());
+        let direct = if self.all_in_sync.load(Ordering::Acquire) {
+            planner.direct_write(offset, data.len() as u64, &self.healthy_state)
+        } else {
+            planner.direct_write(offset, data.len() as u64, &self.state.read().unwrap())
+        };
+        if let Some((m, off)) = direct {
+            match self.slots[m].write_at(data, DATA_OFFSET + off) {
+                Ok(()) => return Ok(()),
+                Err(e) if self.slots[m].present() => self.member_error(m, &e),
+                Err(_) => {}
+            }
+        }
+        if self.direct_io(
+            &Request::write(offset, data.len() as u64),
+            UserBuf::Write(data),
+        ) {
+            return Ok(());
+        }
+        self.run(
+            Request::write(offset, data.len() as u64),
+            UserBuf::Write(data),
+        )
+    }
+
+    pub(crate) fn run(&self, req: Request, mut buf: UserBuf<'_>) -> Result<()> {
+        // Lock the stripes first and plan under the locks: a plan made before a
+        // rebuild finished a stripe would skip the member the rebuild just filled.
+        let cap = self.capacity();
+        if req.offset.checked_add(req.len).is_none_or(|e| e > cap) {
+            return Err(hetraid_core::PlanError::OutOfRange {
+                offset: req.offset,
+                len: req.len,
+                capacity: cap,
+            }
+            .into());
+        }
+        let chunk = self.layout.chunk_bytes();
+        let stripes = (req.offset / chunk..(req.offset + req.len).div_ceil(chunk))
+            .map(|c| self.layout.locate_chunk(c).0);
+        let _g = self.lock_stripes(stripes);
+        // Each retry follows a member failure, so it is bounded by the member count.
+        for _ in 0..=self.slots.len() {
+            let plan = {
+                let state = self.state.read().unwrap();
+                self.planner().plan(&req, &state)?
+            };
+            match self.execute(&plan, &mut buf) {
+                Ok(()) => return Ok(()),
+                Err(Retry::MemberFailed) => continue,
+                Err(Retry::Fatal(e)) => return Err(e),
+            }
+        }
+        Err(EngineError::TooManyFailures(
+            "members kept failing during one request".into(),
+        ))
+    }
+
+    /// Execute a plan whose stripes the caller has locked.
+    pub(crate) fn execute(
+        &self,
+        plan: &Plan,
+        buf: &mut UserBuf<'_>,
+    ) -> std::result::Result<(), Retry> {
+        // Without redundancy there is nothing to resync after a crash.
+        let bits: Vec<u64> =
+            if plan.op == Op::Write && self.layout.redundancy() != hetraid_core::Redundancy::None {
+                let bm = self.bitmap.lock().unwrap();
+                let mut b: Vec<u64> = plan.stripes.iter().map(|s| bm.bit_of(s.stripe)).collect();
+                b.dedup();
+                b
+            } else {
+                vec![]
+            };
+        if !bits.is_empty() {
+            self.bitmap_begin(&bits).map_err(Retry::Fatal)?;
+        }
+        let r = self.execute_locked(plan, buf);
+        if !bits.is_empty() {
+            self.bitmap.lock().unwrap().end(&bits);
+        }
+        r
+    }
+
+    pub(crate) fn execute_locked(
+        &self,
+        plan: &Plan,
+        buf: &mut UserBuf<'_>,
+    ) -> std::result::Result<(), Retry> {
+        if let UserBuf::Write(data) = buf {
+            // All stripes of a write at once: reads merged per member, the
+            // arithmetic per stripe, writes merged per member (a 1 MiB full-stripe
+            // write becomes one operation per member).
+            // Stripe buffers come from a pool: no allocation or zeroing per request.
+            let mut bufs: Vec<StripeBufs> = {
+                let mut pool = self.stripe_pool.lock().unwrap();
+                let keep = pool.len().saturating_sub(plan.stripes.len());
+                pool.split_off(keep)
+            };
+            for (i, sp) in plan.stripes.iter().enumerate() {
+                match bufs.get_mut(i) {
+                    Some(b) => b.refit(sp),
+                    None => bufs.push(StripeBufs::new(sp)),
+                }
+            }
+            let give_back = |bufs: Vec<StripeBufs>| {
+                let mut pool = self.stripe_pool.lock().unwrap();
+                if pool.len() < STRIPE_POOL_MAX {
+                    pool.extend(bufs);
+                }
+            };
+            if self.read_plans(&plan.stripes, &mut bufs).is_err() {
+                give_back(bufs);
+                return Err(Retry::MemberFailed);
+            }
+            for (sp, b) in plan.stripes.iter().zip(bufs.iter_mut()) {
+                exec::fill_writes(sp, b, data)
+                    .map_err(|e| Retry::Fatal(EngineError::Refused(e)))?;
+            }
+            let written = self.write_plans(&plan.stripes, &mut bufs, data);
+            give_back(bufs);
+            if written.is_err() {
+                // The failed member is marked faulty; the stripes stay consistent
+                // without it as long as the redundancy covers the loss.
+                let out = self.out_members(true);
+                if out > self.layout.redundancy().tolerance() {
+                    return Err(Retry::Fatal(EngineError::TooManyFailures(format!(
+                        "{out} members out"
+                    ))));
+                }
+            }
+            return Ok(());
+        }
+        for sp in &plan.stripes {
+            let mut bufs = StripeBufs::new(sp);
+            match buf {
+                UserBuf::Read(out) => {
+                    self.read_phase(sp, &mut bufs, Some(&mut **out))?;
+                    exec::finish_reads(sp, &mut bufs, out)
+                        .map_err(|e| Retry::Fatal(EngineError::Refused(e)))?;
+                }
+                UserBuf::Write(_) => unreachable!("writes are executed as one batch below"),
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn data_off(&self) -> u64 {
+        DATA_OFFSET
+    }
+
+    /// Issue a stripe plan's reads (and direct reads into `user`) in parallel.
+    pub(crate) fn read_phase(
+        &self,
+        sp: &StripePlan,
+        bufs: &mut StripeBufs,
+        user: Option<&mut [u8]>,
+    ) -> std::result::Result<(), Retry> {
+        let mut ops = Vec::new();
+        let mut dest: Vec<ReadDest> = Vec::new();
+        for run in &sp.runs {
+            for c in run.read.iter() {
+                let loc = sp.columns[c].loc;
+                ops.push((
+                    loc.member,
+                    IoOp::Read {
+                        off: self.data_off() + loc.offset + run.page as u64 * PAGE,
+                        len: (run.pages as u64 * PAGE) as usize,
+                    },
+                ));
+                dest.push((c, run.page, run.pages, None));
+            }
+        }
+        if user.is_some() {
+            for p in sp.pieces.iter().filter(|p| p.direct.is_some()) {
+                let loc = sp.columns[p.direct.unwrap()].loc;
+                ops.push((
+                    loc.member,
+                    IoOp::Read {
+                        off: self.data_off() + loc.offset + p.chunk_offset,
+                        len: p.len as usize,
+                    },
+                ));
+                dest.push((0, 0, 0, Some((p.buf_offset as usize, p.len as usize))));
+            }
+        }
+        let members: Vec<usize> = ops.iter().map(|(m, _)| *m).collect();
+        let results = run_batch(&self.queues, ops);
+        let mut user = user;
+        let mut failed = false;
+        for ((r, m), (c, page, pages, direct)) in results.into_iter().zip(members).zip(dest) {
+            match r {
+                Ok(Some(data)) => match direct {
+                    Some((a, len)) => user.as_deref_mut().expect("direct reads have a buffer")
+                        [a..a + len]
+                        .copy_from_slice(&data),
+                    None => {
+                        let run = hetraid_core::plan::RowRun {
+                            page,
+                            pages,
+                            mode: hetraid_core::Mode::Read,
+                            strategy: hetraid_core::plan::Strategy::Rcw,
+                            read: Default::default(),
+                            write: Default::default(),
+                            lost: Default::default(),
+                        };
+                        bufs.run_slice(c, &run).copy_from_slice(&data);
+                    }
+                },
+                Ok(None) => {}
+                Err(e) => {
+                    self.member_error(m, &e);
+                    failed = true;
+                }
+            }
+        }
+        if failed {
+            return Err(Retry::MemberFailed);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn write_phase(
+        &self,
+        sp: &StripePlan,
+        bufs: &mut StripeBufs,
+        cols: impl Fn(&hetraid_core::plan::RowRun) -> hetraid_core::plan::ColSet,
+    ) -> std::result::Result<(), Retry> {
+        let mut ops = Vec::new();
+        for run in &sp.runs {
+            for c in cols(run).iter() {
+                let loc = sp.columns[c].loc;
+                let data = bufs.run_slice(c, run);
+                let mut b = AlignedBuf::pooled(data.len());
+                b.copy_from_slice(data);
+                ops.push((
+                    loc.member,
+                    IoOp::Write {
+                        off: self.data_off() + loc.offset + run.page as u64 * PAGE,
+                        buf: b,
+                    },
+                ));
+            }
+        }
+        let members: Vec<usize> = ops.iter().map(|(m, _)| *m).collect();
+        let mut any = false;
+        for (r, m) in run_batch(&self.queues, ops).into_iter().zip(members) {
+            if let Err(e) = r {
+                // The stripe stays consistent without this member: mark it faulty.
+                self.member_error(m, &e);
+                any = true;
+            }
+        }
+        if any {
+            let failed = self.out_members(true);
+            if failed > self.layout.redundancy().tolerance() {
+                return Err(Retry::Fatal(EngineError::TooManyFailures(format!(
+                    "{failed} members out"
+                ))));
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn live_members(&self) -> Vec<usize> {
+        let st = self.state();
+        (0..self.slots.len())
+            .filter(|&i| self.slots[i].present() && st.members[i] != MemberState::Failed)
+            .collect()
+    }
+
+    pub(crate) fn write_bitmap_pages(&self, bm: &Bitmap, pages: &[u64]) -> Result<()> {
+        let mut ops = Vec::new();
+        for &m in &self.live_members() {
+            for &p in pages {
+                let src = bm.page(p);
+                let mut b = AlignedBuf::zeroed(PAGE as usize);
+                b[..src.len()].copy_from_slice(src);
+                ops.push((
+                    m,
+                    IoOp::Write {
+                        off: BITMAP_OFFSET + p,
+                        buf: b,
+                    },
+                ));
+            }
+            ops.push((m, IoOp::Flush));
+        }
+        let idx: Vec<usize> = ops.iter().map(|(m, _)| *m).collect();
+        for (r, m) in run_batch(&self.queues, ops).into_iter().zip(idx) {
+            if let Err(e) = r {
+                self.member_error(m, &e);
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn bitmap_begin(&self, bits: &[u64]) -> Result<()> {
+        let mut bm = self.bitmap.lock().unwrap();
+        let pages = bm.begin(bits);
+        if !pages.is_empty() {
+            self.mark_dirty()?;
+            self.write_bitmap_pages(&bm, &pages)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn mark_dirty(&self) -> Result<()> {
+        let mut sb = self.sb.lock().unwrap();
+        if sb.clean {
+            sb.clean = false;
+            self.write_superblocks(&mut sb)?;
+        }
+        Ok(())
+    }
+
+    /// Make every completed write durable on every member, then clear idle bitmap bits.
+    pub fn flush(&self) -> Result<()> {
+        let live = self.live_members();
+        let ops: Vec<(usize, IoOp)> = live.iter().map(|&m| (m, IoOp::Flush)).collect();
+        for (r, m) in run_batch(&self.queues, ops).into_iter().zip(live) {
+            if let Err(e) = r {
+                self.member_error(m, &e);
+            }
+        }
+        let failed = self.out_members(false);
+        if failed > self.layout.redundancy().tolerance() {
+            return Err(EngineError::TooManyFailures(format!(
+                "{failed} members failed"
+            )));
+        }
+        let mut bm = self.bitmap.lock().unwrap();
+        let pages = bm.clear_idle();
+        if !pages.is_empty() {
+            self.write_bitmap_pages(&bm, &pages)?;
+        }
+        Ok(())
+    }
+
+    /// Check (and with `repair`, fix) one stripe; returns (mismatched pages, stripes repaired).
+    pub fn scrub_stripe(&self, s: u64, repair: bool) -> Result<(u64, u64)> {
+        let state = self.state();
+        let planner = self.planner();
+        let Some(sp) = planner.scrub_stripe(s, &state, repair) else {
+            return Ok((0, 0));
+        };
+        let _g = self.lock_stripes(std::iter::once(s));
+        let mut bufs = StripeBufs::new(&sp);
+        if self.read_phase(&sp, &mut bufs, None).is_err() {
+            return Ok((0, 0));
+        }
+        let out = exec::scrub(&sp, &mut bufs);
+        if out.mismatched_pages > 0 && repair {
+            let _ = self.write_phase(&sp, &mut bufs, |r| r.write);
+            return Ok((out.mismatched_pages, 1));
+        }
+        Ok((out.mismatched_pages, 0))
+    }
+
+    /// Reads of several stripe plans at once: contiguous extents on a member are
+    /// merged into one operation (rebuild and scrub stream through members).
+    pub(crate) fn read_plans(&self, plans: &[StripePlan], bufs: &mut [StripeBufs]) -> Result<()> {
+        let pieces = plan_extents(plans, |r| r.read);
+        let groups = merge_extents(&pieces);
+        let ops = groups
+            .iter()
+            .map(|g| {
+                (
+                    g.member,
+                    IoOp::Read {
+                        off: DATA_OFFSET + g.off,
+                        len: g.len as usize,
+                    },
+                )
+            })
+            .collect();
+        for (g, r) in groups.iter().zip(run_batch(&self.queues, ops)) {
+            let data = match r {
+                Ok(Some(d)) => d,
+                Ok(None) => unreachable!("reads return data"),
+                Err(e) => {
+                    self.member_error(g.member, &e);
+                    return Err(EngineError::TooManyFailures(format!(
+                        "member {} failed during a rebuild or scrub",
+                        g.member
+                    )));
+                }
+            };
+            for p in &pieces[g.first..g.first + g.count] {
+                let at = (p.off - g.off) as usize;
+                bufs[p.plan]
+                    .run_slice(p.col, &p.run)
+                    .copy_from_slice(&data[at..at + p.len as usize]);
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes of several stripe plans' `write` columns, merged like [`Array::read_plans`].
+    /// `user` is the request's buffer (empty for rebuild): fully covered data
+    /// columns are taken from it rather than from the buffers (core `write_source`).
+    pub(crate) fn write_plans(
+        &self,
+        plans: &[StripePlan],
+        bufs: &mut [StripeBufs],
+        user: &[u8],
+    ) -> Result<()> {
+        let pieces = plan_extents(plans, |r| r.write);
+        let groups = merge_extents(&pieces);
+        let mut ops = Vec::with_capacity(groups.len());
+        for g in &groups {
+            // The group's pieces, lent to the member worker without a copy: from
+            // the request (fully covered data columns) or the stripe buffers. Both
+            // outlive run_batch below.
+            let parts = pieces[g.first..g.first + g.count]
+                .iter()
+                .map(|p| {
+                    let src = match exec::write_source(&plans[p.plan], &p.run, p.col, user) {
+                        Some(src) => src,
+                        None => {
+                            let sb = &bufs[p.plan];
+                            let a = (p.run.page - sb.lo) as usize * PAGE as usize;
+                            &sb.cols[p.col][a..a + p.len as usize]
+                        }
+                    };
+                    debug_assert_eq!(src.len() as u64, p.len);
+                    Borrowed::new(src)
+                })
+                .collect();
+            ops.push((
+                g.member,
+                IoOp::WriteParts {
+                    off: DATA_OFFSET + g.off,
+                    parts,
+                },
+            ));
+        }
+        let mut failed = Vec::new();
+        for (g, r) in groups.iter().zip(run_batch(&self.queues, ops)) {
+            if let Err(e) = r {
+                self.member_error(g.member, &e);
+                failed.push(g.member);
+            }
+        }
+        match failed.first() {
+            None => Ok(()),
+            Some(m) => Err(EngineError::TooManyFailures(format!(
+                "member {m} failed while writing"
+            ))),
+        }
+    }
+
+    /// Requests the core says need no parity work: member extents straight from or
+    /// into the user's buffer; several members in parallel for large requests.
+    /// Returns false (nothing done, or a member failed) to fall back to planning.
+    pub(crate) fn direct_io(&self, req: &Request, buf: UserBuf<'_>) -> bool {
+        let planner = Planner::new(self.layout.as_ref(), WritePolicy::Md, Vec::new());
+        let extents = {
+            let st = self.state.read().unwrap();
+            match planner.direct_extents(req, &st) {
+                Some(e) => e,
+                None => return false,
+            }
+        };
+        let members: std::collections::BTreeSet<usize> = extents.iter().map(|e| e.0).collect();
+        let parallel = members.len() > 1 && req.len >= (256 << 10);
+        let failed = AtomicBool::new(false);
+        let one = |m: usize, mo: u64, b: UserBuf<'_>| {
+            let Some(member) = Some(&self.slots[m]).filter(|s| s.present()) else {
+                failed.store(true, Ordering::Relaxed);
+                return;
+            };
+            let r = match b {
+                UserBuf::Read(out) => member.read_at(out, DATA_OFFSET + mo),
+                UserBuf::Write(d) => member.write_at(d, DATA_OFFSET + mo),
+            };
+            if let Err(e) = r {
+                self.member_error(m, &e);
+                failed.store(true, Ordering::Relaxed);
+            }
+        };
+        // One piece of the user buffer per extent, reads and writes alike.
+        let pieces: Vec<(usize, u64, UserBuf<'_>)> = match buf {
+            UserBuf::Read(out) => {
+                // Split the buffer into disjoint pieces, in buffer order.
+                let mut order: Vec<usize> = (0..extents.len()).collect();
+                order.sort_by_key(|&i| extents[i].2);
+                let mut rest: &mut [u8] = out;
+                let mut at = 0u64;
+                let mut v = Vec::with_capacity(extents.len());
+                for i in order {
+                    let (m, mo, bo, len) = extents[i];
+                    let (_, tail) = std::mem::take(&mut rest).split_at_mut((bo - at) as usize);
+                    let (piece, tail) = tail.split_at_mut(len as usize);
+                    v.push((m, mo, UserBuf::Read(piece)));
+                    rest = tail;
+                    at = bo + len;
+                }
+                v
+            }
+            UserBuf::Write(data) => extents
+                .iter()
+                .map(|&(m, mo, bo, len)| {
+                    (
+                        m,
+                        mo,
+                        UserBuf::Write(&data[bo as usize..(bo + len) as usize]),
+                    )
+                })
+                .collect(),
+        };
+        if parallel {
+            // One thread per member, each doing its extents in order.
+            let mut by_member: Vec<Vec<(u64, UserBuf<'_>)>> =
+                (0..self.slots.len()).map(|_| Vec::new()).collect();
+            for (m, mo, b) in pieces {
+                by_member[m].push((mo, b));
+            }
+            std::thread::scope(|s| {
+                for (m, list) in by_member
+                    .into_iter()
+                    .enumerate()
+                    .filter(|(_, l)| !l.is_empty())
+                {
+                    let one = &one;
+                    s.spawn(move || list.into_iter().for_each(|(mo, b)| one(m, mo, b)));
+                }
+            });
+        } else {
+            pieces.into_iter().for_each(|(m, mo, b)| one(m, mo, b));
+        }
+        !failed.load(Ordering::Relaxed)
+    }
+}
+
+/// The request's buffer: filled by reads, consumed by writes (never copied).
+pub(crate) enum UserBuf<'a> {
+    Read(&'a mut [u8]),
+    Write(&'a [u8]),
+}
+
+/// Where a read lands: (column, first page, pages, direct user-buffer range).
+pub(crate) type ReadDest = (usize, u32, u32, Option<(usize, usize)>);
+
+/// Why a plan's execution stopped.
+pub(crate) enum Retry {
+    /// A member failed during the request: plan again with the new state.
+    MemberFailed,
+    Fatal(EngineError),
+}

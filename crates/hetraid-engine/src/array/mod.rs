@@ -1,0 +1,241 @@
+//! An assembled array: executes the core's plans on real members.
+//!
+//! Shape of one request: plan (core) -> lock the stripes -> mark the bitmap ->
+//! read phase (parallel, per-member queues) -> arithmetic (core::exec) -> write
+//! phase (parallel) -> unlock. A member I/O error marks the member faulty and the
+//! request is planned again, degraded; beyond the redundancy the request fails.
+
+use crate::bitmap::Bitmap;
+use crate::error::{EngineError, Result};
+use crate::format::{
+    LayoutRecord, MemberRole, RoleState, Superblock, BITMAP_OFFSET, DATA_OFFSET, SB_SIZE,
+};
+use crate::member::{AlignedBuf, Member};
+use crate::queue::{run_batch, Borrowed, IoOp, MemberQueue};
+use hetraid_core::exec::{self, StripeBufs};
+use hetraid_core::iomap::{merge_extents, plan_extents};
+use hetraid_core::layout::{build, Layout, LayoutSpec};
+use hetraid_core::plan::{ArrayState, MemberState, Op, Plan, Planner, Request, StripePlan};
+use hetraid_core::{MemberKind, WritePolicy};
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+mod failure;
+mod io;
+mod lifecycle;
+mod status;
+
+pub use status::{MemberStatus, Status};
+
+const PAGE: u64 = 4096;
+const LOCK_SHARDS: usize = 4096;
+/// Most stripe buffer sets kept for reuse.
+const STRIPE_POOL_MAX: usize = 256;
+
+/// How to create an array.
+#[derive(Debug, Clone)]
+pub struct CreateOptions {
+    pub layout: LayoutRecord,
+    pub chunk_bytes: u64,
+    pub policy: WritePolicy,
+    pub kinds: Vec<MemberKind>,
+    /// Members are known to be all zero (freshly created files): skip the
+    /// initial parity sync.
+    pub assume_clean: bool,
+    /// Overwrite members that carry another array's superblock.
+    pub force: bool,
+}
+
+pub struct Array {
+    sb: Mutex<Superblock>,
+    layout: Box<dyn Layout>,
+    slots: Vec<Arc<crate::member::Slot>>,
+    queues: Vec<Option<MemberQueue>>,
+    state: RwLock<ArrayState>,
+    locks: Vec<Mutex<()>>,
+    bitmap: Mutex<Bitmap>,
+    /// Set by user I/O, cleared by the rebuild throttle each time it looks.
+    pub(crate) user_io: AtomicBool,
+    /// Every member in sync: the read fast path needs no lock.
+    all_in_sync: AtomicBool,
+    healthy_state: ArrayState,
+    warnings: Mutex<Vec<String>>,
+    /// Does member i hold any chunk (false once all of it was relocated)?
+    holds: Vec<bool>,
+    /// Reusable stripe buffers for the write path.
+    stripe_pool: Mutex<Vec<StripeBufs>>,
+    /// Write policy and per-member service models (fixed for the array's life).
+    policy: WritePolicy,
+    service: Vec<hetraid_core::ServiceModel>,
+}
+
+/// The layout with the superblock's relocations applied.
+pub(crate) fn relocated(layout: Box<dyn Layout>, sb: &Superblock) -> Box<dyn Layout> {
+    if sb.relocations.is_empty() {
+        return layout;
+    }
+    let moves = sb
+        .relocations
+        .iter()
+        .map(|r| hetraid_core::layout::Move {
+            from: hetraid_core::ChunkLoc {
+                member: r.from_member as usize,
+                offset: r.from_offset,
+            },
+            to: hetraid_core::ChunkLoc {
+                member: r.to_member as usize,
+                offset: r.to_offset,
+            },
+            len: r.len,
+        })
+        .collect();
+    Box::new(hetraid_core::layout::Remapped::new(layout, moves))
+}
+
+fn io_err(m: &dyn Member, e: std::io::Error) -> EngineError {
+    EngineError::Io {
+        member: m.name(),
+        source: e,
+    }
+}
+
+fn read_sb(m: &dyn Member) -> Result<std::result::Result<Superblock, crate::format::FormatError>> {
+    let mut b = AlignedBuf::zeroed(SB_SIZE);
+    if m.len() < SB_SIZE as u64 {
+        return Ok(Err(crate::format::FormatError::NoMagic));
+    }
+    m.read_at(&mut b, 0).map_err(|e| io_err(m, e))?;
+    Ok(Superblock::decode(&b))
+}
+
+impl Array {
+    pub fn layout(&self) -> &dyn Layout {
+        self.layout.as_ref()
+    }
+
+    pub fn capacity(&self) -> u64 {
+        self.layout.capacity_bytes()
+    }
+
+    /// Is a member in slot `i`?
+    pub fn present(&self, i: usize) -> bool {
+        self.slots.get(i).is_some_and(|s| s.present())
+    }
+
+    /// The member in slot `i`, if any.
+    pub fn member(&self, i: usize) -> Option<Arc<dyn Member>> {
+        self.slots.get(i).and_then(|s| s.get())
+    }
+
+    pub fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn state(&self) -> ArrayState {
+        self.state.read().unwrap().clone()
+    }
+
+    pub fn superblock(&self) -> Superblock {
+        self.sb.lock().unwrap().clone()
+    }
+
+    pub(crate) fn planner(&self) -> Planner<'_> {
+        Planner::new(self.layout.as_ref(), self.policy, self.service.clone())
+    }
+
+    pub(crate) fn lock_stripes(
+        &self,
+        stripes: impl Iterator<Item = u64>,
+    ) -> Vec<MutexGuard<'_, ()>> {
+        let mut shards: Vec<usize> = stripes.map(|s| (s % LOCK_SHARDS as u64) as usize).collect();
+        shards.sort_unstable();
+        shards.dedup();
+        shards
+            .into_iter()
+            .map(|i| self.locks[i].lock().unwrap())
+            .collect()
+    }
+
+    /// Attach `m` to slot `i` as a member being rebuilt from scratch.
+    pub(crate) fn set_slot(&self, i: usize, m: Arc<dyn Member>) {
+        let mut st = self.state.write().unwrap();
+        self.slots[i].set(Some(m));
+        st.members[i] = MemberState::rebuilding(0);
+        self.refresh_in_sync(&st);
+    }
+
+    pub(crate) fn set_in_sync(&self, members: &[usize]) {
+        let mut st = self.state.write().unwrap();
+        for &m in members {
+            st.members[m] = MemberState::InSync;
+        }
+        self.refresh_in_sync(&st);
+    }
+
+    pub(crate) fn lock_many(&self, stripes: &[u64]) -> Vec<MutexGuard<'_, ()>> {
+        self.lock_stripes(stripes.iter().copied())
+    }
+
+    /// Stripes `batch` are rebuilt on `targets`: from now on user writes to them
+    /// must reach the targets too. Called with the batch's stripe locks held.
+    pub(crate) fn mark_rebuilt(&self, targets: &[usize], batch: &[u64]) {
+        let stripes = self.layout.stripe_count();
+        let mut st = self.state.write().unwrap();
+        for &t in targets {
+            if let MemberState::Rebuilding {
+                valid_below_stripe,
+                done,
+            } = &mut st.members[t]
+            {
+                let mut bits: Vec<u64> = match done.take() {
+                    Some(d) => std::sync::Arc::try_unwrap(d).unwrap_or_else(|d| (*d).clone()),
+                    None => vec![0; stripes.div_ceil(64) as usize],
+                };
+                for &s in batch {
+                    bits[(s / 64) as usize] |= 1 << (s % 64);
+                }
+                while *valid_below_stripe < stripes
+                    && bits[(*valid_below_stripe / 64) as usize] >> (*valid_below_stripe % 64) & 1
+                        == 1
+                {
+                    *valid_below_stripe += 1;
+                }
+                *done = Some(std::sync::Arc::new(bits));
+            }
+        }
+    }
+
+    /// Record that users are doing I/O (read-mostly: the flag's cache line is only
+    /// written when it changes).
+    pub(crate) fn note_user_io(&self) {
+        if !self.user_io.load(Ordering::Relaxed) {
+            self.user_io.store(true, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn refresh_in_sync(&self, st: &ArrayState) {
+        self.all_in_sync.store(
+            st.members.iter().all(|m| *m == MemberState::InSync),
+            Ordering::Release,
+        );
+    }
+
+    /// Members that hold chunks but are failed (or, with `rebuilding`, not in sync).
+    /// A member whose chunks were all relocated to spare space does not count.
+    pub fn out_members(&self, rebuilding: bool) -> usize {
+        let st = self.state();
+        (0..st.members.len())
+            .filter(|&i| self.holds[i])
+            .filter(|&i| match st.members[i] {
+                MemberState::InSync => false,
+                MemberState::Failed => true,
+                MemberState::Rebuilding { .. } => rebuilding,
+            })
+            .count()
+    }
+
+    pub fn warnings(&self) -> Vec<String> {
+        self.warnings.lock().unwrap().clone()
+    }
+}

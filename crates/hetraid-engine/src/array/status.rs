@@ -1,0 +1,85 @@
+//! What `hetraid status` reports.
+
+#[allow(unused_imports)]
+use super::*;
+
+/// `hetraid status` data.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    pub uuid: String,
+    pub layout: String,
+    pub members: usize,
+    pub chunk_bytes: u64,
+    pub capacity_bytes: u64,
+    pub stripe_count: u64,
+    pub policy: &'static str,
+    pub events: u64,
+    pub clean: bool,
+    pub state: &'static str,
+    pub dirty_regions: usize,
+    pub member_states: Vec<MemberStatus>,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MemberStatus {
+    pub device: usize,
+    pub path: Option<String>,
+    pub state: &'static str,
+    pub kind: &'static str,
+    pub data_bytes: u64,
+    pub rebuild_checkpoint: Option<u64>,
+}
+
+impl Array {
+    pub fn status(&self) -> Status {
+        let sb = self.superblock();
+        let st = self.state();
+        let failed = self.out_members(false);
+        let rebuilding = st
+            .members
+            .iter()
+            .any(|s| matches!(s, MemberState::Rebuilding { .. }));
+        let state = if failed > self.layout.redundancy().tolerance() {
+            "failed"
+        } else if rebuilding {
+            "rebuilding"
+        } else if failed > 0 {
+            "degraded"
+        } else {
+            "optimal"
+        };
+        Status {
+            uuid: sb.uuid_string(),
+            layout: self.layout.name(),
+            members: sb.roles.len(),
+            chunk_bytes: sb.chunk_bytes,
+            capacity_bytes: self.capacity(),
+            stripe_count: self.layout.stripe_count(),
+            policy: sb.policy.as_str(),
+            events: sb.events,
+            clean: sb.clean,
+            state,
+            dirty_regions: self.bitmap.lock().unwrap().dirty().len(),
+            member_states: sb
+                .roles
+                .iter()
+                .enumerate()
+                .map(|(i, r)| MemberStatus {
+                    device: i,
+                    path: self.slots[i].get().map(|m| m.name()),
+                    state: if !self.slots[i].present() && r.state == RoleState::Active {
+                        "missing"
+                    } else {
+                        r.state.as_str()
+                    },
+                    kind: r.kind.as_str(),
+                    data_bytes: r.data_size,
+                    rebuild_checkpoint: (r.state == RoleState::Rebuilding)
+                        .then_some(r.rebuild_checkpoint),
+                })
+                .collect(),
+            warnings: self.warnings.lock().unwrap().clone(),
+        }
+    }
+}
