@@ -108,6 +108,7 @@ fn main() {
             blank.clone(),
             MemberKind::Hdd.default_service(),
         )),
+        false,
     )
     .unwrap();
     drop(a);

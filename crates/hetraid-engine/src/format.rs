@@ -59,15 +59,23 @@ pub enum RoleState {
     Faulty,
     Rebuilding,
     Removed,
+    /// Absent when the array was started degraded (see core `membership`).
+    Missing,
 }
 
 impl RoleState {
+    /// Part of the running array (gets superblock updates).
+    pub fn is_in(self) -> bool {
+        matches!(self, Self::Active | Self::Rebuilding)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Active => "active",
             Self::Faulty => "faulty",
             Self::Rebuilding => "rebuilding",
             Self::Removed => "removed",
+            Self::Missing => "missing",
         }
     }
 }
@@ -80,6 +88,9 @@ pub struct MemberRole {
     pub data_size: u64,
     /// Rebuilding: stripes below this are already rebuilt.
     pub rebuild_checkpoint: u64,
+    /// Random id of the device in the slot, given when it entered it (0 =
+    /// unknown, written by versions before ids).
+    pub device: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,12 +173,23 @@ const ORDERS: [ParityOrder; 4] = [
     ParityOrder::RightAsymmetric,
 ];
 const KINDS: [MemberKind; 3] = [MemberKind::Hdd, MemberKind::Ssd, MemberKind::Nvram];
-const STATES: [RoleState; 4] = [
+const STATES: [RoleState; 5] = [
     RoleState::Active,
     RoleState::Faulty,
     RoleState::Rebuilding,
     RoleState::Removed,
+    RoleState::Missing,
 ];
+
+/// Largest chunk a superblock may name (and `create` accepts).
+pub const CHUNK_MAX: u64 = 1 << 30;
+/// A chunk size a superblock may carry: a power of two from 4 KiB to [`CHUNK_MAX`].
+pub fn chunk_ok(chunk: u64) -> bool {
+    (4096..=CHUNK_MAX).contains(&chunk) && chunk.is_power_of_two()
+}
+
+/// Largest data area one member may contribute (1 PiB): sizes beyond are damage.
+pub const MEMBER_DATA_MAX: u64 = 1 << 50;
 
 impl Superblock {
     pub fn encode(&self) -> [u8; SB_SIZE] {
@@ -211,6 +233,7 @@ impl Superblock {
             b[at + 1] = KINDS.iter().position(|k| *k == r.kind).unwrap() as u8;
             put_u64(&mut b, at + 8, r.data_size);
             put_u64(&mut b, at + 16, r.rebuild_checkpoint);
+            put_u64(&mut b, at + 24, r.device);
         }
         assert!(self.relocations.len() <= MAX_RELOCATIONS);
         put_u16(&mut b, RELOC_COUNT, self.relocations.len() as u16);
@@ -267,6 +290,7 @@ impl Superblock {
                     .ok_or(FormatError::Field("member kind"))?,
                 data_size: u64_at(b, at + 8),
                 rebuild_checkpoint: u64_at(b, at + 16),
+                device: u64_at(b, at + 24),
             });
         }
         let rn = u16_at(b, RELOC_COUNT) as usize;
@@ -287,6 +311,28 @@ impl Superblock {
                 return Err(FormatError::Field("relocation member"));
             }
             relocations.push(r);
+        }
+        // Every field that sizes memory or I/O is bounded before anyone uses it.
+        let chunk = u64_at(b, 56);
+        if !chunk_ok(chunk) {
+            return Err(FormatError::Field("chunk size"));
+        }
+        if u64_at(b, 48) != DATA_OFFSET {
+            return Err(FormatError::Field("data offset"));
+        }
+        for r in &roles {
+            if r.data_size > MEMBER_DATA_MAX || r.data_size % chunk != 0 {
+                return Err(FormatError::Field("member data size"));
+            }
+        }
+        for r in &relocations {
+            let in_range = |m: u16, o: u64| {
+                o.checked_add(r.len)
+                    .is_some_and(|e| e <= roles[m as usize].data_size)
+            };
+            if !in_range(r.from_member, r.from_offset) || !in_range(r.to_member, r.to_offset) {
+                return Err(FormatError::Field("relocation extent"));
+            }
         }
         Ok(Self {
             relocations,
@@ -320,6 +366,51 @@ impl Superblock {
             },
             roles,
         })
+    }
+
+    /// The member table as the core's state machine sees it.
+    pub fn table(&self) -> hetraid_core::membership::MemberTable {
+        use hetraid_core::membership::{MemberTable, SlotRecord, SlotState};
+        MemberTable {
+            events: self.events,
+            slots: self
+                .roles
+                .iter()
+                .map(|r| SlotRecord {
+                    state: match r.state {
+                        RoleState::Active => SlotState::Active,
+                        RoleState::Rebuilding => SlotState::Rebuilding {
+                            checkpoint: r.rebuild_checkpoint,
+                        },
+                        RoleState::Faulty => SlotState::Faulty,
+                        RoleState::Removed => SlotState::Removed,
+                        RoleState::Missing => SlotState::Missing,
+                    },
+                    device: r.device,
+                })
+                .collect(),
+        }
+    }
+
+    /// Take the state machine's table (states, checkpoints, device ids, events).
+    pub fn set_table(&mut self, t: &hetraid_core::membership::MemberTable) {
+        use hetraid_core::membership::SlotState;
+        assert_eq!(
+            t.slots.len(),
+            self.roles.len(),
+            "tables have one slot count"
+        );
+        self.events = t.events;
+        for (r, s) in self.roles.iter_mut().zip(&t.slots) {
+            (r.state, r.rebuild_checkpoint) = match s.state {
+                SlotState::Active => (RoleState::Active, 0),
+                SlotState::Rebuilding { checkpoint } => (RoleState::Rebuilding, checkpoint),
+                SlotState::Faulty => (RoleState::Faulty, 0),
+                SlotState::Removed => (RoleState::Removed, 0),
+                SlotState::Missing => (RoleState::Missing, 0),
+            };
+            r.device = s.device;
+        }
     }
 
     pub fn uuid_string(&self) -> String {
@@ -360,6 +451,7 @@ mod tests {
                     },
                     data_size: 1 << 30,
                     rebuild_checkpoint: i,
+                    device: 0x1234_5678 + i,
                 })
                 .collect(),
             relocations: vec![Relocation {

@@ -9,6 +9,6 @@ pub mod member;
 pub mod queue;
 pub mod rebuild;
 
-pub use array::{Array, CreateOptions, Status};
+pub use array::{Access, Array, AssembleOptions, CreateOptions, Status};
 pub use error::{EngineError, Result};
 pub use rebuild::{RebuildOptions, RebuildProgress, RebuildReport, ScrubReport};

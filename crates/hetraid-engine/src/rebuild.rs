@@ -12,9 +12,10 @@
 
 use crate::array::Array;
 use crate::error::{EngineError, Result};
-use crate::format::{MemberRole, RoleState, Superblock, SB_SIZE};
+use crate::format::{RoleState, Superblock, SB_SIZE};
 use crate::member::{AlignedBuf, Member};
 use hetraid_core::exec::{self, StripeBufs};
+use hetraid_core::membership::Transition;
 use hetraid_core::plan::{ArrayState, MemberState, Planner};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -69,22 +70,26 @@ pub struct ScrubReport {
 }
 
 impl Array {
-    /// Put `new` in slot `i` (faulty, removed or missing) as a member to rebuild.
-    pub fn replace(&self, i: usize, new: Arc<dyn Member>) -> Result<()> {
-        let mut sb = self.superblock();
+    /// Put `new` in slot `i` (faulty, removed or missing) as a device to
+    /// rebuild, on an assembled or a running (served) array alike; I/O goes on
+    /// meanwhile and [`Array::rebuild`] fills it. `new` must be empty or a member
+    /// that left this array; anything else (another array's member, a file with
+    /// data) is refused unless `force`.
+    pub fn replace(&self, i: usize, new: Arc<dyn Member>, force: bool) -> Result<()> {
+        let sb = self.superblock();
         if i >= sb.roles.len() {
             return Err(EngineError::Refused(format!(
                 "member {i} does not exist; members are 0 to {}",
                 sb.roles.len() - 1
             )));
         }
-        let present = self.present(i);
-        if sb.roles[i].state == RoleState::Active
-            && present
-            && self.state().members[i] == MemberState::InSync
-        {
+        if sb.roles[i].state.is_in() {
             return Err(EngineError::Refused(format!(
-                "member {i} is active; fail it first (hetraid fail ... --member {i})"
+                "member {i}{} is {}; fail it first (hetraid fail ... --member {i})",
+                self.member(i)
+                    .map(|m| format!(" ({})", m.name()))
+                    .unwrap_or_default(),
+                sb.roles[i].state.as_str()
             )));
         }
         let need = crate::format::DATA_OFFSET + sb.roles[i].data_size;
@@ -95,46 +100,85 @@ impl Array {
                 new.len()
             )));
         }
-        sb.roles[i] = MemberRole {
-            state: RoleState::Rebuilding,
-            rebuild_checkpoint: 0,
-            ..sb.roles[i]
-        };
-        sb.events += 1;
-        // The new member gets the bitmap region zeroed and its superblock first,
-        // then every other member learns of it.
+        self.check_replacement(new.as_ref(), &sb, force)?;
+        // The new device's bitmap area is zeroed first; then one superblock
+        // update (the state machine's Attach) reaches it and every live member.
         let zero = AlignedBuf::zeroed(
             (crate::format::DATA_OFFSET - crate::format::BITMAP_OFFSET) as usize,
         );
         new.write_at(&zero, crate::format::BITMAP_OFFSET)
+            .and_then(|_| new.flush())
             .map_err(|e| EngineError::Io {
                 member: new.name(),
                 source: e,
             })?;
-        write_sb(new.as_ref(), &sb, i)?;
-        for j in 0..self.slot_count() {
-            if let Some(m) = self.member(j) {
-                if j != i && matches!(sb.roles[j].state, RoleState::Active | RoleState::Rebuilding)
-                {
-                    write_sb(m.as_ref(), &sb, j)?;
-                }
-            }
+        let old = self.member(i);
+        self.set_slot(i, new);
+        let device = crate::array::new_device_id();
+        let r = self.transition(hetraid_core::membership::Transition::Attach { slot: i, device });
+        if r.is_err() {
+            self.put_back(i, old);
         }
-        Ok(())
+        r
     }
 
-    /// Put `new` into slot `i` of this *running* array (a served one) and mark it
-    /// for rebuild; I/O goes on meanwhile and [`Array::rebuild`] fills it online.
-    pub fn attach(&self, i: usize, new: Arc<dyn Member>) -> Result<()> {
-        self.replace(i, new.clone())?;
-        let mut sb = self.superblock();
-        sb.roles[i] = MemberRole {
-            state: RoleState::Rebuilding,
-            rebuild_checkpoint: 0,
-            ..sb.roles[i]
-        };
-        self.set_slot(i, new);
-        self.store_superblock(sb)
+    /// Refuse to overwrite anything but an empty device or a member that left
+    /// this array (MD wants --zero-superblock first; `force` is ours).
+    fn check_replacement(&self, new: &dyn Member, sb: &Superblock, force: bool) -> Result<()> {
+        for j in 0..self.slot_count() {
+            if self.member(j).is_some_and(|m| m.name() == new.name()) && sb.roles[j].state.is_in() {
+                return Err(EngineError::Refused(format!(
+                    "{} is already member {j} of this array",
+                    new.name()
+                )));
+            }
+        }
+        if force {
+            return Ok(());
+        }
+        let mut head = AlignedBuf::zeroed(crate::format::DATA_OFFSET as usize);
+        new.read_at(&mut head, 0).map_err(|e| EngineError::Io {
+            member: new.name(),
+            source: e,
+        })?;
+        match Superblock::decode(&head[..SB_SIZE]) {
+            Ok(theirs) if theirs.uuid == sb.uuid => {
+                let d = theirs.roles[theirs.member as usize].device;
+                if let Some(j) =
+                    (0..sb.roles.len()).find(|&j| sb.roles[j].state.is_in() && sb.roles[j].device == d && d != 0)
+                {
+                    return Err(EngineError::Refused(format!(
+                        "{} is member {j} of this array and in use; give another device",
+                        new.name()
+                    )));
+                }
+                Ok(())
+            }
+            Ok(theirs) => Err(EngineError::Refused(format!(
+                "{} belongs to array {} (slot {}); it is not overwritten without --force",
+                new.name(),
+                theirs.uuid_string(),
+                theirs.member
+            ))),
+            Err(_) if head.iter().any(|&b| b != 0) => Err(EngineError::Refused(format!(
+                "{} is not empty (its first MiB holds data: a filesystem, a partition table, a file?); it is not overwritten without --force",
+                new.name()
+            ))),
+            Err(_) => Ok(()),
+        }
+    }
+
+    /// Undo `set_slot` after a refused attach.
+    fn put_back(&self, i: usize, old: Option<Arc<dyn Member>>) {
+        self.restore_slot(i, old);
+    }
+
+    /// Mark member `i` removed (MD's --remove): a faulty or missing member is
+    /// detached; its slot stays empty until `replace` or `add` fills it.
+    pub fn remove(&self, i: usize) -> Result<()> {
+        self.transition(hetraid_core::membership::Transition::Remove { slot: i })?;
+        self.restore_slot(i, None);
+        Ok(())
     }
 
     /// Rebuild every member in the rebuilding state, in place.
@@ -147,6 +191,9 @@ impl Array {
         let targets: Vec<usize> = (0..sb.roles.len())
             .filter(|&i| sb.roles[i].state == RoleState::Rebuilding && self.present(i))
             .collect();
+        // The devices being filled: a target failed or replaced meanwhile stops
+        // the rebuild (the state machine never activates another device).
+        let devices: Vec<u64> = targets.iter().map(|&t| sb.roles[t].device).collect();
         if targets.is_empty() {
             return Ok(RebuildReport {
                 members: vec![],
@@ -168,16 +215,18 @@ impl Array {
             rstate.members[t] = MemberState::Failed;
         }
         let sched = hetraid_core::rebuild::schedule(self.layout(), &rstate, &targets, false)?;
-        let run = self.run_streams(&sched, &rstate, &targets, start_at, opts, progress);
+        let run = self.run_streams(
+            &sched, &rstate, &targets, &devices, start_at, opts, progress,
+        );
         if let Some(e) = run.error {
-            let _ = self.checkpoint(&targets, prefix(&run.done));
+            let _ = self.checkpoint(&targets, &devices, prefix(&run.done));
             return Err(e);
         }
         self.flush()?;
         if run.completed {
-            self.finish_rebuild(&targets)?;
+            self.finish_rebuild(&targets, &devices)?;
         } else {
-            self.checkpoint(&targets, prefix(&run.done))?;
+            self.checkpoint(&targets, &devices, prefix(&run.done))?;
         }
         Ok(RebuildReport {
             members: targets,
@@ -234,13 +283,13 @@ impl Array {
         }
         let sched =
             hetraid_core::rebuild::schedule_with_used(layout, &state, &failed, true, &used)?;
-        let run = self.run_streams(&sched, &state, &failed, 0, opts, progress);
+        let run = self.run_streams(&sched, &state, &failed, &[], 0, opts, progress);
         if let Some(e) = run.error {
             return Err(e);
         }
         self.flush()?;
         // Record where every lost extent now lives.
-        let mut sb = self.superblock();
+        let sb = self.superblock();
         let moved: Vec<crate::format::Relocation> =
             hetraid_core::rebuild::spare_moves(layout, &sched, &failed)?
                 .into_iter()
@@ -257,16 +306,17 @@ impl Array {
                 "the superblock's relocation table is full".into(),
             ));
         }
-        sb.relocations.extend(moved);
-        for &f in &failed {
-            sb.roles[f].state = RoleState::Removed;
-        }
-        let keep: Vec<bool> = sb
+        let retire: Vec<Transition> = failed
+            .iter()
+            .map(|&slot| Transition::Remove { slot })
+            .collect();
+        self.transitions(&retire, |sb| sb.relocations.extend(moved))?;
+        let keep: Vec<bool> = self
+            .superblock()
             .roles
             .iter()
-            .map(|r| matches!(r.state, RoleState::Active | RoleState::Rebuilding))
+            .map(|r| r.state.is_in())
             .collect();
-        self.store_superblock(sb)?;
         let members: Vec<Arc<dyn Member>> = (0..self.slot_count())
             .filter(|&i| keep[i])
             .filter_map(|i| self.member(i))
@@ -288,11 +338,15 @@ impl Array {
 
     /// Run every stream of `sched` on its own thread, BATCH stripes at a time with
     /// merged member I/O, throttled by `opts`.
+    // The targets and the devices they hold travel as two slices, as everywhere
+    // in the rebuild; bundling them for this one signature would not read better.
+    #[allow(clippy::too_many_arguments)]
     fn run_streams(
         &self,
         sched: &hetraid_core::rebuild::RebuildSchedule,
         rstate: &ArrayState,
         targets: &[usize],
+        devices: &[u64],
         start_at: u64,
         opts: RebuildOptions,
         progress: &(dyn Fn(RebuildProgress) + Sync),
@@ -375,6 +429,7 @@ impl Array {
                                 planner,
                                 rstate,
                                 targets,
+                                devices,
                                 batch,
                                 stream.target,
                                 &mut pool,
@@ -418,8 +473,11 @@ impl Array {
                             if lc.elapsed() > Duration::from_secs(1) && stream.target.is_none() {
                                 *lc = Instant::now();
                                 drop(lc);
-                                let _ =
-                                    self.checkpoint(targets, prefix(&done_flags.lock().unwrap()));
+                                let _ = self.checkpoint(
+                                    targets,
+                                    devices,
+                                    prefix(&done_flags.lock().unwrap()),
+                                );
                             }
                         }
                     });
@@ -441,11 +499,13 @@ impl Array {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn rebuild_batch(
         &self,
         planner: &Planner,
         rstate: &ArrayState,
         targets: &[usize],
+        devices: &[u64],
         batch: &[u64],
         redirect: Option<(usize, usize)>,
         pool: &mut Vec<StripeBufs>,
@@ -464,35 +524,50 @@ impl Array {
         for (sp, b) in plans.iter().zip(bufs.iter_mut()) {
             b.refit(sp);
         }
-        self.read_plans(&plans, bufs)?;
+        self.read_plans(&plans, bufs).map_err(|f| f.error)?;
         for (sp, b) in plans.iter().zip(bufs.iter_mut()) {
             exec::rebuild(sp, b).map_err(EngineError::Refused)?;
         }
         self.write_plans(&plans, bufs, &[])?;
-        if redirect.is_none() {
-            // Still under the stripe locks: later user writes see the new member.
-            self.mark_rebuilt(targets, batch);
+        // Still under the stripe locks: later user writes see the new member.
+        if redirect.is_none() && !self.mark_rebuilt(targets, devices, batch) {
+            let names: Vec<String> = targets
+                .iter()
+                .map(|&t| {
+                    format!(
+                        "{t} ({})",
+                        self.member(t).map(|m| m.name()).unwrap_or_default()
+                    )
+                })
+                .collect();
+            return Err(EngineError::Refused(format!(
+                "member {} was failed or replaced while it was being rebuilt; the rebuild stopped without activating it",
+                names.join(", ")
+            )));
         }
         Ok(())
     }
 
-    fn checkpoint(&self, targets: &[usize], upto: u64) -> Result<()> {
-        let mut sb = self.superblock();
-        for &t in targets {
-            sb.roles[t].rebuild_checkpoint = upto;
-        }
-        self.store_superblock(sb)
+    fn checkpoint(&self, targets: &[usize], devices: &[u64], upto: u64) -> Result<()> {
+        let ts: Vec<Transition> = targets
+            .iter()
+            .zip(devices)
+            .map(|(&slot, &device)| Transition::Checkpoint {
+                slot,
+                device,
+                stripe: upto,
+            })
+            .collect();
+        self.transitions(&ts, |_| {})
     }
 
-    fn finish_rebuild(&self, targets: &[usize]) -> Result<()> {
-        let mut sb = self.superblock();
-        for &t in targets {
-            sb.roles[t].state = RoleState::Active;
-            sb.roles[t].rebuild_checkpoint = 0;
-        }
-        self.store_superblock(sb)?;
-        self.set_in_sync(targets);
-        Ok(())
+    fn finish_rebuild(&self, targets: &[usize], devices: &[u64]) -> Result<()> {
+        let ts: Vec<Transition> = targets
+            .iter()
+            .zip(devices)
+            .map(|(&slot, &device)| Transition::FinishRebuild { slot, device })
+            .collect();
+        self.transitions(&ts, |_| {})
     }
 
     /// Check every stripe's redundancy; with `repair`, rewrite what mismatches.
@@ -527,17 +602,4 @@ struct StreamsRun {
 /// Stripes [0, prefix) are all done.
 fn prefix(flags: &[bool]) -> u64 {
     flags.iter().position(|d| !d).unwrap_or(flags.len()) as u64
-}
-
-fn write_sb(m: &dyn Member, sb: &Superblock, i: usize) -> Result<()> {
-    let mut s = sb.clone();
-    s.member = i as u32;
-    let mut b = AlignedBuf::zeroed(SB_SIZE);
-    b.copy_from_slice(&s.encode());
-    m.write_at(&b, 0)
-        .and_then(|_| m.flush())
-        .map_err(|e| EngineError::Io {
-            member: m.name(),
-            source: e,
-        })
 }

@@ -160,11 +160,17 @@ fn assembly_refuses_foreign_stale_and_damaged_members() {
     let mixed = vec![a[0].clone(), a[1].clone(), a[2].clone(), b[3].clone()];
     let e = Array::assemble(mixed).err().unwrap().to_string();
     assert!(e.contains("belongs to array"), "{e}");
-    // Stale member: fail member 3, then try to assemble with it.
+    // Stale member: fail member 3, then assemble with it: it is left out, by name.
     arr_a.fail(3).unwrap();
     drop(arr_a);
-    let e = Array::assemble(a.clone()).err().unwrap().to_string();
-    assert!(e.contains("stale") && e.contains("mem3"), "{e}");
+    let arr = Array::assemble(a.clone()).unwrap();
+    let w = arr.warnings().join("\n");
+    assert!(
+        w.contains("mem3 is left out") && w.contains("faulty"),
+        "{w}"
+    );
+    assert_eq!(arr.status().state, "degraded");
+    drop(arr);
     // Damaged superblock.
     let mut sb = vec![0u8; 4096];
     a[1].read_at(&mut sb, 0).unwrap();

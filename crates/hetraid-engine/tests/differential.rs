@@ -74,13 +74,14 @@ fn run(seed: u64) {
                 seed ^ step,
             ));
             array
-                .replace(v, blank.clone())
+                .replace(v, blank.clone(), false)
                 .unwrap_or_else(|e| panic!("{}: replace {v}: {e}", ctx()));
             slots[v] = blank;
             let live: Vec<Arc<dyn Member>> = (0..n)
                 .filter(|i| !failed.contains(i))
                 .map(|i| slots[i].clone())
                 .collect();
+            array.close().unwrap();
             drop(array);
             array = Array::assemble(live)
                 .unwrap_or_else(|e| panic!("{}: assemble after replace: {e}", ctx()));

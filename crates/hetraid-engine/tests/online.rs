@@ -25,7 +25,8 @@ fn online(name: &str, n: usize, group: Option<usize>, seed: u64) {
     array.write(0, &reference.lock().unwrap()).unwrap();
     array.fail(2).unwrap();
     let blank: Arc<dyn Member> = Arc::new(FaultMember::new("new2", size, 5));
-    array.replace(2, blank.clone()).unwrap();
+    array.replace(2, blank.clone(), false).unwrap();
+    array.close().unwrap();
     drop(array);
     let mut slots = members.clone();
     slots[2] = blank;
@@ -90,7 +91,8 @@ fn a_stopped_rebuild_resumes_from_its_checkpoint() {
     array.write(0, &data).unwrap();
     array.fail(3).unwrap();
     let blank: Arc<dyn Member> = Arc::new(FaultMember::new("new3", size, 13));
-    array.replace(3, blank.clone()).unwrap();
+    array.replace(3, blank.clone(), false).unwrap();
+    array.close().unwrap();
     drop(array);
     let mut slots = members.clone();
     slots[3] = blank;

@@ -32,6 +32,11 @@ pub fn array_uuid(member: &Path) -> Option<String> {
     Superblock::decode(&b).ok().map(|s| s.uuid_string())
 }
 
+/// Is array `uuid` being served (does its control socket answer)?
+pub fn is_served(uuid: &str) -> bool {
+    UnixStream::connect(socket_path(uuid)).is_ok()
+}
+
 /// If the array of `member` is being served, send `request` to its server.
 pub fn remote(member: &Path, request: &Value) -> Option<Result<Value, String>> {
     let uuid = array_uuid(member)?;
@@ -118,7 +123,9 @@ fn run(array: &Array, req: &Value) -> Result<Value, String> {
     match req["verb"].as_str() {
         Some("status") => serde_json::to_value(array.status()).map_err(|e| e.to_string()),
         Some("fail") => {
-            array.fail(member()?).map_err(|e| e.to_string())?;
+            array
+                .fail_with(member()?, req["force"].as_bool().unwrap_or(false))
+                .map_err(|e| e.to_string())?;
             array.flush().map_err(|e| e.to_string())?;
             Ok(json!({"state": array.status().state}))
         }
@@ -133,8 +140,16 @@ fn run(array: &Array, req: &Value) -> Result<Value, String> {
             let new = hetraid_engine::member::FileMember::open(Path::new(path))
                 .map_err(|e| format!("cannot open member {path}: {e}"))?;
             array
-                .attach(member()?, Arc::new(new))
+                .replace(
+                    member()?,
+                    Arc::new(new),
+                    req["force"].as_bool().unwrap_or(false),
+                )
                 .map_err(|e| e.to_string())?;
+            Ok(json!({"state": array.status().state}))
+        }
+        Some("remove") => {
+            array.remove(member()?).map_err(|e| e.to_string())?;
             Ok(json!({"state": array.status().state}))
         }
         Some("rebuild") => {
@@ -152,7 +167,7 @@ fn run(array: &Array, req: &Value) -> Result<Value, String> {
             serde_json::to_value(r).map_err(|e| e.to_string())
         }
         other => Err(format!(
-            "unknown control verb {other:?}; use status, fail, scrub, replace or rebuild"
+            "unknown control verb {other:?}; use status, fail, remove, scrub, replace or rebuild"
         )),
     }
 }

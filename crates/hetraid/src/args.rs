@@ -99,23 +99,26 @@ fn kind(s: &str) -> Result<MemberKind, String> {
 }
 
 impl LayoutOpts {
-    /// The layout as the engine stores it.
-    pub fn record(&self) -> hetraid_engine::format::LayoutRecord {
-        hetraid_engine::format::LayoutRecord {
+    /// The layout as the engine stores it (a misspelt option value is an error,
+    /// never stored as the default).
+    pub fn record(&self) -> Result<hetraid_engine::format::LayoutRecord, String> {
+        let parity_order = match self.params.parity_order.as_deref() {
+            Some(o) => {
+                Some(hetraid_core::layout::ParityOrder::parse(o).map_err(|e| e.to_string())?)
+            }
+            None => None,
+        };
+        Ok(hetraid_engine::format::LayoutRecord {
             name: self.layout.clone(),
             weights: self.params.weights.clone().unwrap_or_default(),
-            parity_order: self
-                .params
-                .parity_order
-                .as_deref()
-                .and_then(|o| hetraid_core::layout::ParityOrder::parse(o).ok()),
+            parity_order,
             copies: self.params.copies,
             group: self.params.group,
             partitions: self.params.partitions,
             spare_partitions: self.params.spare_partitions.unwrap_or(0),
             chunks_per_bundle: self.params.chunks_per_bundle,
             raidx_level: self.params.raidx_level.clone(),
-        }
+        })
     }
 }
 

@@ -204,7 +204,7 @@ fn bad_input_is_refused_with_nothing_written() {
             "belongs to array",
         ),
         (
-            with("status", &m[..2], &[])
+            with("read", &m[..2], &["--offset", "0", "--length", "4K"])
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),

@@ -1,29 +1,47 @@
-//! Member failures: `hetraid fail` and I/O errors.
+//! Member failures: `hetraid fail`, I/O errors and read-error correction.
+//!
+//! As MD does: a write error fails the member (its copy of the data is now
+//! wrong) when the array survives without it; a read error is corrected
+//! (the data is reconstructed from the others and written back) and fails the
+//! member only when the rewrite fails or its read errors pass
+//! [`MAX_READ_ERRORS`]. An error that would take the array beyond its
+//! redundancy fails the request, not the member: the last members holding the
+//! data are never marked faulty by an I/O error, so a full disk or a cable
+//! pulled for a moment cannot make an intact array unassemblable. A full
+//! filesystem (ENOSPC, EDQUOT) is an error of that request only.
 
 #[allow(unused_imports)]
 use super::*;
 
+/// Read errors a member may return before it is failed (MD's max_read_errors).
+pub const MAX_READ_ERRORS: u32 = 20;
+
+/// Is `e` "no space left" (the member's backing store is full, not broken)?
+pub(crate) fn is_no_space(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
+}
+
 impl Array {
-    /// Mark member `i` faulty (as `hetraid fail` and as an I/O error do).
+    /// Mark member `i` faulty (`hetraid fail`): refused, with nothing changed,
+    /// when the array would then lose data.
     pub fn fail(&self, i: usize) -> Result<()> {
-        let mut sb = self.sb.lock().unwrap();
-        if i >= sb.roles.len() {
-            return Err(EngineError::Refused(format!(
-                "member {i} does not exist; members are 0 to {}",
-                sb.roles.len() - 1
-            )));
+        self.fail_with(i, false)
+    }
+
+    /// [`Array::fail`]; with `force`, even beyond the redundancy.
+    pub fn fail_with(&self, i: usize, force: bool) -> Result<()> {
+        let r = self.transition(Transition::Fail { slot: i, force });
+        if let Err(EngineError::Refused(msg)) = &r {
+            // Name the member by path.
+            let path = self.slots.get(i).map(|s| s.name());
+            return Err(EngineError::Refused(match path {
+                Some(p) if self.present(i) => {
+                    msg.replacen(&format!("member {i} "), &format!("member {i} ({p}) "), 1)
+                }
+                _ => msg.clone(),
+            }));
         }
-        if sb.roles[i].state == RoleState::Faulty {
-            return Ok(());
-        }
-        sb.roles[i].state = RoleState::Faulty;
-        {
-            let mut st = self.state.write().unwrap();
-            st.members[i] = MemberState::Failed;
-            self.refresh_in_sync(&st);
-        }
-        self.write_superblocks(&mut sb)?;
-        drop(sb);
+        r?;
         let failed = self.out_members(true);
         if failed > self.layout.redundancy().tolerance() {
             self.warnings.lock().unwrap().push(format!(
@@ -33,13 +51,52 @@ impl Array {
         Ok(())
     }
 
-    /// Record a member I/O error: the member becomes faulty.
-    pub(crate) fn member_error(&self, i: usize, e: &std::io::Error) {
+    /// A write to member `i` failed. The member is failed when the array can do
+    /// without it; returns whether it was (false: the request must fail).
+    pub(crate) fn member_error(&self, i: usize, e: &std::io::Error) -> bool {
         let name = self.slots[i].name();
-        self.warnings
-            .lock()
-            .unwrap()
-            .push(format!("member {i} ({name}) failed: {e}"));
-        let _ = self.fail(i);
+        if is_no_space(e) {
+            self.warnings.lock().unwrap().push(format!(
+                "member {i} ({name}): {e}; the write failed, the member stays in the array (free space on its filesystem)"
+            ));
+            return false;
+        }
+        match self.transition(Transition::Fail {
+            slot: i,
+            force: false,
+        }) {
+            Ok(()) => {
+                self.warnings
+                    .lock()
+                    .unwrap()
+                    .push(format!("member {i} ({name}) failed: {e}"));
+                true
+            }
+            Err(_) if !self.state().members[i].eq(&MemberState::Failed) => {
+                self.warnings.lock().unwrap().push(format!(
+                    "member {i} ({name}): {e}; it is not failed because the array cannot do without it: the request failed"
+                ));
+                false
+            }
+            Err(_) => true,
+        }
+    }
+
+    /// A read from member `i` failed: count it. Returns true when the member
+    /// is to be failed (too many errors); the caller then reconstructs the data
+    /// and writes it back (`repair_member`).
+    pub(crate) fn read_error(&self, i: usize, e: &std::io::Error) -> bool {
+        let n = self.read_errors[i].fetch_add(1, Ordering::Relaxed) + 1;
+        let name = self.slots[i].name();
+        if n > MAX_READ_ERRORS {
+            self.warnings.lock().unwrap().push(format!(
+                "member {i} ({name}): {n} read errors (more than {MAX_READ_ERRORS}): {e}"
+            ));
+            return self.member_error(i, &std::io::Error::other("too many read errors"));
+        }
+        self.warnings.lock().unwrap().push(format!(
+            "member {i} ({name}): read error {n} of at most {MAX_READ_ERRORS}: {e}; the data is reconstructed and written back"
+        ));
+        false
     }
 }

@@ -20,9 +20,13 @@ impl Array {
         if let Some((m, off)) = direct {
             // One slot load on the hot path; an error from a slot emptied meanwhile
             // is not the member's fault, so only a present member is failed.
+            // A read error is counted here and corrected under the stripe lock
+            // below (the planned path reads it again).
             match self.slots[m].read_at(buf, DATA_OFFSET + off) {
                 Ok(()) => return Ok(()),
-                Err(e) if self.slots[m].present() => self.member_error(m, &e),
+                Err(e) if self.slots[m].present() => {
+                    self.read_error(m, &e);
+                }
                 Err(_) => {}
             }
         }
@@ -36,6 +40,11 @@ impl Array {
 
     /// Write `data` at `offset` (durable after [`Array::flush`]).
     pub fn write(&self, offset: u64, data: &[u8]) -> Result<()> {
+        if self.read_only {
+            return Err(EngineError::Refused(
+                "the array was opened read-only; nothing was written".into(),
+            ));
+        }
         self.note_user_io();
         let planner = Planner::new(self.layout.as_ref(), WritePolicy::Md, Vec::new());
         let direct = if self.all_in_sync.load(Ordering::Acquire) {
@@ -46,7 +55,11 @@ impl Array {
         if let Some((m, off)) = direct {
             match self.slots[m].write_at(data, DATA_OFFSET + off) {
                 Ok(()) => return Ok(()),
-                Err(e) if self.slots[m].present() => self.member_error(m, &e),
+                Err(e) if self.slots[m].present() => {
+                    if !self.member_error(m, &e) {
+                        return Err(io_err(self.slots[m].as_ref(), e));
+                    }
+                }
                 Err(_) => {}
             }
         }
@@ -78,15 +91,39 @@ impl Array {
         let stripes = (req.offset / chunk..(req.offset + req.len).div_ceil(chunk))
             .map(|c| self.layout.locate_chunk(c).0);
         let _g = self.lock_stripes(stripes);
-        // Each retry follows a member failure, so it is bounded by the member count.
-        for _ in 0..=self.slots.len() {
+        // Members corrected (read error, data written back) during this request,
+        // and members left out of it (read-only arrays cannot write back).
+        let mut corrected: Vec<usize> = Vec::new();
+        let mut excluded: Vec<usize> = Vec::new();
+        // Each retry follows a member failure or a first correction of a member,
+        // so it is bounded by twice the member count.
+        for _ in 0..=2 * self.slots.len() {
             let plan = {
-                let state = self.state.read().unwrap();
+                let mut state = self.state.read().unwrap().clone();
+                excluded
+                    .iter()
+                    .for_each(|&m| state.members[m] = MemberState::Failed);
                 self.planner().plan(&req, &state)?
             };
             match self.execute(&plan, &mut buf) {
                 Ok(()) => return Ok(()),
                 Err(Retry::MemberFailed) => continue,
+                Err(Retry::ReadError(m)) if self.read_only => excluded.push(m),
+                Err(Retry::ReadError(m)) => {
+                    // Reconstruct what the member should hold in these stripes and
+                    // write it back (MD's read-error correction). A second error
+                    // after that, or a failed rewrite, fails the member.
+                    let stripes: Vec<u64> = plan.stripes.iter().map(|s| s.stripe).collect();
+                    if corrected.contains(&m) || !self.correct_locked(m, &stripes) {
+                        let e = std::io::Error::other("read error after its data was rewritten");
+                        if !self.state().members[m].eq(&MemberState::Failed)
+                            && !self.member_error(m, &e)
+                        {
+                            return Err(io_err(self.slots[m].as_ref(), e));
+                        }
+                    }
+                    corrected.push(m);
+                }
                 Err(Retry::Fatal(e)) => return Err(e),
             }
         }
@@ -115,7 +152,9 @@ impl Array {
             self.bitmap_begin(&bits).map_err(Retry::Fatal)?;
         }
         let r = self.execute_locked(plan, buf);
-        if !bits.is_empty() {
+        // A write that failed part-way leaves its regions dirty (never cleared in
+        // this run), so the next assembly resyncs them.
+        if !bits.is_empty() && !matches!(r, Err(Retry::Fatal(_))) {
             self.bitmap.lock().unwrap().end(&bits);
         }
         r
@@ -148,9 +187,9 @@ impl Array {
                     pool.extend(bufs);
                 }
             };
-            if self.read_plans(&plan.stripes, &mut bufs).is_err() {
+            if let Err(e) = self.read_plans(&plan.stripes, &mut bufs) {
                 give_back(bufs);
-                return Err(Retry::MemberFailed);
+                return Err(e.retry());
             }
             for (sp, b) in plan.stripes.iter().zip(bufs.iter_mut()) {
                 exec::fill_writes(sp, b, data)
@@ -158,17 +197,10 @@ impl Array {
             }
             let written = self.write_plans(&plan.stripes, &mut bufs, data);
             give_back(bufs);
-            if written.is_err() {
-                // The failed member is marked faulty; the stripes stay consistent
-                // without it as long as the redundancy covers the loss.
-                let out = self.out_members(true);
-                if out > self.layout.redundancy().tolerance() {
-                    return Err(Retry::Fatal(EngineError::TooManyFailures(format!(
-                        "{out} members out"
-                    ))));
-                }
-            }
-            return Ok(());
+            // A member that failed is marked faulty and the stripes are consistent
+            // without it; a member that did not take the write but could not be
+            // failed (ENOSPC, or the array needs it) fails the request.
+            return written.map_err(Retry::Fatal);
         }
         for sp in &plan.stripes {
             let mut bufs = StripeBufs::new(sp);
@@ -226,7 +258,7 @@ impl Array {
         let members: Vec<usize> = ops.iter().map(|(m, _)| *m).collect();
         let results = run_batch(&self.queues, ops);
         let mut user = user;
-        let mut failed = false;
+        let mut failed: Option<Retry> = None;
         for ((r, m), (c, page, pages, direct)) in results.into_iter().zip(members).zip(dest) {
             match r {
                 Ok(Some(data)) => match direct {
@@ -248,15 +280,19 @@ impl Array {
                 },
                 Ok(None) => {}
                 Err(e) => {
-                    self.member_error(m, &e);
-                    failed = true;
+                    let r = if !self.present(m) || self.read_error(m, &e) {
+                        Retry::MemberFailed
+                    } else {
+                        Retry::ReadError(m)
+                    };
+                    failed.get_or_insert(r);
                 }
             }
         }
-        if failed {
-            return Err(Retry::MemberFailed);
+        match failed {
+            Some(r) => Err(r),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     pub(crate) fn write_phase(
@@ -286,7 +322,9 @@ impl Array {
         for (r, m) in run_batch(&self.queues, ops).into_iter().zip(members) {
             if let Err(e) = r {
                 // The stripe stays consistent without this member: mark it faulty.
-                self.member_error(m, &e);
+                if !self.member_error(m, &e) {
+                    return Err(Retry::Fatal(io_err(self.slots[m].as_ref(), e)));
+                }
                 any = true;
             }
         }
@@ -334,6 +372,37 @@ impl Array {
         Ok(())
     }
 
+    /// Read-error correction of member `m` in `stripes`, whose locks the caller
+    /// holds: what `m` should hold is reconstructed from the other members and
+    /// written to it. False when that could not be done.
+    pub(crate) fn correct_locked(&self, m: usize, stripes: &[u64]) -> bool {
+        let mut rstate = self.state();
+        rstate.members[m] = MemberState::Failed;
+        let planner = self.planner();
+        let mut plans = Vec::new();
+        for &s in stripes {
+            match planner.rebuild_stripe(s, &rstate, &[m], None) {
+                Ok(Some(sp)) => plans.push(sp),
+                Ok(None) => {}
+                Err(_) => return false,
+            }
+        }
+        if plans.is_empty() {
+            return true;
+        }
+        let mut bufs: Vec<StripeBufs> = plans.iter().map(StripeBufs::new).collect();
+        if self.read_plans(&plans, &mut bufs).is_err() {
+            return false;
+        }
+        for (sp, b) in plans.iter().zip(bufs.iter_mut()) {
+            if exec::rebuild(sp, b).is_err() {
+                return false;
+            }
+        }
+        self.write_plans(&plans, &mut bufs, &[]).is_ok()
+            && self.state().members[m] != MemberState::Failed
+    }
+
     pub(crate) fn bitmap_begin(&self, bits: &[u64]) -> Result<()> {
         let mut bm = self.bitmap.lock().unwrap();
         let pages = bm.begin(bits);
@@ -348,7 +417,7 @@ impl Array {
         let mut sb = self.sb.lock().unwrap();
         if sb.clean {
             sb.clean = false;
-            self.write_superblocks(&mut sb)?;
+            self.persist(&mut sb)?;
         }
         Ok(())
     }
@@ -398,7 +467,11 @@ impl Array {
 
     /// Reads of several stripe plans at once: contiguous extents on a member are
     /// merged into one operation (rebuild and scrub stream through members).
-    pub(crate) fn read_plans(&self, plans: &[StripePlan], bufs: &mut [StripeBufs]) -> Result<()> {
+    pub(crate) fn read_plans(
+        &self,
+        plans: &[StripePlan],
+        bufs: &mut [StripeBufs],
+    ) -> std::result::Result<(), ReadFailure> {
         let pieces = plan_extents(plans, |r| r.read);
         let groups = merge_extents(&pieces);
         let ops = groups
@@ -418,11 +491,12 @@ impl Array {
                 Ok(Some(d)) => d,
                 Ok(None) => unreachable!("reads return data"),
                 Err(e) => {
-                    self.member_error(g.member, &e);
-                    return Err(EngineError::TooManyFailures(format!(
-                        "member {} failed during a rebuild or scrub",
-                        g.member
-                    )));
+                    let failed = !self.present(g.member) || self.read_error(g.member, &e);
+                    return Err(ReadFailure {
+                        member: g.member,
+                        failed,
+                        error: io_err(self.slots[g.member].as_ref(), e),
+                    });
                 }
             };
             for p in &pieces[g.first..g.first + g.count] {
@@ -474,18 +548,17 @@ impl Array {
                 },
             ));
         }
-        let mut failed = Vec::new();
+        let mut kept = None;
         for (g, r) in groups.iter().zip(run_batch(&self.queues, ops)) {
             if let Err(e) = r {
-                self.member_error(g.member, &e);
-                failed.push(g.member);
+                if !self.member_error(g.member, &e) && kept.is_none() {
+                    kept = Some(io_err(self.slots[g.member].as_ref(), e));
+                }
             }
         }
-        match failed.first() {
+        match kept {
             None => Ok(()),
-            Some(m) => Err(EngineError::TooManyFailures(format!(
-                "member {m} failed while writing"
-            ))),
+            Some(e) => Err(e),
         }
     }
 
@@ -509,12 +582,22 @@ impl Array {
                 failed.store(true, Ordering::Relaxed);
                 return;
             };
+            let b_is_read = matches!(b, UserBuf::Read(_));
             let r = match b {
                 UserBuf::Read(out) => member.read_at(out, DATA_OFFSET + mo),
                 UserBuf::Write(d) => member.write_at(d, DATA_OFFSET + mo),
             };
             if let Err(e) = r {
-                self.member_error(m, &e);
+                // Counted or failed here; the planned path that follows retries,
+                // corrects (reads) or fails the request (writes).
+                match b_is_read {
+                    true => {
+                        self.read_error(m, &e);
+                    }
+                    false => {
+                        self.member_error(m, &e);
+                    }
+                }
                 failed.store(true, Ordering::Relaxed);
             }
         };
@@ -582,7 +665,27 @@ pub(crate) enum UserBuf<'a> {
 pub(crate) type ReadDest = (usize, u32, u32, Option<(usize, usize)>);
 
 /// Why a plan's execution stopped.
+/// A member read that failed during a batch of stripe plans.
+pub(crate) struct ReadFailure {
+    pub member: usize,
+    /// The member was failed (too many errors, or it is gone).
+    pub failed: bool,
+    pub error: EngineError,
+}
+
+impl ReadFailure {
+    pub(crate) fn retry(self) -> Retry {
+        if self.failed {
+            Retry::MemberFailed
+        } else {
+            Retry::ReadError(self.member)
+        }
+    }
+}
+
 pub(crate) enum Retry {
+    /// A member returned a read error and is still in the array: correct it.
+    ReadError(usize),
     /// A member failed during the request: plan again with the new state.
     MemberFailed,
     Fatal(EngineError),

@@ -5,9 +5,10 @@
 use super::*;
 
 impl Array {
-    /// Write superblocks and an empty bitmap to `members` and assemble them.
-    pub fn create(members: Vec<Arc<dyn Member>>, opts: &CreateOptions) -> Result<Self> {
-        let n = members.len();
+    /// Check a create of members of sizes `lens` without touching them: member
+    /// count, kinds, chunk size, room for metadata and one chunk, the layout.
+    pub fn check_create(lens: &[u64], opts: &CreateOptions) -> Result<()> {
+        let n = lens.len();
         if n == 0 {
             return Err(EngineError::Refused("give at least one member".into()));
         }
@@ -23,6 +24,43 @@ impl Array {
                 opts.kinds.len()
             )));
         }
+        let chunk = opts.chunk_bytes;
+        if !crate::format::chunk_ok(chunk) {
+            return Err(EngineError::Refused(format!(
+                "chunk size {chunk} is not a power of two between 4K and 1G"
+            )));
+        }
+        let need = DATA_OFFSET + chunk;
+        if let Some(&short) = lens.iter().find(|&&l| l < need) {
+            return Err(EngineError::Refused(format!(
+                "a member of {short} bytes is too small: each needs at least {need} (1 MiB of metadata plus one chunk)"
+            )));
+        }
+        let sizes: Vec<u64> = lens
+            .iter()
+            .map(|l| ((l - DATA_OFFSET) / chunk * chunk).min(crate::format::MEMBER_DATA_MAX))
+            .collect();
+        let kind = opts.layout.kind().map_err(EngineError::Layout)?;
+        let kinds = if opts.kinds.is_empty() {
+            vec![MemberKind::Hdd; n]
+        } else {
+            opts.kinds.clone()
+        };
+        build(&LayoutSpec {
+            kind,
+            chunk_bytes: chunk,
+            sizes,
+            kinds,
+        })
+        .map_err(|e| EngineError::Layout(e.to_string()))?;
+        Ok(())
+    }
+
+    /// Write superblocks and an empty bitmap to `members` and assemble them.
+    pub fn create(members: Vec<Arc<dyn Member>>, opts: &CreateOptions) -> Result<Self> {
+        let n = members.len();
+        let lens: Vec<u64> = members.iter().map(|m| m.len()).collect();
+        Self::check_create(&lens, opts)?;
         let mut names = std::collections::HashSet::new();
         for m in &members {
             if !names.insert(m.name()) {
@@ -57,7 +95,10 @@ impl Array {
         };
         let sizes: Vec<u64> = members
             .iter()
-            .map(|m| (m.len() - DATA_OFFSET) / opts.chunk_bytes * opts.chunk_bytes)
+            .map(|m| {
+                ((m.len() - DATA_OFFSET) / opts.chunk_bytes * opts.chunk_bytes)
+                    .min(crate::format::MEMBER_DATA_MAX)
+            })
             .collect();
         let kind = opts.layout.kind().map_err(EngineError::Layout)?;
         let spec = LayoutSpec {
@@ -85,6 +126,7 @@ impl Array {
                     kind: kinds[i],
                     data_size: sizes[i],
                     rebuild_checkpoint: 0,
+                    device: new_device_id(),
                 })
                 .collect(),
             relocations: vec![],
@@ -150,7 +192,9 @@ impl Array {
             .map(|k| k.default_service())
             .collect();
         Ok(Self {
+            read_only: false,
             stripe_pool: Mutex::new(Vec::new()),
+            read_errors: (0..n).map(|_| Default::default()).collect(),
             policy: sb.policy,
             service,
             holds,
@@ -168,9 +212,16 @@ impl Array {
         })
     }
 
-    /// Assemble from members alone, in any order; resync regions left dirty by a
-    /// crash.
+    /// Assemble from members alone, in any order, for reading and writing;
+    /// resync regions left dirty by a crash.
     pub fn assemble(given: Vec<Arc<dyn Member>>) -> Result<Self> {
+        Self::assemble_with(given, AssembleOptions::default())
+    }
+
+    /// Assemble as `opts` says. Which members are used is the core's decision
+    /// (`membership::assemble`): stale, replaced or truncated members are left
+    /// out with a warning naming them; members run apart are refused.
+    pub fn assemble_with(given: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> Result<Self> {
         if given.is_empty() {
             return Err(EngineError::Refused("give the array's members".into()));
         }
@@ -200,41 +251,6 @@ impl Array {
         }
         let fresh = sbs.iter().max_by_key(|s| s.events).unwrap().clone();
         let n = fresh.roles.len();
-        let mut slots: Vec<Option<Arc<dyn Member>>> = vec![None; n];
-        for (m, sb) in given.iter().zip(&sbs) {
-            if sb.events < fresh.events {
-                return Err(EngineError::Refused(format!(
-                    "member {} is stale (event {} < {}): it was failed or removed; leave it out, or bring it back with replace",
-                    m.name(),
-                    sb.events,
-                    fresh.events
-                )));
-            }
-            let i = sb.member as usize;
-            if i >= n || sb.roles.len() != n {
-                return Err(EngineError::Refused(format!(
-                    "member {} has an inconsistent member table",
-                    m.name()
-                )));
-            }
-            if slots[i].is_some() {
-                return Err(EngineError::Refused(format!(
-                    "members {} and another both claim slot {i}",
-                    m.name()
-                )));
-            }
-            if !matches!(
-                fresh.roles[i].state,
-                RoleState::Active | RoleState::Rebuilding
-            ) {
-                return Err(EngineError::Refused(format!(
-                    "member {} is marked {} in the array",
-                    m.name(),
-                    fresh.roles[i].state.as_str()
-                )));
-            }
-            slots[i] = Some(m.clone());
-        }
         let sizes: Vec<u64> = fresh.roles.iter().map(|r| r.data_size).collect();
         let kinds: Vec<MemberKind> = fresh.roles.iter().map(|r| r.kind).collect();
         let kind = fresh.layout.kind().map_err(EngineError::Layout)?;
@@ -246,84 +262,261 @@ impl Array {
         };
         let layout = build(&spec).map_err(|e| EngineError::Layout(e.to_string()))?;
         let layout = relocated(layout, &fresh);
-        let tol = layout.redundancy().tolerance();
-        let missing: Vec<usize> = (0..n)
-            .filter(|&i| fresh.roles[i].state != RoleState::Removed)
-            .filter(|&i| slots[i].is_none() || fresh.roles[i].state != RoleState::Active)
-            .collect();
-        let absent: Vec<usize> = (0..n)
-            .filter(|&i| slots[i].is_none() && fresh.roles[i].state == RoleState::Active)
-            .collect();
-        if missing.len() > tol && !absent.is_empty() {
+        let nbits = layout.stripe_count().div_ceil(fresh.bitmap_stripes as u64);
+        if nbits.div_ceil(8) > DATA_OFFSET - BITMAP_OFFSET {
             return Err(EngineError::Refused(format!(
-                "members for slots {absent:?} are missing and the array survives only {tol} missing; give all members"
+                "member {} has a damaged superblock: its bitmap would need {} bytes",
+                given[0].name(),
+                nbits.div_ceil(8)
             )));
         }
-        let mut array = Self::from_parts(fresh.clone(), spec, layout, slots)?;
-        // The bitmap as the freshest live member has it.
-        let src = array
-            .slots
+        let cands: Vec<Candidate> = sbs
             .iter()
-            .find(|s| s.present())
-            .expect("a member is present")
-            .clone();
-        let mut bits = vec![0u8; array.bitmap.lock().unwrap().bits.len()];
-        let mut page = AlignedBuf::zeroed(bits.len().div_ceil(PAGE as usize) * PAGE as usize);
-        if !page.is_empty() {
-            src.read_at(&mut page, BITMAP_OFFSET)
-                .map_err(|e| io_err(src.as_ref(), e))?;
-            let l = bits.len();
-            bits.copy_from_slice(&page[..l]);
+            .zip(&given)
+            .map(|(sb, m)| Candidate {
+                table: sb.table(),
+                slot: sb.member as usize,
+                clean: sb.clean,
+                size_ok: (sb.member as usize) < n
+                    && m.len() >= DATA_OFFSET + fresh.roles[sb.member as usize].data_size,
+            })
+            .collect();
+        let name = |i: usize| given[i].name();
+        // `status` shows any array, even one that cannot start.
+        let inspect = opts.access == Access::Inspect;
+        let survives =
+            |out: &[usize]| inspect || hetraid_core::layout::survives(layout.as_ref(), out);
+        let mode = AssembleMode {
+            force: opts.force,
+            writable: opts.access == Access::ReadWrite,
+        };
+        let a = membership::assemble(&cands, mode, &survives).map_err(|e| {
+            EngineError::Refused(match e {
+                AssembleError::NoMembers => "give the array's members".into(),
+                AssembleError::Incarnation { candidate } => format!(
+                    "member {} has a member table of another size than the freshest member's; it belongs to another incarnation of the array: leave it out",
+                    name(candidate)
+                ),
+                AssembleError::Split { a, b, detail } => format!(
+                    "members {} and {} were run apart ({detail}): each may hold writes the other lacks, so they are not merged; keep one side by assembling it alone, then hetraid replace the other side's slots (their data is rebuilt from the side kept)",
+                    name(a),
+                    name(b)
+                ),
+                AssembleError::Copies { a, b, slot } => format!(
+                    "members {} and {} are the same member of slot {slot} (one is a copy of the other); give only one",
+                    name(a),
+                    name(b)
+                ),
+                AssembleError::Unreadable { slots } => {
+                    let left: Vec<String> = (0..given.len())
+                        .filter(|&i| !cands[i].size_ok || sbs[i].events + 1 < fresh.events || !fresh.roles[sbs[i].member as usize].state.is_in())
+                        .map(|i| format!("{} (event {})", name(i), sbs[i].events))
+                        .collect();
+                    format!(
+                        "the array cannot start: the members of slots {slots:?} are missing, faulty or being rebuilt, more than it can do without{}; give all members, or, if the members left out are intact, hetraid assemble --force brings back the freshest of them (writes made after they left are lost on them)",
+                        if left.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" (left out: {})", left.join(", "))
+                        }
+                    )
+                }
+            })
+        })?;
+        let mut warnings = Vec::new();
+        for l in &a.left_out {
+            warnings.push(format!(
+                "member {} is left out: {}; to use it again: hetraid replace ... --member {} --with {} (it is rebuilt)",
+                name(l.candidate),
+                l.reason,
+                cands[l.candidate].slot,
+                name(l.candidate)
+            ));
         }
-        array.bitmap = Mutex::new(Bitmap::new(fresh.bitmap_stripes as u64, bits));
-        array.recover_dirty()?;
+        for f in &a.forced {
+            warnings.push(format!(
+                "member {} was brought back by --force: {}; the whole array's redundancy is resynced from its data",
+                name(f.candidate),
+                f.reason
+            ));
+        }
+        for &s in &a.recorded_missing {
+            warnings.push(format!(
+                "member {s} is missing: recorded in the others' superblocks, so it cannot rejoin without a rebuild"
+            ));
+        }
+        let mut sb = fresh.clone();
+        sb.set_table(&a.table);
+        sb.clean = a.clean;
+        let slots: Vec<Option<Arc<dyn Member>>> =
+            a.used.iter().map(|u| u.map(|i| given[i].clone())).collect();
+        let mut array = Self::from_parts(sb, spec, layout, slots)?;
+        array.read_only = opts.access != Access::ReadWrite;
+        array.warnings.lock().unwrap().extend(warnings);
+        // The bitmap: a region is dirty when any member used says so (a crash
+        // may have stopped between members).
+        let len = array.bitmap.lock().unwrap().bits.len();
+        let mut bits = vec![0u8; len];
+        let mut page = AlignedBuf::zeroed(len.div_ceil(PAGE as usize) * PAGE as usize);
+        for m in array.slots.iter().filter_map(|s| s.get()) {
+            if page.is_empty() {
+                break;
+            }
+            m.read_at(&mut page, BITMAP_OFFSET)
+                .map_err(|e| io_err(m.as_ref(), e))?;
+            bits.iter_mut().zip(page.iter()).for_each(|(b, p)| *b |= p);
+        }
+        if !a.forced.is_empty() {
+            bits.iter_mut().for_each(|b| *b = 0xff);
+        }
+        array.bitmap = Mutex::new(Bitmap::new(array.bitmap_stripes(), bits));
+        let dirty = array.bitmap.lock().unwrap().dirty().len();
+        let degraded = array.out_members(true) > 0;
+        if dirty > 0 && degraded && a.forced.is_empty() {
+            let what = format!(
+                "the array is degraded and was not shut down cleanly: {dirty} regions were being written at the crash, and where a write did not reach every member, data reconstructed for the absent members is wrong (the write hole)"
+            );
+            match opts.access {
+                Access::Inspect => array.warnings.lock().unwrap().push(what),
+                _ if opts.force => array.warnings.lock().unwrap().push(format!(
+                    "{what}; started anyway (--force): check your data, then replace and rebuild"
+                )),
+                _ => {
+                    return Err(EngineError::Refused(format!(
+                        "{what}. It is not started: give all members if you can (the regions are then resynced), or start it anyway with --force and check the data in those regions"
+                    )))
+                }
+            }
+        }
+        if a.changed && !array.read_only {
+            let mut sb = array.sb.lock().unwrap();
+            array.persist(&mut sb)?;
+        }
+        if !array.read_only {
+            array.recover_dirty()?;
+        }
         Ok(array)
     }
 
-    /// Persist the superblock (bumping the event counter) on every live member.
-    pub(crate) fn write_superblocks(&self, sb: &mut Superblock) -> Result<()> {
-        sb.events += 1;
-        let mut ops = Vec::new();
-        for (i, slot) in self.slots.iter().enumerate() {
-            if !slot.present()
-                || !matches!(sb.roles[i].state, RoleState::Active | RoleState::Rebuilding)
-            {
-                continue;
-            }
-            let mut s = sb.clone();
-            s.member = i as u32;
-            let mut b = AlignedBuf::zeroed(SB_SIZE);
-            b.copy_from_slice(&s.encode());
-            ops.push((i, IoOp::Write { off: 0, buf: b }));
-            ops.push((i, IoOp::Flush));
+    fn bitmap_stripes(&self) -> u64 {
+        self.sb.lock().unwrap().bitmap_stripes as u64
+    }
+
+    /// Write the superblock as it is (no event bump: clean/dirty changes, or a
+    /// table the state machine already bumped) to every live member, flushed.
+    /// A member that cannot take it is failed when the array survives that (and
+    /// the others learn of it); otherwise the error is returned.
+    pub(crate) fn persist(&self, sb: &mut Superblock) -> Result<()> {
+        if self.read_only {
+            return Ok(());
         }
-        let idx: Vec<usize> = ops.iter().map(|(i, _)| *i).collect();
-        let mut failed = Vec::new();
-        for (r, i) in run_batch(&self.queues, ops).into_iter().zip(idx) {
-            if r.is_err() && !failed.contains(&i) {
-                failed.push(i);
+        // Bounded: each round removes a member from the live set or returns.
+        for _ in 0..=self.slots.len() {
+            let mut ops = Vec::new();
+            for (i, slot) in self.slots.iter().enumerate() {
+                if !slot.present() || !sb.roles[i].state.is_in() {
+                    continue;
+                }
+                let mut s = sb.clone();
+                s.member = i as u32;
+                let mut b = AlignedBuf::zeroed(SB_SIZE);
+                b.copy_from_slice(&s.encode());
+                ops.push((i, IoOp::Write { off: 0, buf: b }));
+                ops.push((i, IoOp::Flush));
             }
-        }
-        // A member that cannot take its superblock is failed (recorded on the others).
-        if !failed.is_empty() {
-            for &i in &failed {
-                sb.roles[i].state = RoleState::Faulty;
-                let mut st = self.state.write().unwrap();
-                st.members[i] = MemberState::Failed;
-                self.refresh_in_sync(&st);
+            let idx: Vec<usize> = ops.iter().map(|(i, _)| *i).collect();
+            let mut failed: Vec<(usize, std::io::Error)> = Vec::new();
+            for (r, i) in run_batch(&self.queues, ops).into_iter().zip(idx) {
+                if let Err(e) = r {
+                    if !failed.iter().any(|(j, _)| *j == i) {
+                        failed.push((i, e));
+                    }
+                }
             }
-            return self.write_superblocks(sb);
+            let Some((i, e)) = failed.into_iter().next() else {
+                return Ok(());
+            };
+            let survives = |out: &[usize]| hetraid_core::layout::survives(self.layout(), out);
+            let next = sb
+                .table()
+                .apply(
+                    Transition::Fail {
+                        slot: i,
+                        force: false,
+                    },
+                    &survives,
+                )
+                .map_err(|_| io_err(self.slots[i].as_ref(), e))?;
+            self.warnings.lock().unwrap().push(format!(
+                "member {i} ({}) failed: its superblock could not be written",
+                self.slots[i].name()
+            ));
+            let old = sb.table();
+            sb.set_table(&next);
+            self.sync_state(&old, &next);
         }
-        Ok(())
+        Err(EngineError::TooManyFailures(
+            "members kept failing while their superblocks were written".into(),
+        ))
+    }
+
+    /// Apply a state-machine transition: the new table is written to every live
+    /// member before anything acts on it.
+    pub(crate) fn transition(&self, t: Transition) -> Result<()> {
+        self.transitions(&[t], |_| {})
+    }
+
+    /// Apply several transitions as one superblock update (one event: members
+    /// are never more than one event apart), after `edit` changes what is not
+    /// the member table (relocations). All or nothing.
+    pub(crate) fn transitions(
+        &self,
+        ts: &[Transition],
+        edit: impl FnOnce(&mut Superblock),
+    ) -> Result<()> {
+        let mut sb = self.sb.lock().unwrap();
+        let old = sb.table();
+        let survives = |out: &[usize]| hetraid_core::layout::survives(self.layout(), out);
+        let mut next = old.clone();
+        for &t in ts {
+            next = next.apply(t, &survives).map_err(EngineError::Refused)?;
+        }
+        next.events = old.events + 1;
+        edit(&mut sb);
+        sb.set_table(&next);
+        self.sync_state(&old, &next);
+        self.persist(&mut sb)
+    }
+
+    /// Bring the in-memory member states in line with a new table.
+    pub(crate) fn sync_state(&self, old: &MemberTable, new: &MemberTable) {
+        let mut st = self.state.write().unwrap();
+        for (i, (o, n)) in old.slots.iter().zip(&new.slots).enumerate() {
+            let same_device = o.device == n.device;
+            st.members[i] = match n.state {
+                SlotState::Active if self.slots[i].present() => MemberState::InSync,
+                SlotState::Rebuilding { checkpoint } if self.slots[i].present() => {
+                    match (&st.members[i], same_device) {
+                        (MemberState::Rebuilding { .. }, true) => continue,
+                        _ => MemberState::rebuilding(checkpoint),
+                    }
+                }
+                _ => MemberState::Failed,
+            };
+        }
+        self.refresh_in_sync(&st);
     }
 
     /// Flush and mark the array clean (a restart then needs no resync).
     pub fn close(&self) -> Result<()> {
         self.flush()?;
+        if self.read_only {
+            return Ok(());
+        }
         let mut sb = self.sb.lock().unwrap();
         if !sb.clean {
             sb.clean = true;
-            self.write_superblocks(&mut sb)?;
+            self.persist(&mut sb)?;
         }
         Ok(())
     }
@@ -363,14 +556,5 @@ impl Array {
             self.scrub_stripe(s, true)?;
         }
         self.flush()
-    }
-
-    /// Replace the superblock (bumping events) on every live member.
-    pub(crate) fn store_superblock(&self, new: Superblock) -> Result<()> {
-        let mut sb = self.sb.lock().unwrap();
-        let events = sb.events.max(new.events);
-        *sb = new;
-        sb.events = events;
-        self.write_superblocks(&mut sb)
     }
 }

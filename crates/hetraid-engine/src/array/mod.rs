@@ -15,6 +15,9 @@ use crate::queue::{run_batch, Borrowed, IoOp, MemberQueue};
 use hetraid_core::exec::{self, StripeBufs};
 use hetraid_core::iomap::{merge_extents, plan_extents};
 use hetraid_core::layout::{build, Layout, LayoutSpec};
+use hetraid_core::membership::{
+    self, AssembleError, AssembleMode, Candidate, MemberTable, SlotState, Transition,
+};
 use hetraid_core::plan::{ArrayState, MemberState, Op, Plan, Planner, Request, StripePlan};
 use hetraid_core::{MemberKind, WritePolicy};
 use serde::Serialize;
@@ -47,7 +50,38 @@ pub struct CreateOptions {
     pub force: bool,
 }
 
+/// What an assembly is for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Access {
+    /// Reads and writes: absent members are recorded as missing, a crash is
+    /// recovered.
+    #[default]
+    ReadWrite,
+    /// Reads only: nothing is written to any member.
+    ReadOnly,
+    /// `status`: nothing is written, and a dirty degraded array is shown (with a
+    /// warning) rather than refused.
+    Inspect,
+}
+
+/// How to assemble.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AssembleOptions {
+    /// Start even when some members are stale (the freshest are brought back)
+    /// or the array is dirty and degraded (MD's --force).
+    pub force: bool,
+    pub access: Access,
+}
+
+/// A fresh random device id (never 0).
+pub fn new_device_id() -> u64 {
+    let b = *uuid::Uuid::new_v4().as_bytes();
+    u64::from_le_bytes(b[..8].try_into().unwrap()).max(1)
+}
+
 pub struct Array {
+    /// Assembled read-only (Access::ReadOnly or Inspect): nothing is written.
+    read_only: bool,
     sb: Mutex<Superblock>,
     layout: Box<dyn Layout>,
     slots: Vec<Arc<crate::member::Slot>>,
@@ -63,6 +97,8 @@ pub struct Array {
     warnings: Mutex<Vec<String>>,
     /// Does member i hold any chunk (false once all of it was relocated)?
     holds: Vec<bool>,
+    /// Read errors per member since assembly (MD's read-error count).
+    read_errors: Vec<std::sync::atomic::AtomicU32>,
     /// Reusable stripe buffers for the write path.
     stripe_pool: Mutex<Vec<StripeBufs>>,
     /// Write policy and per-member service models (fixed for the array's life).
@@ -157,20 +193,16 @@ impl Array {
             .collect()
     }
 
-    /// Attach `m` to slot `i` as a member being rebuilt from scratch.
+    /// Put `m` into slot `i` (the state machine's Attach follows).
     pub(crate) fn set_slot(&self, i: usize, m: Arc<dyn Member>) {
-        let mut st = self.state.write().unwrap();
+        let _st = self.state.write().unwrap();
         self.slots[i].set(Some(m));
-        st.members[i] = MemberState::rebuilding(0);
-        self.refresh_in_sync(&st);
     }
 
-    pub(crate) fn set_in_sync(&self, members: &[usize]) {
-        let mut st = self.state.write().unwrap();
-        for &m in members {
-            st.members[m] = MemberState::InSync;
-        }
-        self.refresh_in_sync(&st);
+    /// Put back what slot `i` held (a refused attach, or a removed member).
+    pub(crate) fn restore_slot(&self, i: usize, m: Option<Arc<dyn Member>>) {
+        let _st = self.state.write().unwrap();
+        self.slots[i].set(m);
     }
 
     pub(crate) fn lock_many(&self, stripes: &[u64]) -> Vec<MutexGuard<'_, ()>> {
@@ -179,7 +211,17 @@ impl Array {
 
     /// Stripes `batch` are rebuilt on `targets`: from now on user writes to them
     /// must reach the targets too. Called with the batch's stripe locks held.
-    pub(crate) fn mark_rebuilt(&self, targets: &[usize], batch: &[u64]) {
+    /// Returns false, marking nothing, when a target no longer holds the device
+    /// the rebuild is filling (it was failed or replaced meanwhile).
+    pub(crate) fn mark_rebuilt(&self, targets: &[usize], devices: &[u64], batch: &[u64]) -> bool {
+        let sb = self.sb.lock().unwrap();
+        let still = targets
+            .iter()
+            .zip(devices)
+            .all(|(&t, &d)| sb.roles[t].state == RoleState::Rebuilding && sb.roles[t].device == d);
+        if !still {
+            return false;
+        }
         let stripes = self.layout.stripe_count();
         let mut st = self.state.write().unwrap();
         for &t in targets {
@@ -204,6 +246,7 @@ impl Array {
                 *done = Some(std::sync::Arc::new(bits));
             }
         }
+        true
     }
 
     /// Record that users are doing I/O (read-mostly: the flag's cache line is only

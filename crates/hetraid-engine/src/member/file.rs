@@ -61,6 +61,17 @@ fn aligned(x: u64) -> bool {
 impl FileMember {
     /// Open an existing file or block device read-write.
     pub fn open(path: &Path) -> io::Result<Self> {
+        Self::open_with(path, true)
+    }
+
+    /// Open read-only (`status`, `read`): a member the user may only read
+    /// is usable, and nothing can be written to it. The lock is shared, so
+    /// readers exclude a writer but not each other.
+    pub fn open_read_only(path: &Path) -> io::Result<Self> {
+        Self::open_with(path, false)
+    }
+
+    fn open_with(path: &Path, writable: bool) -> io::Result<Self> {
         let meta = std::fs::metadata(path)?;
         let block = meta.file_type().is_block_device();
         if !block && !meta.is_file() {
@@ -75,13 +86,16 @@ impl FileMember {
         } else {
             OpenOptions::new()
                 .read(true)
-                .write(true)
+                .write(writable)
                 .custom_flags(libc::O_DIRECT)
                 .open(path)
         };
         let (file, mut is_direct) = match direct {
             Ok(f) => (f, true),
-            Err(_) => (OpenOptions::new().read(true).write(true).open(path)?, false),
+            Err(_) => (
+                OpenOptions::new().read(true).write(writable).open(path)?,
+                false,
+            ),
         };
         let len = if block {
             Self::block_len(&file)?
@@ -98,13 +112,18 @@ impl FileMember {
         let file = if is_direct {
             file
         } else {
-            OpenOptions::new().read(true).write(true).open(path)?
+            OpenOptions::new().read(true).write(writable).open(path)?
         };
         // One process at a time: a served array's members cannot be assembled
         // again behind the server's back.
         use std::os::fd::AsRawFd;
+        let lock = if writable {
+            libc::LOCK_EX
+        } else {
+            libc::LOCK_SH
+        };
         // SAFETY: flock on a valid descriptor we own.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        if unsafe { libc::flock(file.as_raw_fd(), lock | libc::LOCK_NB) } != 0 {
             return Err(io::Error::new(
                 io::ErrorKind::WouldBlock,
                 "in use by another hetraid process (is the array being served?)",
@@ -157,8 +176,22 @@ impl FileMember {
     }
 }
 
+/// I/O must stay inside the member's size as opened: a write past it would
+/// extend a file (a truncated member would silently grow back sparse), a read
+/// past the end of a file truncated meanwhile returns an error, never zeros.
+fn inside(len: u64, off: u64, n: usize) -> io::Result<()> {
+    if off.checked_add(n as u64).is_some_and(|e| e <= len) {
+        return Ok(());
+    }
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("I/O at {off}+{n} reaches past the member's end ({len} bytes)"),
+    ))
+}
+
 impl Member for FileMember {
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
+        inside(self.len, off, buf.len())?;
         if !self.direct
             || (aligned(off) && aligned(buf.len() as u64) && aligned(buf.as_ptr() as u64))
         {
@@ -176,6 +209,7 @@ impl Member for FileMember {
     }
 
     fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
+        inside(self.len, off, buf.len())?;
         if !self.direct
             || (aligned(off) && aligned(buf.len() as u64) && aligned(buf.as_ptr() as u64))
         {
@@ -195,6 +229,7 @@ impl Member for FileMember {
     }
 
     fn write_vectored_at(&self, parts: &[&[u8]], off: u64) -> io::Result<()> {
+        inside(self.len, off, parts.iter().map(|p| p.len()).sum())?;
         if let [one] = parts {
             return self.write_at(one, off);
         }

@@ -5,42 +5,91 @@ use clap::Args;
 use hetraid_core::units::format_size;
 use hetraid_core::{MemberKind, WritePolicy};
 use hetraid_engine::member::{FileMember, Member};
-use hetraid_engine::{Array, CreateOptions, RebuildOptions};
+use hetraid_engine::{Access, Array, AssembleOptions, CreateOptions, RebuildOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// `PATH` or `PATH:kind`.
+/// `PATH` or `PATH:kind`. A suffix that looks like a kind but is none is an
+/// error (a file named `m0.img:nvme` is never created by mistake), unless a
+/// file of that whole name exists.
 pub fn split_member(arg: &str) -> Result<(PathBuf, Option<MemberKind>), String> {
     if let Some((p, k)) = arg.rsplit_once(':') {
         if let Ok(kind) = MemberKind::parse(k) {
             return Ok((PathBuf::from(p), Some(kind)));
+        }
+        let looks_like_kind =
+            !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+        if looks_like_kind && !Path::new(arg).exists() {
+            return Err(format!(
+                "member {arg}: '{k}' is not a member kind; write PATH:hdd, PATH:ssd or PATH:nvram"
+            ));
         }
     }
     Ok((PathBuf::from(arg), None))
 }
 
 pub fn open_member(path: &Path) -> Result<Arc<dyn Member>, String> {
+    open_member_for(path, true)
+}
+
+fn open_member_for(path: &Path, writable: bool) -> Result<Arc<dyn Member>, String> {
     if !path.exists() {
         return Err(format!(
             "member {} does not exist; check the path",
             path.display()
         ));
     }
-    FileMember::open(path)
-        .map(|m| Arc::new(m) as Arc<dyn Member>)
+    let m = if writable {
+        FileMember::open(path)
+    } else {
+        FileMember::open_read_only(path)
+    };
+    m.map(|m| Arc::new(m) as Arc<dyn Member>)
         .map_err(|e| format!("cannot open member {}: {e}", path.display()))
 }
 
+/// The member paths, each checked to exist and to be listed once (a file
+/// given twice, or once through a link, is the same member).
+pub fn member_paths(paths: &[String]) -> Result<Vec<PathBuf>, String> {
+    use std::os::unix::fs::MetadataExt;
+    let mut seen: Vec<((u64, u64), String)> = Vec::new();
+    let mut out = Vec::new();
+    for p in paths {
+        let path = split_member(p)?.0;
+        let meta = std::fs::metadata(&path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                format!("member {} does not exist; check the path", path.display())
+            }
+            _ => format!("member {}: {e}", path.display()),
+        })?;
+        let id = (meta.dev(), meta.ino());
+        if let Some((_, first)) = seen.iter().find(|(i, _)| *i == id) {
+            return Err(format!(
+                "members {first} and {} are the same file (listed twice, or through a link); give each member once",
+                path.display()
+            ));
+        }
+        seen.push((id, path.display().to_string()));
+        out.push(path);
+    }
+    Ok(out)
+}
+
 pub fn assemble(paths: &[String]) -> Result<Array, String> {
+    assemble_with(paths, AssembleOptions::default())
+}
+
+pub fn assemble_with(paths: &[String], opts: AssembleOptions) -> Result<Array, String> {
     if paths.is_empty() {
         return Err("give the array's member files".into());
     }
+    let writable = opts.access == Access::ReadWrite;
     let mut members = Vec::new();
-    for p in paths {
-        members.push(open_member(&split_member(p)?.0)?);
+    for p in member_paths(paths)? {
+        members.push(open_member_for(&p, writable)?);
     }
-    Array::assemble(members).map_err(|e| e.to_string())
+    Array::assemble_with(members, opts).map_err(|e| e.to_string())
 }
 
 fn print_warnings(a: &Array) {
@@ -70,6 +119,14 @@ pub struct CreateCmd {
 impl CreateCmd {
     pub fn run(&self) -> Result<(), String> {
         let policy = WritePolicy::parse(&self.policy)?;
+        let chunk = self.layout.chunk;
+        if !hetraid_engine::format::chunk_ok(chunk) {
+            return Err(format!(
+                "--chunk {chunk} is not a power of two between 4K and 1G"
+            ));
+        }
+        let record = self.layout.record()?;
+        record.kind()?;
         let mut paths = Vec::new();
         let mut kinds = Vec::new();
         for m in &self.members {
@@ -113,14 +170,42 @@ impl CreateCmd {
                 }
             }
         }
+        if self.size.is_none() {
+            member_paths(&self.members)?;
+        } else {
+            let mut names: Vec<&PathBuf> = paths.iter().collect();
+            names.sort();
+            if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+                return Err(format!("member {} is listed twice", w[0].display()));
+            }
+        }
+        let opts = CreateOptions {
+            layout: record,
+            chunk_bytes: self.layout.chunk,
+            policy,
+            kinds,
+            assume_clean: self.size.is_some(),
+            force: self.force,
+        };
+        // The layout, sizes and kinds are checked before any file is touched.
+        let lens: Vec<u64> = match self.size {
+            Some(sz) => vec![sz; paths.len()],
+            None => paths
+                .iter()
+                .map(|p| open_member_for(p, false).map(|m| m.len()))
+                .collect::<Result<_, _>>()?,
+        };
+        Array::check_create(&lens, &opts).map_err(|e| e.to_string())?;
         let mut members: Vec<Arc<dyn Member>> = Vec::new();
+        // Only files this command created are removed when it fails later.
         let cleanup =
             |created: &[PathBuf]| created.iter().for_each(|p| drop(std::fs::remove_file(p)));
         for p in &paths {
             let m = match self.size {
                 Some(sz) => {
+                    let existed = p.exists();
                     let r = FileMember::create(p, sz);
-                    if r.is_ok() {
+                    if r.is_ok() && !existed {
                         created.push(p.clone());
                     }
                     r
@@ -135,14 +220,6 @@ impl CreateCmd {
                 }
             }
         }
-        let opts = CreateOptions {
-            layout: self.layout.record(),
-            chunk_bytes: self.layout.chunk,
-            policy,
-            kinds,
-            assume_clean: self.size.is_some(),
-            force: self.force,
-        };
         let array = match Array::create(members, &opts) {
             Ok(a) => a,
             Err(e) => {
@@ -171,6 +248,11 @@ pub struct MembersCmd {
     /// The array's member files, in any order.
     #[arg(required = true)]
     pub members: Vec<String>,
+    /// assemble: start even if some members are stale (the freshest are
+    /// brought back: writes made after they left are lost on them) or the array
+    /// is dirty and degraded (data in the regions being written may be wrong).
+    #[arg(long)]
+    pub force: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -218,11 +300,46 @@ pub fn remote(
     request: serde_json::Value,
 ) -> Option<Result<serde_json::Value, String>> {
     let first = split_member(members.first()?).ok()?.0;
+    let uuid = hetraid_nbd::control::array_uuid(&first)?;
+    if !hetraid_nbd::control::is_served(&uuid) {
+        return None;
+    }
+    // Every path given must be a member of the served array, each once: a
+    // verb never acts on the served array because of the first path alone.
+    let check = || -> Result<(), String> {
+        for p in member_paths(members)? {
+            match hetraid_nbd::control::array_uuid(&p) {
+                Some(u) if u == uuid => {}
+                Some(u) => {
+                    return Err(format!(
+                        "member {} belongs to array {u}, not to the served array {uuid}",
+                        p.display()
+                    ))
+                }
+                None => {
+                    return Err(format!(
+                    "{} has no hetraid superblock: it is not a member of the served array {uuid}",
+                    p.display()
+                ))
+                }
+            }
+        }
+        Ok(())
+    };
+    if let Err(e) = check() {
+        return Some(Err(e));
+    }
     hetraid_nbd::control::remote(&first, &request)
 }
 
 impl MembersCmd {
     pub fn status(&self) -> Result<(), String> {
+        if self.force {
+            return Err(
+                "--force applies to assemble, not to status (status never changes the array)"
+                    .into(),
+            );
+        }
         if let Some(r) = remote(&self.members, serde_json::json!({"verb": "status"})) {
             let v = r?;
             if self.json {
@@ -250,7 +367,13 @@ impl MembersCmd {
             }
             return Ok(());
         }
-        let a = assemble(&self.members)?;
+        let a = assemble_with(
+            &self.members,
+            AssembleOptions {
+                force: false,
+                access: Access::Inspect,
+            },
+        )?;
         let st = a.status();
         if self.json {
             return super::print_json(&serde_json::to_value(&st).map_err(|e| e.to_string())?);
@@ -261,7 +384,13 @@ impl MembersCmd {
     }
 
     pub fn assemble(&self) -> Result<(), String> {
-        let a = assemble(&self.members)?;
+        let a = assemble_with(
+            &self.members,
+            AssembleOptions {
+                force: self.force,
+                access: Access::ReadWrite,
+            },
+        )?;
         a.close().map_err(|e| e.to_string())?;
         let st = a.status();
         if self.json {
@@ -287,13 +416,17 @@ pub struct MemberOpCmd {
     /// The new member file (replace).
     #[arg(long)]
     pub with: Option<String>,
+    /// fail: even beyond the redundancy (data becomes unreadable); replace:
+    /// overwrite a device that holds data or another array's member.
+    #[arg(long)]
+    pub force: bool,
 }
 
 impl MemberOpCmd {
     pub fn fail(&self) -> Result<(), String> {
         if let Some(r) = remote(
             &self.members,
-            serde_json::json!({"verb": "fail", "member": self.member}),
+            serde_json::json!({"verb": "fail", "member": self.member, "force": self.force}),
         ) {
             let v = r?;
             println!(
@@ -304,7 +437,8 @@ impl MemberOpCmd {
             return Ok(());
         }
         let a = assemble(&self.members)?;
-        a.fail(self.member).map_err(|e| e.to_string())?;
+        a.fail_with(self.member, self.force)
+            .map_err(|e| e.to_string())?;
         a.close().map_err(|e| e.to_string())?;
         println!(
             "member {} marked faulty; array is {}",
@@ -314,28 +448,29 @@ impl MemberOpCmd {
         Ok(())
     }
 
-    /// mdadm's --remove: detach a failed member. Its slot stays empty (degraded)
-    /// until `add` or `replace` fills it.
+    /// mdadm's --remove: detach a faulty or missing member. Its slot stays
+    /// empty (degraded) until `add` or `replace` fills it.
     pub fn remove(&self) -> Result<(), String> {
-        let a = assemble(&self.members)?;
-        let st = a.status();
-        let m = st.member_states.get(self.member).ok_or_else(|| {
-            format!(
-                "member {} does not exist; members are 0 to {}",
-                self.member,
-                st.members - 1
-            )
-        })?;
-        match m.state {
-            "active" | "rebuilding" => Err(format!(
-                "member {} is {}; fail it first (hetraid fail ... --member {})",
-                self.member, m.state, self.member
-            )),
-            _ => {
-                println!("member {} is detached (slot {} is {}); fill the slot with hetraid add or replace", self.member, self.member, m.state);
-                Ok(())
-            }
+        if self.force || self.with.is_some() {
+            return Err(
+                "remove takes no --force or --with; it detaches a faulty or missing member".into(),
+            );
         }
+        if let Some(r) = remote(
+            &self.members,
+            serde_json::json!({"verb": "remove", "member": self.member}),
+        ) {
+            r?;
+        } else {
+            let a = assemble(&self.members)?;
+            a.remove(self.member).map_err(|e| e.to_string())?;
+            a.close().map_err(|e| e.to_string())?;
+        }
+        println!(
+            "member {} removed; its slot is empty until hetraid add or replace fills it",
+            self.member
+        );
+        Ok(())
     }
 
     pub fn replace(&self) -> Result<(), String> {
@@ -346,7 +481,7 @@ impl MemberOpCmd {
         let abs = std::path::absolute(split_member(with)?.0).map_err(|e| e.to_string())?;
         if let Some(r) = remote(
             &self.members,
-            serde_json::json!({"verb": "replace", "member": self.member, "with": abs}),
+            serde_json::json!({"verb": "replace", "member": self.member, "with": abs, "force": self.force}),
         ) {
             r?;
             println!("member {} attached to the served array from {}; run hetraid rebuild with the same members", self.member, abs.display());
@@ -355,7 +490,9 @@ impl MemberOpCmd {
         let a = assemble(&self.members)?;
         let (p, _) = split_member(with)?;
         let new = open_member(&p)?;
-        a.replace(self.member, new).map_err(|e| e.to_string())?;
+        a.replace(self.member, new, self.force)
+            .map_err(|e| e.to_string())?;
+        a.close().map_err(|e| e.to_string())?;
         println!(
             "member {} will be rebuilt onto {}; run: hetraid rebuild <members with the new one>",
             self.member,
@@ -373,6 +510,9 @@ pub struct AddCmd {
     /// The new member, put in the first failed or missing slot.
     #[arg(long)]
     pub with: String,
+    /// Overwrite a device that holds data or another array's member.
+    #[arg(long)]
+    pub force: bool,
 }
 
 impl AddCmd {
@@ -386,8 +526,9 @@ impl AddCmd {
             .map(|m| m.device)
             .ok_or("the array has no failed or missing slot to add a member to (hot spares are not supported yet)")?;
         let (p, _) = split_member(&self.with)?;
-        a.replace(slot, open_member(&p)?)
+        a.replace(slot, open_member(&p)?, self.force)
             .map_err(|e| e.to_string())?;
+        a.close().map_err(|e| e.to_string())?;
         println!(
             "{} added in slot {slot}; run hetraid rebuild with it among the members",
             p.display()
@@ -579,7 +720,13 @@ impl DataCmd {
 
     pub fn read(&self) -> Result<(), String> {
         let len = self.length.ok_or("read needs --length")?;
-        let a = assemble(&self.members)?;
+        let a = assemble_with(
+            &self.members,
+            AssembleOptions {
+                force: false,
+                access: Access::ReadOnly,
+            },
+        )?;
         let cap = a.capacity();
         if self.offset.checked_add(len).is_none_or(|e| e > cap) {
             return Err(format!(

@@ -212,7 +212,7 @@ impl DemoCmd {
             }
         }
         let a = Array::assemble(live.clone()).map_err(|e| e.to_string())?;
-        a.replace(1, member(&new, MemberKind::Hdd, emulate)?)
+        a.replace(1, member(&new, MemberKind::Hdd, emulate)?, false)
             .map_err(|e| e.to_string())?;
         drop(a);
         live.insert(1, member(&new, MemberKind::Hdd, emulate)?);
