@@ -65,15 +65,7 @@ pub fn remote(member: &Path, request: &Value) -> Option<Result<Value, String>> {
 
 /// Serve control requests for `array` until `stop`.
 pub fn serve_control(array: Arc<Array>, path: &Path, stop: Arc<AtomicBool>) -> std::io::Result<()> {
-    if path.exists() {
-        if UnixStream::connect(path).is_ok() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::AddrInUse,
-                "the array is already served",
-            ));
-        }
-        std::fs::remove_file(path)?;
-    }
+    crate::server::remove_stale_socket(path)?;
     let l = UnixListener::bind(path)?;
     l.set_nonblocking(true)?;
     while !stop.load(Ordering::SeqCst) {
@@ -89,7 +81,12 @@ pub fn serve_control(array: Arc<Array>, path: &Path, stop: Arc<AtomicBool>) -> s
             Err(_) => {}
         }
     }
-    let _ = std::fs::remove_file(path);
+    if std::fs::symlink_metadata(path).is_ok_and(|m| {
+        use std::os::unix::fs::FileTypeExt;
+        m.file_type().is_socket()
+    }) {
+        let _ = std::fs::remove_file(path);
+    }
     Ok(())
 }
 

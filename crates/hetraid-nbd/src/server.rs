@@ -134,16 +134,7 @@ pub fn serve(
     }
     let l = match listen {
         Listen::Unix(p) => {
-            if p.exists() {
-                // A stale socket from a killed server; a live one would still accept.
-                if UnixStream::connect(p).is_ok() {
-                    return Err(io::Error::new(
-                        io::ErrorKind::AddrInUse,
-                        format!("{} is in use by a running server", p.display()),
-                    ));
-                }
-                std::fs::remove_file(p)?;
-            }
+            remove_stale_socket(p)?;
             let u = UnixListener::bind(p)?;
             u.set_nonblocking(true)?;
             L::U(u)
@@ -214,9 +205,44 @@ pub fn serve(
         let _ = t.join();
     }
     if let Listen::Unix(p) = listen {
-        let _ = std::fs::remove_file(p);
+        // Only our own socket: whatever replaced it meanwhile is not ours.
+        if let Ok(m) = std::fs::symlink_metadata(p) {
+            use std::os::unix::fs::FileTypeExt;
+            if m.file_type().is_socket() {
+                let _ = std::fs::remove_file(p);
+            }
+        }
     }
     Ok(())
+}
+
+/// Make room for a Unix socket at `p`: nothing there, or a socket nobody
+/// answers on (left by a killed server) is removed. Anything else — a file, a
+/// directory, a link, a live socket — is an error and is left alone (a member
+/// of the array could be at that path).
+pub fn remove_stale_socket(p: &std::path::Path) -> io::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let m = match std::fs::symlink_metadata(p) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    if !m.file_type().is_socket() {
+        return Err(io::Error::new(
+            io::ErrorKind::AddrInUse,
+            format!(
+                "{} exists and is not a socket; give a path where nothing is, it is not removed",
+                p.display()
+            ),
+        ));
+    }
+    if UnixStream::connect(p).is_ok() {
+        return Err(io::Error::new(
+            io::ErrorKind::AddrInUse,
+            format!("{} is in use by a running server", p.display()),
+        ));
+    }
+    std::fs::remove_file(p)
 }
 
 /// Bytes of replies a Unix connection may have queued before a send blocks.

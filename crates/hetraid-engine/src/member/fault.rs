@@ -16,6 +16,14 @@ pub struct FaultConfig {
     pub error_ppm: u32,
     /// Fail the N-th operation (0-based), once.
     pub fail_op: Option<u64>,
+    /// Injected errors carry this OS error number (e.g. libc::ENOSPC)
+    /// instead of a generic error.
+    pub errno: Option<i32>,
+    /// A process death shared by several members: each write or flush counts
+    /// it down, and once it reaches zero no write of any member sharing it
+    /// lands any more (they return Ok, as writes queued by a killed process
+    /// never reach the disk). `crash()` then drops what was not flushed.
+    pub death: Option<std::sync::Arc<std::sync::atomic::AtomicI64>>,
 }
 
 struct State {
@@ -56,6 +64,11 @@ impl FaultMember {
         self.state.lock().unwrap().cfg = cfg;
     }
 
+    /// Count operations from zero again (for `fail_op`).
+    pub fn reset_ops(&self) {
+        self.state.lock().unwrap().ops = 0;
+    }
+
     /// Lose power: unflushed pages revert (torn: each independently, at random).
     pub fn crash(&self, torn: bool) {
         let mut s = self.state.lock().unwrap();
@@ -87,12 +100,23 @@ impl FaultMember {
             || s.cfg.fail_op == Some(op)
             || random
         {
+            if let Some(errno) = s.cfg.errno {
+                return Err(io::Error::from_raw_os_error(errno));
+            }
             return Err(io::Error::other(format!(
                 "injected I/O error on {} (operation {op})",
                 self.name
             )));
         }
         Ok(())
+    }
+
+    /// Is the process dead (writes no longer land)? Counts this write down.
+    fn dead(s: &State) -> bool {
+        s.cfg
+            .death
+            .as_ref()
+            .is_some_and(|d| d.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) <= 0)
     }
 }
 
@@ -126,6 +150,9 @@ impl Member for FaultMember {
         let mut s = self.state.lock().unwrap();
         self.check(&mut s, true)?;
         let r = bounds(self.len, off, buf.len())?;
+        if Self::dead(&s) {
+            return Ok(());
+        }
         s.current[r].copy_from_slice(buf);
         for p in off / PAGE..(off + buf.len() as u64).div_ceil(PAGE) {
             s.dirty_pages.insert(p);
@@ -136,6 +163,9 @@ impl Member for FaultMember {
     fn flush(&self) -> io::Result<()> {
         let mut s = self.state.lock().unwrap();
         self.check(&mut s, true)?;
+        if Self::dead(&s) {
+            return Ok(());
+        }
         let pages: Vec<u64> = std::mem::take(&mut s.dirty_pages).into_iter().collect();
         for p in pages {
             let r = (p * PAGE) as usize..((p + 1) * PAGE).min(s.current.len() as u64) as usize;

@@ -29,6 +29,12 @@ pub struct ServeCmd {
 impl ServeCmd {
     pub fn run(&self) -> Result<(), String> {
         let listen = Listen::parse(&self.listen)?;
+        // The socket path is checked before the array is touched: whatever is
+        // there (a member, a user's file) is never removed.
+        if let Listen::Unix(p) = &listen {
+            hetraid_nbd::server::remove_stale_socket(p)
+                .map_err(|e| format!("cannot serve on {}: {e}", self.listen))?;
+        }
         let array = Arc::new(super::array::assemble(&self.members)?);
         for w in array.warnings() {
             eprintln!("hetraid: warning: {w}");
