@@ -283,25 +283,15 @@ fn case11_absurd_superblock_fields_are_refused() {
         .close()
         .unwrap();
     let good = read_sb(members[0].as_ref());
-    let edits: Vec<(&str, Box<dyn Fn(&mut Vec<u8>)>)> = vec![
-        (
-            "member data size",
-            Box::new(|b: &mut Vec<u8>| {
-                b[376 + 8..376 + 16].copy_from_slice(&(1u64 << 62).to_le_bytes())
-            }),
-        ),
-        (
-            "chunk size",
-            Box::new(|b: &mut Vec<u8>| b[56..64].copy_from_slice(&0u64.to_le_bytes())),
-        ),
-        (
-            "data offset",
-            Box::new(|b: &mut Vec<u8>| b[48..56].copy_from_slice(&7u64.to_le_bytes())),
-        ),
+    // (field, byte offset, little-endian u64 written there)
+    let edits = [
+        ("member data size", 376 + 8, 1u64 << 62),
+        ("chunk size", 56, 0),
+        ("data offset", 48, 7),
     ];
-    for (field, edit) in edits {
+    for (field, at, v) in edits {
         let mut b = good.encode().to_vec();
-        edit(&mut b);
+        b[at..at + 8].copy_from_slice(&v.to_le_bytes());
         let crc = crc32c::crc32c(&b[..SB_SIZE - 4]);
         b[SB_SIZE - 4..].copy_from_slice(&crc.to_le_bytes());
         members[0].write_at(&b, 0).unwrap();
