@@ -439,7 +439,12 @@ impl MemberOpCmd {
         let a = assemble(&self.members)?;
         a.fail_with(self.member, self.force)
             .map_err(|e| e.to_string())?;
-        a.close().map_err(|e| e.to_string())?;
+        match a.close() {
+            // Forced beyond the redundancy, the array is failed: that is what
+            // was asked for, not an error of this command.
+            Err(_) if self.force => {}
+            r => r.map_err(|e| e.to_string())?,
+        }
         println!(
             "member {} marked faulty; array is {}",
             self.member,
