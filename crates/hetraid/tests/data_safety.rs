@@ -139,7 +139,7 @@ fn case02_a_truncated_member_is_left_out() {
         "{st}"
     );
     assert_eq!(read(&m, 0, 1 << 20), data);
-    let more = bytes(3 * 64 << 10, 4);
+    let more = bytes(3 * (64 << 10), 4);
     let (code, err) = write(&m, 0, &more);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("m2"), "the warning names the member: {err}");
