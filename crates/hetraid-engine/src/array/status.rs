@@ -40,7 +40,14 @@ impl Array {
             .members
             .iter()
             .any(|s| matches!(s, MemberState::Rebuilding { .. }));
-        let state = if failed > self.layout.redundancy().tolerance() {
+        // Not in sync (failed, absent, or rebuilt only in part): if the array
+        // cannot read everything without them, data is lost.
+        let unreadable: Vec<usize> = (0..st.members.len())
+            .filter(|&i| self.holds[i] && st.members[i] != MemberState::InSync)
+            .collect();
+        let state = if failed > self.layout.redundancy().tolerance()
+            || !hetraid_core::layout::survives(self.layout(), &unreadable)
+        {
             "failed"
         } else if rebuilding {
             "rebuilding"
