@@ -331,3 +331,33 @@ fn case12_transient_read_errors_are_corrected() {
     }
     assert_eq!(array.status().member_states[3].state, "faulty");
 }
+
+/// Case 2, while running: a member file truncated under a running array is
+/// failed on the first read past its end (data reconstructed), and no write
+/// extends it again (the gap would read back as zeros).
+#[test]
+fn case02_a_member_truncated_while_running_is_failed_not_regrown() {
+    use hetraid_engine::member::FileMember;
+    let d = tempfile::tempdir().unwrap();
+    let paths: Vec<_> = (0..4).map(|i| d.path().join(format!("f{i}"))).collect();
+    let members: Vec<Arc<dyn Member>> = paths
+        .iter()
+        .map(|p| Arc::new(FileMember::create(p, 9 << 20).unwrap()) as Arc<dyn Member>)
+        .collect();
+    let array = Array::create(members, &opts("raid5", 65536)).unwrap();
+    let data = Rng(12).bytes(array.capacity() as usize);
+    array.write(0, &data).unwrap();
+    array.flush().unwrap();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&paths[2])
+        .unwrap();
+    f.set_len(4 << 20).unwrap();
+    assert_eq!(all(&array), data, "reads reconstruct what was cut off");
+    array
+        .write(0, &Rng(13).bytes(array.capacity() as usize))
+        .unwrap();
+    assert_eq!(std::fs::metadata(&paths[2]).unwrap().len(), 4 << 20);
+    assert_eq!(array.status().member_states[2].state, "faulty");
+    assert!(array.warnings().join(" ").contains("truncated"));
+}

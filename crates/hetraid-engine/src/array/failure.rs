@@ -86,8 +86,16 @@ impl Array {
     /// is to be failed (too many errors); the caller then reconstructs the data
     /// and writes it back (`repair_member`).
     pub(crate) fn read_error(&self, i: usize, e: &std::io::Error) -> bool {
-        let n = self.read_errors[i].fetch_add(1, Ordering::Relaxed) + 1;
         let name = self.slots[i].name();
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            // A read past the end: the member was truncated. Rewriting would
+            // extend it with a gap of zeros; it is failed instead.
+            self.warnings.lock().unwrap().push(format!(
+                "member {i} ({name}) is shorter than the array needs (truncated?): {e}"
+            ));
+            return self.member_error(i, e);
+        }
+        let n = self.read_errors[i].fetch_add(1, Ordering::Relaxed) + 1;
         if n > MAX_READ_ERRORS {
             self.warnings.lock().unwrap().push(format!(
                 "member {i} ({name}): {n} read errors (more than {MAX_READ_ERRORS}): {e}"

@@ -424,6 +424,9 @@ impl Array {
 
     /// Make every completed write durable on every member, then clear idle bitmap bits.
     pub fn flush(&self) -> Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
         let live = self.live_members();
         let ops: Vec<(usize, IoOp)> = live.iter().map(|&m| (m, IoOp::Flush)).collect();
         for (r, m) in run_batch(&self.queues, ops).into_iter().zip(live) {

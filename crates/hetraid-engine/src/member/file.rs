@@ -13,6 +13,8 @@ pub struct FileMember {
     path: PathBuf,
     len: u64,
     direct: bool,
+    /// A regular file (not a block device): its size can change under us.
+    regular: bool,
 }
 
 thread_local! {
@@ -135,6 +137,7 @@ impl FileMember {
             path: path.to_path_buf(),
             len,
             direct: is_direct,
+            regular: !block,
         })
     }
 
@@ -189,6 +192,27 @@ fn inside(len: u64, off: u64, n: usize) -> io::Result<()> {
     ))
 }
 
+impl FileMember {
+    /// A write must not extend a regular file that was truncated under us (the
+    /// gap would read back as zeros, silently): the file's size now, one fstat.
+    fn check_not_truncated(&self, off: u64, n: usize) -> io::Result<()> {
+        if !self.regular {
+            return Ok(());
+        }
+        let now = self.file.metadata()?.len();
+        if off + n as u64 > now {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "the member file is {now} bytes, shorter than when it was opened ({}): truncated? the write is refused",
+                    self.len
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Member for FileMember {
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
         inside(self.len, off, buf.len())?;
@@ -210,6 +234,7 @@ impl Member for FileMember {
 
     fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
         inside(self.len, off, buf.len())?;
+        self.check_not_truncated(off, buf.len())?;
         if !self.direct
             || (aligned(off) && aligned(buf.len() as u64) && aligned(buf.as_ptr() as u64))
         {
@@ -229,7 +254,9 @@ impl Member for FileMember {
     }
 
     fn write_vectored_at(&self, parts: &[&[u8]], off: u64) -> io::Result<()> {
-        inside(self.len, off, parts.iter().map(|p| p.len()).sum())?;
+        let n = parts.iter().map(|p| p.len()).sum();
+        inside(self.len, off, n)?;
+        self.check_not_truncated(off, n)?;
         if let [one] = parts {
             return self.write_at(one, off);
         }
