@@ -112,9 +112,32 @@ impl Array {
                 member: new.name(),
                 source: e,
             })?;
+        // Then the new device gets the new table on its own, before the
+        // others: a crash between the two leaves it the freshest (events e+1)
+        // and the others one behind — all accepted, the array rebuilding.
+        let device = crate::array::new_device_id();
+        let survives = |out: &[usize]| hetraid_core::layout::survives(self.layout(), out);
+        let next = sb
+            .table()
+            .apply(
+                hetraid_core::membership::Transition::Attach { slot: i, device },
+                &survives,
+            )
+            .map_err(EngineError::Refused)?;
+        let mut first = sb.clone();
+        first.set_table(&next);
+        first.member = i as u32;
+        first.clean = false;
+        let mut b = AlignedBuf::zeroed(SB_SIZE);
+        b.copy_from_slice(&first.encode());
+        new.write_at(&b, 0)
+            .and_then(|_| new.flush())
+            .map_err(|e| EngineError::Io {
+                member: new.name(),
+                source: e,
+            })?;
         let old = self.member(i);
         self.set_slot(i, new);
-        let device = crate::array::new_device_id();
         let r = self.transition(hetraid_core::membership::Transition::Attach { slot: i, device });
         if r.is_err() {
             self.put_back(i, old);

@@ -383,7 +383,7 @@ impl Array {
                 )),
                 _ => {
                     return Err(EngineError::Refused(format!(
-                        "{what}. It is not started: give all members if you can (the regions are then resynced), or start it anyway with --force and check the data in those regions"
+                        "{what}. It is not started: give all members if you can (the regions are then resynced), or start it anyway with hetraid assemble --force and the same members, then check the data in those regions"
                     )))
                 }
             }
