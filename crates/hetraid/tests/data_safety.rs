@@ -3,8 +3,7 @@
 //! The engine-level cases are in `crates/hetraid-engine/tests/safety.rs`.
 
 mod common;
-use common::hetraid;
-use std::io::Write;
+use common::{bytes, hetraid, run_stdin};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -40,19 +39,11 @@ fn refused(a: &[&str], want: &str) -> String {
 
 /// `hetraid write MEMBERS --offset OFF` with `data` on stdin.
 fn write(members: &[String], off: u64, data: &[u8]) -> (i32, String) {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_hetraid"))
-        .args(args("write", members, &["--offset", &off.to_string()]))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let _ = c.stdin.take().unwrap().write_all(data);
-    let o = c.wait_with_output().unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stderr).into(),
-    )
+    let (code, _, err) = run_stdin(
+        &args("write", members, &["--offset", &off.to_string()]),
+        Some(data),
+    );
+    (code, err)
 }
 
 fn read(members: &[String], off: u64, len: u64) -> Vec<u8> {
@@ -70,18 +61,6 @@ fn read(members: &[String], off: u64, len: u64) -> Vec<u8> {
         String::from_utf8_lossy(&o.stderr)
     );
     o.stdout
-}
-
-fn bytes(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 /// A RAID5 of `n` 8 MiB members in `d`, with 1 MiB of data written.

@@ -1,6 +1,7 @@
 //! The lifecycle verbs end to end through the binary, bad input refused with
 //! nothing written, and a real `kill -9` of a writing process.
 
+mod common;
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -11,24 +12,7 @@ fn bin() -> Command {
 }
 
 fn run(args: &[&str], stdin: Option<&[u8]>) -> (i32, Vec<u8>, String) {
-    let mut c = bin()
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    if let Some(d) = stdin {
-        // A command that refuses its input may exit before reading it all.
-        let _ = c.stdin.take().unwrap().write_all(d);
-    }
-    drop(c.stdin.take());
-    let o = c.wait_with_output().unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        o.stdout,
-        String::from_utf8_lossy(&o.stderr).into(),
-    )
+    common::run_stdin(args, stdin)
 }
 
 fn ok(args: &[&str], stdin: Option<&[u8]>) -> Vec<u8> {
@@ -38,15 +22,7 @@ fn ok(args: &[&str], stdin: Option<&[u8]>) -> Vec<u8> {
 }
 
 fn data(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    common::bytes(n, seed)
 }
 
 fn paths(dir: &Path, names: &[&str]) -> Vec<String> {

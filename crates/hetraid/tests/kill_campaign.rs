@@ -35,23 +35,8 @@ fn bin() -> Command {
 }
 
 fn run(args: &[String], stdin: Option<&[u8]>) -> (bool, Vec<u8>, String) {
-    let mut c = bin()
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    if let Some(d) = stdin {
-        let _ = c.stdin.take().unwrap().write_all(d);
-    }
-    drop(c.stdin.take());
-    let o = c.wait_with_output().unwrap();
-    (
-        o.status.success(),
-        o.stdout,
-        String::from_utf8_lossy(&o.stderr).into(),
-    )
+    let (code, out, err) = common::run_stdin(args, stdin);
+    (code == 0, out, err)
 }
 
 /// Start `args`, kill -9 it after `delay_us` (if it still runs).

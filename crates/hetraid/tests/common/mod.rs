@@ -25,3 +25,43 @@ pub fn json(args: &[&str]) -> Value {
     assert_eq!(code, 0, "hetraid {args:?} failed: {err}");
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
 }
+
+/// (exit status, stdout, stderr) of `hetraid ARGS` with `stdin` fed to it.
+pub fn run_stdin<S: AsRef<std::ffi::OsStr>>(
+    args: &[S],
+    stdin: Option<&[u8]>,
+) -> (i32, Vec<u8>, String) {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut c = Command::new(env!("CARGO_BIN_EXE_hetraid"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run hetraid");
+    if let Some(d) = stdin {
+        // A command that refuses its input may exit before reading it all.
+        let _ = c.stdin.take().unwrap().write_all(d);
+    }
+    drop(c.stdin.take());
+    let o = c.wait_with_output().unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        o.stdout,
+        String::from_utf8_lossy(&o.stderr).into(),
+    )
+}
+
+/// `n` pseudo-random bytes from `seed` (xorshift).
+pub fn bytes(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
