@@ -340,3 +340,55 @@ fn case13_wrong_members_and_typos_are_refused() {
     set_ro(false);
     drop(ro);
 }
+
+/// Case 1, as the issue ran it: on a served RAID5, `fail`, `replace --with
+/// new1`, a slow `rebuild` in the background; meanwhile `fail` and `replace
+/// --with new2`. The first rebuild stops with an error and activates nothing;
+/// a second rebuild fills new2 and every byte reads back.
+#[test]
+fn case01_served_rebuild_stops_when_its_target_is_replaced() {
+    let d = tempfile::tempdir().unwrap();
+    let (mut m, data) = raid5(d.path(), "m", 4);
+    let sock = d.path().join("s.sock");
+    let mut srv = serve(&m, &sock);
+    ok(&args("fail", &m, &["--member", "1"]));
+    let new1 = p(d.path(), "new1");
+    let new2 = p(d.path(), "new2");
+    for n in [&new1, &new2] {
+        std::fs::File::create(n).unwrap().set_len(8 << 20).unwrap();
+    }
+    ok(&args("replace", &m, &["--member", "1", "--with", &new1]));
+    let slow = Command::new(env!("CARGO_BIN_EXE_hetraid"))
+        .args(args(
+            "rebuild",
+            &m,
+            &["--max-speed", "1M", "--min-speed", "1M"],
+        ))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    ok(&args("fail", &m, &["--member", "1"]));
+    ok(&args("replace", &m, &["--member", "1", "--with", &new2]));
+    let o = slow.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "the first rebuild must fail: {err}");
+    assert!(err.contains("failed or replaced"), "{err}");
+    let st = ok(&args("status", &m, &["--json"]));
+    assert!(
+        st.contains("\"rebuilding\""),
+        "new2 is still to rebuild: {st}"
+    );
+    ok(&args("rebuild", &m, &["--max-speed", "0"]));
+    assert!(ok(&args("status", &m, &[])).contains("optimal"));
+    // Stop the server (SIGTERM: flush, mark clean), then read from the files.
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(srv.0.id() as i32, libc::SIGTERM) };
+    let _ = srv.0.wait();
+    m[1] = new2;
+    assert_eq!(read(&m, 0, 1 << 20), data);
+    let (code, out, err) = hetraid(&args("scrub", &m, &[]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(", 0 mismatched"), "{out}");
+}
