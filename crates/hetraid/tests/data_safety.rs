@@ -5,7 +5,7 @@
 mod common;
 use common::{bytes, hetraid, run_stdin};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -288,6 +288,7 @@ fn case13_wrong_members_and_typos_are_refused() {
         let st = ok(&args("status", &m, &["--json"]));
         assert!(st.contains("\"removed\""), "{st}");
     }
+    assert_eq!(read(&m[..3], 0, 1 << 20), data, "after fail and remove");
     // Offline: remove changes the slot's state.
     let (n, _) = raid5(d.path(), "n", 3);
     ok(&args("fail", &n, &["--member", "2"]));
@@ -323,22 +324,6 @@ fn case13_wrong_members_and_typos_are_refused() {
     std::os::unix::fs::symlink(&m[0], &link).unwrap();
     let twice = vec![m[0].clone(), m[1].clone(), m[2].clone(), link.clone()];
     refused(&args("status", &twice, &[]), "same file");
-    // Read-only members: status and read work; write is refused.
-    let ro: Vec<PathBuf> = m.iter().map(PathBuf::from).collect();
-    let set_ro = |ro: bool| {
-        for f in &m {
-            let mut perm = std::fs::metadata(f).unwrap().permissions();
-            perm.set_readonly(ro);
-            std::fs::set_permissions(f, perm).unwrap();
-        }
-    };
-    set_ro(true);
-    // root ignores permissions; the test still checks the read-only path works.
-    let st = ok(&args("status", &m, &[]));
-    assert!(st.contains("member"), "{st}");
-    assert_eq!(read(&m, 0, 1 << 20), data);
-    set_ro(false);
-    drop(ro);
 }
 
 /// Case 1, as the issue ran it: on a served RAID5, `fail`, `replace --with
@@ -391,4 +376,56 @@ fn case01_served_rebuild_stops_when_its_target_is_replaced() {
     let (code, out, err) = hetraid(&args("scrub", &m, &[]));
     assert_eq!(code, 0, "{err}");
     assert!(out.contains(", 0 mismatched"), "{out}");
+}
+
+/// Case 13: members the user may only read (immutable, or read-only for a
+/// non-root user) can still be inspected and read; writing says why not.
+#[test]
+fn case13_read_only_members_can_be_inspected_and_read() {
+    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (m, data) = raid5(d.path(), "r", 3);
+    // Root ignores permissions but not the immutable attribute.
+    let immutable = Command::new("chattr")
+        .arg("+i")
+        .args(&m)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !immutable {
+        for f in &m {
+            let mut perm = std::fs::metadata(f).unwrap().permissions();
+            perm.set_readonly(true);
+            std::fs::set_permissions(f, perm).unwrap();
+        }
+        if std::fs::OpenOptions::new().write(true).open(&m[0]).is_ok() {
+            // Root without chattr: nothing makes the files read-only.
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI is set and no way to make a file read-only (chattr) exists"
+            );
+            eprintln!("skipping: cannot make a member read-only here");
+            return;
+        }
+    }
+    let undo = || {
+        if immutable {
+            let _ = Command::new("chattr").arg("-i").args(&m).status();
+        }
+    };
+    let st = hetraid(&args("status", &m, &[]));
+    let back = Command::new(env!("CARGO_BIN_EXE_hetraid"))
+        .args(args("read", &m, &["--offset", "0", "--length", "1M"]))
+        .output()
+        .unwrap();
+    let w = write(&m, 0, &[1u8; 4096]);
+    undo();
+    assert_eq!(st.0, 0, "status of read-only members: {}", st.2);
+    assert!(st.1.contains("optimal"), "{}", st.1);
+    assert!(
+        back.status.success(),
+        "{}",
+        String::from_utf8_lossy(&back.stderr)
+    );
+    assert!(back.stdout == data);
+    assert_ne!(w.0, 0);
+    assert!(w.1.contains("cannot open member"), "{}", w.1);
 }
