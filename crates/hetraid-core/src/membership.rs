@@ -329,7 +329,9 @@ pub fn assemble(
         let ours = table.slots[c.slot];
         let c_says_fresh_out = !theirs.state.is_in() && same_device(theirs.device, fresh.device());
         let fresh_says_c_out = !ours.state.is_in() && same_device(ours.device, c.device());
-        if c_says_fresh_out && fresh_says_c_out && c.table.events + 1 >= fresh.table.events {
+        // However far apart their event counters are: the side that ran
+        // longer is not thereby the right one.
+        if c_says_fresh_out && fresh_says_c_out {
             return Err(AssembleError::Split {
                 a: i,
                 b: fresh_i,
@@ -651,5 +653,65 @@ mod tests {
         assert_eq!(a.used, vec![None, Some(1), Some(2), Some(3)]);
         assert_eq!(a.recorded_missing, Vec::<usize>::new());
         assert_eq!(a.table.slots[0].state, SlotState::Faulty);
+    }
+}
+
+#[cfg(test)]
+mod split_tests {
+    use super::*;
+
+    /// A RAID1 half that was failed, then started alone (its own superblock
+    /// never learned it was failed) and run for longer than the other: still a
+    /// split, not a win for the side with more events.
+    #[test]
+    fn the_longer_running_half_does_not_win() {
+        let s = |out: &[usize]| out.len() <= 1;
+        let t = MemberTable::new(&[1, 2]);
+        // B records A faulty.
+        let b = t
+            .apply(
+                Transition::Fail {
+                    slot: 0,
+                    force: false,
+                },
+                &s,
+            )
+            .unwrap();
+        // A, alone from the old table, records B missing, then runs on.
+        let w = AssembleMode {
+            writable: true,
+            force: false,
+        };
+        let mut a = assemble(
+            &[Candidate {
+                table: t.clone(),
+                slot: 0,
+                clean: true,
+                size_ok: true,
+            }],
+            w,
+            &s,
+        )
+        .unwrap()
+        .table;
+        a.events += 5;
+        let both = [
+            Candidate {
+                table: a,
+                slot: 0,
+                clean: true,
+                size_ok: true,
+            },
+            Candidate {
+                table: b,
+                slot: 1,
+                clean: true,
+                size_ok: true,
+            },
+        ];
+        assert!(matches!(
+            assemble(&both, w, &s),
+            Err(AssembleError::Split { .. })
+        ));
     }
 }
