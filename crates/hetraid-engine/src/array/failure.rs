@@ -30,18 +30,7 @@ impl Array {
 
     /// [`Array::fail`]; with `force`, even beyond the redundancy.
     pub fn fail_with(&self, i: usize, force: bool) -> Result<()> {
-        let r = self.transition(Transition::Fail { slot: i, force });
-        if let Err(EngineError::Refused(msg)) = &r {
-            // Name the member by path.
-            let path = self.slots.get(i).map(|s| s.name());
-            return Err(EngineError::Refused(match path {
-                Some(p) if self.present(i) => {
-                    msg.replacen(&format!("member {i} "), &format!("member {i} ({p}) "), 1)
-                }
-                _ => msg.clone(),
-            }));
-        }
-        r?;
+        self.transition(Transition::Fail { slot: i, force })?;
         let failed = self.out_members(true);
         if failed > self.layout.redundancy().tolerance() {
             self.warnings.lock().unwrap().push(format!(

@@ -479,13 +479,34 @@ impl Array {
         let survives = |out: &[usize]| hetraid_core::layout::survives(self.layout(), out);
         let mut next = old.clone();
         for &t in ts {
-            next = next.apply(t, &survives).map_err(EngineError::Refused)?;
+            next = next
+                .apply(t, &survives)
+                .map_err(|e| EngineError::Refused(self.name_slot(t, e)))?;
         }
         next.events = old.events + 1;
         edit(&mut sb);
         sb.set_table(&next);
         self.sync_state(&old, &next);
         self.persist(&mut sb)
+    }
+
+    /// The core names slots by number; operators name disks by path.
+    fn name_slot(&self, t: Transition, msg: String) -> String {
+        let slot = match t {
+            Transition::Fail { slot, .. }
+            | Transition::Attach { slot, .. }
+            | Transition::Checkpoint { slot, .. }
+            | Transition::FinishRebuild { slot, .. }
+            | Transition::Remove { slot } => slot,
+        };
+        match self.slots.get(slot).and_then(|s| s.get()) {
+            Some(m) => msg.replacen(
+                &format!("member {slot} "),
+                &format!("member {slot} ({}) ", m.name()),
+                1,
+            ),
+            None => msg,
+        }
     }
 
     /// Bring the in-memory member states in line with a new table.
