@@ -110,6 +110,9 @@ fn kill_9_during_lifecycle_verbs_never_costs_a_member() {
     let (ok, _, err) = run(&with("write", &m, &["--offset", "0"]), Some(&data));
     assert!(ok, "{err}");
     let (mut mid_update, mut landed) = (0, 0);
+    // Per verb, the shortest delay at which the verb had already finished:
+    // kills are aimed at the end of its life, where superblocks are written.
+    let mut done_by_us: std::collections::HashMap<&str, u64> = Default::default();
     let ctx = |i: usize, what: &str| format!("seed {seed}, kill {i} during {what}");
     for i in 0..kills {
         // A replacement killed before its superblock landed is not a member:
@@ -165,8 +168,12 @@ fn kill_9_during_lifecycle_verbs_never_costs_a_member() {
             (with("fail", &listed, &["--member", &k]), None, "fail")
         };
         let before: Vec<Option<(u64, u8)>> = m_before.iter().map(|p| events(p)).collect();
-        if killed(&args, input.as_deref(), rng.below(40_000)) {
+        let est = *done_by_us.get(what).unwrap_or(&40_000);
+        let delay = est / 3 + rng.below(est);
+        if killed(&args, input.as_deref(), delay) {
             landed += 1;
+        } else {
+            done_by_us.insert(what, est.min(delay).max(500));
         }
         // Members that take superblock updates (not the faulty one left behind).
         let in_array: Vec<usize> = (0..4)
