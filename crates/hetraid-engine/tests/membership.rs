@@ -11,14 +11,17 @@
 mod common;
 use common::*;
 use hetraid_engine::format::RoleState;
-use hetraid_engine::member::{FaultConfig, FaultMember, Member};
+use hetraid_engine::member::{Death, FaultConfig, FaultMember, Member};
 use hetraid_engine::{Access, Array, AssembleOptions, RebuildOptions};
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 const CHUNK: u64 = 4096;
-const NEVER: i64 = i64::MAX;
+/// Deaths that cut a superblock update (the first write lost was at offset 0),
+/// over every history of this run.
+static SUPERBLOCK_DEATHS: AtomicU64 = AtomicU64::new(0);
+static DEATHS: AtomicU64 = AtomicU64::new(0);
 
 struct World {
     seed: u64,
@@ -27,7 +30,7 @@ struct World {
     /// Every device made so far; `slots[i]` is the device the test put in slot i.
     devices: Vec<Arc<FaultMember>>,
     slots: Vec<usize>,
-    death: Arc<AtomicI64>,
+    death: Arc<Death>,
     /// What the array holds; `unsure` ranges may hold old or new bytes.
     model: Vec<u8>,
     unsure: Vec<(u64, u64)>,
@@ -286,7 +289,7 @@ fn history(seed: u64) {
         size,
         devices: Vec::new(),
         slots: Vec::new(),
-        death: Arc::new(AtomicI64::new(NEVER)),
+        death: Arc::new(Death::never()),
         model: Vec::new(),
         unsure: Vec::new(),
         tainted: Vec::new(),
@@ -307,16 +310,27 @@ fn history(seed: u64) {
             0 => {
                 // A process death at a random write (superblocks, bitmap, data),
                 // then power loss and a restart.
-                let k = w.rng.below(60) as i64;
+                // Half the deaths within the first superblock batch of the
+                // operation (a write and a flush per member), half anywhere.
+                let k = if w.rng.below(2) == 0 {
+                    w.rng.below(2 * w.slots.len() as u64 + 2) as i64
+                } else {
+                    w.rng.below(60) as i64
+                };
                 w.log.push(format!("death after {k} writes"));
                 let was_in: Vec<(usize, String)> = (0..w.slots.len())
                     .filter(|&i| a.present(i) && !World::out_slots(&a).contains(&i))
                     .map(|i| (i, a.member(i).unwrap().name()))
                     .collect();
-                w.death.store(k, Ordering::SeqCst);
+                w.death.after(k);
                 let table_changed = w.step(&a, true);
                 drop(a);
-                w.death.store(NEVER, Ordering::SeqCst);
+                w.death.revive();
+                DEATHS.fetch_add(1, Ordering::Relaxed);
+                let at_superblock = w.death.first_lost_offset.load(Ordering::SeqCst) == 0;
+                if at_superblock {
+                    SUPERBLOCK_DEATHS.fetch_add(1, Ordering::Relaxed);
+                }
                 let torn = w.rng.below(2) == 0;
                 w.devices.iter().for_each(|d| d.crash(torn));
                 a = w.assemble();
@@ -379,4 +393,9 @@ fn random_histories_keep_data_and_never_reactivate_a_failed_member() {
             panic!("state-machine history failed; replay with HETRAID_SEED={seed}");
         }
     }
+    eprintln!(
+        "{} process deaths, {} of them in the middle of a superblock update",
+        DEATHS.load(Ordering::Relaxed),
+        SUPERBLOCK_DEATHS.load(Ordering::Relaxed)
+    );
 }

@@ -23,7 +23,40 @@ pub struct FaultConfig {
     /// it down, and once it reaches zero no write of any member sharing it
     /// lands any more (they return Ok, as writes queued by a killed process
     /// never reach the disk). `crash()` then drops what was not flushed.
-    pub death: Option<std::sync::Arc<std::sync::atomic::AtomicI64>>,
+    pub death: Option<std::sync::Arc<Death>>,
+}
+
+/// A process death shared by members (see [`FaultConfig::death`]).
+#[derive(Debug)]
+pub struct Death {
+    /// Writes (and flushes) that still land.
+    pub countdown: std::sync::atomic::AtomicI64,
+    /// Byte offset of the first write that did not land (u64::MAX: none yet):
+    /// tells a death in a superblock update (offset 0) from others.
+    pub first_lost_offset: std::sync::atomic::AtomicU64,
+}
+
+impl Death {
+    /// No death scheduled.
+    pub fn never() -> Self {
+        Self {
+            countdown: std::sync::atomic::AtomicI64::new(i64::MAX),
+            first_lost_offset: std::sync::atomic::AtomicU64::new(u64::MAX),
+        }
+    }
+
+    /// Die after `writes` more writes.
+    pub fn after(&self, writes: i64) {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.first_lost_offset.store(u64::MAX, SeqCst);
+        self.countdown.store(writes, SeqCst);
+    }
+
+    /// Live again (a restarted process).
+    pub fn revive(&self) {
+        self.countdown
+            .store(i64::MAX, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 struct State {
@@ -111,12 +144,21 @@ impl FaultMember {
         Ok(())
     }
 
-    /// Is the process dead (writes no longer land)? Counts this write down.
-    fn dead(s: &State) -> bool {
-        s.cfg
-            .death
-            .as_ref()
-            .is_some_and(|d| d.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) <= 0)
+    /// Is the process dead (writes no longer land)? Counts this write (at
+    /// `off`; None for a flush) down.
+    fn dead(s: &State, off: Option<u64>) -> bool {
+        use std::sync::atomic::Ordering::SeqCst;
+        s.cfg.death.as_ref().is_some_and(|d| {
+            let dead = d.countdown.fetch_sub(1, SeqCst) <= 0;
+            if dead {
+                if let Some(o) = off {
+                    let _ = d
+                        .first_lost_offset
+                        .compare_exchange(u64::MAX, o, SeqCst, SeqCst);
+                }
+            }
+            dead
+        })
     }
 }
 
@@ -150,7 +192,7 @@ impl Member for FaultMember {
         let mut s = self.state.lock().unwrap();
         self.check(&mut s, true)?;
         let r = bounds(self.len, off, buf.len())?;
-        if Self::dead(&s) {
+        if Self::dead(&s, Some(off)) {
             return Ok(());
         }
         s.current[r].copy_from_slice(buf);
@@ -163,7 +205,7 @@ impl Member for FaultMember {
     fn flush(&self) -> io::Result<()> {
         let mut s = self.state.lock().unwrap();
         self.check(&mut s, true)?;
-        if Self::dead(&s) {
+        if Self::dead(&s, None) {
             return Ok(());
         }
         let pages: Vec<u64> = std::mem::take(&mut s.dirty_pages).into_iter().collect();

@@ -7,7 +7,7 @@ mod file;
 mod slot;
 mod slow;
 
-pub use fault::{FaultConfig, FaultMember};
+pub use fault::{Death, FaultConfig, FaultMember};
 pub use file::FileMember;
 pub use slot::Slot;
 pub use slow::SlowMember;
