@@ -17,6 +17,7 @@ pub mod member;
 pub mod membership;
 pub mod plan;
 pub mod rebuild;
+pub mod scrub;
 pub mod units;
 
 pub use error::{LayoutError, PlanError};
