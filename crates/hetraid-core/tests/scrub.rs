@@ -28,15 +28,17 @@ impl Rng {
     }
 }
 
-/// (name, members, copies, group, chunks per bundle, raidx level)
-fn layouts() -> Vec<(
+/// A layout to test: (name, members, copies, group, chunks per bundle, raidx level).
+type Case = (
     &'static str,
     usize,
     Option<usize>,
     Option<usize>,
     Option<usize>,
     Option<&'static str>,
-)> {
+);
+
+fn layouts() -> Vec<Case> {
     vec![
         ("raid1", 2, None, None, None, None),
         ("raid1", 3, None, None, None, None),
