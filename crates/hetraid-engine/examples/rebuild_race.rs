@@ -77,7 +77,7 @@ fn verify(members: Vec<Arc<dyn Member>>, data: &[u8], what: &str) {
     a.read(0, &mut out).expect("read");
     assert!(out == data, "{what}: contents differ after the rebuild");
     assert_eq!(
-        a.scrub(false).expect("scrub").mismatches,
+        a.scrub(None).expect("scrub").mismatches,
         0,
         "{what}: scrub mismatches"
     );

@@ -8,7 +8,9 @@ pub mod format;
 pub mod member;
 pub mod queue;
 pub mod rebuild;
+pub mod scrub;
 
 pub use array::{Access, Array, AssembleOptions, CreateOptions, Status};
 pub use error::{EngineError, Result};
-pub use rebuild::{RebuildOptions, RebuildProgress, RebuildReport, ScrubReport};
+pub use rebuild::{RebuildOptions, RebuildProgress, RebuildReport};
+pub use scrub::{ScrubMismatch, ScrubReport};

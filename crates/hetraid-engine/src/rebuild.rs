@@ -60,15 +60,6 @@ pub struct RebuildReport {
     pub completed: bool,
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct ScrubReport {
-    pub mismatches: u64,
-    pub stripes_checked: u64,
-    pub mismatched_pages: u64,
-    pub repaired: u64,
-    pub mismatched_stripes: Vec<u64>,
-}
-
 impl Array {
     /// Put `new` in slot `i` (faulty, removed or missing) as a device to
     /// rebuild, on an assembled or a running (served) array alike; I/O goes on
@@ -591,25 +582,6 @@ impl Array {
             .map(|(&slot, &device)| Transition::FinishRebuild { slot, device })
             .collect();
         self.transitions(&ts, |_| {})
-    }
-
-    /// Check every stripe's redundancy; with `repair`, rewrite what mismatches.
-    pub fn scrub(&self, repair: bool) -> Result<ScrubReport> {
-        let mut r = ScrubReport::default();
-        for s in 0..self.layout().stripe_count() {
-            let (pages, fixed) = self.scrub_stripe(s, repair)?;
-            r.stripes_checked += 1;
-            if pages > 0 {
-                r.mismatches += 1;
-                r.mismatched_pages += pages;
-                r.repaired += fixed;
-                if r.mismatched_stripes.len() < 1000 {
-                    r.mismatched_stripes.push(s);
-                }
-            }
-        }
-        self.flush()?;
-        Ok(r)
     }
 }
 

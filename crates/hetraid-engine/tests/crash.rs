@@ -75,7 +75,7 @@ fn cycle(seed: u64) {
             rec.name
         );
     }
-    let s = array.scrub(false).unwrap();
+    let s = array.scrub(None).unwrap();
     assert_eq!(
         s.mismatches, 0,
         "seed {seed} ({}, torn {torn}): stale redundancy after recovery: {:?}",
@@ -212,7 +212,7 @@ fn s2raid5_rebuilds_into_spare_space() {
     let mut out = vec![0u8; cap as usize];
     array.read(0, &mut out).unwrap();
     assert!(out == data);
-    assert_eq!(array.scrub(false).unwrap().mismatches, 0);
+    assert_eq!(array.scrub(None).unwrap().mismatches, 0);
     // A second failure is survivable again.
     array.fail(0).unwrap();
     array.read(0, &mut out).unwrap();
@@ -256,7 +256,7 @@ fn s2raid10_rebuilds_into_spare_space() {
             let mut out = vec![0u8; cap as usize];
             array.read(0, &mut out).unwrap();
             assert!(out == data);
-            assert_eq!(array.scrub(false).unwrap().mismatches, 0);
+            assert_eq!(array.scrub(None).unwrap().mismatches, 0);
             array.fail(second).unwrap();
             array.read(0, &mut out).unwrap();
             assert!(out == data, "failed {failed}, then {second}");

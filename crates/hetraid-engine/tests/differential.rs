@@ -115,7 +115,7 @@ fn run(seed: u64) {
         rec.name
     );
     if failed.is_empty() && tol > 0 {
-        let s = array.scrub(false).unwrap();
+        let s = array.scrub(None).unwrap();
         assert_eq!(
             s.mismatches, 0,
             "seed {seed} ({}): scrub found mismatches",

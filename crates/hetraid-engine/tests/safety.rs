@@ -87,7 +87,7 @@ fn case01_rebuild_never_activates_a_member_failed_or_replaced_meanwhile() {
             ];
             let array = Array::assemble(live).unwrap();
             assert_eq!(all(&array), data);
-            assert_eq!(array.scrub(false).unwrap().mismatches, 0);
+            assert_eq!(array.scrub(None).unwrap().mismatches, 0);
         }
     }
 }
@@ -131,7 +131,7 @@ fn case06_a_full_filesystem_fails_requests_not_members() {
     let mut back = vec![0u8; more.len()];
     array.read(4096, &mut back).unwrap();
     assert_eq!(back, more);
-    assert_eq!(array.scrub(false).unwrap().mismatches, 0);
+    assert_eq!(array.scrub(None).unwrap().mismatches, 0);
 }
 
 /// Case 7: failing a member beyond the redundancy is refused with nothing
@@ -224,7 +224,7 @@ fn case09_split_brain_is_refused() {
     let mut b = vec![0u8; 4096];
     a.read(0, &mut b).unwrap();
     assert_eq!(b, vec![0x55; 4096]);
-    assert_eq!(a.scrub(false).unwrap().mismatches, 0);
+    assert_eq!(a.scrub(None).unwrap().mismatches, 0);
 }
 
 /// Case 10: a crash with writes in flight on a degraded array (RAID5 with one

@@ -127,9 +127,14 @@ fn run(array: &Array, req: &Value) -> Result<Value, String> {
             Ok(json!({"state": array.status().state}))
         }
         Some("scrub") => {
-            let r = array
-                .scrub(req["repair"].as_bool().unwrap_or(false))
+            let trust = array
+                .scrub_trust(
+                    req["repair"].as_bool().unwrap_or(false),
+                    req["trust_data"].as_bool().unwrap_or(false),
+                    req["trust_member"].as_u64().map(|m| m as usize),
+                )
                 .map_err(|e| e.to_string())?;
+            let r = array.scrub(trust).map_err(|e| e.to_string())?;
             serde_json::to_value(r).map_err(|e| e.to_string())
         }
         Some("replace") => {

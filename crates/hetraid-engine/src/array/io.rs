@@ -295,50 +295,6 @@ impl Array {
         }
     }
 
-    pub(crate) fn write_phase(
-        &self,
-        sp: &StripePlan,
-        bufs: &mut StripeBufs,
-        cols: impl Fn(&hetraid_core::plan::RowRun) -> hetraid_core::plan::ColSet,
-    ) -> std::result::Result<(), Retry> {
-        let mut ops = Vec::new();
-        for run in &sp.runs {
-            for c in cols(run).iter() {
-                let loc = sp.columns[c].loc;
-                let data = bufs.run_slice(c, run);
-                let mut b = AlignedBuf::pooled(data.len());
-                b.copy_from_slice(data);
-                ops.push((
-                    loc.member,
-                    IoOp::Write {
-                        off: self.data_off() + loc.offset + run.page as u64 * PAGE,
-                        buf: b,
-                    },
-                ));
-            }
-        }
-        let members: Vec<usize> = ops.iter().map(|(m, _)| *m).collect();
-        let mut any = false;
-        for (r, m) in run_batch(&self.queues, ops).into_iter().zip(members) {
-            if let Err(e) = r {
-                // The stripe stays consistent without this member: mark it faulty.
-                if !self.member_error(m, &e) {
-                    return Err(Retry::Fatal(io_err(self.slots[m].as_ref(), e)));
-                }
-                any = true;
-            }
-        }
-        if any {
-            let failed = self.out_members(true);
-            if failed > self.layout.redundancy().tolerance() {
-                return Err(Retry::Fatal(EngineError::TooManyFailures(format!(
-                    "{failed} members out"
-                ))));
-            }
-        }
-        Ok(())
-    }
-
     pub(crate) fn live_members(&self) -> Vec<usize> {
         let st = self.state();
         (0..self.slots.len())
@@ -446,26 +402,6 @@ impl Array {
             self.write_bitmap_pages(&bm, &pages)?;
         }
         Ok(())
-    }
-
-    /// Check (and with `repair`, fix) one stripe; returns (mismatched pages, stripes repaired).
-    pub fn scrub_stripe(&self, s: u64, repair: bool) -> Result<(u64, u64)> {
-        let state = self.state();
-        let planner = self.planner();
-        let Some(sp) = planner.scrub_stripe(s, &state, repair) else {
-            return Ok((0, 0));
-        };
-        let _g = self.lock_stripes(std::iter::once(s));
-        let mut bufs = StripeBufs::new(&sp);
-        if self.read_phase(&sp, &mut bufs, None).is_err() {
-            return Ok((0, 0));
-        }
-        let out = exec::scrub(&sp, &mut bufs);
-        if out.mismatched_pages > 0 && repair {
-            let _ = self.write_phase(&sp, &mut bufs, |r| r.write);
-            return Ok((out.mismatched_pages, 1));
-        }
-        Ok((out.mismatched_pages, 0))
     }
 
     /// Reads of several stripe plans at once: contiguous extents on a member are

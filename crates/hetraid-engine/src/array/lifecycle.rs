@@ -560,7 +560,8 @@ impl Array {
         let mut fixed = 0;
         for b in &dirty {
             for s in b * spb..((b + 1) * spb).min(self.layout.stripe_count()) {
-                fixed += self.scrub_stripe(s, true)?.1;
+                let found = self.scrub_stripe(s, Some(hetraid_core::scrub::Trust::Resync))?;
+                fixed += found.iter().any(|m| !m.fixed.is_empty()) as u64;
             }
         }
         if fixed > 0 {
@@ -574,7 +575,7 @@ impl Array {
 
     pub(crate) fn resync_all(&self) -> Result<()> {
         for s in 0..self.layout.stripe_count() {
-            self.scrub_stripe(s, true)?;
+            self.scrub_stripe(s, Some(hetraid_core::scrub::Trust::Resync))?;
         }
         self.flush()
     }

@@ -205,6 +205,14 @@ impl Array {
         self.slots[i].set(m);
     }
 
+    pub(crate) fn policy(&self) -> WritePolicy {
+        self.policy
+    }
+
+    pub(crate) fn queues(&self) -> &[Option<MemberQueue>] {
+        &self.queues
+    }
+
     pub(crate) fn lock_many(&self, stripes: &[u64]) -> Vec<MutexGuard<'_, ()>> {
         self.lock_stripes(stripes.iter().copied())
     }

@@ -620,46 +620,76 @@ impl RebuildCmd {
 pub struct ScrubCmd {
     #[arg(required = true)]
     pub members: Vec<String>,
-    /// Rewrite parity/copies that do not match.
+    /// Rewrite what scrub shows to be wrong (RAID6 syndromes, a minority of
+    /// three or more mirror copies). Where the layout cannot tell which member
+    /// is wrong, nothing is written unless you say which side to trust.
     #[arg(long)]
     pub repair: bool,
+    /// With --repair, on parity layouts: where the wrong member cannot be told,
+    /// rewrite parity from the data (MD's repair).
+    #[arg(long)]
+    pub trust_data: bool,
+    /// With --repair, on mirror layouts: where the wrong copy cannot be told,
+    /// copy member I's content over the others.
+    #[arg(long, value_name = "I")]
+    pub trust_member: Option<usize>,
     #[arg(long)]
     pub json: bool,
 }
 
 impl ScrubCmd {
     pub fn run(&self) -> Result<(), String> {
-        if let Some(r) = remote(
+        let v = if let Some(r) = remote(
             &self.members,
-            serde_json::json!({"verb": "scrub", "repair": self.repair}),
+            serde_json::json!({"verb": "scrub", "repair": self.repair,
+                "trust_data": self.trust_data, "trust_member": self.trust_member}),
         ) {
-            let v = r?;
-            if self.json {
-                return super::print_json(&v);
-            }
-            println!(
-                "scrub: {} stripes checked, {} mismatched ({} pages)",
-                v["stripes_checked"], v["mismatches"], v["mismatched_pages"]
-            );
-            return Ok(());
-        }
-        let a = assemble(&self.members)?;
-        let r = a.scrub(self.repair).map_err(|e| e.to_string())?;
-        a.close().map_err(|e| e.to_string())?;
+            r?
+        } else {
+            let a = assemble(&self.members)?;
+            let trust = a
+                .scrub_trust(self.repair, self.trust_data, self.trust_member)
+                .map_err(|e| e.to_string())?;
+            let r = a.scrub(trust).map_err(|e| e.to_string())?;
+            a.close().map_err(|e| e.to_string())?;
+            serde_json::to_value(&r).map_err(|e| e.to_string())?
+        };
         if self.json {
-            return super::print_json(&serde_json::to_value(&r).map_err(|e| e.to_string())?);
+            return super::print_json(&v);
         }
-        println!(
-            "scrub: {} stripes checked, {} mismatched ({} pages){}",
-            r.stripes_checked,
-            r.mismatches,
-            r.mismatched_pages,
-            if self.repair {
-                format!(", {} repaired", r.repaired)
-            } else {
-                String::new()
-            }
+        print!(
+            "scrub: {} stripes checked, {} mismatched ({} pages)",
+            v["stripes_checked"], v["mismatches"], v["mismatched_pages"]
         );
+        if self.repair {
+            print!(
+                ", {} repaired ({} pages)",
+                v["repaired"], v["repaired_pages"]
+            );
+        }
+        println!();
+        for d in v["details"].as_array().into_iter().flatten().take(20) {
+            let who = match d["member"].as_u64() {
+                Some(m) => format!(
+                    "member {m} ({}) is wrong",
+                    d["path"].as_str().unwrap_or("-")
+                ),
+                None => "which member is wrong cannot be told".into(),
+            };
+            println!(
+                "  stripe {} pages {}-{}: {who}: {}",
+                d["stripe"],
+                d["page_first"],
+                d["page_last"],
+                d["action"].as_str().unwrap_or("?")
+            );
+        }
+        let unlocated = v["unlocated_pages"].as_u64().unwrap_or(0);
+        if unlocated > 0 && !(self.trust_data || self.trust_member.is_some()) {
+            println!(
+                "{unlocated} pages mismatch where this layout cannot tell which member is wrong; nothing was written there. To rewrite them, say which side to trust: --repair --trust-data (parity from data) or --repair --trust-member I (mirrors)"
+            );
+        }
         Ok(())
     }
 }

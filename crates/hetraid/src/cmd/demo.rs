@@ -237,7 +237,7 @@ impl DemoCmd {
             ),
         );
         let t = Instant::now();
-        let s = a.scrub(false).map_err(|e| e.to_string())?;
+        let s = a.scrub(None).map_err(|e| e.to_string())?;
         step(
             "scrub",
             t,

@@ -1,0 +1,220 @@
+//! Scrub: read every stripe, ask the core which member of a mismatching page
+//! row is wrong (`hetraid_core::scrub`), and rewrite only what the verdict
+//! allows. Crash recovery uses the same path with `Trust::Resync`.
+
+use crate::array::Array;
+use crate::error::Result;
+use crate::format::DATA_OFFSET;
+use crate::member::AlignedBuf;
+use crate::queue::{run_batch, IoOp};
+use hetraid_core::exec::StripeBufs;
+use hetraid_core::scrub::{verify, Trust};
+use serde::Serialize;
+
+const PAGE: u64 = 4096;
+/// Mismatch entries a report lists at most (the counts are always complete).
+pub const DETAILS_MAX: usize = 1000;
+
+/// One page row of one stripe that did not match, as seen on one member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StripeMismatch {
+    pub page: u32,
+    /// Members shown to be wrong; None: the layout cannot tell.
+    pub located: Option<Vec<usize>>,
+    /// Members rewritten.
+    pub fixed: Vec<usize>,
+}
+
+/// A run of mismatching pages of one stripe with one verdict.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ScrubMismatch {
+    pub stripe: u64,
+    /// 4 KiB pages within the stripe's chunks, first and last.
+    pub page_first: u32,
+    pub page_last: u32,
+    /// The member shown to be wrong (null: the layout cannot tell).
+    pub member: Option<usize>,
+    pub path: Option<String>,
+    /// "repaired", "located, not repaired" or "cannot tell which member is wrong".
+    pub action: &'static str,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ScrubReport {
+    /// Stripes with at least one mismatching page.
+    pub mismatches: u64,
+    pub stripes_checked: u64,
+    pub mismatched_pages: u64,
+    /// Stripes where something was rewritten.
+    pub repaired: u64,
+    pub mismatched_stripes: Vec<u64>,
+    /// Pages whose wrong member was located / could not be.
+    pub located_pages: u64,
+    pub unlocated_pages: u64,
+    /// Pages rewritten.
+    pub repaired_pages: u64,
+    /// Every mismatch (the first [`DETAILS_MAX`]).
+    pub details: Vec<ScrubMismatch>,
+}
+
+impl Array {
+    /// The repair rule from the command line's words: `--repair` rewrites what
+    /// was located; `--trust-data` (parity layouts) and `--trust-member I`
+    /// (mirror layouts) also say which side to believe where nothing is
+    /// located. A word that does not apply to this layout is an error.
+    pub fn scrub_trust(
+        &self,
+        repair: bool,
+        trust_data: bool,
+        trust_member: Option<usize>,
+    ) -> Result<Option<Trust>> {
+        use crate::error::EngineError::Refused;
+        use hetraid_core::Redundancy;
+        let mirrors = matches!(self.layout().redundancy(), Redundancy::Mirror { .. });
+        if !repair {
+            if trust_data || trust_member.is_some() {
+                return Err(Refused(
+                    "--trust-data and --trust-member go with --repair".into(),
+                ));
+            }
+            return Ok(None);
+        }
+        match (trust_data, trust_member) {
+            (true, Some(_)) => Err(Refused(
+                "give --trust-data or --trust-member, not both".into(),
+            )),
+            (true, None) if mirrors => Err(Refused(format!(
+                "--trust-data rewrites parity from data; {} has mirror copies: name the copy to trust with --trust-member I",
+                self.layout().name()
+            ))),
+            (false, Some(_)) if !mirrors => Err(Refused(format!(
+                "--trust-member names a mirror copy; {} has parity: use --trust-data to rewrite parity from the data",
+                self.layout().name()
+            ))),
+            (false, Some(m)) if m >= self.slot_count() => Err(Refused(format!(
+                "member {m} does not exist; members are 0 to {}",
+                self.slot_count() - 1
+            ))),
+            (true, None) => Ok(Some(Trust::Data)),
+            (false, Some(m)) => Ok(Some(Trust::Member(m))),
+            (false, None) => Ok(Some(Trust::Located)),
+        }
+    }
+
+    /// Check one stripe; with `trust`, rewrite what the core's verdict allows.
+    pub fn scrub_stripe(&self, s: u64, trust: Option<Trust>) -> Result<Vec<StripeMismatch>> {
+        let state = self.state();
+        let planner = hetraid_core::plan::Planner::new(self.layout(), self.policy(), vec![]);
+        let Some(sp) = planner.scrub_stripe(s, &state, false) else {
+            return Ok(vec![]);
+        };
+        let _g = self.lock_many(&[s]);
+        let mut bufs = StripeBufs::new(&sp);
+        if self.read_phase(&sp, &mut bufs, None).is_err() {
+            return Ok(vec![]);
+        }
+        let verdicts = verify(&sp, &mut bufs, trust);
+        let mut ops = Vec::new();
+        for v in &verdicts {
+            let at = (v.page - bufs.lo) as usize * PAGE as usize;
+            for &c in &v.fixed {
+                let loc = sp.columns[c].loc;
+                let mut b = AlignedBuf::zeroed(PAGE as usize);
+                b.copy_from_slice(&bufs.cols[c][at..at + PAGE as usize]);
+                ops.push((
+                    loc.member,
+                    IoOp::Write {
+                        off: DATA_OFFSET + loc.offset + v.page as u64 * PAGE,
+                        buf: b,
+                    },
+                ));
+            }
+        }
+        let members: Vec<usize> = ops.iter().map(|(m, _)| *m).collect();
+        for (r, m) in run_batch(self.queues(), ops).into_iter().zip(members) {
+            if let Err(e) = r {
+                self.member_error(m, &e);
+            }
+        }
+        let member = |c: &usize| sp.columns[*c].loc.member;
+        Ok(verdicts
+            .into_iter()
+            .map(|v| StripeMismatch {
+                page: v.page,
+                located: v.located.map(|cs| cs.iter().map(member).collect()),
+                fixed: v.fixed.iter().map(member).collect(),
+            })
+            .collect())
+    }
+
+    /// Check every stripe; with `trust`, repair as it allows.
+    pub fn scrub(&self, trust: Option<Trust>) -> Result<ScrubReport> {
+        let mut r = ScrubReport::default();
+        for s in 0..self.layout().stripe_count() {
+            let found = self.scrub_stripe(s, trust)?;
+            r.stripes_checked += 1;
+            if found.is_empty() {
+                continue;
+            }
+            r.mismatches += 1;
+            if r.mismatched_stripes.len() < DETAILS_MAX {
+                r.mismatched_stripes.push(s);
+            }
+            let mut pages: Vec<u32> = found.iter().map(|m| m.page).collect();
+            pages.dedup();
+            r.mismatched_pages += pages.len() as u64;
+            r.repaired += found.iter().any(|m| !m.fixed.is_empty()) as u64;
+            for m in &found {
+                match m.located {
+                    Some(_) => r.located_pages += 1,
+                    None => r.unlocated_pages += 1,
+                }
+                r.repaired_pages += !m.fixed.is_empty() as u64;
+                self.add_details(&mut r.details, s, m);
+            }
+        }
+        self.flush()?;
+        Ok(r)
+    }
+
+    /// One entry per wrong member (or one "cannot tell"), runs of pages merged.
+    fn add_details(&self, out: &mut Vec<ScrubMismatch>, s: u64, m: &StripeMismatch) {
+        let entries: Vec<(Option<usize>, &'static str)> = match &m.located {
+            Some(ms) => ms
+                .iter()
+                .map(|&x| {
+                    let action = if m.fixed.contains(&x) {
+                        "repaired"
+                    } else {
+                        "located, not repaired"
+                    };
+                    (Some(x), action)
+                })
+                .collect(),
+            None if !m.fixed.is_empty() => vec![(None, "rewritten from the side trusted")],
+            None => vec![(None, "cannot tell which member is wrong")],
+        };
+        for (member, action) in entries {
+            if let Some(last) = out.last_mut() {
+                if last.stripe == s
+                    && last.member == member
+                    && last.action == action
+                    && last.page_last + 1 == m.page
+                {
+                    last.page_last = m.page;
+                    continue;
+                }
+            }
+            if out.len() < DETAILS_MAX {
+                out.push(ScrubMismatch {
+                    stripe: s,
+                    page_first: m.page,
+                    page_last: m.page,
+                    member,
+                    path: member.and_then(|x| self.member(x)).map(|p| p.name()),
+                    action,
+                });
+            }
+        }
+    }
+}
