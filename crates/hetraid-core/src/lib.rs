@@ -15,6 +15,7 @@ pub mod layout;
 pub mod loadmap;
 pub mod member;
 pub mod membership;
+pub mod pace;
 pub mod plan;
 pub mod rebuild;
 pub mod scrub;

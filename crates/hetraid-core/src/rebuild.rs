@@ -169,12 +169,17 @@ pub const BATCHES_IN_FLIGHT: usize = 2;
 /// Stripes a rebuild stream takes per batch: about 8 MiB per member operation
 /// (positioning amortised, as a real resync streams), at most 64 MiB of buffers per
 /// stream. The engine and the simulator both batch by this.
-pub fn batch_stripes(layout: &dyn Layout) -> usize {
+/// Under a speed limit `max_bps` (0 = none), at most a quarter second of work
+/// per batch ([`crate::pace::batch_bytes_max`]).
+pub fn batch_stripes(layout: &dyn Layout, max_bps: u64) -> usize {
     const OP_BYTES: u64 = 8 << 20;
     const STREAM_BYTES: u64 = 64 << 20;
     let chunk = layout.chunk_bytes();
     let cols = layout.stripe(0).all().count().max(1) as u64;
-    (OP_BYTES / chunk).min(STREAM_BYTES / (chunk * cols)).max(1) as usize
+    (OP_BYTES / chunk)
+        .min(STREAM_BYTES / (chunk * cols))
+        .min(crate::pace::batch_bytes_max(max_bps) / chunk)
+        .max(1) as usize
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

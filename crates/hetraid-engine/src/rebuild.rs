@@ -380,7 +380,7 @@ impl Array {
         let error: Mutex<Option<EngineError>> = Mutex::new(None);
         let t0 = Instant::now();
         let chunk = layout.chunk_bytes();
-        let batch_len = hetraid_core::rebuild::batch_stripes(layout);
+        let batch_len = hetraid_core::rebuild::batch_stripes(layout, opts.max_speed);
         let last_ckpt = Mutex::new(Instant::now());
         self.user_io.store(false, Ordering::Relaxed);
         // Stripes handed to lanes so far (for `stop_after`).
@@ -469,19 +469,22 @@ impl Array {
                             if opts.stop_after.is_some_and(|n| d >= n) {
                                 stop.store(true, Ordering::Relaxed);
                             }
-                            // Throttle: min speed while users are doing I/O, max
-                            // otherwise. No stripe lock is held while sleeping.
+                            // The core's pacer (the simulator's too): min speed
+                            // while users are doing I/O, max otherwise. No stripe
+                            // lock is held while sleeping.
                             let busy = self.user_io.swap(false, Ordering::Relaxed);
-                            let limit = if busy {
-                                opts.min_speed.max(1)
-                            } else {
-                                opts.max_speed
+                            let limits = hetraid_core::pace::PaceLimits {
+                                min_bps: opts.min_speed,
+                                max_bps: opts.max_speed,
                             };
-                            if limit > 0 {
-                                let ahead = b as f64 / limit as f64 - t0.elapsed().as_secs_f64();
-                                if ahead > 0.0 {
-                                    std::thread::sleep(Duration::from_secs_f64(ahead.min(1.0)));
-                                }
+                            let wait = hetraid_core::pace::wait_ns(
+                                limits,
+                                b,
+                                t0.elapsed().as_nanos() as u64,
+                                busy,
+                            );
+                            if wait > 0 {
+                                std::thread::sleep(Duration::from_nanos(wait));
                             }
                             let mut lc = last_ckpt.lock().unwrap();
                             if lc.elapsed() > Duration::from_secs(1) && stream.target.is_none() {

@@ -206,3 +206,78 @@ impl WithRf for RunConfig {
         self
     }
 }
+
+/// One pacer (issue 11): the same rebuild under `--max-speed 2M` takes the same
+/// time in the engine (wall clock, in-memory members) and in the simulator
+/// (simulated time, RAM devices), within 5 %: both wait as the core's
+/// `pace::wait_ns` says, with batches sized by `rebuild::batch_stripes`.
+#[test]
+fn rebuild_pacing_is_the_same_in_engine_and_simulator() {
+    use hetraid_engine::member::FaultMember;
+    use hetraid_engine::RebuildOptions;
+    const DATA: u64 = 6 << 20;
+    const SPEED: u64 = 2_000_000;
+    let chunk = 65536;
+    let members: Vec<Arc<dyn Member>> = (0..4)
+        .map(|i| Arc::new(FaultMember::new(&format!("m{i}"), DATA_OFFSET + DATA, i)) as _)
+        .collect();
+    let opts = CreateOptions {
+        layout: LayoutRecord {
+            name: "raid5".into(),
+            ..Default::default()
+        },
+        chunk_bytes: chunk,
+        policy: WritePolicy::Md,
+        kinds: vec![],
+        assume_clean: true,
+        force: false,
+    };
+    let a = Array::create(members, &opts).unwrap();
+    a.fail(1).unwrap();
+    a.replace(
+        1,
+        Arc::new(FaultMember::new("new", DATA_OFFSET + DATA, 9)),
+        false,
+    )
+    .unwrap();
+    let engine = a
+        .rebuild(
+            RebuildOptions {
+                min_speed: SPEED,
+                max_speed: SPEED,
+                stop_after: None,
+            },
+            &|_| {},
+        )
+        .unwrap();
+    assert!(engine.completed);
+
+    let mut c = RunConfig::new("raid5", "nvram-1g*4");
+    c.chunk = Size(chunk);
+    c.member_size = Some(Size(DATA));
+    c.failed = Some(1.into());
+    c.rebuild = true;
+    c.min_speed = Size(SPEED);
+    c.max_speed = Size(SPEED);
+    c.total = Some(Size(4096));
+    c.qd = 1;
+    let sim = hetraid_sim::run(&c).unwrap().rebuild.unwrap();
+    let ratio = engine.seconds / sim.rebuild_time_s;
+    eprintln!(
+        "rebuild of 6 MiB at 2 MB/s: engine {:.3} s, simulator {:.3} s, ratio {ratio:.3}",
+        engine.seconds, sim.rebuild_time_s
+    );
+    assert!(
+        (0.95..=1.05).contains(&ratio),
+        "engine {:.3} s, simulator {:.3} s (ratio {ratio:.3})",
+        engine.seconds,
+        sim.rebuild_time_s
+    );
+    // And both honour the limit: 6 MiB at 2 MB/s is about 3.1 s.
+    let want = DATA as f64 / SPEED as f64;
+    assert!(
+        (sim.rebuild_time_s / want - 1.0).abs() < 0.1,
+        "simulator {:.3} s for {want:.3}",
+        sim.rebuild_time_s
+    );
+}

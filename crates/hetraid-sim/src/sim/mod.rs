@@ -153,7 +153,7 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
                 inflight: vec![0; sched.streams.len()],
                 redirect: sched.streams.iter().map(|st| st.target).collect(),
                 streams: sched.streams.iter().map(|st| st.stripes.clone()).collect(),
-                batch: hetraid_core::rebuild::batch_stripes(s.layout.as_ref()),
+                batch: hetraid_core::rebuild::batch_stripes(s.layout.as_ref(), s.cfg.max_speed.0),
                 bytes: 0,
                 finished_at: None,
             });
@@ -175,7 +175,7 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
                 inflight: vec![0; sched.streams.len()],
                 redirect: vec![None; sched.streams.len()],
                 streams: sched.streams.into_iter().map(|st| st.stripes).collect(),
-                batch: hetraid_core::rebuild::batch_stripes(s.layout.as_ref()),
+                batch: hetraid_core::rebuild::batch_stripes(s.layout.as_ref(), s.cfg.max_speed.0),
                 bytes: 0,
                 finished_at: None,
             });

@@ -6,24 +6,19 @@ use crate::kernel::{Ns, NS_PER_S};
 use hetraid_core::plan::{MemberState, Op, Planner};
 
 impl Runner<'_> {
-    /// MD's rule: above speed_limit_min, pause while user I/O is active or the speed
-    /// exceeds speed_limit_max.
+    /// How long the next batch waits: the core's pacer (the engine's rule too),
+    /// with "user I/O recently" as this controller sees it (requests in flight,
+    /// or one finished in the last half second).
     pub(super) fn throttle(&self) -> Ns {
         let rb = self.rebuild.as_ref().unwrap();
         let now = self.k.now();
-        let elapsed = now.max(1);
-        let speed = rb.bytes as f64 * NS_PER_S as f64 / elapsed as f64;
-        let (min, max) = (self.s.cfg.min_speed.0 as f64, self.s.cfg.max_speed.0 as f64);
-        let at = |rate: f64| (rb.bytes as f64 * NS_PER_S as f64 / rate) as Ns;
         let user_busy = self.inflight > 0
             || now.saturating_sub(self.last_user_done) < NS_PER_S / 2 && !self.resp.is_empty();
-        if speed > max {
-            at(max).saturating_sub(now)
-        } else if user_busy && speed > min {
-            at(min).saturating_sub(now).min(NS_PER_S / 2)
-        } else {
-            0
-        }
+        let limits = hetraid_core::pace::PaceLimits {
+            min_bps: self.s.cfg.min_speed.0,
+            max_bps: self.s.cfg.max_speed.0,
+        };
+        hetraid_core::pace::wait_ns(limits, rb.bytes, now, user_busy)
     }
 
     /// Start batches of `stream` until it has `BATCHES_IN_FLIGHT` in flight (the
