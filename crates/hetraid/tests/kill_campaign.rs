@@ -39,8 +39,10 @@ fn run(args: &[String], stdin: Option<&[u8]>) -> (bool, Vec<u8>, String) {
     (code == 0, out, err)
 }
 
-/// Start `args`, kill -9 it after `delay_us` (if it still runs).
-fn killed(args: &[String], stdin: Option<&[u8]>, delay_us: u64) -> bool {
+/// Start `args`, kill -9 it after `delay_us` if it still runs. Returns how long
+/// it ran when it finished first (µs), None when it was killed.
+fn killed(args: &[String], stdin: Option<&[u8]>, delay_us: u64) -> Option<u64> {
+    let t0 = std::time::Instant::now();
     let mut c = bin()
         .args(args)
         .stdin(Stdio::piped())
@@ -52,11 +54,16 @@ fn killed(args: &[String], stdin: Option<&[u8]>, delay_us: u64) -> bool {
         let _ = c.stdin.take().unwrap().write_all(d);
     }
     drop(c.stdin.take());
-    std::thread::sleep(Duration::from_micros(delay_us));
-    let was_running = matches!(c.try_wait(), Ok(None));
+    // Polled, so a verb that ends first says when (bounded by the delay).
+    while (t0.elapsed().as_micros() as u64) < delay_us {
+        if let Ok(Some(_)) = c.try_wait() {
+            return Some(t0.elapsed().as_micros() as u64);
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
     let _ = c.kill();
     let _ = c.wait();
-    was_running
+    None
 }
 
 /// (event counter, clean flag) of a member's superblock, if it has one.
@@ -110,9 +117,9 @@ fn kill_9_during_lifecycle_verbs_never_costs_a_member() {
     let (ok, _, err) = run(&with("write", &m, &["--offset", "0"]), Some(&data));
     assert!(ok, "{err}");
     let (mut mid_update, mut landed) = (0, 0);
-    // Per verb, the shortest delay at which the verb had already finished:
-    // kills are aimed at the end of its life, where superblocks are written.
-    let mut done_by_us: std::collections::HashMap<&str, u64> = Default::default();
+    // Per verb, how long it runs when not killed (a moving average): kills
+    // are aimed at the second half of its life, where superblocks are written.
+    let mut runs_us: std::collections::HashMap<&str, u64> = Default::default();
     let ctx = |i: usize, what: &str| format!("seed {seed}, kill {i} during {what}");
     for i in 0..kills {
         // A replacement killed before its superblock landed is not a member:
@@ -168,12 +175,13 @@ fn kill_9_during_lifecycle_verbs_never_costs_a_member() {
             (with("fail", &listed, &["--member", &k]), None, "fail")
         };
         let before: Vec<Option<(u64, u8)>> = m_before.iter().map(|p| events(p)).collect();
-        let est = *done_by_us.get(what).unwrap_or(&40_000);
-        let delay = est / 3 + rng.below(est);
-        if killed(&args, input.as_deref(), delay) {
-            landed += 1;
-        } else {
-            done_by_us.insert(what, est.min(delay).max(500));
+        let est = *runs_us.get(what).unwrap_or(&40_000);
+        let delay = est / 2 + rng.below(est * 3 / 4);
+        match killed(&args, input.as_deref(), delay) {
+            None => landed += 1,
+            Some(t) => {
+                runs_us.insert(what, (est * 3 + t) / 4);
+            }
         }
         // Members that take superblock updates (not the faulty one left behind).
         let in_array: Vec<usize> = (0..4)
