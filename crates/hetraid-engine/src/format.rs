@@ -18,7 +18,9 @@ const RELOC_COUNT: usize = 2424;
 const RELOC_TABLE: usize = 2432;
 const RELOC_ENTRY: usize = 32;
 /// Most relocation entries a superblock holds.
-pub const MAX_RELOCATIONS: usize = (CRC_AT - RELOC_TABLE) / RELOC_ENTRY;
+pub const MAX_RELOCATIONS: usize = (SCRUB_AT - RELOC_TABLE) / RELOC_ENTRY;
+/// The last scrub's result (32 bytes), just before the checksum.
+const SCRUB_AT: usize = CRC_AT - 32;
 const CRC_AT: usize = SB_SIZE - 4;
 
 /// Layout parameters as stored (and as given on the command line).
@@ -108,6 +110,20 @@ pub struct Superblock {
     pub roles: Vec<MemberRole>,
     /// Extents moved into spare space (S2-RAID rebuild to spare).
     pub relocations: Vec<Relocation>,
+    /// The last completed scrub (zpool status's "scan:" line).
+    pub last_scrub: Option<ScrubRecord>,
+}
+
+/// What the last completed scrub found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct ScrubRecord {
+    /// When it finished, seconds since the Unix epoch.
+    pub finished_unix_s: u64,
+    pub duration_ms: u64,
+    pub stripes_checked: u64,
+    /// Stripes with a mismatch, and stripes where something was rewritten.
+    pub mismatched_stripes: u32,
+    pub repaired_stripes: u32,
 }
 
 /// `len` bytes of member `from_member` at `from_offset` (data-area offsets) now
@@ -245,6 +261,13 @@ impl Superblock {
             put_u64(&mut b, at + 16, r.to_offset);
             put_u64(&mut b, at + 24, r.len);
         }
+        if let Some(r) = self.last_scrub {
+            put_u64(&mut b, SCRUB_AT, r.finished_unix_s);
+            put_u64(&mut b, SCRUB_AT + 8, r.duration_ms);
+            put_u64(&mut b, SCRUB_AT + 16, r.stripes_checked);
+            put_u32(&mut b, SCRUB_AT + 24, r.mismatched_stripes);
+            put_u32(&mut b, SCRUB_AT + 28, r.repaired_stripes);
+        }
         let crc = crc32c::crc32c(&b[..CRC_AT]);
         put_u32(&mut b, CRC_AT, crc);
         b
@@ -334,7 +357,15 @@ impl Superblock {
                 return Err(FormatError::Field("relocation extent"));
             }
         }
+        let last_scrub = (u64_at(b, SCRUB_AT) != 0).then(|| ScrubRecord {
+            finished_unix_s: u64_at(b, SCRUB_AT),
+            duration_ms: u64_at(b, SCRUB_AT + 8),
+            stripes_checked: u64_at(b, SCRUB_AT + 16),
+            mismatched_stripes: u32_at(b, SCRUB_AT + 24),
+            repaired_stripes: u32_at(b, SCRUB_AT + 28),
+        });
         Ok(Self {
+            last_scrub,
             relocations,
             uuid: b[16..32].try_into().unwrap(),
             events: u64_at(b, 32),
@@ -454,6 +485,13 @@ mod tests {
                     device: 0x1234_5678 + i,
                 })
                 .collect(),
+            last_scrub: Some(ScrubRecord {
+                finished_unix_s: 1_800_000_000,
+                duration_ms: 1234,
+                stripes_checked: 99,
+                mismatched_stripes: 2,
+                repaired_stripes: 1,
+            }),
             relocations: vec![Relocation {
                 from_member: 4,
                 to_member: 1,

@@ -13,4 +13,4 @@ pub mod scrub;
 pub use array::{Access, Array, AssembleOptions, CreateOptions, Status};
 pub use error::{EngineError, Result};
 pub use rebuild::{RebuildOptions, RebuildProgress, RebuildReport};
-pub use scrub::{ScrubMismatch, ScrubReport};
+pub use scrub::{ScrubMismatch, ScrubOptions, ScrubReport};

@@ -4,9 +4,10 @@
 
 use crate::array::Array;
 use crate::error::Result;
-use crate::format::DATA_OFFSET;
+use crate::format::{ScrubRecord, DATA_OFFSET};
 use crate::member::AlignedBuf;
 use crate::queue::{run_batch, IoOp};
+use crate::RebuildProgress;
 use hetraid_core::exec::StripeBufs;
 use hetraid_core::scrub::{verify, Trust};
 use serde::Serialize;
@@ -37,6 +38,24 @@ pub struct ScrubMismatch {
     pub path: Option<String>,
     /// "repaired", "located, not repaired" or "cannot tell which member is wrong".
     pub action: &'static str,
+}
+
+/// Scrub speed limits, bytes per second per member (as rebuild's).
+#[derive(Debug, Clone, Copy)]
+pub struct ScrubOptions {
+    pub min_speed: u64,
+    /// 0 = unlimited.
+    pub max_speed: u64,
+}
+
+impl Default for ScrubOptions {
+    fn default() -> Self {
+        let r = crate::RebuildOptions::default();
+        Self {
+            min_speed: r.min_speed,
+            max_speed: r.max_speed,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -147,12 +166,55 @@ impl Array {
             .collect())
     }
 
-    /// Check every stripe; with `trust`, repair as it allows.
+    /// Check every stripe at full speed; with `trust`, repair as it allows.
     pub fn scrub(&self, trust: Option<Trust>) -> Result<ScrubReport> {
+        self.scrub_with(
+            trust,
+            ScrubOptions {
+                min_speed: 0,
+                max_speed: 0,
+            },
+            &|_| {},
+        )
+    }
+
+    /// Check every stripe, paced by the core's pacer (the rebuild's rule), and
+    /// record the result in the superblocks (`status` shows it).
+    pub fn scrub_with(
+        &self,
+        trust: Option<Trust>,
+        opts: ScrubOptions,
+        progress: &(dyn Fn(RebuildProgress) + Sync),
+    ) -> Result<ScrubReport> {
         let mut r = ScrubReport::default();
-        for s in 0..self.layout().stripe_count() {
+        let t0 = std::time::Instant::now();
+        let total = self.layout().stripe_count();
+        let chunk = self.layout().chunk_bytes();
+        let limits = hetraid_core::pace::PaceLimits {
+            min_bps: opts.min_speed,
+            max_bps: opts.max_speed,
+        };
+        self.user_io
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        for s in 0..total {
             let found = self.scrub_stripe(s, trust)?;
             r.stripes_checked += 1;
+            let bytes = (s + 1) * chunk;
+            progress(RebuildProgress {
+                stripes_done: s + 1,
+                stripes_total: total,
+                bytes_done: bytes,
+                elapsed_s: t0.elapsed().as_secs_f64(),
+            });
+            let busy = self
+                .user_io
+                .swap(false, std::sync::atomic::Ordering::Relaxed);
+            let wait =
+                hetraid_core::pace::wait_ns(limits, bytes, t0.elapsed().as_nanos() as u64, busy);
+            // Short waits are taken together with the next ones.
+            if wait > 1_000_000 {
+                std::thread::sleep(std::time::Duration::from_nanos(wait));
+            }
             if found.is_empty() {
                 continue;
             }
@@ -174,6 +236,16 @@ impl Array {
             }
         }
         self.flush()?;
+        let record = ScrubRecord {
+            finished_unix_s: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_secs().max(1)),
+            duration_ms: t0.elapsed().as_millis() as u64,
+            stripes_checked: r.stripes_checked,
+            mismatched_stripes: r.mismatches.min(u32::MAX as u64) as u32,
+            repaired_stripes: r.repaired.min(u32::MAX as u64) as u32,
+        };
+        self.record_scrub(record)?;
         Ok(r)
     }
 

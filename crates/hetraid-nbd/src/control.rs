@@ -134,7 +134,14 @@ fn run(array: &Array, req: &Value) -> Result<Value, String> {
                     req["trust_member"].as_u64().map(|m| m as usize),
                 )
                 .map_err(|e| e.to_string())?;
-            let r = array.scrub(trust).map_err(|e| e.to_string())?;
+            let d = hetraid_engine::ScrubOptions::default();
+            let opts = hetraid_engine::ScrubOptions {
+                min_speed: req["min_speed"].as_u64().unwrap_or(d.min_speed),
+                max_speed: req["max_speed"].as_u64().unwrap_or(d.max_speed),
+            };
+            let r = array
+                .scrub_with(trust, opts, &|_| {})
+                .map_err(|e| e.to_string())?;
             serde_json::to_value(r).map_err(|e| e.to_string())
         }
         Some("replace") => {

@@ -130,6 +130,7 @@ impl Array {
                 })
                 .collect(),
             relocations: vec![],
+            last_scrub: None,
         };
         let zero = AlignedBuf::zeroed((DATA_OFFSET - BITMAP_OFFSET) as usize);
         for (i, m) in members.iter().enumerate() {
@@ -526,6 +527,14 @@ impl Array {
             };
         }
         self.refresh_in_sync(&st);
+    }
+
+    /// Keep the last scrub's result in the superblocks (no event: it changes
+    /// no member's state).
+    pub(crate) fn record_scrub(&self, r: crate::format::ScrubRecord) -> Result<()> {
+        let mut sb = self.sb.lock().unwrap();
+        sb.last_scrub = Some(r);
+        self.persist(&mut sb)
     }
 
     /// Flush and mark the array clean (a restart then needs no resync).

@@ -19,6 +19,8 @@ pub struct Status {
     pub dirty_regions: usize,
     pub member_states: Vec<MemberStatus>,
     pub warnings: Vec<String>,
+    /// The last completed scrub, if any.
+    pub last_scrub: Option<crate::format::ScrubRecord>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -87,6 +89,7 @@ impl Array {
                 })
                 .collect(),
             warnings: self.warnings.lock().unwrap().clone(),
+            last_scrub: sb.last_scrub,
         }
     }
 }

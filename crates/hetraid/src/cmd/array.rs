@@ -257,6 +257,27 @@ pub struct MembersCmd {
     pub json: bool,
 }
 
+/// Seconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS UTC` (the civil-from-
+/// days algorithm; a date crate for one line of output is not worth it).
+fn utc(secs: u64) -> String {
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + (m <= 2) as i64;
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
 pub fn print_status(st: &hetraid_engine::Status) {
     println!(
         "array {}  {}  state {}{}",
@@ -274,6 +295,17 @@ pub fn print_status(st: &hetraid_engine::Status) {
         st.policy,
         st.events
     );
+    match &st.last_scrub {
+        Some(r) => println!(
+            "scan: scrub finished {} in {:.1} s: {} stripes, {} mismatched, {} repaired",
+            utc(r.finished_unix_s),
+            r.duration_ms as f64 / 1000.0,
+            r.stripes_checked,
+            r.mismatched_stripes,
+            r.repaired_stripes
+        ),
+        None => println!("scan: none requested"),
+    }
     println!(
         "{:>6}  {:<10}  {:<5}  {:>10}  path",
         "member", "state", "kind", "data"
@@ -542,6 +574,19 @@ impl AddCmd {
     }
 }
 
+/// A progress bar with rate and ETA (per member bytes), on stderr.
+fn progress_bar(what: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(&format!(
+            "{what} [{{bar:30}}] {{percent:>3}}% {{binary_bytes}}/{{binary_total_bytes}} {{binary_bytes_per_sec}} eta {{eta}}"
+        ))
+        .unwrap()
+        .progress_chars("=> "),
+    );
+    bar
+}
+
 #[derive(Debug, Args)]
 pub struct RebuildCmd {
     /// The array's member files, the new one included.
@@ -571,12 +616,7 @@ impl RebuildCmd {
             return Ok(());
         }
         let a = assemble(&self.members)?;
-        let bar = indicatif::ProgressBar::new(0);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("rebuild [{bar:30}] {percent:>3}% {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} eta {eta}")
-                .unwrap()
-                .progress_chars("=> "),
-        );
+        let bar = progress_bar("rebuild");
         let chunk = a.layout().chunk_bytes();
         let opts = RebuildOptions {
             min_speed: self.min_speed,
@@ -633,6 +673,12 @@ pub struct ScrubCmd {
     /// copy member I's content over the others.
     #[arg(long, value_name = "I")]
     pub trust_member: Option<usize>,
+    /// Scrub speed while user I/O runs, per member (MD speed_limit_min).
+    #[arg(long, default_value = "1M", value_parser = size)]
+    pub min_speed: u64,
+    /// Scrub speed limit per member (MD speed_limit_max); 0 = unlimited.
+    #[arg(long, default_value = "200M", value_parser = size)]
+    pub max_speed: u64,
     #[arg(long)]
     pub json: bool,
 }
@@ -642,7 +688,8 @@ impl ScrubCmd {
         let v = if let Some(r) = remote(
             &self.members,
             serde_json::json!({"verb": "scrub", "repair": self.repair,
-                "trust_data": self.trust_data, "trust_member": self.trust_member}),
+                "trust_data": self.trust_data, "trust_member": self.trust_member,
+                "min_speed": self.min_speed, "max_speed": self.max_speed}),
         ) {
             r?
         } else {
@@ -650,7 +697,20 @@ impl ScrubCmd {
             let trust = a
                 .scrub_trust(self.repair, self.trust_data, self.trust_member)
                 .map_err(|e| e.to_string())?;
-            let r = a.scrub(trust).map_err(|e| e.to_string())?;
+            let bar = progress_bar("scrub");
+            let chunk = a.layout().chunk_bytes();
+            let show = |p: hetraid_engine::RebuildProgress| {
+                bar.set_length(p.stripes_total * chunk);
+                bar.set_position(p.bytes_done);
+            };
+            let opts = hetraid_engine::ScrubOptions {
+                min_speed: self.min_speed,
+                max_speed: self.max_speed,
+            };
+            let r = a
+                .scrub_with(trust, opts, &show)
+                .map_err(|e| e.to_string())?;
+            bar.finish_and_clear();
             a.close().map_err(|e| e.to_string())?;
             serde_json::to_value(&r).map_err(|e| e.to_string())?
         };
@@ -784,5 +844,15 @@ impl DataCmd {
         a.close().map_err(|e| e.to_string())?;
         print_warnings(&a);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn utc_dates() {
+        assert_eq!(super::utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(super::utc(951_782_400), "2000-02-29 00:00:00 UTC");
+        assert_eq!(super::utc(1_795_398_302), "2026-11-23 01:45:02 UTC");
     }
 }
