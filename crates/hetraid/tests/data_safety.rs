@@ -4,6 +4,7 @@
 
 mod common;
 use common::{bytes, hetraid, run_stdin};
+use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -428,4 +429,69 @@ fn case13_read_only_members_can_be_inspected_and_read() {
     assert!(back.stdout == data);
     assert_ne!(w.0, 0);
     assert!(w.1.contains("cannot open member"), "{}", w.1);
+}
+
+/// Case 6's way back: members failed one after another (here by force) leave
+/// an array that will not start; `assemble --force` brings back the freshest
+/// and the data written before is all there.
+#[test]
+fn case06_assemble_force_is_the_way_back() {
+    let d = tempfile::tempdir().unwrap();
+    let (m, data) = raid5(d.path(), "m", 4);
+    ok(&args("fail", &m, &["--member", "0"]));
+    ok(&args("fail", &m, &["--member", "1", "--force"]));
+    refused(
+        &args("read", &m, &["--offset", "0", "--length", "1M"]),
+        "--force",
+    );
+    refused(&args("assemble", &m, &[]), "assemble --force");
+    let out = ok(&args("assemble", &m, &["--force"]));
+    assert!(
+        out.contains("brought back by --force") && out.contains("m1"),
+        "{out}"
+    );
+    assert!(out.contains("degraded"), "{out}");
+    assert_eq!(read(&m, 0, 1 << 20), data);
+}
+
+/// Case 10 from the command line: a write killed on a degraded array leaves it
+/// dirty and degraded; reads are refused until `assemble --force`.
+#[test]
+fn case10_killed_write_on_a_degraded_array_needs_force() {
+    let d = tempfile::tempdir().unwrap();
+    let m: Vec<String> = (0..4).map(|i| p(d.path(), &format!("k{i}"))).collect();
+    ok(&args(
+        "create",
+        &m,
+        &["--layout", "raid5", "--chunk", "64K", "--size", "40M"],
+    ));
+    ok(&args("fail", &m, &["--member", "3"]));
+    let big = bytes(96 << 20, 5);
+    for attempt in 0..20u64 {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_hetraid"))
+            .args(args("write", &m, &["--offset", "0"]))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut input = c.stdin.take().unwrap();
+        // Feed part of the data, then kill it while it waits for more: the
+        // regions it wrote are dirty.
+        let _ = input.write_all(&big[..(8 + attempt as usize) << 20]);
+        std::thread::sleep(Duration::from_millis(300));
+        let _ = c.kill();
+        let _ = c.wait();
+        drop(input);
+        let (code, _, err) = hetraid(&args("read", &m, &["--offset", "0", "--length", "4K"]));
+        if code != 0 {
+            assert!(err.contains("degraded") && err.contains("--force"), "{err}");
+            let out = ok(&args("assemble", &m, &["--force"]));
+            assert!(out.contains("--force"), "{out}");
+            // Started once by force, it starts again without.
+            ok(&args("read", &m, &["--offset", "0", "--length", "4K"]));
+            return;
+        }
+    }
+    panic!("no kill left the array dirty in 20 attempts");
 }
