@@ -288,8 +288,28 @@ fn case13_wrong_members_and_typos_are_refused() {
         ok(&args("remove", &m, &["--member", "3"]));
         let st = ok(&args("status", &m, &["--json"]));
         assert!(st.contains("\"removed\""), "{st}");
+        // add reaches the served array too.
+        let fresh = p(d.path(), "fresh");
+        std::fs::File::create(&fresh)
+            .unwrap()
+            .set_len(8 << 20)
+            .unwrap();
+        let out = ok(&args("add", &m, &["--with", &fresh]));
+        assert!(out.contains("served array in slot 3"), "{out}");
+        ok(&args("rebuild", &m, &["--max-speed", "0"]));
+        assert!(ok(&args("status", &m, &[])).contains("optimal"));
     }
-    assert_eq!(read(&m[..3], 0, 1 << 20), data, "after fail and remove");
+    let now: Vec<String> = vec![
+        m[0].clone(),
+        m[1].clone(),
+        m[2].clone(),
+        p(d.path(), "fresh"),
+    ];
+    assert_eq!(
+        read(&now, 0, 1 << 20),
+        data,
+        "after fail, remove, add and rebuild"
+    );
     // Offline: remove changes the slot's state.
     let (n, _) = raid5(d.path(), "n", 3);
     ok(&args("fail", &n, &["--member", "2"]));

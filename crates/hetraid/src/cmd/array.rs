@@ -554,15 +554,39 @@ pub struct AddCmd {
 
 impl AddCmd {
     pub fn run(&self) -> Result<(), String> {
+        const NO_SLOT: &str = "the array has no failed or missing slot to add a member to (hot spares are not supported yet)";
+        let free = |state: &str| matches!(state, "faulty" | "removed" | "missing");
+        let (p, _) = split_member(&self.with)?;
+        // A served array: find the slot in its status, attach through it.
+        if let Some(r) = remote(&self.members, serde_json::json!({"verb": "status"})) {
+            let v = r?;
+            let slot = v["member_states"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|m| free(m["state"].as_str().unwrap_or("")))
+                .and_then(|m| m["device"].as_u64())
+                .ok_or(NO_SLOT)?;
+            let abs = std::path::absolute(&p).map_err(|e| e.to_string())?;
+            remote(
+                &self.members,
+                serde_json::json!({"verb": "replace", "member": slot, "with": abs, "force": self.force}),
+            )
+            .ok_or("the server went away")??;
+            println!(
+                "{} added to the served array in slot {slot}; run hetraid rebuild with the same members",
+                p.display()
+            );
+            return Ok(());
+        }
         let a = assemble(&self.members)?;
         let st = a.status();
         let slot = st
             .member_states
             .iter()
-            .find(|m| matches!(m.state, "faulty" | "removed" | "missing"))
+            .find(|m| free(m.state))
             .map(|m| m.device)
-            .ok_or("the array has no failed or missing slot to add a member to (hot spares are not supported yet)")?;
-        let (p, _) = split_member(&self.with)?;
+            .ok_or(NO_SLOT)?;
         a.replace(slot, open_member(&p)?, self.force)
             .map_err(|e| e.to_string())?;
         a.close().map_err(|e| e.to_string())?;
