@@ -201,6 +201,23 @@ impl Array {
         opts: RebuildOptions,
         progress: &(dyn Fn(RebuildProgress) + Sync),
     ) -> Result<RebuildReport> {
+        // One rebuild at a time (a second request on a served array would
+        // redo the first one's work and race it to the finish).
+        if self
+            .rebuild_running
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            return Err(EngineError::Refused(
+                "a rebuild is already running on this array; wait for it (hetraid status shows its progress)".into(),
+            ));
+        }
+        struct Running<'a>(&'a std::sync::atomic::AtomicBool);
+        impl Drop for Running<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, std::sync::atomic::Ordering::Release);
+            }
+        }
+        let _running = Running(&self.rebuild_running);
         let sb = self.superblock();
         let targets: Vec<usize> = (0..sb.roles.len())
             .filter(|&i| sb.roles[i].state == RoleState::Rebuilding && self.present(i))

@@ -361,3 +361,29 @@ fn case02_a_member_truncated_while_running_is_failed_not_regrown() {
     assert_eq!(array.status().member_states[2].state, "faulty");
     assert!(array.warnings().join(" ").contains("truncated"));
 }
+
+/// One rebuild at a time: a second request while one runs is refused (on a
+/// served array, two `hetraid rebuild` calls would otherwise race).
+#[test]
+fn a_second_rebuild_is_refused_while_one_runs() {
+    let size = MIB + 4096 * 256;
+    let (_, members) = fault_members(4, size, 91);
+    let array = Array::create(members, &opts("raid5", 4096)).unwrap();
+    array.fail(2).unwrap();
+    array
+        .replace(2, Arc::new(FaultMember::new("new", size, 3)), false)
+        .unwrap();
+    let slow = RebuildOptions {
+        max_speed: 2_000_000,
+        min_speed: 2_000_000,
+        stop_after: None,
+    };
+    std::thread::scope(|s| {
+        let h = s.spawn(|| array.rebuild(slow, &|_| {}));
+        std::thread::sleep(Duration::from_millis(100));
+        let e = array.rebuild(slow, &|_| {}).unwrap_err().to_string();
+        assert!(e.contains("already running"), "{e}");
+        assert!(h.join().unwrap().unwrap().completed);
+    });
+    assert_eq!(array.status().state, "optimal");
+}

@@ -207,6 +207,7 @@ impl Array {
             locks: (0..LOCK_SHARDS).map(|_| Mutex::new(())).collect(),
             bitmap: Mutex::new(bitmap),
             user_io: AtomicBool::new(false),
+            rebuild_running: AtomicBool::new(false),
             all_in_sync: AtomicBool::new(in_sync),
             healthy_state: ArrayState::healthy(n),
             warnings: Mutex::new(Vec::new()),

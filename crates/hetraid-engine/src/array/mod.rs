@@ -89,6 +89,8 @@ pub struct Array {
     state: RwLock<ArrayState>,
     locks: Vec<Mutex<()>>,
     bitmap: Mutex<Bitmap>,
+    /// A rebuild is running (one at a time).
+    pub(crate) rebuild_running: AtomicBool,
     /// Set by user I/O, cleared by the rebuild throttle each time it looks.
     pub(crate) user_io: AtomicBool,
     /// Every member in sync: the read fast path needs no lock.
