@@ -266,9 +266,10 @@ impl Array {
         let layout = relocated(layout, &fresh);
         let nbits = layout.stripe_count().div_ceil(fresh.bitmap_stripes as u64);
         if nbits.div_ceil(8) > DATA_OFFSET - BITMAP_OFFSET {
+            let freshest = sbs.iter().position(|s| s.events == fresh.events).unwrap_or(0);
             return Err(EngineError::Refused(format!(
                 "member {} has a damaged superblock: its bitmap would need {} bytes",
-                given[0].name(),
+                given[freshest].name(),
                 nbits.div_ceil(8)
             )));
         }
