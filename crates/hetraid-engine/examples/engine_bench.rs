@@ -46,6 +46,7 @@ fn create(paths: &[PathBuf], layout: &str) -> Array {
         kinds: vec![],
         assume_clean: true,
         force: true,
+        checksums: false,
     };
     Array::create(open(paths), &o).expect("create array")
 }

@@ -30,6 +30,7 @@ fn opts(name: &str, group: Option<usize>, spare: usize) -> CreateOptions {
         kinds: vec![],
         assume_clean: true,
         force: false,
+        checksums: false,
     }
 }
 

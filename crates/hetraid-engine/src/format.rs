@@ -6,7 +6,9 @@ use hetraid_core::layout::{parse_kind, LayoutKind, ParityOrder};
 use hetraid_core::{MemberKind, WritePolicy};
 
 pub const MAGIC: &[u8; 8] = b"HETRAID1";
-pub const VERSION: u32 = 1;
+/// The newest format: version 2 adds block checksums; arrays without them are
+/// still written as version 1, so older binaries keep reading them.
+pub const VERSION: u32 = 2;
 pub const SB_SIZE: usize = 4096;
 /// Bitmap region: [BITMAP_OFFSET, DATA_OFFSET).
 pub const BITMAP_OFFSET: u64 = 4096;
@@ -104,6 +106,9 @@ pub struct Superblock {
     pub clean: bool,
     pub policy: WritePolicy,
     pub data_offset: u64,
+    /// Block checksums (crc32c per 4 KiB) between the bitmap and the data:
+    /// `data_offset - DATA_OFFSET` bytes of them (format version 2).
+    pub checksums: bool,
     pub chunk_bytes: u64,
     pub bitmap_stripes: u32,
     pub layout: LayoutRecord,
@@ -142,7 +147,7 @@ pub struct Relocation {
 pub enum FormatError {
     #[error("no hetraid superblock (bad magic)")]
     NoMagic,
-    #[error("superblock version {0} is not supported (this hetraid reads version {VERSION})")]
+    #[error("superblock version {0} is not supported (this hetraid reads versions 1 and {VERSION}); use a newer hetraid")]
     Version(u32),
     #[error("superblock checksum mismatch (damaged superblock)")]
     Checksum,
@@ -212,7 +217,8 @@ impl Superblock {
         assert!(self.roles.len() <= MAX_MEMBERS && self.layout.weights.len() <= MAX_MEMBERS);
         let mut b = [0u8; SB_SIZE];
         b[0..8].copy_from_slice(MAGIC);
-        put_u32(&mut b, 8, VERSION);
+        put_u32(&mut b, 8, if self.checksums { 2 } else { 1 });
+        b[46] = self.checksums as u8;
         put_u32(&mut b, 12, self.member);
         b[16..32].copy_from_slice(&self.uuid);
         put_u64(&mut b, 32, self.events);
@@ -278,7 +284,7 @@ impl Superblock {
             return Err(FormatError::NoMagic);
         }
         let version = u32_at(b, 8);
-        if version != VERSION {
+        if version != 1 && version != VERSION {
             return Err(FormatError::Version(version));
         }
         if crc32c::crc32c(&b[..CRC_AT]) != u32_at(b, CRC_AT) {
@@ -340,7 +346,24 @@ impl Superblock {
         if !chunk_ok(chunk) {
             return Err(FormatError::Field("chunk size"));
         }
-        if u64_at(b, 48) != DATA_OFFSET {
+        let checksums = match (version, b[46]) {
+            (1, 0) | (2, 0) => false,
+            (2, 1) => true,
+            _ => return Err(FormatError::Field("checksum algorithm")),
+        };
+        let data_offset = u64_at(b, 48);
+        let largest = roles.iter().map(|r| r.data_size).max().unwrap_or(0);
+        let area_ok = match checksums {
+            false => data_offset == DATA_OFFSET,
+            // Room for an entry per 4 KiB of the largest member, whole MiB.
+            true => {
+                let area = data_offset.saturating_sub(DATA_OFFSET);
+                data_offset.is_multiple_of(1 << 20)
+                    && area >= crate::member::checksum::area_bytes(largest)
+                    && area <= crate::member::checksum::area_bytes(MEMBER_DATA_MAX)
+            }
+        };
+        if !area_ok {
             return Err(FormatError::Field("data offset"));
         }
         for r in &roles {
@@ -374,7 +397,8 @@ impl Superblock {
             policy: *POLICIES
                 .get(b[45] as usize)
                 .ok_or(FormatError::Field("write policy"))?,
-            data_offset: u64_at(b, 48),
+            data_offset,
+            checksums,
             chunk_bytes: u64_at(b, 56),
             bitmap_stripes: u32_at(b, 64).max(1),
             layout: LayoutRecord {
@@ -461,6 +485,7 @@ mod tests {
             clean: false,
             policy: WritePolicy::Modthresh,
             data_offset: DATA_OFFSET,
+            checksums: false,
             chunk_bytes: 65536,
             bitmap_stripes: 16,
             layout: LayoutRecord {

@@ -83,7 +83,7 @@ impl Array {
                 sb.roles[i].state.as_str()
             )));
         }
-        let need = crate::format::DATA_OFFSET + sb.roles[i].data_size;
+        let need = sb.data_offset + sb.roles[i].data_size;
         if new.len() < need {
             return Err(EngineError::Refused(format!(
                 "replacement {} is {} bytes; slot {i} needs at least {need}",
@@ -92,6 +92,7 @@ impl Array {
             )));
         }
         self.check_replacement(new.as_ref(), &sb, force)?;
+        let new = crate::array::with_checksums(new, &sb);
         // The new device's bitmap area is zeroed first; then one superblock
         // update (the state machine's Attach) reaches it and every live member.
         let zero = AlignedBuf::zeroed(

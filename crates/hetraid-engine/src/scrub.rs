@@ -129,8 +129,26 @@ impl Array {
         };
         let _g = self.lock_many(&[s]);
         let mut bufs = StripeBufs::new(&sp);
-        if self.read_phase(&sp, &mut bufs, None).is_err() {
-            return Ok(vec![]);
+        let mut corrected: Vec<StripeMismatch> = Vec::new();
+        // A block that cannot be read or fails its checksum names its member
+        // itself: with a repair it is reconstructed and rewritten, then the
+        // stripe is read again. Bounded by the member count.
+        for _ in 0..=self.slot_count() {
+            match self.scrub_read(&sp, &mut bufs) {
+                Ok(()) => break,
+                Err(Some(m)) => {
+                    let fixed = trust.is_some() && self.correct_locked(m, &[s]);
+                    corrected.push(StripeMismatch {
+                        page: bufs.lo,
+                        located: Some(vec![m]),
+                        fixed: if fixed { vec![m] } else { vec![] },
+                    });
+                    if !fixed {
+                        return Ok(corrected);
+                    }
+                }
+                Err(None) => return Ok(corrected),
+            }
         }
         let verdicts = verify(&sp, &mut bufs, trust);
         let mut ops = Vec::new();
@@ -156,14 +174,12 @@ impl Array {
             }
         }
         let member = |c: &usize| sp.columns[*c].loc.member;
-        Ok(verdicts
-            .into_iter()
-            .map(|v| StripeMismatch {
-                page: v.page,
-                located: v.located.map(|cs| cs.iter().map(member).collect()),
-                fixed: v.fixed.iter().map(member).collect(),
-            })
-            .collect())
+        corrected.extend(verdicts.into_iter().map(|v| StripeMismatch {
+            page: v.page,
+            located: v.located.map(|cs| cs.iter().map(member).collect()),
+            fixed: v.fixed.iter().map(member).collect(),
+        }));
+        Ok(corrected)
     }
 
     /// Check every stripe at full speed; with `trust`, repair as it allows.

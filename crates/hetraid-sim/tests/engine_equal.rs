@@ -85,6 +85,7 @@ fn check(cfg: RunConfig, members: usize, weights: Vec<u64>) {
             kinds: specs.iter().map(|s| s.kind).collect(),
             assume_clean: true,
             force: false,
+            checksums: false,
         },
     )
     .unwrap();
@@ -231,6 +232,7 @@ fn rebuild_pacing_is_the_same_in_engine_and_simulator() {
         kinds: vec![],
         assume_clean: true,
         force: false,
+        checksums: false,
     };
     let a = Array::create(members, &opts).unwrap();
     a.fail(1).unwrap();

@@ -84,6 +84,10 @@ impl Array {
             ));
             return self.member_error(i, e);
         }
+        if e.kind() == std::io::ErrorKind::InvalidData {
+            // A block that fails its checksum: a bad sector, corrected alike.
+            self.checksum_errors[i].fetch_add(1, Ordering::Relaxed);
+        }
         let n = self.read_errors[i].fetch_add(1, Ordering::Relaxed) + 1;
         if n > MAX_READ_ERRORS {
             self.warnings.lock().unwrap().push(format!(

@@ -20,22 +20,35 @@ impl Array {
         if let Some((m, off)) = direct {
             // One slot load on the hot path; an error from a slot emptied meanwhile
             // is not the member's fault, so only a present member is failed.
-            // A read error is counted here and corrected under the stripe lock
-            // below (the planned path reads it again).
+            // A read error is counted here and corrected under the stripe
+            // lock by the planned path below, even when it was transient.
             match self.slots[m].read_at(buf, DATA_OFFSET + off) {
                 Ok(()) => return Ok(()),
                 Err(e) if self.slots[m].present() => {
-                    self.read_error(m, &e);
+                    let stripe = self
+                        .layout
+                        .locate_chunk(offset / self.layout.chunk_bytes())
+                        .0;
+                    let suspect = (!self.read_error(m, &e)).then_some((m, stripe));
+                    return self.run_suspect(
+                        Request::read(offset, buf.len() as u64),
+                        UserBuf::Read(buf),
+                        suspect,
+                    );
                 }
                 Err(_) => {}
             }
         }
         // Larger healthy reads: straight from the members, contiguous pieces merged.
         let req = Request::read(offset, buf.len() as u64);
-        if self.direct_io(&req, UserBuf::Read(&mut *buf)) {
-            return Ok(());
+        match self.direct_io(&req, UserBuf::Read(&mut *buf)) {
+            Direct::Done => Ok(()),
+            Direct::Fallback => self.run(req, UserBuf::Read(buf)),
+            Direct::ReadError(m, stripe, e) => {
+                let suspect = (!self.read_error(m, &e)).then_some((m, stripe));
+                self.run_suspect(req, UserBuf::Read(buf), suspect)
+            }
         }
-        self.run(req, UserBuf::Read(buf))
     }
 
     /// Write `data` at `offset` (durable after [`Array::flush`]).
@@ -46,6 +59,13 @@ impl Array {
             ));
         }
         self.note_user_io();
+        if self.checksums {
+            // Writes go through the planned path, which marks the bitmap.
+            return self.run(
+                Request::write(offset, data.len() as u64),
+                UserBuf::Write(data),
+            );
+        }
         let planner = Planner::new(self.layout.as_ref(), WritePolicy::Md, Vec::new());
         let direct = if self.all_in_sync.load(Ordering::Acquire) {
             planner.direct_write(offset, data.len() as u64, &self.healthy_state)
@@ -63,7 +83,7 @@ impl Array {
                 Err(_) => {}
             }
         }
-        if self.direct_io(
+        if let Direct::Done = self.direct_io(
             &Request::write(offset, data.len() as u64),
             UserBuf::Write(data),
         ) {
@@ -75,7 +95,18 @@ impl Array {
         )
     }
 
-    pub(crate) fn run(&self, req: Request, mut buf: UserBuf<'_>) -> Result<()> {
+    pub(crate) fn run(&self, req: Request, buf: UserBuf<'_>) -> Result<()> {
+        self.run_suspect(req, buf, None)
+    }
+
+    /// [`Array::run`], first correcting `suspect` (member, stripe): a read
+    /// error the unlocked fast path met.
+    fn run_suspect(
+        &self,
+        req: Request,
+        mut buf: UserBuf<'_>,
+        suspect: Option<(usize, u64)>,
+    ) -> Result<()> {
         // Lock the stripes first and plan under the locks: a plan made before a
         // rebuild finished a stripe would skip the member the rebuild just filled.
         let cap = self.capacity();
@@ -93,8 +124,20 @@ impl Array {
         let _g = self.lock_stripes(stripes);
         // Members corrected (read error, data written back) during this request,
         // and members left out of it (read-only arrays cannot write back).
-        let mut corrected: Vec<usize> = Vec::new();
+        let mut corrected: Vec<(usize, u64)> = Vec::new();
         let mut excluded: Vec<usize> = Vec::new();
+        if let Some((m, s)) = suspect {
+            if self.read_only {
+                excluded.push(m);
+            } else if self.correct_locked(m, &[s]) {
+                corrected.push((m, s));
+            } else {
+                let e = std::io::Error::other("its data could not be rewritten after a read error");
+                if !self.member_error(m, &e) {
+                    return Err(io_err(self.slots[m].as_ref(), e));
+                }
+            }
+        }
         // Each retry follows a member failure or a first correction of a member,
         // so it is bounded by twice the member count.
         for _ in 0..=2 * self.slots.len() {
@@ -108,13 +151,14 @@ impl Array {
             match self.execute(&plan, &mut buf) {
                 Ok(()) => return Ok(()),
                 Err(Retry::MemberFailed) => continue,
-                Err(Retry::ReadError(m)) if self.read_only => excluded.push(m),
-                Err(Retry::ReadError(m)) => {
-                    // Reconstruct what the member should hold in these stripes and
-                    // write it back (MD's read-error correction). A second error
-                    // after that, or a failed rewrite, fails the member.
-                    let stripes: Vec<u64> = plan.stripes.iter().map(|s| s.stripe).collect();
-                    if corrected.contains(&m) || !self.correct_locked(m, &stripes) {
+                Err(Retry::ReadError(m, _)) if self.read_only => excluded.push(m),
+                Err(Retry::ReadError(m, stripes)) => {
+                    // Reconstruct what the member should hold in the stripes
+                    // whose read failed and write it back (MD's read-error
+                    // correction). A second error there after that, or a failed
+                    // rewrite, fails the member.
+                    let again = stripes.iter().any(|s| corrected.contains(&(m, *s)));
+                    if again || !self.correct_locked(m, &stripes) {
                         let e = std::io::Error::other("read error after its data was rewritten");
                         if !self.state().members[m].eq(&MemberState::Failed)
                             && !self.member_error(m, &e)
@@ -122,7 +166,7 @@ impl Array {
                             return Err(io_err(self.slots[m].as_ref(), e));
                         }
                     }
-                    corrected.push(m);
+                    corrected.extend(stripes.iter().map(|&s| (m, s)));
                 }
                 Err(Retry::Fatal(e)) => return Err(e),
             }
@@ -139,15 +183,18 @@ impl Array {
         buf: &mut UserBuf<'_>,
     ) -> std::result::Result<(), Retry> {
         // Without redundancy there is nothing to resync after a crash.
-        let bits: Vec<u64> =
-            if plan.op == Op::Write && self.layout.redundancy() != hetraid_core::Redundancy::None {
-                let bm = self.bitmap.lock().unwrap();
-                let mut b: Vec<u64> = plan.stripes.iter().map(|s| bm.bit_of(s.stripe)).collect();
-                b.dedup();
-                b
-            } else {
-                vec![]
-            };
+        // With checksums, even RAID0 marks its writes (a crash between a
+        // block and its checksum is repaired from the bitmap).
+        let bits: Vec<u64> = if plan.op == Op::Write
+            && (self.layout.redundancy() != hetraid_core::Redundancy::None || self.checksums)
+        {
+            let bm = self.bitmap.lock().unwrap();
+            let mut b: Vec<u64> = plan.stripes.iter().map(|s| bm.bit_of(s.stripe)).collect();
+            b.dedup();
+            b
+        } else {
+            vec![]
+        };
         if !bits.is_empty() {
             self.bitmap_begin(&bits).map_err(Retry::Fatal)?;
         }
@@ -283,7 +330,7 @@ impl Array {
                     let r = if !self.present(m) || self.read_error(m, &e) {
                         Retry::MemberFailed
                     } else {
-                        Retry::ReadError(m)
+                        Retry::ReadError(m, vec![sp.stripe])
                     };
                     failed.get_or_insert(r);
                 }
@@ -326,6 +373,21 @@ impl Array {
             }
         }
         Ok(())
+    }
+
+    /// A scrub's reads: Ok, or the member whose read failed but is still in
+    /// the array (a bad block or a checksum mismatch: correctable), or Err(None)
+    /// when a member was lost.
+    pub(crate) fn scrub_read(
+        &self,
+        sp: &StripePlan,
+        bufs: &mut StripeBufs,
+    ) -> std::result::Result<(), Option<usize>> {
+        match self.read_phase(sp, bufs, None) {
+            Ok(()) => Ok(()),
+            Err(Retry::ReadError(m, _)) => Err(Some(m)),
+            Err(_) => Err(None),
+        }
     }
 
     /// Read-error correction of member `m` in `stripes`, whose locks the caller
@@ -431,8 +493,14 @@ impl Array {
                 Ok(None) => unreachable!("reads return data"),
                 Err(e) => {
                     let failed = !self.present(g.member) || self.read_error(g.member, &e);
+                    let mut stripes: Vec<u64> = pieces[g.first..g.first + g.count]
+                        .iter()
+                        .map(|p| plans[p.plan].stripe)
+                        .collect();
+                    stripes.dedup();
                     return Err(ReadFailure {
                         member: g.member,
+                        stripes,
                         failed,
                         error: io_err(self.slots[g.member].as_ref(), e),
                     });
@@ -504,15 +572,17 @@ impl Array {
     /// Requests the core says need no parity work: member extents straight from or
     /// into the user's buffer; several members in parallel for large requests.
     /// Returns false (nothing done, or a member failed) to fall back to planning.
-    pub(crate) fn direct_io(&self, req: &Request, buf: UserBuf<'_>) -> bool {
+    pub(crate) fn direct_io(&self, req: &Request, buf: UserBuf<'_>) -> Direct {
         let planner = Planner::new(self.layout.as_ref(), WritePolicy::Md, Vec::new());
         let extents = {
             let st = self.state.read().unwrap();
             match planner.direct_extents(req, &st) {
                 Some(e) => e,
-                None => return false,
+                None => return Direct::Fallback,
             }
         };
+        // The first read that failed: (member, its extent's buffer offset, error).
+        let read_failure: Mutex<Option<(usize, u64, std::io::Error)>> = Mutex::new(None);
         let members: std::collections::BTreeSet<usize> = extents.iter().map(|e| e.0).collect();
         let parallel = members.len() > 1 && req.len >= (256 << 10);
         let failed = AtomicBool::new(false);
@@ -527,15 +597,17 @@ impl Array {
                 UserBuf::Write(d) => member.write_at(d, DATA_OFFSET + mo),
             };
             if let Err(e) = r {
-                // Counted or failed here; the planned path that follows retries,
-                // corrects (reads) or fails the request (writes).
-                match b_is_read {
-                    true => {
-                        self.read_error(m, &e);
-                    }
-                    false => {
-                        self.member_error(m, &e);
-                    }
+                // Reads: the planned path that follows reads again, counts and
+                // corrects. Writes: the member is failed here (or the planned
+                // path fails the request).
+                if b_is_read {
+                    let bo = extents
+                        .iter()
+                        .find(|x| x.0 == m && x.1 == mo)
+                        .map_or(0, |x| x.2);
+                    read_failure.lock().unwrap().get_or_insert((m, bo, e));
+                } else {
+                    self.member_error(m, &e);
                 }
                 failed.store(true, Ordering::Relaxed);
             }
@@ -590,7 +662,15 @@ impl Array {
         } else {
             pieces.into_iter().for_each(|(m, mo, b)| one(m, mo, b));
         }
-        !failed.load(Ordering::Relaxed)
+        if let Some((m, bo, e)) = read_failure.into_inner().unwrap() {
+            let chunk = self.layout.chunk_bytes();
+            return Direct::ReadError(m, self.layout.locate_chunk((req.offset + bo) / chunk).0, e);
+        }
+        if failed.load(Ordering::Relaxed) {
+            Direct::Fallback
+        } else {
+            Direct::Done
+        }
     }
 }
 
@@ -603,10 +683,21 @@ pub(crate) enum UserBuf<'a> {
 /// Where a read lands: (column, first page, pages, direct user-buffer range).
 pub(crate) type ReadDest = (usize, u32, u32, Option<(usize, usize)>);
 
+/// What a request's direct (unplanned) path did.
+pub(crate) enum Direct {
+    Done,
+    /// Nothing, or a member failed: plan the request.
+    Fallback,
+    /// A member's read failed: count it, then correct (member, stripe).
+    ReadError(usize, u64, std::io::Error),
+}
+
 /// Why a plan's execution stopped.
 /// A member read that failed during a batch of stripe plans.
 pub(crate) struct ReadFailure {
     pub member: usize,
+    /// The stripes whose read on it failed.
+    pub stripes: Vec<u64>,
     /// The member was failed (too many errors, or it is gone).
     pub failed: bool,
     pub error: EngineError,
@@ -617,14 +708,14 @@ impl ReadFailure {
         if self.failed {
             Retry::MemberFailed
         } else {
-            Retry::ReadError(self.member)
+            Retry::ReadError(self.member, self.stripes)
         }
     }
 }
 
 pub(crate) enum Retry {
     /// A member returned a read error and is still in the array: correct it.
-    ReadError(usize),
+    ReadError(usize, Vec<u64>),
     /// A member failed during the request: plan again with the new state.
     MemberFailed,
     Fatal(EngineError),

@@ -4,11 +4,34 @@
 #[allow(unused_imports)]
 use super::*;
 
+/// The checksum area for members of physical sizes `lens` (None: no checksums).
+fn checksum_area(lens: &[u64], opts: &CreateOptions) -> Option<u64> {
+    let largest = lens.iter().max().copied().unwrap_or(0);
+    opts.checksums
+        .then(|| crate::member::checksum::area_bytes(largest.saturating_sub(DATA_OFFSET).max(1)))
+}
+
+/// Wrap members in block checksums when the superblock says so.
+pub(crate) fn with_checksums(m: Arc<dyn Member>, sb: &Superblock) -> Arc<dyn Member> {
+    if sb.checksums {
+        Arc::new(ChecksumMember::new(m, sb.data_offset - DATA_OFFSET))
+    } else {
+        m
+    }
+}
+
 impl Array {
-    /// Check a create of members of sizes `lens` without touching them: member
+    /// Check a create of members of (physical) sizes `lens` without touching them: member
     /// count, kinds, chunk size, room for metadata and one chunk, the layout.
     pub fn check_create(lens: &[u64], opts: &CreateOptions) -> Result<()> {
         let n = lens.len();
+        let lens: Vec<u64> = match checksum_area(lens, opts) {
+            Some(c) if lens.iter().all(|&l| l >= DATA_OFFSET + c) => {
+                lens.iter().map(|l| l - c).collect()
+            }
+            _ => lens.to_vec(),
+        };
+        let lens = &lens[..];
         if n == 0 {
             return Err(EngineError::Refused("give at least one member".into()));
         }
@@ -59,8 +82,18 @@ impl Array {
     /// Write superblocks and an empty bitmap to `members` and assemble them.
     pub fn create(members: Vec<Arc<dyn Member>>, opts: &CreateOptions) -> Result<Self> {
         let n = members.len();
-        let lens: Vec<u64> = members.iter().map(|m| m.len()).collect();
-        Self::check_create(&lens, opts)?;
+        // Checksums sit between the bitmap and the data: members are wrapped,
+        // and everything below sees the space that is left for data.
+        let physical: Vec<u64> = members.iter().map(|m| m.len()).collect();
+        Self::check_create(&physical, opts)?;
+        let area = checksum_area(&physical, opts);
+        let members: Vec<Arc<dyn Member>> = match area {
+            Some(c) => members
+                .into_iter()
+                .map(|m| Arc::new(ChecksumMember::new(m, c)) as Arc<dyn Member>)
+                .collect(),
+            None => members,
+        };
         let mut names = std::collections::HashSet::new();
         for m in &members {
             if !names.insert(m.name()) {
@@ -116,7 +149,8 @@ impl Array {
             member: 0,
             clean: true,
             policy: opts.policy,
-            data_offset: DATA_OFFSET,
+            data_offset: DATA_OFFSET + area.unwrap_or(0),
+            checksums: area.is_some(),
             chunk_bytes: opts.chunk_bytes,
             bitmap_stripes: spb as u32,
             layout: opts.layout.clone(),
@@ -192,6 +226,7 @@ impl Array {
             .iter()
             .map(|k| k.default_service())
             .collect();
+        let checksums = sb.checksums;
         Ok(Self {
             read_only: false,
             stripe_pool: Mutex::new(Vec::new()),
@@ -208,6 +243,8 @@ impl Array {
             bitmap: Mutex::new(bitmap),
             user_io: AtomicBool::new(false),
             rebuild_running: AtomicBool::new(false),
+            checksums,
+            checksum_errors: (0..n).map(|_| Default::default()).collect(),
             all_in_sync: AtomicBool::new(in_sync),
             healthy_state: ArrayState::healthy(n),
             warnings: Mutex::new(Vec::new()),
@@ -252,6 +289,10 @@ impl Array {
             }
         }
         let fresh = sbs.iter().max_by_key(|s| s.events).unwrap().clone();
+        let given: Vec<Arc<dyn Member>> = given
+            .into_iter()
+            .map(|m| with_checksums(m, &fresh))
+            .collect();
         let n = fresh.roles.len();
         let sizes: Vec<u64> = fresh.roles.iter().map(|r| r.data_size).collect();
         let kinds: Vec<MemberKind> = fresh.roles.iter().map(|r| r.kind).collect();
@@ -266,7 +307,10 @@ impl Array {
         let layout = relocated(layout, &fresh);
         let nbits = layout.stripe_count().div_ceil(fresh.bitmap_stripes as u64);
         if nbits.div_ceil(8) > DATA_OFFSET - BITMAP_OFFSET {
-            let freshest = sbs.iter().position(|s| s.events == fresh.events).unwrap_or(0);
+            let freshest = sbs
+                .iter()
+                .position(|s| s.events == fresh.events)
+                .unwrap_or(0);
             return Err(EngineError::Refused(format!(
                 "member {} has a damaged superblock: its bitmap would need {} bytes",
                 given[freshest].name(),
@@ -567,6 +611,22 @@ impl Array {
                 "{} regions were being written at a crash while the array was degraded; their parity cannot be verified",
                 dirty.len()
             ));
+        }
+        if self.checksums {
+            // A crash between a block's data and its checksum: the regions
+            // being written get their checksums from the data first.
+            let chunk = self.layout.chunk_bytes();
+            for b in &dirty {
+                for s in b * spb..((b + 1) * spb).min(self.layout.stripe_count()) {
+                    for c in self.layout.stripe(s).all() {
+                        if self.present(c.member) {
+                            self.slots[c.member]
+                                .rehash(c.offset, chunk)
+                                .map_err(|e| io_err(self.slots[c.member].as_ref(), e))?;
+                        }
+                    }
+                }
+            }
         }
         let mut fixed = 0;
         for b in &dirty {

@@ -10,7 +10,7 @@ use crate::error::{EngineError, Result};
 use crate::format::{
     LayoutRecord, MemberRole, RoleState, Superblock, BITMAP_OFFSET, DATA_OFFSET, SB_SIZE,
 };
-use crate::member::{AlignedBuf, Member};
+use crate::member::{AlignedBuf, ChecksumMember, Member};
 use crate::queue::{run_batch, Borrowed, IoOp, MemberQueue};
 use hetraid_core::exec::{self, StripeBufs};
 use hetraid_core::iomap::{merge_extents, plan_extents};
@@ -29,6 +29,7 @@ mod io;
 mod lifecycle;
 mod status;
 
+pub(crate) use lifecycle::with_checksums;
 pub use status::{MemberStatus, Status};
 
 const PAGE: u64 = 4096;
@@ -48,6 +49,8 @@ pub struct CreateOptions {
     pub assume_clean: bool,
     /// Overwrite members that carry another array's superblock.
     pub force: bool,
+    /// Keep a crc32c per 4 KiB block and verify every read (format version 2).
+    pub checksums: bool,
 }
 
 /// What an assembly is for.
@@ -89,6 +92,10 @@ pub struct Array {
     state: RwLock<ArrayState>,
     locks: Vec<Mutex<()>>,
     bitmap: Mutex<Bitmap>,
+    /// Block checksums on every member (format version 2).
+    pub(crate) checksums: bool,
+    /// Checksum mismatches per member since assembly.
+    pub(crate) checksum_errors: Vec<std::sync::atomic::AtomicU32>,
     /// A rebuild is running (one at a time).
     pub(crate) rebuild_running: AtomicBool,
     /// Set by user I/O, cleared by the rebuild throttle each time it looks.

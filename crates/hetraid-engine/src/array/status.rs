@@ -21,6 +21,8 @@ pub struct Status {
     pub warnings: Vec<String>,
     /// The last completed scrub, if any.
     pub last_scrub: Option<crate::format::ScrubRecord>,
+    /// Block checksums are kept (format version 2).
+    pub checksums: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -31,6 +33,10 @@ pub struct MemberStatus {
     pub kind: &'static str,
     pub data_bytes: u64,
     pub rebuild_checkpoint: Option<u64>,
+    /// Since assembly: read errors (checksum mismatches included) and
+    /// checksum mismatches (zpool status's READ and CKSUM columns).
+    pub read_errors: u32,
+    pub checksum_errors: u32,
 }
 
 impl Array {
@@ -86,10 +92,13 @@ impl Array {
                     data_bytes: r.data_size,
                     rebuild_checkpoint: (r.state == RoleState::Rebuilding)
                         .then_some(r.rebuild_checkpoint),
+                    read_errors: self.read_errors[i].load(Ordering::Relaxed),
+                    checksum_errors: self.checksum_errors[i].load(Ordering::Relaxed),
                 })
                 .collect(),
             warnings: self.warnings.lock().unwrap().clone(),
             last_scrub: sb.last_scrub,
+            checksums: sb.checksums,
         }
     }
 }

@@ -2,11 +2,13 @@
 //! device backend, an in-memory backend with fault injection and crash simulation,
 //! and a wrapper that delays I/O by a device model's service time.
 
+pub mod checksum;
 mod fault;
 mod file;
 mod slot;
 mod slow;
 
+pub use checksum::ChecksumMember;
 pub use fault::{Death, FaultConfig, FaultMember};
 pub use file::FileMember;
 pub use slot::Slot;
@@ -35,6 +37,11 @@ pub trait Member: Send + Sync {
     }
     /// What to call it in messages (a path).
     fn name(&self) -> String;
+    /// Block checksums: recompute the entries of data-area bytes
+    /// [off, off + len) from the data (crash recovery). No-op without them.
+    fn rehash(&self, _off: u64, _len: u64) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Join `parts` into one pooled buffer and write it with `write_at`.

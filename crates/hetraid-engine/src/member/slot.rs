@@ -70,6 +70,12 @@ impl Member for Slot {
     fn len(&self) -> u64 {
         self.inner.load().as_ref().map_or(0, |h| h.0.len())
     }
+    fn rehash(&self, off: u64, len: u64) -> io::Result<()> {
+        match self.inner.load().as_ref() {
+            Some(h) => h.0.rehash(off, len),
+            None => Err(self.empty()),
+        }
+    }
     fn name(&self) -> String {
         self.inner
             .load()

@@ -70,6 +70,7 @@ pub fn opts(name: &str, chunk: u64) -> CreateOptions {
         kinds: vec![],
         assume_clean: true,
         force: false,
+        checksums: false,
     }
 }
 

@@ -111,12 +111,27 @@ pub struct CreateCmd {
     /// Overwrite members that belong to another array.
     #[arg(long)]
     pub force: bool,
+    /// Block checksums: `crc32c` keeps a checksum per 4 KiB block of every
+    /// member and verifies every read (bad blocks are rebuilt from the
+    /// redundancy and rewritten); `none` does not.
+    #[arg(long, default_value = "none", value_name = "crc32c|none")]
+    pub checksums: String,
     /// Member files or block devices, optionally PATH:kind (hdd, ssd, nvram).
     #[arg(required = true)]
     pub members: Vec<String>,
 }
 
 impl CreateCmd {
+    fn checksums(&self) -> Result<bool, String> {
+        match self.checksums.as_str() {
+            "crc32c" => Ok(true),
+            "none" => Ok(false),
+            other => Err(format!(
+                "--checksums {other} is not known; use crc32c or none"
+            )),
+        }
+    }
+
     pub fn run(&self) -> Result<(), String> {
         let policy = WritePolicy::parse(&self.policy)?;
         let chunk = self.layout.chunk;
@@ -186,6 +201,7 @@ impl CreateCmd {
             kinds,
             assume_clean: self.size.is_some(),
             force: self.force,
+            checksums: self.checksums()?,
         };
         // The layout, sizes and kinds are checked before any file is touched.
         let lens: Vec<u64> = match self.size {
@@ -306,9 +322,12 @@ pub fn print_status(st: &hetraid_engine::Status) {
         ),
         None => println!("scan: none requested"),
     }
+    if st.checksums {
+        println!("checksums: crc32c per 4 KiB block, verified on every read");
+    }
     println!(
-        "{:>6}  {:<10}  {:<5}  {:>10}  path",
-        "member", "state", "kind", "data"
+        "{:>6}  {:<10}  {:<5}  {:>10}  {:>5}  {:>5}  path",
+        "member", "state", "kind", "data", "read", "cksum"
     );
     for m in &st.member_states {
         let state = match m.rebuild_checkpoint {
@@ -316,11 +335,13 @@ pub fn print_status(st: &hetraid_engine::Status) {
             None => m.state.to_string(),
         };
         println!(
-            "{:>6}  {:<10}  {:<5}  {:>10}  {}",
+            "{:>6}  {:<10}  {:<5}  {:>10}  {:>5}  {:>5}  {}",
             m.device,
             state,
             m.kind,
             format_size(m.data_bytes),
+            m.read_errors,
+            m.checksum_errors,
             m.path.as_deref().unwrap_or("-")
         );
     }
@@ -839,11 +860,21 @@ impl DataCmd {
 
     pub fn read(&self) -> Result<(), String> {
         let len = self.length.ok_or("read needs --length")?;
+        // Writable members let a read heal what it finds (a bad block is
+        // rewritten from the redundancy); members the user may only read are
+        // opened read-only, and nothing is written.
+        let writable = member_paths(&self.members)?
+            .iter()
+            .all(|p| std::fs::OpenOptions::new().write(true).open(p).is_ok());
         let a = assemble_with(
             &self.members,
             AssembleOptions {
                 force: false,
-                access: Access::ReadOnly,
+                access: if writable {
+                    Access::ReadWrite
+                } else {
+                    Access::ReadOnly
+                },
             },
         )?;
         let cap = a.capacity();

@@ -129,6 +129,7 @@ impl DemoCmd {
             kinds: kinds.to_vec(),
             assume_clean: true,
             force: false,
+            checksums: false,
         };
         let a = Array::create(members, &opts).map_err(|e| e.to_string())?;
         let cap = a.capacity() as usize;
