@@ -133,9 +133,9 @@ fn scrub_with_checksums_repairs_every_layout() {
                 "seed {seed} {}: wrong member named",
                 rec.name
             );
-            for m in 0..n {
+            for (m, want) in reference.iter().enumerate() {
                 assert!(
-                    raw(&members, m, 0, (CHUNK * 24) as usize) == reference[m],
+                    raw(&members, m, 0, (CHUNK * 24) as usize) == *want,
                     "seed {seed} {}: member {m} differs after repair",
                     rec.name
                 );

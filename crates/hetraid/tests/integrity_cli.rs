@@ -155,3 +155,55 @@ fn status_shows_the_last_scrub() {
     assert_eq!(j["last_scrub"]["repaired_stripes"], 1, "{j}");
     assert_eq!(j["last_scrub"]["stripes_checked"], j["stripe_count"]);
 }
+
+/// With checksums, RAID5 knows which member is wrong: scrub --repair fixes it.
+#[test]
+fn raid5_with_checksums_repairs_the_right_member() {
+    let d = tempfile::tempdir().unwrap();
+    let m: Vec<String> = (0..4)
+        .map(|i| d.path().join(format!("c{i}")).display().to_string())
+        .collect();
+    ok(&args(
+        "create",
+        &m,
+        &[
+            "--layout",
+            "raid5",
+            "--chunk",
+            "64K",
+            "--size",
+            "6M",
+            "--checksums",
+            "crc32c",
+        ],
+    ));
+    let data = bytes(1 << 20, 23);
+    let (code, _, err) = run_stdin(&args("write", &m, &["--offset", "0"]), Some(&data));
+    assert_eq!(code, 0, "{err}");
+    // The checksum area (1 MiB) sits before the data on every member.
+    let mut f = std::fs::read(&m[2]).unwrap();
+    f[2 * DATA_OFFSET + 4096 * 2 + 7] ^= 0x5a;
+    std::fs::write(&m[2], f).unwrap();
+    let s = json(&args("scrub", &m, &["--repair", "--json"]));
+    assert_eq!(s["details"][0]["member"], 2, "{s}");
+    assert_eq!(s["details"][0]["action"], "repaired", "{s}");
+    assert_eq!(read(&m), data);
+    assert_eq!(json(&args("scrub", &m, &["--json"]))["mismatches"], 0);
+    let st = ok(&args("status", &m, &[]));
+    assert!(st.contains("checksums: crc32c"), "{st}");
+    let e = hetraid(&args(
+        "create",
+        &m,
+        &[
+            "--layout",
+            "raid5",
+            "--size",
+            "6M",
+            "--force",
+            "--checksums",
+            "md5",
+        ],
+    ))
+    .2;
+    assert!(e.contains("crc32c or none"), "{e}");
+}
