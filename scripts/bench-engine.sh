@@ -24,4 +24,14 @@ median() { printf '%s\n' "$@" | sort -n | sed -n 2p; }
 e=$(median "${es[@]}") b=$(median "${bs[@]}")
 awk -v e="$e" -v b="$b" 'BEGIN {printf "engine raid5 4+1 rand-read 4K qd16: %d IOPS, raw pread %d IOPS, ratio %.2f\n", e, b, e / b}'
 
+read -r c p < <($B seq-write-checksums "$DIR" "$MIB")
+awk -v c="$c" -v p="$p" 'BEGIN {printf "engine raid5 4+1 seq-write 1M checksums: %.2f GB/s, without %.2f GB/s, ratio %.2f\n", c, p, c / p}'
+cs=() ps=()
+for _ in 1 2 3; do
+    read -r c p < <($B rand-read-checksums "$DIR" "$MIB" 16 3)
+    cs+=("$c") ps+=("$p")
+done
+c=$(median "${cs[@]}") p=$(median "${ps[@]}")
+awk -v c="$c" -v p="$p" 'BEGIN {printf "engine raid5 4+1 rand-read 4K qd16 checksums: %d IOPS, without %d IOPS, ratio %.2f\n", c, p, c / p}'
+
 target/release/examples/rebuild_race 64

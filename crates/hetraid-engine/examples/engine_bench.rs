@@ -3,7 +3,9 @@
 //!   seq-write: RAID5 4+1 vs RAID0 over 4 members, 1 MiB requests
 //!   rand-read: RAID5 4+1 4 KiB random reads at queue depth Q (Q threads) vs raw
 //!              pread of the same member files
-//! `engine_bench seq-write|rand-read [DIR] [MIB_PER_MEMBER] [QD] [SECONDS]`
+//!   seq-write-checksums / rand-read-checksums: RAID5 4+1 with block checksums
+//!              vs the same without
+//! `engine_bench seq-write|rand-read|seq-write-checksums|rand-read-checksums [DIR] [MIB_PER_MEMBER] [QD] [SECONDS]`
 //! prints one number (GB/s or IOPS) per line: "<engine> <baseline>".
 
 use hetraid_core::WritePolicy;
@@ -36,6 +38,10 @@ fn open(paths: &[PathBuf]) -> Vec<Arc<dyn Member>> {
 }
 
 fn create(paths: &[PathBuf], layout: &str) -> Array {
+    create_with(paths, layout, false)
+}
+
+fn create_with(paths: &[PathBuf], layout: &str, checksums: bool) -> Array {
     let o = CreateOptions {
         layout: LayoutRecord {
             name: layout.into(),
@@ -46,7 +52,7 @@ fn create(paths: &[PathBuf], layout: &str) -> Array {
         kinds: vec![],
         assume_clean: true,
         force: true,
-        checksums: false,
+        checksums,
     };
     Array::create(open(paths), &o).expect("create array")
 }
@@ -129,6 +135,42 @@ fn main() {
             r0.iter().for_each(|p| drop(std::fs::remove_file(p)));
             format!("{e:.3} {b:.3}")
         }
+        "seq-write-checksums" => {
+            let plain = make(&dir, "plain", 5, size);
+            let ac = create_with(&r5, "raid5", true);
+            let ap = create(&plain, "raid5");
+            seq_write(&ap);
+            seq_write(&ac);
+            let (mut cs, mut ps) = (Vec::new(), Vec::new());
+            for _ in 0..3 {
+                ps.push(seq_write(&ap));
+                cs.push(seq_write(&ac));
+            }
+            drop((ac, ap));
+            plain.iter().for_each(|p| drop(std::fs::remove_file(p)));
+            format!("{:.3} {:.3}", median(cs), median(ps))
+        }
+        "rand-read-checksums" => {
+            let plain = make(&dir, "plain", 5, size);
+            let ac = create_with(&r5, "raid5", true);
+            let ap = create(&plain, "raid5");
+            // Written once so every block has a checksum to verify.
+            seq_write(&ac);
+            seq_write(&ap);
+            let cap = ac.capacity().min(ap.capacity());
+            let (mut cs, mut ps) = (Vec::new(), Vec::new());
+            for _ in 0..3 {
+                cs.push(rand_reads(qd, secs / 3.0, |x, buf| {
+                    ac.read(x.next() % (cap / 4096) * 4096, buf).unwrap()
+                }));
+                ps.push(rand_reads(qd, secs / 3.0, |x, buf| {
+                    ap.read(x.next() % (cap / 4096) * 4096, buf).unwrap()
+                }));
+            }
+            drop((ac, ap));
+            plain.iter().for_each(|p| drop(std::fs::remove_file(p)));
+            format!("{:.0} {:.0}", median(cs), median(ps))
+        }
         "rand-read" => {
             let a = create(&r5, "raid5");
             let cap = a.capacity();
@@ -153,7 +195,9 @@ fn main() {
             format!("{:.0} {:.0}", median(es), median(bs))
         }
         _ => {
-            eprintln!("mode must be seq-write or rand-read");
+            eprintln!(
+                "mode must be seq-write, rand-read, seq-write-checksums or rand-read-checksums"
+            );
             std::process::exit(2);
         }
     };

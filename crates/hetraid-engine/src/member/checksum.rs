@@ -20,15 +20,16 @@
 //! regions from the data ([`ChecksumMember::rehash`]) before the resync.
 
 use super::{AlignedBuf, Member};
-use std::collections::HashMap;
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 const BLOCK: u64 = 4096;
 const META: u64 = crate::format::DATA_OFFSET;
 /// Entries per 4 KiB checksum page.
 const PER_PAGE: u64 = BLOCK / 4;
+/// Locks serialising writers of a checksum page (pages share them by index).
+const PAGE_LOCKS: u64 = 64;
 
 /// Bytes of checksum area for a member whose data area may reach `data_bytes`,
 /// rounded up to whole MiB.
@@ -39,9 +40,11 @@ pub fn area_bytes(data_bytes: u64) -> u64 {
 pub struct ChecksumMember {
     inner: Arc<dyn Member>,
     area: u64,
-    /// Checksum pages read or written so far (4 bytes per 4 KiB of data:
-    /// 0.1 % of the data touched).
-    pages: Mutex<HashMap<u64, Box<[u32]>>>,
+    /// Checksum pages, loaded on first use (4 bytes per 4 KiB of data: 0.1 %
+    /// of the data touched). Entries are atomics, so reads verify without a
+    /// lock; writers of one page take its shard's lock to write it out whole.
+    pages: Vec<OnceLock<Box<[AtomicU32]>>>,
+    page_locks: Vec<Mutex<()>>,
     mismatches: AtomicU64,
 }
 
@@ -63,7 +66,8 @@ impl ChecksumMember {
         Self {
             inner,
             area,
-            pages: Mutex::new(HashMap::new()),
+            pages: (0..area / BLOCK).map(|_| OnceLock::new()).collect(),
+            page_locks: (0..PAGE_LOCKS).map(|_| Mutex::new(())).collect(),
             mismatches: AtomicU64::new(0),
         }
     }
@@ -73,38 +77,44 @@ impl ChecksumMember {
         self.mismatches.load(Ordering::Relaxed)
     }
 
-    /// Checksum page `p` (loaded on first use), under the cache lock.
-    fn page<'a>(
-        &self,
-        cache: &'a mut HashMap<u64, Box<[u32]>>,
-        p: u64,
-    ) -> io::Result<&'a mut Box<[u32]>> {
-        if let std::collections::hash_map::Entry::Vacant(slot) = cache.entry(p) {
-            let mut b = AlignedBuf::zeroed(BLOCK as usize);
-            self.inner.read_at(&mut b, META + p * BLOCK)?;
-            slot.insert(
-                b.chunks_exact(4)
-                    .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
-                    .collect(),
-            );
+    /// Checksum page `p`, read from the member on first use.
+    fn page(&self, p: u64) -> io::Result<&[AtomicU32]> {
+        let cell = self.pages.get(p as usize).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("data block {} is beyond the checksum area", p * PER_PAGE),
+            )
+        })?;
+        if let Some(v) = cell.get() {
+            return Ok(v);
         }
-        Ok(cache.get_mut(&p).unwrap())
+        let mut b = AlignedBuf::zeroed(BLOCK as usize);
+        self.inner.read_at(&mut b, META + p * BLOCK)?;
+        let v: Box<[AtomicU32]> = b
+            .chunks_exact(4)
+            .map(|c| AtomicU32::new(u32::from_le_bytes(c.try_into().unwrap())))
+            .collect();
+        // Two first uses at once read the same page; the first one kept wins.
+        let _ = cell.set(v);
+        Ok(cell.get().expect("set above"))
     }
 
     /// Set the entries of data blocks `first..` to `values` and write the
     /// checksum pages they live on.
     fn store(&self, first: u64, values: &[u32]) -> io::Result<()> {
-        let mut cache = self.pages.lock().unwrap();
         let mut i = 0;
         while i < values.len() {
             let b = first + i as u64;
             let (p, at) = (b / PER_PAGE, (b % PER_PAGE) as usize);
             let n = (PER_PAGE as usize - at).min(values.len() - i);
-            let page = self.page(&mut cache, p)?;
-            page[at..at + n].copy_from_slice(&values[i..i + n]);
+            let page = self.page(p)?;
+            let _g = self.page_locks[(p % PAGE_LOCKS) as usize].lock().unwrap();
+            for (e, v) in page[at..at + n].iter().zip(&values[i..i + n]) {
+                e.store(*v, Ordering::Relaxed);
+            }
             let mut out = AlignedBuf::zeroed(BLOCK as usize);
             for (k, v) in page.iter().enumerate() {
-                out[4 * k..4 * k + 4].copy_from_slice(&v.to_le_bytes());
+                out[4 * k..4 * k + 4].copy_from_slice(&v.load(Ordering::Relaxed).to_le_bytes());
             }
             self.inner.write_at(&out, META + p * BLOCK)?;
             i += n;
@@ -113,9 +123,7 @@ impl ChecksumMember {
     }
 
     fn stored(&self, block: u64) -> io::Result<u32> {
-        let mut cache = self.pages.lock().unwrap();
-        let page = self.page(&mut cache, block / PER_PAGE)?;
-        Ok(page[(block % PER_PAGE) as usize])
+        Ok(self.page(block / PER_PAGE)?[(block % PER_PAGE) as usize].load(Ordering::Relaxed))
     }
 
     /// Recompute the entries of data bytes [off, off + len) (virtual data
