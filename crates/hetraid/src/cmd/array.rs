@@ -774,19 +774,17 @@ impl ScrubCmd {
         }
         println!();
         for d in v["details"].as_array().into_iter().flatten().take(20) {
-            let who = match d["member"].as_u64() {
+            let what = match d["member"].as_u64() {
                 Some(m) => format!(
-                    "member {m} ({}) is wrong",
-                    d["path"].as_str().unwrap_or("-")
+                    "member {m} ({}) is wrong: {}",
+                    d["path"].as_str().unwrap_or("-"),
+                    d["action"].as_str().unwrap_or("?")
                 ),
-                None => "which member is wrong cannot be told".into(),
+                None => d["action"].as_str().unwrap_or("?").to_string(),
             };
             println!(
-                "  stripe {} pages {}-{}: {who}: {}",
-                d["stripe"],
-                d["page_first"],
-                d["page_last"],
-                d["action"].as_str().unwrap_or("?")
+                "  stripe {} pages {}-{}: {what}",
+                d["stripe"], d["page_first"], d["page_last"]
             );
         }
         let unlocated = v["unlocated_pages"].as_u64().unwrap_or(0);
