@@ -3,7 +3,7 @@
 //! The engine-level cases are in `crates/hetraid-engine/tests/safety.rs`.
 
 mod common;
-use common::{bytes, hetraid, run_stdin};
+use common::{args, bytes, hetraid, run_stdin};
 use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -12,13 +12,6 @@ use std::time::{Duration, Instant};
 
 fn p(d: &Path, n: &str) -> String {
     d.join(n).display().to_string()
-}
-
-fn args<'a>(verb: &'a str, members: &'a [String], extra: &[&'a str]) -> Vec<&'a str> {
-    let mut v = vec![verb];
-    v.extend(members.iter().map(|s| s.as_str()));
-    v.extend_from_slice(extra);
-    v
 }
 
 fn ok(a: &[&str]) -> String {

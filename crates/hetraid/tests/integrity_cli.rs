@@ -4,18 +4,11 @@
 //! which side to trust.
 
 mod common;
-use common::{bytes, hetraid, run_stdin};
+use common::{args, bytes, hetraid, run_stdin};
 use serde_json::Value;
 use std::path::Path;
 
 const DATA_OFFSET: usize = 1 << 20;
-
-fn args<'a>(verb: &'a str, members: &'a [String], extra: &[&'a str]) -> Vec<&'a str> {
-    let mut v = vec![verb];
-    v.extend(members.iter().map(|s| s.as_str()));
-    v.extend_from_slice(extra);
-    v
-}
 
 fn ok(a: &[&str]) -> String {
     let (code, out, err) = hetraid(a);

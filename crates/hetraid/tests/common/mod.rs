@@ -65,3 +65,11 @@ pub fn bytes(n: usize, seed: u64) -> Vec<u8> {
         })
         .collect()
 }
+
+/// `VERB MEMBERS... EXTRA...` as arguments.
+pub fn args<'a>(verb: &'a str, members: &'a [String], extra: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec![verb];
+    v.extend(members.iter().map(|s| s.as_str()));
+    v.extend_from_slice(extra);
+    v
+}
