@@ -136,10 +136,24 @@ impl Array {
         for _ in 0..=self.slot_count() {
             match self.scrub_read(&sp, &mut bufs) {
                 Ok(()) => break,
-                Err(Some(m)) => {
+                Err(Some((m, at))) => {
                     let fixed = trust.is_some() && self.correct_locked(m, &[s]);
+                    // The page of the stripe's chunks the bad block is in.
+                    let page = at
+                        .and_then(|at| {
+                            sp.columns
+                                .iter()
+                                .map(|c| c.loc)
+                                .find(|l| {
+                                    l.member == m
+                                        && (l.offset..l.offset + self.layout().chunk_bytes())
+                                            .contains(&at)
+                                })
+                                .map(|l| ((at - l.offset) / PAGE) as u32)
+                        })
+                        .unwrap_or(bufs.lo);
                     corrected.push(StripeMismatch {
-                        page: bufs.lo,
+                        page,
                         located: Some(vec![m]),
                         fixed: if fixed { vec![m] } else { vec![] },
                     });

@@ -180,6 +180,10 @@ fn raid5_with_checksums_repairs_the_right_member() {
     let s = json(&args("scrub", &m, &["--repair", "--json"]));
     assert_eq!(s["details"][0]["member"], 2, "{s}");
     assert_eq!(s["details"][0]["action"], "repaired", "{s}");
+    assert_eq!(
+        s["details"][0]["page_first"], 2,
+        "the bad block's page: {s}"
+    );
     assert_eq!(read(&m), data);
     assert_eq!(json(&args("scrub", &m, &["--json"]))["mismatches"], 0);
     let st = ok(&args("status", &m, &[]));

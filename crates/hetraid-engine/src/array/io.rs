@@ -151,8 +151,8 @@ impl Array {
             match self.execute(&plan, &mut buf) {
                 Ok(()) => return Ok(()),
                 Err(Retry::MemberFailed) => continue,
-                Err(Retry::ReadError(m, _)) if self.read_only => excluded.push(m),
-                Err(Retry::ReadError(m, stripes)) => {
+                Err(Retry::ReadError(m, _, _)) if self.read_only => excluded.push(m),
+                Err(Retry::ReadError(m, stripes, _)) => {
                     // Reconstruct what the member should hold in the stripes
                     // whose read failed and write it back (MD's read-error
                     // correction). A second error there after that, or a failed
@@ -330,7 +330,7 @@ impl Array {
                     let r = if !self.present(m) || self.read_error(m, &e) {
                         Retry::MemberFailed
                     } else {
-                        Retry::ReadError(m, vec![sp.stripe])
+                        Retry::ReadError(m, vec![sp.stripe], crate::member::checksum::bad_block(&e))
                     };
                     failed.get_or_insert(r);
                 }
@@ -376,16 +376,17 @@ impl Array {
     }
 
     /// A scrub's reads: Ok, or the member whose read failed but is still in
-    /// the array (a bad block or a checksum mismatch: correctable), or Err(None)
-    /// when a member was lost.
+    /// the array (a bad block or a checksum mismatch: correctable) with the
+    /// bad block's data-area offset when known, or Err(None) when a member
+    /// was lost.
     pub(crate) fn scrub_read(
         &self,
         sp: &StripePlan,
         bufs: &mut StripeBufs,
-    ) -> std::result::Result<(), Option<usize>> {
+    ) -> std::result::Result<(), Option<(usize, Option<u64>)>> {
         match self.read_phase(sp, bufs, None) {
             Ok(()) => Ok(()),
-            Err(Retry::ReadError(m, _)) => Err(Some(m)),
+            Err(Retry::ReadError(m, _, at)) => Err(Some((m, at))),
             Err(_) => Err(None),
         }
     }
@@ -500,6 +501,7 @@ impl Array {
                     stripes.dedup();
                     return Err(ReadFailure {
                         member: g.member,
+                        bad_block: crate::member::checksum::bad_block(&e),
                         stripes,
                         failed,
                         error: io_err(self.slots[g.member].as_ref(), e),
@@ -698,6 +700,8 @@ pub(crate) struct ReadFailure {
     pub member: usize,
     /// The stripes whose read on it failed.
     pub stripes: Vec<u64>,
+    /// The bad block's data-area offset, when a checksum named it.
+    pub bad_block: Option<u64>,
     /// The member was failed (too many errors, or it is gone).
     pub failed: bool,
     pub error: EngineError,
@@ -708,14 +712,15 @@ impl ReadFailure {
         if self.failed {
             Retry::MemberFailed
         } else {
-            Retry::ReadError(self.member, self.stripes)
+            Retry::ReadError(self.member, self.stripes, self.bad_block)
         }
     }
 }
 
 pub(crate) enum Retry {
     /// A member returned a read error and is still in the array: correct it.
-    ReadError(usize, Vec<u64>),
+    /// (member, stripes, data-area offset of the bad block when known)
+    ReadError(usize, Vec<u64>, Option<u64>),
     /// A member failed during the request: plan again with the new state.
     MemberFailed,
     Fatal(EngineError),

@@ -37,6 +37,36 @@ pub fn area_bytes(data_bytes: u64) -> u64 {
     (data_bytes.div_ceil(BLOCK) * 4).div_ceil(1 << 20) * (1 << 20)
 }
 
+/// A block that failed its checksum (carried inside an `InvalidData` error, so
+/// a scrub can say which 4 KiB page was wrong).
+#[derive(Debug)]
+pub struct BadBlock {
+    /// Offset of the block in the member's data area.
+    pub data_offset: u64,
+    /// Its offset in the member file.
+    pub member_offset: u64,
+}
+
+impl std::fmt::Display for BadBlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "checksum mismatch in data block {} (member offset {})",
+            self.data_offset / BLOCK,
+            self.member_offset
+        )
+    }
+}
+
+impl std::error::Error for BadBlock {}
+
+/// The data-area offset of the bad block behind `e`, if it is a checksum mismatch.
+pub fn bad_block(e: &io::Error) -> Option<u64> {
+    e.get_ref()?
+        .downcast_ref::<BadBlock>()
+        .map(|b| b.data_offset)
+}
+
 pub struct ChecksumMember {
     inner: Arc<dyn Member>,
     area: u64,
@@ -144,10 +174,10 @@ impl ChecksumMember {
                 self.mismatches.fetch_add(1, Ordering::Relaxed);
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
-                    format!(
-                        "checksum mismatch in data block {b} (member offset {})",
-                        META + self.area + b * BLOCK
-                    ),
+                    BadBlock {
+                        data_offset: b * BLOCK,
+                        member_offset: META + self.area + b * BLOCK,
+                    },
                 ));
             }
         }
