@@ -26,10 +26,16 @@ impl Array {
     pub fn check_create(lens: &[u64], opts: &CreateOptions) -> Result<()> {
         let n = lens.len();
         let lens: Vec<u64> = match checksum_area(lens, opts) {
-            Some(c) if lens.iter().all(|&l| l >= DATA_OFFSET + c) => {
+            Some(c) => {
+                let need = DATA_OFFSET + c + opts.chunk_bytes;
+                if let Some(&short) = lens.iter().find(|&&l| l < need) {
+                    return Err(EngineError::Refused(format!(
+                        "a member of {short} bytes is too small: with checksums each needs at least {need} (1 MiB of metadata, {c} of checksums, one chunk)"
+                    )));
+                }
                 lens.iter().map(|l| l - c).collect()
             }
-            _ => lens.to_vec(),
+            None => lens.to_vec(),
         };
         let lens = &lens[..];
         if n == 0 {
