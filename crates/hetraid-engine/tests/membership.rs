@@ -287,7 +287,10 @@ impl World {
 fn history(seed: u64) {
     let layouts = [("raid5", 4usize), ("raid1", 3), ("raid6", 5), ("raid10", 4)];
     let (name, n) = layouts[(seed % layouts.len() as u64) as usize];
-    let size = MIB + CHUNK * 48;
+    // Every other pair of histories keeps block checksums (replace, rebuild
+    // and crash recovery then run through the checksum layer too).
+    let checksums = (seed / 4) % 2 == 1;
+    let size = MIB + CHUNK * 48 + if checksums { MIB } else { 0 };
     let mut w = World {
         seed,
         rng: Rng(seed),
@@ -300,14 +303,16 @@ fn history(seed: u64) {
         tainted: Vec::new(),
         failed_ids: HashSet::new(),
         stripe_bytes: 0,
-        log: vec![format!("create {name} of {n}")],
+        log: vec![format!("create {name} of {n}, checksums {checksums}")],
     };
     for _ in 0..n {
         let d = w.device();
         w.slots.push(d);
     }
     let members: Vec<Arc<dyn Member>> = w.slots.iter().map(|&d| w.dyn_dev(d)).collect();
-    let mut a = Array::create(members, &opts(name, CHUNK)).unwrap();
+    let mut o = opts(name, CHUNK);
+    o.checksums = checksums;
+    let mut a = Array::create(members, &o).unwrap();
     w.stripe_bytes = CHUNK * a.layout().data_per_stripe() as u64;
     w.model = vec![0u8; a.capacity() as usize];
     for _ in 0..40 {
