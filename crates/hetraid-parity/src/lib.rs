@@ -4,6 +4,7 @@
 //! * [`pq_gen`]: RAID-6 P (XOR) and Q (Reed–Solomon over GF(2^8), generator 2).
 //! * [`pq_update`] / [`q_acc`]: read-modify-write deltas for P and Q.
 //! * [`recover`]: rebuild any one or two missing blocks of a P(+Q) row.
+//! * [`crc32c`]: the block checksum, folded with PCLMULQDQ where the CPU has it.
 //!
 //! The instruction set is chosen once at run time ([`kernels::best`]); every set is
 //! tested against the byte-at-a-time [`reference`]. Why our own GF code rather than a
@@ -14,6 +15,7 @@
 //! Nothing here allocates: tails are handled byte-wise and recovery works through
 //! fixed stack buffers.
 
+pub mod crc32c;
 pub mod gf;
 pub mod kernels;
 pub mod reference;

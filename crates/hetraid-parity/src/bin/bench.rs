@@ -1,6 +1,8 @@
 //! Throughput of hetraid's kernels for `scripts/bench-parity.sh`:
-//! `hetraid-parity-bench xor|pq|memcpy K CHUNK_BYTES WORKING_SET_BYTES MILLIS`
-//! prints "<GB/s of source data processed> <kernel set name>".
+//! `hetraid-parity-bench xor|pq|memcpy|crc32c|crc32c-crate K CHUNK_BYTES WORKING_SET_BYTES MILLIS`
+//! prints "<GB/s of source data processed> <kernel set name>". The crc32c modes
+//! checksum K blocks of CHUNK_BYTES per step (crc32c-crate: the `crc32c` crate,
+//! the kernel ours replaced).
 //! The C harness in scripts/ measures ISA-L the same way.
 
 use std::alloc::{alloc_zeroed, Layout};
@@ -8,7 +10,7 @@ use std::time::Instant;
 
 fn arg(args: &[String], i: usize, what: &str) -> u64 {
     args.get(i).and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        eprintln!("usage: hetraid-parity-bench xor|pq|memcpy K CHUNK_BYTES WORKING_SET_BYTES MILLIS ({what} missing or not a number)");
+        eprintln!("usage: hetraid-parity-bench xor|pq|memcpy|crc32c|crc32c-crate K CHUNK_BYTES WORKING_SET_BYTES MILLIS ({what} missing or not a number)");
         std::process::exit(2)
     })
 }
@@ -24,8 +26,9 @@ fn main() {
         "xor" => 1,
         "pq" => 2,
         "memcpy" => 1,
+        "crc32c" | "crc32c-crate" => 0,
         _ => {
-            eprintln!("mode must be xor, pq or memcpy");
+            eprintln!("mode must be xor, pq, memcpy, crc32c or crc32c-crate");
             std::process::exit(2)
         }
     };
@@ -58,6 +61,16 @@ fn main() {
                     let (p, q) = par.split_at_mut(chunk);
                     hetraid_parity::pq_gen(srcs, p, q);
                 }
+                "crc32c" => {
+                    for src in srcs {
+                        std::hint::black_box(hetraid_parity::crc32c::crc32c(src));
+                    }
+                }
+                "crc32c-crate" => {
+                    for src in srcs {
+                        std::hint::black_box(crc32c::crc32c(src));
+                    }
+                }
                 _ => {
                     for (i, src) in srcs.iter().enumerate() {
                         // memcpy baseline: copy every source once (k * chunk bytes).
@@ -67,12 +80,19 @@ fn main() {
                     }
                 }
             }
-            std::hint::black_box(&par[0]);
+            std::hint::black_box(par.first());
             ops += 1;
             s = (s + 1) % stripes;
         }
     }
     let secs = start.elapsed().as_secs_f64();
     let gbps = (ops as f64 * (k * chunk) as f64) / secs / 1e9;
-    println!("{gbps:.2} {}", hetraid_parity::kernels::best().name());
+    let name = if mode == "crc32c-crate" {
+        "crc32c-crate"
+    } else if parity == 0 {
+        hetraid_parity::crc32c::kernel_name()
+    } else {
+        hetraid_parity::kernels::best().name()
+    };
+    println!("{gbps:.2} {name}");
 }
