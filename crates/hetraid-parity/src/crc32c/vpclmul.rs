@@ -88,6 +88,13 @@ unsafe fn block(r: u32, p: *const u8) -> u32 {
     let s = p.add(FOLDED);
     let mut c = [0u64; STREAMS];
     for it in 0..STEPS {
+        // The five parts walk a block at once, which the hardware prefetchers
+        // do not follow: fetch the next block's lines (4 per step, 64 in all)
+        // ahead. A hint: never faults, wasted when there is no next block.
+        for l in 0..4 {
+            let ahead = p.wrapping_add(BLOCK + 64 * (4 * it + l));
+            _mm_prefetch::<_MM_HINT_T0>(ahead as *const i8);
+        }
         if it > 0 {
             for (i, l) in v.iter_mut().enumerate() {
                 *l = fold256(*l, load(p, STEP * it + 32 * i), k);
