@@ -78,9 +78,10 @@ unsafe fn clmul(a: u64, b: u64) -> u64 {
     _mm_cvtsi128_si64(p) as u64
 }
 
-/// The CRC register after one block at `p`, starting from register `r`.
+/// The CRC register after one block at `p`, starting from register `r`;
+/// `next`: another block follows (fetch it ahead).
 #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq,sse4.2")]
-unsafe fn block(r: u32, p: *const u8) -> u32 {
+unsafe fn block(r: u32, p: *const u8, next: bool) -> u32 {
     let (k0, k1) = FOLD_STEP;
     let k = _mm256_set_epi64x(k1 as i64, k0 as i64, k1 as i64, k0 as i64);
     let mut v = [load(p, 0), load(p, 32), load(p, 64)];
@@ -90,10 +91,13 @@ unsafe fn block(r: u32, p: *const u8) -> u32 {
     for it in 0..STEPS {
         // The five parts walk a block at once, which the hardware prefetchers
         // do not follow: fetch the next block's lines (4 per step, 64 in all)
-        // ahead. A hint: never faults, wasted when there is no next block.
-        for l in 0..4 {
-            let ahead = p.wrapping_add(BLOCK + 64 * (4 * it + l));
-            _mm_prefetch::<_MM_HINT_T0>(ahead as *const i8);
+        // ahead (not past the input: a lone block, as after a read, is in
+        // cache already and the lines after it are someone else's).
+        if next {
+            for l in 0..4 {
+                let ahead = p.add(BLOCK + 64 * (4 * it + l));
+                _mm_prefetch::<_MM_HINT_T0>(ahead as *const i8);
+            }
         }
         if it > 0 {
             for (i, l) in v.iter_mut().enumerate() {
@@ -139,9 +143,9 @@ unsafe fn block(r: u32, p: *const u8) -> u32 {
 #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq,sse4.2")]
 pub unsafe fn append(crc: u32, data: &[u8]) -> u32 {
     let mut r = !crc;
-    let mut blocks = data.chunks_exact(BLOCK);
-    for b in &mut blocks {
-        r = block(r, b.as_ptr());
+    let n = data.len() / BLOCK;
+    for i in 0..n {
+        r = block(r, data.as_ptr().add(i * BLOCK), i + 1 < n);
     }
-    super::sse42::append(!r, blocks.remainder())
+    super::sse42::append(!r, &data[n * BLOCK..])
 }
