@@ -11,6 +11,7 @@ pub mod decompose;
 pub mod error;
 pub mod exec;
 pub mod iomap;
+pub mod journal;
 pub mod layout;
 pub mod loadmap;
 pub mod member;

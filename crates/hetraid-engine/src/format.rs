@@ -6,9 +6,12 @@ use hetraid_core::layout::{parse_kind, LayoutKind, ParityOrder};
 use hetraid_core::{MemberKind, WritePolicy};
 
 pub const MAGIC: &[u8; 8] = b"HETRAID1";
-/// The newest format: version 2 adds block checksums; arrays without them are
-/// still written as version 1, so older binaries keep reading them.
-pub const VERSION: u32 = 2;
+/// The newest format: version 2 adds block checksums, version 3 a write log.
+/// Each array is written with the oldest version that holds what it uses, so
+/// older binaries keep reading arrays without the newer features (and refuse,
+/// by name, the ones they would mishandle: a binary that ignored the log
+/// would skip its replay).
+pub const VERSION: u32 = 3;
 pub const SB_SIZE: usize = 4096;
 /// Bitmap region: [BITMAP_OFFSET, DATA_OFFSET).
 pub const BITMAP_OFFSET: u64 = 4096;
@@ -117,6 +120,36 @@ pub struct Superblock {
     pub relocations: Vec<Relocation>,
     /// The last completed scrub (zpool status's "scan:" line).
     pub last_scrub: Option<ScrubRecord>,
+    /// The write log, if the array has one (format version 3).
+    pub log: Option<LogRecord>,
+}
+
+/// How the write log is used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LogMode {
+    /// Write-through: every stripe update (data and parity) is durable in
+    /// the log before the members are written; replayed after a crash.
+    Journal,
+}
+
+impl LogMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            LogMode::Journal => "journal",
+        }
+    }
+}
+
+/// The array's write log as its superblock records it; the log devices carry
+/// the rest (see `log.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogRecord {
+    pub mode: LogMode,
+    /// Random, never 0: the log devices of this array carry it.
+    pub id: u32,
+    /// Copies of the log (1, or 2 mirrored).
+    pub copies: u16,
 }
 
 /// What the last completed scrub found.
@@ -147,7 +180,7 @@ pub struct Relocation {
 pub enum FormatError {
     #[error("no hetraid superblock (bad magic)")]
     NoMagic,
-    #[error("superblock version {0} is not supported (this hetraid reads versions 1 and {VERSION}); use a newer hetraid")]
+    #[error("superblock version {0} is not supported (this hetraid reads versions 1 to {VERSION}); use a newer hetraid")]
     Version(u32),
     #[error("superblock checksum mismatch (damaged superblock)")]
     Checksum,
@@ -217,8 +250,20 @@ impl Superblock {
         assert!(self.roles.len() <= MAX_MEMBERS && self.layout.weights.len() <= MAX_MEMBERS);
         let mut b = [0u8; SB_SIZE];
         b[0..8].copy_from_slice(MAGIC);
-        put_u32(&mut b, 8, if self.checksums { 2 } else { 1 });
+        let version = match (self.log, self.checksums) {
+            (Some(_), _) => 3,
+            (None, true) => 2,
+            (None, false) => 1,
+        };
+        put_u32(&mut b, 8, version);
         b[46] = self.checksums as u8;
+        if let Some(l) = self.log {
+            b[47] = match l.mode {
+                LogMode::Journal => 1,
+            };
+            put_u32(&mut b, 68, l.id);
+            put_u16(&mut b, 118, l.copies);
+        }
         put_u32(&mut b, 12, self.member);
         b[16..32].copy_from_slice(&self.uuid);
         put_u64(&mut b, 32, self.events);
@@ -284,7 +329,7 @@ impl Superblock {
             return Err(FormatError::NoMagic);
         }
         let version = u32_at(b, 8);
-        if version != 1 && version != VERSION {
+        if !(1..=VERSION).contains(&version) {
             return Err(FormatError::Version(version));
         }
         if crc32c::crc32c(&b[..CRC_AT]) != u32_at(b, CRC_AT) {
@@ -347,9 +392,23 @@ impl Superblock {
             return Err(FormatError::Field("chunk size"));
         }
         let checksums = match (version, b[46]) {
-            (1, 0) | (2, 0) => false,
-            (2, 1) => true,
+            (1, 0) | (2, 0) | (3, 0) => false,
+            (2, 1) | (3, 1) => true,
             _ => return Err(FormatError::Field("checksum algorithm")),
+        };
+        let log = match version {
+            3 => {
+                let mode = match b[47] {
+                    1 => LogMode::Journal,
+                    _ => return Err(FormatError::Field("log mode")),
+                };
+                let (id, copies) = (u32_at(b, 68), u16_at(b, 118));
+                if id == 0 || !(1..=2).contains(&copies) {
+                    return Err(FormatError::Field("log"));
+                }
+                Some(LogRecord { mode, id, copies })
+            }
+            _ => None,
         };
         let data_offset = u64_at(b, 48);
         let largest = roles.iter().map(|r| r.data_size).max().unwrap_or(0);
@@ -389,6 +448,7 @@ impl Superblock {
         });
         Ok(Self {
             last_scrub,
+            log,
             relocations,
             uuid: b[16..32].try_into().unwrap(),
             events: u64_at(b, 32),
@@ -517,6 +577,7 @@ mod tests {
                 mismatched_stripes: 2,
                 repaired_stripes: 1,
             }),
+            log: None,
             relocations: vec![Relocation {
                 from_member: 4,
                 to_member: 1,
@@ -531,6 +592,15 @@ mod tests {
     fn round_trip() {
         let s = sample();
         assert_eq!(Superblock::decode(&s.encode()), Ok(s));
+        let mut l = sample();
+        l.log = Some(LogRecord {
+            mode: LogMode::Journal,
+            id: 0xfeed,
+            copies: 2,
+        });
+        let b = l.encode();
+        assert_eq!(u32_at(&b, 8), 3, "an array with a log is format version 3");
+        assert_eq!(Superblock::decode(&b), Ok(l));
     }
 
     #[test]

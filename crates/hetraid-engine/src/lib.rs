@@ -5,6 +5,7 @@ pub mod array;
 pub mod bitmap;
 pub mod error;
 pub mod format;
+pub mod log;
 pub mod member;
 pub mod queue;
 pub mod rebuild;

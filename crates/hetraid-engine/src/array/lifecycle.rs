@@ -171,6 +171,7 @@ impl Array {
                 .collect(),
             relocations: vec![],
             last_scrub: None,
+            log: None,
         };
         let zero = AlignedBuf::zeroed((DATA_OFFSET - BITMAP_OFFSET) as usize);
         for (i, m) in members.iter().enumerate() {

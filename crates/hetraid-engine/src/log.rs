@@ -1,0 +1,692 @@
+//! The write log's bytes: log device headers, records, append, checkpoint and
+//! the recovery scan. Where records go and when to checkpoint is decided in
+//! `hetraid_core::journal`; the byte format is in `docs/FORMAT.md` ("Write
+//! log").
+//!
+//! ```text
+//! log device offset   contents
+//! 0, 4 KiB            header slots 0 and 1 (generation g lives in slot g % 2)
+//! 64 KiB ..           the ring: records, back to back, wrapping
+//! ```
+//!
+//! Every record is written to every copy and flushed before `append` returns;
+//! either copy alone recovers the log. A copy whose write fails is dropped
+//! (with a warning); when none is left, writes are refused.
+
+use crate::error::{EngineError, Result};
+use crate::format::{LogMode, LogRecord};
+use crate::member::{AlignedBuf, Member};
+use hetraid_core::journal::{self, Ring, ENTRIES_MAX, PAGE};
+use hetraid_parity::crc32c::{crc32c, crc32c_append};
+use std::io;
+use std::sync::{Arc, Condvar, Mutex};
+
+pub const LOG_MAGIC: &[u8; 8] = b"HETRLOG1";
+pub const LOG_VERSION: u32 = 1;
+/// Where the ring starts on a log device.
+pub const RING_OFFSET: u64 = 64 << 10;
+/// The smallest ring: a record may be a quarter of it.
+pub const RING_MIN: u64 = 1 << 20;
+const REC_MAGIC: u32 = 0x4352_4C48; // "HLRC"
+const TYPE_STRIPES: u8 = 1;
+const TYPE_PAD: u8 = 3;
+const ENTRY_AT: usize = 64;
+const ENTRY: usize = 16;
+const HDR_CRC_AT: usize = 4092;
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+}
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+/// One slot of a log device's header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogHeader {
+    pub uuid: [u8; 16],
+    pub id: u32,
+    /// This device's copy index, and how many copies the log has.
+    pub copy: u32,
+    pub copies: u32,
+    pub mode: LogMode,
+    pub ring_len: u64,
+    /// Bumped by every header write; the newer valid slot wins.
+    pub generation: u64,
+    /// Where the first record not known to be on the members is, and its
+    /// sequence number.
+    pub checkpoint_offset: u64,
+    pub checkpoint_seq: u64,
+}
+
+impl LogHeader {
+    pub fn encode(&self) -> AlignedBuf {
+        let mut b = AlignedBuf::zeroed(PAGE as usize);
+        b[0..8].copy_from_slice(LOG_MAGIC);
+        b[8..12].copy_from_slice(&LOG_VERSION.to_le_bytes());
+        b[12..16].copy_from_slice(&self.copy.to_le_bytes());
+        b[16..32].copy_from_slice(&self.uuid);
+        b[32..36].copy_from_slice(&self.id.to_le_bytes());
+        b[36..40].copy_from_slice(&self.copies.to_le_bytes());
+        b[40] = match self.mode {
+            LogMode::Journal => 1,
+        };
+        b[48..56].copy_from_slice(&RING_OFFSET.to_le_bytes());
+        b[56..64].copy_from_slice(&self.ring_len.to_le_bytes());
+        b[64..72].copy_from_slice(&self.generation.to_le_bytes());
+        b[72..80].copy_from_slice(&self.checkpoint_offset.to_le_bytes());
+        b[80..88].copy_from_slice(&self.checkpoint_seq.to_le_bytes());
+        let crc = crc32c(&b[..HDR_CRC_AT]);
+        b[HDR_CRC_AT..].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// A valid header slot, or None (not a log device, damaged, unknown version).
+    pub fn decode(b: &[u8]) -> Option<Self> {
+        if b.len() < PAGE as usize || &b[0..8] != LOG_MAGIC || u32_at(b, 8) != LOG_VERSION {
+            return None;
+        }
+        if crc32c(&b[..HDR_CRC_AT]) != u32_at(b, HDR_CRC_AT) {
+            return None;
+        }
+        let h = Self {
+            copy: u32_at(b, 12),
+            uuid: b[16..32].try_into().unwrap(),
+            id: u32_at(b, 32),
+            copies: u32_at(b, 36),
+            mode: match b[40] {
+                1 => LogMode::Journal,
+                _ => return None,
+            },
+            ring_len: u64_at(b, 56),
+            generation: u64_at(b, 64),
+            checkpoint_offset: u64_at(b, 72),
+            checkpoint_seq: u64_at(b, 80),
+        };
+        let ok = u64_at(b, 48) == RING_OFFSET
+            && h.id != 0
+            && (1..=2).contains(&h.copies)
+            && h.copy < h.copies
+            && h.ring_len >= RING_MIN
+            && h.ring_len.is_multiple_of(PAGE)
+            && h.checkpoint_offset < h.ring_len
+            && h.checkpoint_offset.is_multiple_of(PAGE);
+        ok.then_some(h)
+    }
+}
+
+/// Does `m` start with a log device's magic? (Assembly sorts devices by it.)
+pub fn is_log_device(m: &dyn Member) -> io::Result<bool> {
+    if m.len() < 8 {
+        return Ok(false);
+    }
+    let mut b = AlignedBuf::zeroed(PAGE as usize);
+    m.read_at(&mut b, 0)?;
+    Ok(&b[0..8] == LOG_MAGIC)
+}
+
+/// The newer valid header of a log device, or None when neither slot is valid.
+pub fn read_header(m: &dyn Member) -> io::Result<Option<LogHeader>> {
+    let mut b = AlignedBuf::zeroed(2 * PAGE as usize);
+    if m.len() < RING_OFFSET {
+        return Ok(None);
+    }
+    m.read_at(&mut b, 0)?;
+    let slots = [0, 1].map(|i| {
+        LogHeader::decode(&b[i * PAGE as usize..(i + 1) * PAGE as usize])
+            .filter(|h| h.generation % 2 == i as u64)
+    });
+    Ok(slots.into_iter().flatten().max_by_key(|h| h.generation))
+}
+
+/// One member extent of a record: `parts` back to back at data-area `offset`
+/// of slot `member`.
+pub struct Entry<'a> {
+    pub member: u16,
+    pub offset: u64,
+    pub parts: Vec<&'a [u8]>,
+}
+
+impl Entry<'_> {
+    fn len(&self) -> u64 {
+        self.parts.iter().map(|p| p.len() as u64).sum()
+    }
+}
+
+/// A record read back by the recovery scan.
+pub struct Replayed {
+    pub seq: u64,
+    /// (slot, data-area offset, bytes)
+    pub entries: Vec<(u16, u64, AlignedBuf)>,
+}
+
+/// What one copy's scan found: the records, and where the log ends.
+struct Scan {
+    records: Vec<Replayed>,
+    end_offset: u64,
+    end_seq: u64,
+}
+
+struct State {
+    ring: Ring,
+    generation: u64,
+}
+
+pub struct Log {
+    /// By copy index; None: missing or failed.
+    copies: Mutex<Vec<Option<Arc<dyn Member>>>>,
+    /// Every copy's paths, for messages (by copy index).
+    names: Vec<String>,
+    template: LogHeader,
+    state: Mutex<State>,
+    in_flight: Mutex<u64>,
+    idle: Condvar,
+    warnings: Mutex<Vec<String>>,
+}
+
+fn record_header(
+    template: &LogHeader,
+    kind: u8,
+    seq: u64,
+    bytes: u64,
+    entries: &[Entry<'_>],
+) -> AlignedBuf {
+    let mut h = AlignedBuf::zeroed(PAGE as usize);
+    h[0..4].copy_from_slice(&REC_MAGIC.to_le_bytes());
+    h[4] = kind;
+    h[8..16].copy_from_slice(&seq.to_le_bytes());
+    h[16..32].copy_from_slice(&template.uuid);
+    h[32..40].copy_from_slice(&bytes.to_le_bytes());
+    h[40..44].copy_from_slice(&(entries.len() as u32).to_le_bytes());
+    h[48..52].copy_from_slice(&template.id.to_le_bytes());
+    for (i, e) in entries.iter().enumerate() {
+        let at = ENTRY_AT + ENTRY * i;
+        h[at..at + 2].copy_from_slice(&e.member.to_le_bytes());
+        h[at + 4..at + 8].copy_from_slice(&((e.len() / PAGE) as u32).to_le_bytes());
+        h[at + 8..at + 16].copy_from_slice(&e.offset.to_le_bytes());
+    }
+    let mut crc = crc32c(&h);
+    for e in entries {
+        for p in &e.parts {
+            crc = crc32c_append(crc, p);
+        }
+    }
+    h[44..48].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+impl Log {
+    /// Ring length a set of log devices gives (the smallest of them).
+    pub fn ring_len(devs: &[Arc<dyn Member>]) -> u64 {
+        devs.iter()
+            .map(|d| d.len().saturating_sub(RING_OFFSET) / PAGE * PAGE)
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// Write empty-log headers on `devs` (one or two copies) for array `uuid`.
+    pub fn format(devs: Vec<Arc<dyn Member>>, uuid: [u8; 16], rec: LogRecord) -> Result<Self> {
+        let ring_len = Self::ring_len(&devs);
+        if ring_len < RING_MIN {
+            return Err(EngineError::Refused(format!(
+                "a log device must be at least {} bytes ({} of header, {} of log); {} is smaller",
+                RING_OFFSET + RING_MIN,
+                RING_OFFSET,
+                RING_MIN,
+                devs.iter()
+                    .find(|d| d.len() < RING_OFFSET + RING_MIN)
+                    .map_or_else(|| "one".into(), |d| d.name())
+            )));
+        }
+        let template = LogHeader {
+            uuid,
+            id: rec.id,
+            copy: 0,
+            copies: rec.copies as u32,
+            mode: rec.mode,
+            ring_len,
+            generation: 1,
+            checkpoint_offset: 0,
+            checkpoint_seq: 1,
+        };
+        for (i, d) in devs.iter().enumerate() {
+            for generation in [0, 1] {
+                let h = LogHeader {
+                    copy: i as u32,
+                    generation,
+                    ..template.clone()
+                };
+                d.write_at(&h.encode(), generation * PAGE)
+                    .map_err(|e| log_err(d.as_ref(), e))?;
+            }
+            // A record left by an earlier use of the device must not look
+            // live: the first header page of the ring is cleared.
+            d.write_at(&AlignedBuf::zeroed(PAGE as usize), RING_OFFSET)
+                .map_err(|e| log_err(d.as_ref(), e))?;
+            d.flush().map_err(|e| log_err(d.as_ref(), e))?;
+        }
+        Ok(Self::new(
+            devs.into_iter().map(Some).collect(),
+            template,
+            Ring::empty(ring_len, 0, 1),
+        ))
+    }
+
+    fn new(copies: Vec<Option<Arc<dyn Member>>>, template: LogHeader, ring: Ring) -> Self {
+        let names = copies
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                c.as_ref()
+                    .map_or_else(|| format!("log copy {i} (missing)"), |c| c.name())
+            })
+            .collect();
+        Self {
+            copies: Mutex::new(copies),
+            names,
+            state: Mutex::new(State {
+                generation: template.generation,
+                ring,
+            }),
+            template,
+            in_flight: Mutex::new(0),
+            idle: Condvar::new(),
+            warnings: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Open the log from the devices found (with their headers) for the
+    /// array `uuid` whose superblock records `rec`, and scan it: the records
+    /// after the last checkpoint, to be replayed, from the copy that holds
+    /// the most. The caller replays them, flushes the members and then calls
+    /// [`Log::checkpoint`].
+    pub fn open(
+        found: Vec<(Arc<dyn Member>, LogHeader)>,
+        uuid: [u8; 16],
+        rec: LogRecord,
+    ) -> Result<(Self, Vec<Replayed>)> {
+        let mut copies: Vec<Option<Arc<dyn Member>>> = vec![None; rec.copies as usize];
+        let mut newest: Option<LogHeader> = None;
+        for (d, h) in found {
+            if h.uuid != uuid || h.id != rec.id {
+                return Err(EngineError::Refused(format!(
+                    "log device {} belongs to another array or an earlier log of this one; leave it out",
+                    d.name()
+                )));
+            }
+            let slot = copies.get_mut(h.copy as usize).ok_or_else(|| {
+                EngineError::Refused(format!(
+                    "log device {} says it is copy {} of a log of {} copies; the array records {}",
+                    d.name(),
+                    h.copy,
+                    h.copies,
+                    rec.copies
+                ))
+            })?;
+            if let Some(other) = slot {
+                return Err(EngineError::Refused(format!(
+                    "log devices {} and {} are the same copy of the log; give only one",
+                    other.name(),
+                    d.name()
+                )));
+            }
+            *slot = Some(d);
+            if newest.as_ref().is_none_or(|n| h.generation > n.generation) {
+                newest = Some(h);
+            }
+        }
+        let Some(newest) = newest else {
+            return Err(EngineError::Refused(
+                "the array has a write log and none of its log devices was given; add the log device(s) to the member list".into(),
+            ));
+        };
+        let template = LogHeader {
+            copy: 0,
+            ..newest.clone()
+        };
+        let mut best: Option<Scan> = None;
+        let mut warnings = Vec::new();
+        for (i, c) in copies.iter().enumerate() {
+            let Some(d) = c else {
+                warnings.push(format!(
+                    "log copy {i} is missing: the log runs on {} copy until it is replaced",
+                    copies.iter().flatten().count()
+                ));
+                continue;
+            };
+            let s = scan(d.as_ref(), &newest).map_err(|e| log_err(d.as_ref(), e))?;
+            if best.as_ref().is_none_or(|b| s.end_seq > b.end_seq) {
+                best = Some(s);
+            }
+        }
+        let best = best.expect("a copy was found");
+        let ring = Ring::empty(newest.ring_len, best.end_offset, best.end_seq);
+        let log = Self::new(copies, template, ring);
+        log.warnings.lock().unwrap().extend(warnings);
+        Ok((log, best.records))
+    }
+
+    pub fn mode(&self) -> LogMode {
+        self.template.mode
+    }
+
+    /// Payload bytes one record may carry.
+    pub fn payload_max(&self) -> u64 {
+        self.state.lock().unwrap().ring.record_bytes_max() - PAGE
+    }
+
+    /// The copies' paths, and whether each is in use.
+    pub fn devices(&self) -> Vec<(String, bool)> {
+        let c = self.copies.lock().unwrap();
+        self.names
+            .iter()
+            .zip(c.iter())
+            .map(|(n, c)| (n.clone(), c.is_some()))
+            .collect()
+    }
+
+    /// Ring size, bytes in use, records since the last checkpoint.
+    pub fn usage(&self) -> (u64, u64, u64) {
+        let s = self.state.lock().unwrap();
+        (s.ring.len, s.ring.used, s.ring.live_records())
+    }
+
+    pub fn take_warnings(&self) -> Vec<String> {
+        std::mem::take(&mut self.warnings.lock().unwrap())
+    }
+
+    /// Write `bufs` at ring offset `at` on every live copy and flush; a copy
+    /// that fails is dropped. Err when no copy took it.
+    fn write_all(&self, bufs: &[&[u8]], at: u64) -> Result<()> {
+        let mut copies = self.copies.lock().unwrap();
+        let mut last = None;
+        for (i, c) in copies.iter_mut().enumerate() {
+            let Some(d) = c.as_ref() else { continue };
+            let r = d
+                .write_vectored_at(bufs, RING_OFFSET + at)
+                .and_then(|_| d.flush());
+            if let Err(e) = r {
+                self.warnings.lock().unwrap().push(format!(
+                    "log copy {i} ({}) failed and is no longer used: {e}",
+                    d.name()
+                ));
+                last = Some(log_err(d.as_ref(), e));
+                *c = None;
+            }
+        }
+        if copies.iter().all(Option::is_none) {
+            return Err(EngineError::Refused(format!(
+                "the write log failed on every copy ({}): writes are refused, as they could no longer be made crash-safe{}",
+                self.names.join(", "),
+                last.map_or_else(String::new, |e| format!(" (last error: {e})"))
+            )));
+        }
+        Ok(())
+    }
+
+    /// Log one record of stripe updates durably (every live copy, flushed).
+    /// When the ring is full, checkpoints first: waits for every logged
+    /// record to be on the members, calls `flush_members`, writes the
+    /// headers. Every successful append must be followed by [`Log::done`]
+    /// once its member writes returned.
+    pub fn append(
+        &self,
+        entries: &[Entry<'_>],
+        flush_members: &dyn Fn() -> Result<()>,
+    ) -> Result<u64> {
+        assert!(!entries.is_empty() && entries.len() <= ENTRIES_MAX);
+        let payload: u64 = entries.iter().map(Entry::len).sum();
+        assert!(payload.is_multiple_of(PAGE));
+        let bytes = PAGE + payload;
+        let mut st = self.state.lock().unwrap();
+        let p = match st.ring.place(bytes) {
+            Some(p) => p,
+            None => {
+                self.checkpoint_locked(&mut st, flush_members)?;
+                st.ring.place(bytes).expect("an empty ring takes a record")
+            }
+        };
+        if let Some((at, pad)) = p.pad {
+            let h = record_header(&self.template, TYPE_PAD, p.seq - 1, pad, &[]);
+            self.write_all(&[&h], at)?;
+        }
+        let h = record_header(&self.template, TYPE_STRIPES, p.seq, bytes, entries);
+        let mut bufs: Vec<&[u8]> = vec![&h];
+        entries.iter().for_each(|e| bufs.extend(&e.parts));
+        self.write_all(&bufs, p.offset)?;
+        st.ring.commit(&p, bytes);
+        *self.in_flight.lock().unwrap() += 1;
+        Ok(p.seq)
+    }
+
+    /// A record's member writes have returned (whatever their outcome).
+    pub fn done(&self) {
+        let mut n = self.in_flight.lock().unwrap();
+        *n -= 1;
+        if *n == 0 {
+            self.idle.notify_all();
+        }
+    }
+
+    /// Mark everything logged so far as on the members: waits for in-flight
+    /// records, flushes the members, then writes the new checkpoint.
+    pub fn checkpoint(&self, flush_members: &dyn Fn() -> Result<()>) -> Result<()> {
+        let mut st = self.state.lock().unwrap();
+        self.checkpoint_locked(&mut st, flush_members)
+    }
+
+    fn checkpoint_locked(
+        &self,
+        st: &mut State,
+        flush_members: &dyn Fn() -> Result<()>,
+    ) -> Result<()> {
+        {
+            let mut n = self.in_flight.lock().unwrap();
+            while *n > 0 {
+                n = self.idle.wait(n).unwrap();
+            }
+        }
+        flush_members()?;
+        st.ring.checkpoint();
+        st.generation += 1;
+        let g = st.generation;
+        let mut copies = self.copies.lock().unwrap();
+        for (i, c) in copies.iter_mut().enumerate() {
+            let Some(d) = c.as_ref() else { continue };
+            let h = LogHeader {
+                copy: i as u32,
+                generation: g,
+                checkpoint_offset: st.ring.head,
+                checkpoint_seq: st.ring.head_seq,
+                ..self.template.clone()
+            };
+            let r = d
+                .write_at(&h.encode(), (g % 2) * PAGE)
+                .and_then(|_| d.flush());
+            if let Err(e) = r {
+                self.warnings.lock().unwrap().push(format!(
+                    "log copy {i} ({}) failed and is no longer used: {e}",
+                    d.name()
+                ));
+                *c = None;
+            }
+        }
+        if copies.iter().all(Option::is_none) {
+            return Err(EngineError::Refused(format!(
+                "the write log failed on every copy ({}): writes are refused",
+                self.names.join(", ")
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn log_err(m: &dyn Member, e: io::Error) -> EngineError {
+    EngineError::Io {
+        member: m.name(),
+        source: e,
+    }
+}
+
+/// Read one copy's records from the checkpoint in `h` until the first one
+/// that is not live (torn, of an earlier lap, foreign). Reads at most the
+/// ring once.
+fn scan(d: &dyn Member, h: &LogHeader) -> io::Result<Scan> {
+    let (mut off, mut seq) = (h.checkpoint_offset, h.checkpoint_seq);
+    let mut records = Vec::new();
+    let mut total = 0u64;
+    let mut head = AlignedBuf::zeroed(PAGE as usize);
+    while total < h.ring_len {
+        if d.read_at(&mut head, RING_OFFSET + off).is_err() {
+            break;
+        }
+        let bytes = u64_at(&head, 32);
+        let kind = head[4];
+        let n = u32_at(&head, 40) as usize;
+        let live = u32_at(&head, 0) == REC_MAGIC
+            && head[16..32] == h.uuid
+            && u32_at(&head, 48) == h.id
+            && u64_at(&head, 8) == seq
+            && (kind == TYPE_STRIPES || kind == TYPE_PAD)
+            && n <= ENTRIES_MAX
+            && journal::header_fits(h.ring_len, off, bytes)
+            && total + bytes <= h.ring_len;
+        if !live {
+            break;
+        }
+        let stated = u32_at(&head, 44);
+        let mut zeroed = head.to_vec();
+        zeroed[44..48].fill(0);
+        let mut crc = crc32c(&zeroed);
+        let mut entries = Vec::new();
+        if kind == TYPE_STRIPES {
+            let mut at = off + PAGE;
+            let mut sum = PAGE;
+            let mut ok = true;
+            for i in 0..n {
+                let e = ENTRY_AT + ENTRY * i;
+                let member = u16::from_le_bytes(head[e..e + 2].try_into().unwrap());
+                let len = u32_at(&head, e + 4) as u64 * PAGE;
+                let offset = u64_at(&head, e + 8);
+                sum += len;
+                if len == 0 || sum > bytes {
+                    ok = false;
+                    break;
+                }
+                let mut buf = AlignedBuf::zeroed(len as usize);
+                if d.read_at(&mut buf, RING_OFFSET + at).is_err() {
+                    ok = false;
+                    break;
+                }
+                crc = crc32c_append(crc, &buf);
+                entries.push((member, offset, buf));
+                at += len;
+            }
+            if !ok || sum != bytes {
+                break;
+            }
+        }
+        if crc != stated {
+            break;
+        }
+        if kind == TYPE_STRIPES {
+            records.push(Replayed { seq, entries });
+        }
+        total += bytes;
+        off = journal::next_offset(h.ring_len, off, bytes);
+        seq += 1;
+    }
+    Ok(Scan {
+        records,
+        end_offset: off,
+        end_seq: seq,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::member::FaultMember;
+
+    fn dev(name: &str) -> Arc<dyn Member> {
+        Arc::new(FaultMember::new(name, RING_OFFSET + RING_MIN, 1))
+    }
+
+    fn rec() -> LogRecord {
+        LogRecord {
+            mode: LogMode::Journal,
+            id: 9,
+            copies: 2,
+        }
+    }
+
+    fn found(devs: &[Arc<dyn Member>]) -> Vec<(Arc<dyn Member>, LogHeader)> {
+        devs.iter()
+            .map(|d| (d.clone(), read_header(d.as_ref()).unwrap().unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn records_come_back_in_order_and_a_checkpoint_empties_the_log() {
+        let devs = vec![dev("a"), dev("b")];
+        let log = Log::format(devs.clone(), [3; 16], rec()).unwrap();
+        let data: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i; 8192]).collect();
+        let ok = || Ok(());
+        // 40 records of 3 pages: more than the 256-page ring holds, so
+        // checkpoints happen along the way.
+        for (i, d) in data.iter().enumerate() {
+            log.append(
+                &[Entry {
+                    member: (i % 3) as u16,
+                    offset: i as u64 * 8192,
+                    parts: vec![&d[..4096], &d[4096..]],
+                }],
+                &ok,
+            )
+            .unwrap();
+            log.done();
+        }
+        let live = log.usage().2;
+        let (_, replayed) = Log::open(found(&devs), [3; 16], rec()).unwrap();
+        assert_eq!(replayed.len() as u64, live);
+        let first = 40 - live as usize;
+        for (r, i) in replayed.iter().zip(first..) {
+            assert_eq!(r.entries.len(), 1);
+            let (m, off, b) = &r.entries[0];
+            assert_eq!((*m as usize, *off), (i % 3, i as u64 * 8192));
+            assert_eq!(&b[..], &data[i][..]);
+        }
+        log.checkpoint(&ok).unwrap();
+        let (_, replayed) = Log::open(found(&devs), [3; 16], rec()).unwrap();
+        assert!(replayed.is_empty());
+    }
+
+    #[test]
+    fn a_torn_record_ends_the_scan_and_either_copy_recovers() {
+        let devs = vec![dev("a"), dev("b")];
+        let log = Log::format(devs.clone(), [3; 16], rec()).unwrap();
+        let d = vec![7u8; 4096];
+        for i in 0..3 {
+            log.append(
+                &[Entry {
+                    member: 0,
+                    offset: i * 4096,
+                    parts: vec![&d],
+                }],
+                &|| Ok(()),
+            )
+            .unwrap();
+            log.done();
+        }
+        // Record 2 (third) torn on copy a: a flipped payload byte.
+        let at = RING_OFFSET + 2 * 2 * PAGE + PAGE + 5;
+        devs[0].write_at(&[0x55], at).unwrap();
+        let (_, r) = Log::open(found(&devs), [3; 16], rec()).unwrap();
+        assert_eq!(r.len(), 3, "copy b has all three");
+        let (_, r) = Log::open(found(&devs[..1]), [3; 16], rec()).unwrap();
+        assert_eq!(r.len(), 2, "copy a ends before the torn record");
+        // A foreign array's log is refused by name.
+        let e = Log::open(found(&devs), [4; 16], rec()).err().unwrap();
+        assert!(e.to_string().contains("belongs to another array"), "{e}");
+    }
+}
