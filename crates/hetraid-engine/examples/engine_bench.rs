@@ -53,6 +53,7 @@ fn create_with(paths: &[PathBuf], layout: &str, checksums: bool) -> Array {
         assume_clean: true,
         force: true,
         checksums,
+        log: None,
     };
     Array::create(open(paths), &o).expect("create array")
 }

@@ -227,6 +227,16 @@ const ORDERS: [ParityOrder; 4] = [
     ParityOrder::RightAsymmetric,
 ];
 const KINDS: [MemberKind; 3] = [MemberKind::Hdd, MemberKind::Ssd, MemberKind::Nvram];
+
+/// A member kind's byte code (0 hdd, 1 ssd, 2 nvram).
+pub fn kind_code(k: MemberKind) -> u8 {
+    KINDS.iter().position(|x| *x == k).unwrap() as u8
+}
+
+/// The kind for a byte code, if it is one.
+pub fn kind_from_code(c: u8) -> Option<MemberKind> {
+    KINDS.get(c as usize).copied()
+}
 const STATES: [RoleState; 5] = [
     RoleState::Active,
     RoleState::Faulty,

@@ -50,6 +50,8 @@ pub struct LogHeader {
     pub copy: u32,
     pub copies: u32,
     pub mode: LogMode,
+    /// What the device is (hdd, ssd, nvram), as given at create.
+    pub kind: hetraid_core::MemberKind,
     pub ring_len: u64,
     /// Bumped by every header write; the newer valid slot wins.
     pub generation: u64,
@@ -71,6 +73,7 @@ impl LogHeader {
         b[40] = match self.mode {
             LogMode::Journal => 1,
         };
+        b[41] = crate::format::kind_code(self.kind);
         b[48..56].copy_from_slice(&RING_OFFSET.to_le_bytes());
         b[56..64].copy_from_slice(&self.ring_len.to_le_bytes());
         b[64..72].copy_from_slice(&self.generation.to_le_bytes());
@@ -98,6 +101,7 @@ impl LogHeader {
                 1 => LogMode::Journal,
                 _ => return None,
             },
+            kind: crate::format::kind_from_code(b[41])?,
             ring_len: u64_at(b, 56),
             generation: u64_at(b, 64),
             checkpoint_offset: u64_at(b, 72),
@@ -175,8 +179,9 @@ struct State {
 pub struct Log {
     /// By copy index; None: missing or failed.
     copies: Mutex<Vec<Option<Arc<dyn Member>>>>,
-    /// Every copy's paths, for messages (by copy index).
+    /// Every copy's paths, for messages (by copy index), and kinds.
     names: Vec<String>,
+    kinds: Vec<hetraid_core::MemberKind>,
     template: LogHeader,
     state: Mutex<State>,
     in_flight: Mutex<u64>,
@@ -224,8 +229,14 @@ impl Log {
             .unwrap_or(0)
     }
 
-    /// Write empty-log headers on `devs` (one or two copies) for array `uuid`.
-    pub fn format(devs: Vec<Arc<dyn Member>>, uuid: [u8; 16], rec: LogRecord) -> Result<Self> {
+    /// Write empty-log headers on `devs` (one or two copies, of `kinds`; ssd
+    /// when not given) for array `uuid`.
+    pub fn format(
+        devs: Vec<Arc<dyn Member>>,
+        kinds: &[hetraid_core::MemberKind],
+        uuid: [u8; 16],
+        rec: LogRecord,
+    ) -> Result<Self> {
         let ring_len = Self::ring_len(&devs);
         if ring_len < RING_MIN {
             return Err(EngineError::Refused(format!(
@@ -244,6 +255,7 @@ impl Log {
             copy: 0,
             copies: rec.copies as u32,
             mode: rec.mode,
+            kind: hetraid_core::MemberKind::Ssd,
             ring_len,
             generation: 1,
             checkpoint_offset: 0,
@@ -254,6 +266,10 @@ impl Log {
                 let h = LogHeader {
                     copy: i as u32,
                     generation,
+                    kind: kinds
+                        .get(i)
+                        .copied()
+                        .unwrap_or(hetraid_core::MemberKind::Ssd),
                     ..template.clone()
                 };
                 d.write_at(&h.encode(), generation * PAGE)
@@ -265,14 +281,28 @@ impl Log {
                 .map_err(|e| log_err(d.as_ref(), e))?;
             d.flush().map_err(|e| log_err(d.as_ref(), e))?;
         }
+        let n = devs.len();
         Ok(Self::new(
             devs.into_iter().map(Some).collect(),
+            (0..n)
+                .map(|i| {
+                    kinds
+                        .get(i)
+                        .copied()
+                        .unwrap_or(hetraid_core::MemberKind::Ssd)
+                })
+                .collect(),
             template,
             Ring::empty(ring_len, 0, 1),
         ))
     }
 
-    fn new(copies: Vec<Option<Arc<dyn Member>>>, template: LogHeader, ring: Ring) -> Self {
+    fn new(
+        copies: Vec<Option<Arc<dyn Member>>>,
+        kinds: Vec<hetraid_core::MemberKind>,
+        template: LogHeader,
+        ring: Ring,
+    ) -> Self {
         let names = copies
             .iter()
             .enumerate()
@@ -284,6 +314,7 @@ impl Log {
         Self {
             copies: Mutex::new(copies),
             names,
+            kinds,
             state: Mutex::new(State {
                 generation: template.generation,
                 ring,
@@ -306,6 +337,7 @@ impl Log {
         rec: LogRecord,
     ) -> Result<(Self, Vec<Replayed>)> {
         let mut copies: Vec<Option<Arc<dyn Member>>> = vec![None; rec.copies as usize];
+        let mut kinds = vec![hetraid_core::MemberKind::Ssd; rec.copies as usize];
         let mut newest: Option<LogHeader> = None;
         for (d, h) in found {
             if h.uuid != uuid || h.id != rec.id {
@@ -331,6 +363,7 @@ impl Log {
                 )));
             }
             *slot = Some(d);
+            kinds[h.copy as usize] = h.kind;
             if newest.as_ref().is_none_or(|n| h.generation > n.generation) {
                 newest = Some(h);
             }
@@ -361,7 +394,7 @@ impl Log {
         }
         let best = best.expect("a copy was found");
         let ring = Ring::empty(newest.ring_len, best.end_offset, best.end_seq);
-        let log = Self::new(copies, template, ring);
+        let log = Self::new(copies, kinds, template, ring);
         log.warnings.lock().unwrap().extend(warnings);
         Ok((log, best.records))
     }
@@ -375,13 +408,14 @@ impl Log {
         self.state.lock().unwrap().ring.record_bytes_max() - PAGE
     }
 
-    /// The copies' paths, and whether each is in use.
-    pub fn devices(&self) -> Vec<(String, bool)> {
+    /// The copies' paths, kinds, and whether each is in use.
+    pub fn devices(&self) -> Vec<(String, hetraid_core::MemberKind, bool)> {
         let c = self.copies.lock().unwrap();
         self.names
             .iter()
+            .zip(&self.kinds)
             .zip(c.iter())
-            .map(|(n, c)| (n.clone(), c.is_some()))
+            .map(|((n, k), c)| (n.clone(), *k, c.is_some()))
             .collect()
     }
 
@@ -389,6 +423,11 @@ impl Log {
     pub fn usage(&self) -> (u64, u64, u64) {
         let s = self.state.lock().unwrap();
         (s.ring.len, s.ring.used, s.ring.live_records())
+    }
+
+    /// Warnings so far (copies dropped), kept.
+    pub fn warnings(&self) -> Vec<String> {
+        self.warnings.lock().unwrap().clone()
     }
 
     pub fn take_warnings(&self) -> Vec<String> {
@@ -495,6 +534,7 @@ impl Log {
             let Some(d) = c.as_ref() else { continue };
             let h = LogHeader {
                 copy: i as u32,
+                kind: self.kinds[i],
                 generation: g,
                 checkpoint_offset: st.ring.head,
                 checkpoint_seq: st.ring.head_seq,
@@ -629,7 +669,7 @@ mod tests {
     #[test]
     fn records_come_back_in_order_and_a_checkpoint_empties_the_log() {
         let devs = vec![dev("a"), dev("b")];
-        let log = Log::format(devs.clone(), [3; 16], rec()).unwrap();
+        let log = Log::format(devs.clone(), &[], [3; 16], rec()).unwrap();
         let data: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i; 8192]).collect();
         let ok = || Ok(());
         // 40 records of 3 pages: more than the 256-page ring holds, so
@@ -664,7 +704,7 @@ mod tests {
     #[test]
     fn a_torn_record_ends_the_scan_and_either_copy_recovers() {
         let devs = vec![dev("a"), dev("b")];
-        let log = Log::format(devs.clone(), [3; 16], rec()).unwrap();
+        let log = Log::format(devs.clone(), &[], [3; 16], rec()).unwrap();
         let d = vec![7u8; 4096];
         for i in 0..3 {
             log.append(

@@ -86,6 +86,7 @@ fn check(cfg: RunConfig, members: usize, weights: Vec<u64>) {
             assume_clean: true,
             force: false,
             checksums: false,
+            log: None,
         },
     )
     .unwrap();
@@ -233,6 +234,7 @@ fn rebuild_pacing_is_the_same_in_engine_and_simulator() {
         assume_clean: true,
         force: false,
         checksums: false,
+        log: None,
     };
     let a = Array::create(members, &opts).unwrap();
     a.fail(1).unwrap();

@@ -59,8 +59,9 @@ impl Array {
             ));
         }
         self.note_user_io();
-        if self.checksums {
-            // Writes go through the planned path, which marks the bitmap.
+        if self.checksums || self.log.is_some() {
+            // Writes go through the planned path, which marks the bitmap or
+            // logs the stripe updates.
             return self.run(
                 Request::write(offset, data.len() as u64),
                 UserBuf::Write(data),
@@ -185,7 +186,10 @@ impl Array {
         // Without redundancy there is nothing to resync after a crash.
         // With checksums, even RAID0 marks its writes (a crash between a
         // block and its checksum is repaired from the bitmap).
+        // With a write log, the log replaces the bitmap: every stripe update
+        // is in it before the members are written.
         let bits: Vec<u64> = if plan.op == Op::Write
+            && self.log.is_none()
             && (self.layout.redundancy() != hetraid_core::Redundancy::None || self.checksums)
         {
             let bm = self.bitmap.lock().unwrap();
@@ -242,7 +246,10 @@ impl Array {
                 exec::fill_writes(sp, b, data)
                     .map_err(|e| Retry::Fatal(EngineError::Refused(e)))?;
             }
-            let written = self.write_plans(&plan.stripes, &mut bufs, data);
+            let written = match &self.log {
+                Some(log) => self.write_logged(log, &plan.stripes, &mut bufs, data),
+                None => self.write_plans(&plan.stripes, &mut bufs, data),
+            };
             give_back(bufs);
             // A member that failed is marked faulty and the stripes are consistent
             // without it; a member that did not take the write but could not be
@@ -518,6 +525,75 @@ impl Array {
         Ok(())
     }
 
+    /// The write phase with a write log: the stripe updates are cut into
+    /// records of whole stripes (core `journal::batches`); each record is
+    /// durable in the log before its stripes' member writes start, so a crash
+    /// leaves every stripe either untouched or replayable.
+    fn write_logged(
+        &self,
+        log: &crate::log::Log,
+        plans: &[StripePlan],
+        bufs: &mut [StripeBufs],
+        user: &[u8],
+    ) -> Result<()> {
+        use hetraid_core::journal;
+        let updates: Vec<journal::Update> = plans
+            .iter()
+            .map(|sp| {
+                let pieces = plan_extents(std::slice::from_ref(sp), |r| r.write);
+                journal::Update {
+                    bytes: pieces.iter().map(|p| p.len).sum(),
+                    entries: pieces.len(),
+                }
+            })
+            .collect();
+        let batches = journal::batches(&updates, log.payload_max()).map_err(|e| match e {
+            journal::BatchError::TooLarge { bytes, max } => EngineError::Refused(format!(
+                "a stripe update of {bytes} bytes does not fit in a log record of at most {max}: the log is too small for this array"
+            )),
+        })?;
+        for r in batches {
+            let (plans, bufs) = (&plans[r.clone()], &mut bufs[r]);
+            let pieces = plan_extents(plans, |r| r.write);
+            if pieces.is_empty() {
+                continue;
+            }
+            let groups = merge_extents(&pieces);
+            {
+                let entries: Vec<crate::log::Entry<'_>> = groups
+                    .iter()
+                    .map(|g| crate::log::Entry {
+                        member: g.member as u16,
+                        offset: g.off,
+                        parts: pieces[g.first..g.first + g.count]
+                            .iter()
+                            .map(|p| piece_source(plans, bufs, user, p))
+                            .collect(),
+                    })
+                    .collect();
+                log.append(&entries, &|| self.flush_members())?;
+            }
+            let written = self.write_plans(plans, bufs, user);
+            log.done();
+            written?;
+        }
+        Ok(())
+    }
+
+    /// Flush every live member (a member that fails is failed).
+    pub(crate) fn flush_members(&self) -> Result<()> {
+        let live = self.live_members();
+        let ops: Vec<(usize, IoOp)> = live.iter().map(|&m| (m, IoOp::Flush)).collect();
+        for (r, m) in run_batch(&self.queues, ops).into_iter().zip(live) {
+            if let Err(e) = r {
+                if !self.member_error(m, &e) {
+                    return Err(io_err(self.slots[m].as_ref(), e));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Writes of several stripe plans' `write` columns, merged like [`Array::read_plans`].
     /// `user` is the request's buffer (empty for rebuild): fully covered data
     /// columns are taken from it rather than from the buffers (core `write_source`).
@@ -536,18 +612,7 @@ impl Array {
             // outlive run_batch below.
             let parts = pieces[g.first..g.first + g.count]
                 .iter()
-                .map(|p| {
-                    let src = match exec::write_source(&plans[p.plan], &p.run, p.col, user) {
-                        Some(src) => src,
-                        None => {
-                            let sb = &bufs[p.plan];
-                            let a = (p.run.page - sb.lo) as usize * PAGE as usize;
-                            &sb.cols[p.col][a..a + p.len as usize]
-                        }
-                    };
-                    debug_assert_eq!(src.len() as u64, p.len);
-                    Borrowed::new(src)
-                })
+                .map(|p| Borrowed::new(piece_source(plans, bufs, user, p)))
                 .collect();
             ops.push((
                 g.member,
@@ -674,6 +739,26 @@ impl Array {
             Direct::Done
         }
     }
+}
+
+/// The bytes a write piece puts on its member: from the request (fully
+/// covered data columns, core `write_source`) or the stripe buffers.
+fn piece_source<'a>(
+    plans: &'a [StripePlan],
+    bufs: &'a [StripeBufs],
+    user: &'a [u8],
+    p: &hetraid_core::iomap::PlanExtent,
+) -> &'a [u8] {
+    let src = match exec::write_source(&plans[p.plan], &p.run, p.col, user) {
+        Some(src) => src,
+        None => {
+            let sb = &bufs[p.plan];
+            let a = (p.run.page - sb.lo) as usize * PAGE as usize;
+            &sb.cols[p.col][a..a + p.len as usize]
+        }
+    };
+    debug_assert_eq!(src.len() as u64, p.len);
+    src
 }
 
 /// The request's buffer: filled by reads, consumed by writes (never copied).

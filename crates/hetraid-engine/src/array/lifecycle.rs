@@ -86,6 +86,55 @@ impl Array {
     }
 
     /// Write superblocks and an empty bitmap to `members` and assemble them.
+    /// A log for `n` members of chunk `chunk`: one or two devices, none of
+    /// them a member, each large enough for the largest stripe update.
+    fn check_log(l: &LogSpec, members: &[Arc<dyn Member>], n: usize, chunk: u64) -> Result<()> {
+        if !(1..=2).contains(&l.devices.len()) {
+            return Err(EngineError::Refused(format!(
+                "give one log device or two (mirrored), not {}",
+                l.devices.len()
+            )));
+        }
+        if !l.kinds.is_empty() && l.kinds.len() != l.devices.len() {
+            return Err(EngineError::Refused(format!(
+                "{} log kinds for {} log devices; give one per device",
+                l.kinds.len(),
+                l.devices.len()
+            )));
+        }
+        for d in &l.devices {
+            if members.iter().any(|m| m.name() == d.name()) {
+                return Err(EngineError::Refused(format!(
+                    "{} is given both as a member and as a log device",
+                    d.name()
+                )));
+            }
+        }
+        if l.devices.len() == 2 && l.devices[0].name() == l.devices[1].name() {
+            return Err(EngineError::Refused(format!(
+                "log device {} is listed twice",
+                l.devices[0].name()
+            )));
+        }
+        let need = Self::log_bytes_min(n, chunk);
+        if let Some(small) = l.devices.iter().find(|d| d.len() < need) {
+            return Err(EngineError::Refused(format!(
+                "log device {} is {} bytes; with {n} members of {chunk}-byte chunks it needs at least {need}",
+                small.name(),
+                small.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The smallest log device for `n` members of chunk `chunk`: a record
+    /// holds at least one whole stripe update (every member's chunk at worst)
+    /// and may be a quarter of the ring.
+    pub fn log_bytes_min(n: usize, chunk: u64) -> u64 {
+        crate::log::RING_OFFSET
+            + (4 * (n as u64 * chunk + hetraid_core::journal::PAGE)).max(crate::log::RING_MIN)
+    }
+
     pub fn create(members: Vec<Arc<dyn Member>>, opts: &CreateOptions) -> Result<Self> {
         let n = members.len();
         // Checksums sit between the bitmap and the data: members are wrapped,
@@ -126,6 +175,9 @@ impl Array {
                     )));
                 }
             }
+        }
+        if let Some(l) = &opts.log {
+            Self::check_log(l, &members, n, opts.chunk_bytes)?;
         }
         let kinds = if opts.kinds.is_empty() {
             vec![MemberKind::Hdd; n]
@@ -171,7 +223,22 @@ impl Array {
                 .collect(),
             relocations: vec![],
             last_scrub: None,
-            log: None,
+            log: opts.log.as_ref().map(|l| crate::format::LogRecord {
+                mode: l.mode,
+                id: (new_device_id() as u32).max(1),
+                copies: l.devices.len() as u16,
+            }),
+        };
+        // The log first: a member superblock that records a log must never
+        // exist without it.
+        let log = match (&opts.log, sb.log) {
+            (Some(l), Some(rec)) => Some(crate::log::Log::format(
+                l.devices.clone(),
+                &l.kinds,
+                sb.uuid,
+                rec,
+            )?),
+            _ => None,
         };
         let zero = AlignedBuf::zeroed((DATA_OFFSET - BITMAP_OFFSET) as usize);
         for (i, m) in members.iter().enumerate() {
@@ -184,7 +251,9 @@ impl Array {
             m.write_at(&b, 0).map_err(|e| io_err(m.as_ref(), e))?;
             m.flush().map_err(|e| io_err(m.as_ref(), e))?;
         }
-        let array = Self::from_parts(sb, spec, layout, members.into_iter().map(Some).collect())?;
+        let mut array =
+            Self::from_parts(sb, spec, layout, members.into_iter().map(Some).collect())?;
+        array.log = log;
         if !opts.assume_clean {
             array.resync_all()?;
         }
@@ -251,6 +320,7 @@ impl Array {
             user_io: AtomicBool::new(false),
             rebuild_running: AtomicBool::new(false),
             checksums,
+            log: None,
             checksum_errors: (0..n).map(|_| Default::default()).collect(),
             all_in_sync: AtomicBool::new(in_sync),
             healthy_state: ArrayState::healthy(n),
@@ -270,6 +340,30 @@ impl Array {
     pub fn assemble_with(given: Vec<Arc<dyn Member>>, opts: AssembleOptions) -> Result<Self> {
         if given.is_empty() {
             return Err(EngineError::Refused("give the array's members".into()));
+        }
+        // Log devices are listed with the members; their header tells them apart.
+        let mut logs = Vec::new();
+        let mut members = Vec::new();
+        for m in given {
+            if crate::log::is_log_device(m.as_ref()).map_err(|e| io_err(m.as_ref(), e))? {
+                match crate::log::read_header(m.as_ref()).map_err(|e| io_err(m.as_ref(), e))? {
+                    Some(h) => logs.push((m, h)),
+                    None => {
+                        return Err(EngineError::Refused(format!(
+                            "log device {} has a damaged or unknown header; leave it out",
+                            m.name()
+                        )))
+                    }
+                }
+            } else {
+                members.push(m);
+            }
+        }
+        let given = members;
+        if given.is_empty() {
+            return Err(EngineError::Refused(
+                "only log devices were given; give the array's members too".into(),
+            ));
         }
         let mut sbs = Vec::new();
         for m in &given {
@@ -446,10 +540,87 @@ impl Array {
             let mut sb = array.sb.lock().unwrap();
             array.persist(&mut sb)?;
         }
+        array.open_log(logs, opts.access)?;
         if !array.read_only {
             array.recover_dirty()?;
         }
         Ok(array)
+    }
+
+    /// Open the write log from the log devices given and replay what it
+    /// holds (read-write assembly): every stripe update logged since the last
+    /// checkpoint is written again, so none is left half done.
+    fn open_log(
+        &mut self,
+        logs: Vec<(Arc<dyn Member>, crate::log::LogHeader)>,
+        access: Access,
+    ) -> Result<()> {
+        let sb = self.superblock();
+        let Some(rec) = sb.log else {
+            if let Some((d, _)) = logs.first() {
+                return Err(EngineError::Refused(format!(
+                    "{} is a write log device, but array {} has no log; leave it out",
+                    d.name(),
+                    sb.uuid_string()
+                )));
+            }
+            return Ok(());
+        };
+        if logs.is_empty() && access == Access::Inspect {
+            self.warnings.lock().unwrap().push(
+                "the array has a write log, but no log device was given: what it holds is not shown".into(),
+            );
+            return Ok(());
+        }
+        let (log, records) = crate::log::Log::open(logs, sb.uuid, rec)?;
+        self.warnings.lock().unwrap().extend(log.take_warnings());
+        if !records.is_empty() {
+            match access {
+                Access::Inspect => {
+                    self.warnings.lock().unwrap().push(format!(
+                        "the write log holds {} stripe updates not yet replayed (an unclean shutdown); assembling for writing replays them",
+                        records.len()
+                    ));
+                }
+                Access::ReadOnly => {
+                    return Err(EngineError::Refused(format!(
+                        "the write log holds {} stripe updates not yet on the members (an unclean shutdown); reading now could return old data: assemble for writing once (hetraid assemble) to replay them",
+                        records.len()
+                    )));
+                }
+                Access::ReadWrite => {
+                    let st = self.state();
+                    let (mut writes, mut bytes) = (0u64, 0u64);
+                    for r in &records {
+                        for (slot, off, buf) in &r.entries {
+                            let i = *slot as usize;
+                            if i >= self.slots.len()
+                                || !self.present(i)
+                                || st.members[i] == MemberState::Failed
+                            {
+                                continue;
+                            }
+                            if let Err(e) = self.slots[i].write_at(buf, DATA_OFFSET + off) {
+                                if !self.member_error(i, &e) {
+                                    return Err(io_err(self.slots[i].as_ref(), e));
+                                }
+                            }
+                            writes += 1;
+                            bytes += buf.len() as u64;
+                        }
+                    }
+                    self.warnings.lock().unwrap().push(format!(
+                        "replayed {} stripe updates from the write log ({writes} member writes, {bytes} bytes) after an unclean shutdown",
+                        records.len()
+                    ));
+                }
+            }
+        }
+        if access == Access::ReadWrite {
+            log.checkpoint(&|| self.flush_members())?;
+        }
+        self.log = Some(log);
+        Ok(())
     }
 
     fn bitmap_stripes(&self) -> u64 {
@@ -595,6 +766,10 @@ impl Array {
         self.flush()?;
         if self.read_only {
             return Ok(());
+        }
+        if let Some(log) = &self.log {
+            // Everything logged is on the members: the log is empty.
+            log.checkpoint(&|| self.flush_members())?;
         }
         let mut sb = self.sb.lock().unwrap();
         if !sb.clean {

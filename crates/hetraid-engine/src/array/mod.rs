@@ -30,7 +30,7 @@ mod lifecycle;
 mod status;
 
 pub(crate) use lifecycle::with_checksums;
-pub use status::{MemberStatus, Status};
+pub use status::{LogDeviceStatus, LogStatus, MemberStatus, Status};
 
 const PAGE: u64 = 4096;
 const LOCK_SHARDS: usize = 4096;
@@ -51,6 +51,27 @@ pub struct CreateOptions {
     pub force: bool,
     /// Keep a crc32c per 4 KiB block and verify every read (format version 2).
     pub checksums: bool,
+    /// A write log on separate devices (format version 3).
+    pub log: Option<LogSpec>,
+}
+
+/// The write log an array is created with: one device, or two mirrored.
+#[derive(Clone)]
+pub struct LogSpec {
+    pub devices: Vec<Arc<dyn Member>>,
+    /// One per device, or empty (ssd).
+    pub kinds: Vec<MemberKind>,
+    pub mode: crate::format::LogMode,
+}
+
+impl std::fmt::Debug for LogSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<String> = self.devices.iter().map(|d| d.name()).collect();
+        f.debug_struct("LogSpec")
+            .field("devices", &names)
+            .field("mode", &self.mode)
+            .finish()
+    }
 }
 
 /// What an assembly is for.
@@ -94,6 +115,9 @@ pub struct Array {
     bitmap: Mutex<Bitmap>,
     /// Block checksums on every member (format version 2).
     pub(crate) checksums: bool,
+    /// The write log (format version 3): every stripe update is logged
+    /// before the members are written.
+    pub(crate) log: Option<crate::log::Log>,
     /// Checksum mismatches per member since assembly.
     pub(crate) checksum_errors: Vec<std::sync::atomic::AtomicU32>,
     /// A rebuild is running (one at a time).

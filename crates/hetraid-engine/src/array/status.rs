@@ -23,6 +23,31 @@ pub struct Status {
     pub last_scrub: Option<crate::format::ScrubRecord>,
     /// Block checksums are kept (format version 2).
     pub checksums: bool,
+    /// What keeps stripes consistent across a crash: "journal" (the write
+    /// log), "bitmap" (write-intent bitmap resync) or "none" (no redundancy).
+    pub consistency: &'static str,
+    /// The write log, when the array has one.
+    pub log: Option<LogStatus>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LogStatus {
+    pub mode: &'static str,
+    /// "optimal", or "degraded" when a copy is missing or failed.
+    pub state: &'static str,
+    pub devices: Vec<LogDeviceStatus>,
+    pub ring_bytes: u64,
+    pub used_bytes: u64,
+    /// Stripe updates (and pads) logged since the last checkpoint.
+    pub records: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LogDeviceStatus {
+    pub copy: usize,
+    pub path: String,
+    pub kind: &'static str,
+    pub state: &'static str,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -96,9 +121,48 @@ impl Array {
                     checksum_errors: self.checksum_errors[i].load(Ordering::Relaxed),
                 })
                 .collect(),
-            warnings: self.warnings.lock().unwrap().clone(),
+            warnings: {
+                let mut w = self.warnings.lock().unwrap().clone();
+                if let Some(l) = &self.log {
+                    w.extend(l.warnings());
+                }
+                w
+            },
             last_scrub: sb.last_scrub,
             checksums: sb.checksums,
+            consistency: if sb.log.is_some() {
+                "journal"
+            } else if self.layout.redundancy() != hetraid_core::Redundancy::None || sb.checksums {
+                "bitmap"
+            } else {
+                "none"
+            },
+            log: self.log.as_ref().map(|l| {
+                let devices: Vec<LogDeviceStatus> = l
+                    .devices()
+                    .into_iter()
+                    .enumerate()
+                    .map(|(copy, (path, kind, live))| LogDeviceStatus {
+                        copy,
+                        path,
+                        kind: kind.as_str(),
+                        state: if live { "active" } else { "faulty" },
+                    })
+                    .collect();
+                let (ring_bytes, used_bytes, records) = l.usage();
+                LogStatus {
+                    mode: l.mode().name(),
+                    state: if devices.iter().all(|d| d.state == "active") {
+                        "optimal"
+                    } else {
+                        "degraded"
+                    },
+                    devices,
+                    ring_bytes,
+                    used_bytes,
+                    records,
+                }
+            }),
         }
     }
 }

@@ -130,6 +130,7 @@ impl DemoCmd {
             assume_clean: true,
             force: false,
             checksums: false,
+            log: None,
         };
         let a = Array::create(members, &opts).map_err(|e| e.to_string())?;
         let cap = a.capacity() as usize;
