@@ -56,6 +56,17 @@ impl Ring {
         }
     }
 
+    /// A ring found by a recovery scan: records from `head` (sequence
+    /// `head_seq`) to `tail` (`next_seq`), `used` bytes of them, are live.
+    pub fn found(len: u64, head: u64, head_seq: u64, tail: u64, next_seq: u64, used: u64) -> Self {
+        let mut r = Self::empty(len, head, head_seq);
+        assert!(tail < len && tail.is_multiple_of(PAGE) && used <= len && next_seq >= head_seq);
+        r.tail = tail;
+        r.next_seq = next_seq;
+        r.used = used;
+        r
+    }
+
     /// The largest record this ring takes: a quarter of it, so a checkpoint
     /// always makes room for the next one even after a pad.
     pub fn record_bytes_max(&self) -> u64 {

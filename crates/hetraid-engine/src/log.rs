@@ -62,6 +62,11 @@ pub struct LogHeader {
 }
 
 impl LogHeader {
+    /// The array's UUID, as `status` prints it.
+    pub fn uuid_string(&self) -> String {
+        uuid::Uuid::from_bytes(self.uuid).hyphenated().to_string()
+    }
+
     pub fn encode(&self) -> AlignedBuf {
         let mut b = AlignedBuf::zeroed(PAGE as usize);
         b[0..8].copy_from_slice(LOG_MAGIC);
@@ -169,6 +174,8 @@ struct Scan {
     records: Vec<Replayed>,
     end_offset: u64,
     end_seq: u64,
+    /// Bytes from the checkpoint to the end (pads included).
+    bytes: u64,
 }
 
 struct State {
@@ -393,7 +400,14 @@ impl Log {
             }
         }
         let best = best.expect("a copy was found");
-        let ring = Ring::empty(newest.ring_len, best.end_offset, best.end_seq);
+        let ring = Ring::found(
+            newest.ring_len,
+            newest.checkpoint_offset,
+            newest.checkpoint_seq,
+            best.end_offset,
+            best.end_seq,
+            best.bytes,
+        );
         let log = Self::new(copies, kinds, template, ring);
         log.warnings.lock().unwrap().extend(warnings);
         Ok((log, best.records))
@@ -640,6 +654,7 @@ fn scan(d: &dyn Member, h: &LogHeader) -> io::Result<Scan> {
         records,
         end_offset: off,
         end_seq: seq,
+        bytes: total,
     })
 }
 

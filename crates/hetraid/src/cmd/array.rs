@@ -29,6 +29,32 @@ pub fn split_member(arg: &str) -> Result<(PathBuf, Option<MemberKind>), String> 
     Ok((PathBuf::from(arg), None))
 }
 
+/// Do two paths name one file (or, when one does not exist yet, are they equal)?
+fn same_path(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// What a device already is, if it is part of an array or a log.
+fn belongs_to(m: &dyn Member) -> Option<String> {
+    if let Ok(Some(h)) = hetraid_engine::log::read_header(m) {
+        return Some(format!("holds the write log of array {}", h.uuid_string()));
+    }
+    let mut b = hetraid_engine::member::AlignedBuf::zeroed(4096);
+    if m.len() >= 4096 && m.read_at(&mut b, 0).is_ok() {
+        if let Ok(sb) = hetraid_engine::format::Superblock::decode(&b) {
+            return Some(format!(
+                "belongs to array {} (slot {})",
+                sb.uuid_string(),
+                sb.member
+            ));
+        }
+    }
+    None
+}
+
 pub fn open_member(path: &Path) -> Result<Arc<dyn Member>, String> {
     open_member_for(path, true)
 }
@@ -116,12 +142,69 @@ pub struct CreateCmd {
     /// redundancy and rewritten); `none` does not.
     #[arg(long, default_value = "none", value_name = "crc32c|none")]
     pub checksums: String,
+    /// A write log on its own device(s): PATH, or two mirrored PATH,PATH
+    /// (each optionally PATH:kind; default ssd). Created with --log-size when
+    /// the file does not exist. List the log devices with the members in
+    /// every later command.
+    #[arg(long, value_delimiter = ',', value_name = "PATH[:kind]")]
+    pub log: Option<Vec<String>>,
+    /// How the log is used: journal (write-through: every stripe update is
+    /// durable in the log before the members are written, which closes the
+    /// RAID5 write hole).
+    #[arg(long, value_name = "journal")]
+    pub log_mode: Option<String>,
+    /// Size of log files this command creates (default 64M).
+    #[arg(long, value_parser = size)]
+    pub log_size: Option<u64>,
     /// Member files or block devices, optionally PATH:kind (hdd, ssd, nvram).
     #[arg(required = true)]
     pub members: Vec<String>,
 }
 
 impl CreateCmd {
+    /// The log's paths, kinds and mode, checked (None: no log).
+    fn log_args(
+        &self,
+    ) -> Result<
+        Option<(
+            Vec<PathBuf>,
+            Vec<MemberKind>,
+            hetraid_engine::format::LogMode,
+        )>,
+        String,
+    > {
+        let Some(list) = &self.log else {
+            if self.log_mode.is_some() {
+                return Err("--log-mode needs --log PATH (the log device)".into());
+            }
+            if self.log_size.is_some() {
+                return Err("--log-size needs --log PATH (the log device)".into());
+            }
+            return Ok(None);
+        };
+        let mode = match self.log_mode.as_deref().unwrap_or("journal") {
+            "journal" => hetraid_engine::format::LogMode::Journal,
+            "write-back" => {
+                return Err("--log-mode write-back is not built yet; use --log-mode journal".into())
+            }
+            other => return Err(format!("--log-mode {other} is not known; use journal")),
+        };
+        if list.is_empty() || list.len() > 2 {
+            return Err(format!(
+                "--log takes one device or two (mirrored), not {}",
+                list.len()
+            ));
+        }
+        let mut paths = Vec::new();
+        let mut kinds = Vec::new();
+        for l in list {
+            let (p, k) = split_member(l)?;
+            paths.push(p);
+            kinds.push(k.unwrap_or(MemberKind::Ssd));
+        }
+        Ok(Some((paths, kinds, mode)))
+    }
+
     fn checksums(&self) -> Result<bool, String> {
         match self.checksums.as_str() {
             "crc32c" => Ok(true),
@@ -194,6 +277,54 @@ impl CreateCmd {
                 return Err(format!("member {} is listed twice", w[0].display()));
             }
         }
+        let log = self.log_args()?;
+        let log_size = self.log_size.unwrap_or(64 << 20);
+        if let Some((lp, _, _)) = &log {
+            for p in lp {
+                if paths.iter().any(|m| same_path(m, p)) {
+                    return Err(format!(
+                        "{} is given both as a member and as the log",
+                        p.display()
+                    ));
+                }
+            }
+            if lp.len() == 2 && same_path(&lp[0], &lp[1]) {
+                return Err(format!("log device {} is listed twice", lp[0].display()));
+            }
+            let need = Array::log_bytes_min(paths.len(), chunk);
+            for p in lp {
+                let len = if p.exists() {
+                    let m = open_member_for(p, false)?;
+                    if !self.force {
+                        if let Some(owner) = belongs_to(m.as_ref()) {
+                            return Err(format!(
+                                "log device {} already {owner}; use --force to overwrite it",
+                                p.display()
+                            ));
+                        }
+                    }
+                    m.len()
+                } else {
+                    if let Some(parent) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+                        if !parent.is_dir() {
+                            return Err(format!(
+                                "directory {} does not exist for log {}",
+                                parent.display(),
+                                p.display()
+                            ));
+                        }
+                    }
+                    log_size
+                };
+                if len < need {
+                    return Err(format!(
+                        "log device {} would be {len} bytes; with {} members of {chunk}-byte chunks it needs at least {need} (--log-size)",
+                        p.display(),
+                        paths.len()
+                    ));
+                }
+            }
+        }
         let opts = CreateOptions {
             layout: record,
             chunk_bytes: self.layout.chunk,
@@ -202,6 +333,7 @@ impl CreateCmd {
             assume_clean: self.size.is_some(),
             force: self.force,
             checksums: self.checksums()?,
+            log: None,
         };
         // The layout, sizes and kinds are checked before any file is touched.
         let lens: Vec<u64> = match self.size {
@@ -236,6 +368,33 @@ impl CreateCmd {
                 }
             }
         }
+        let mut opts = opts;
+        if let Some((lp, kinds, mode)) = &log {
+            let mut devices: Vec<Arc<dyn Member>> = Vec::new();
+            for p in lp {
+                let m = if p.exists() {
+                    FileMember::open(p)
+                } else {
+                    let r = FileMember::create(p, log_size);
+                    if r.is_ok() {
+                        created.push(p.clone());
+                    }
+                    r
+                };
+                match m {
+                    Ok(m) => devices.push(Arc::new(m)),
+                    Err(e) => {
+                        cleanup(&created);
+                        return Err(format!("cannot open log device {}: {e}", p.display()));
+                    }
+                }
+            }
+            opts.log = Some(hetraid_engine::LogSpec {
+                devices,
+                kinds: kinds.clone(),
+                mode: *mode,
+            });
+        }
         let array = match Array::create(members, &opts) {
             Ok(a) => a,
             Err(e) => {
@@ -255,6 +414,15 @@ impl CreateCmd {
             format_size(st.chunk_bytes),
             st.policy
         );
+        if let Some(l) = &st.log {
+            let devs: Vec<&str> = l.devices.iter().map(|d| d.path.as_str()).collect();
+            println!(
+                "write log: {} on {} ({} of log); list it with the members in every command",
+                l.mode,
+                devs.join(", "),
+                format_size(l.ring_bytes)
+            );
+        }
         Ok(())
     }
 }
@@ -325,6 +493,19 @@ pub fn print_status(st: &hetraid_engine::Status) {
     if st.checksums {
         println!("checksums: crc32c per 4 KiB block, verified on every read");
     }
+    match (&st.log, st.consistency) {
+        (Some(l), _) => println!(
+            "consistency: {} (write log {}, {} of {} in use, {} records since the last checkpoint)",
+            l.mode,
+            l.state,
+            format_size(l.used_bytes),
+            format_size(l.ring_bytes),
+            l.records
+        ),
+        (None, "journal") => println!("consistency: journal (log device not given)"),
+        (None, "bitmap") => println!("consistency: write-intent bitmap (resync after a crash)"),
+        (None, c) => println!("consistency: {c}"),
+    }
     println!(
         "{:>6}  {:<10}  {:<5}  {:>10}  {:>5}  {:>5}  path",
         "member", "state", "kind", "data", "read", "cksum"
@@ -344,6 +525,20 @@ pub fn print_status(st: &hetraid_engine::Status) {
             m.checksum_errors,
             m.path.as_deref().unwrap_or("-")
         );
+    }
+    if let Some(l) = &st.log {
+        for d in &l.devices {
+            println!(
+                "{:>6}  {:<10}  {:<5}  {:>10}  {:>5}  {:>5}  {}",
+                format!("log{}", d.copy),
+                d.state,
+                d.kind,
+                format_size(l.ring_bytes),
+                "-",
+                "-",
+                d.path
+            );
+        }
     }
 }
 
