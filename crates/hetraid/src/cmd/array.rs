@@ -29,6 +29,13 @@ pub fn split_member(arg: &str) -> Result<(PathBuf, Option<MemberKind>), String> 
     Ok((PathBuf::from(arg), None))
 }
 
+/// `--log` and `--log-mode` as given: paths, kinds, mode.
+type LogArgs = (
+    Vec<PathBuf>,
+    Vec<MemberKind>,
+    hetraid_engine::format::LogMode,
+);
+
 /// Do two paths name one file (or, when one does not exist yet, are they equal)?
 fn same_path(a: &Path, b: &Path) -> bool {
     match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
@@ -163,16 +170,7 @@ pub struct CreateCmd {
 
 impl CreateCmd {
     /// The log's paths, kinds and mode, checked (None: no log).
-    fn log_args(
-        &self,
-    ) -> Result<
-        Option<(
-            Vec<PathBuf>,
-            Vec<MemberKind>,
-            hetraid_engine::format::LogMode,
-        )>,
-        String,
-    > {
+    fn log_args(&self) -> Result<Option<LogArgs>, String> {
         let Some(list) = &self.log else {
             if self.log_mode.is_some() {
                 return Err("--log-mode needs --log PATH (the log device)".into());
