@@ -77,7 +77,7 @@ fn cycle(seed: u64, journal: bool) -> Outcome {
     let init = rng.bytes(cap as usize);
     a.write(0, &init).unwrap();
     a.flush().unwrap();
-    let degraded = seed % 4 != 0;
+    let degraded = !seed.is_multiple_of(4);
     if degraded {
         a.fail(n - 1).unwrap();
     }
