@@ -227,3 +227,165 @@ fn the_journal_closes_the_write_hole() {
         );
     }
 }
+
+fn journaled(copies: usize, seed: u64) -> (Vec<Arc<FaultMember>>, Vec<Arc<dyn Member>>, Array) {
+    let mut faults: Vec<Arc<FaultMember>> = (0..4)
+        .map(|i| {
+            Arc::new(FaultMember::new(
+                &format!("m{i}"),
+                MIB + CHUNK * STRIPES,
+                seed + i,
+            ))
+        })
+        .collect();
+    for c in 0..copies {
+        faults.push(Arc::new(FaultMember::new(
+            &format!("log{c}"),
+            LOG_BYTES,
+            seed + 10 + c as u64,
+        )));
+    }
+    let devs: Vec<Arc<dyn Member>> = faults
+        .iter()
+        .map(|f| f.clone() as Arc<dyn Member>)
+        .collect();
+    let mut o = opts("raid5", CHUNK);
+    o.log = Some(LogSpec {
+        devices: devs[4..].to_vec(),
+        kinds: vec![],
+        mode: LogMode::Journal,
+    });
+    let a = Array::create(devs[..4].to_vec(), &o).unwrap();
+    (faults, devs, a)
+}
+
+/// One log copy failing leaves the mirror: writes go on, status says the log
+/// is degraded, and after a crash the remaining copy alone replays.
+#[test]
+fn a_failed_log_copy_leaves_the_mirror() {
+    let (faults, devs, a) = journaled(2, 100);
+    let mut rng = Rng(7);
+    let data = rng.bytes(64 << 10);
+    a.write(0, &data).unwrap();
+    faults[4].set_faults(FaultConfig {
+        fail_writes: true,
+        ..Default::default()
+    });
+    let more = rng.bytes(40 << 10);
+    a.write(8192, &more).unwrap();
+    let st = a.status();
+    let log = st.log.as_ref().unwrap();
+    assert_eq!(log.state, "degraded");
+    assert_eq!(log.devices[0].state, "faulty");
+    assert!(
+        st.warnings
+            .iter()
+            .any(|w| w.contains("log copy 0 (log0) failed")),
+        "{:?}",
+        st.warnings
+    );
+    // Power loss before any member flush: only the log holds the writes.
+    drop(a);
+    for f in &faults {
+        f.crash(false);
+    }
+    faults[4].set_faults(FaultConfig::default());
+    let a = Array::assemble(vec![
+        devs[0].clone(),
+        devs[1].clone(),
+        devs[2].clone(),
+        devs[3].clone(),
+        devs[5].clone(),
+    ])
+    .unwrap();
+    let mut expect = data.clone();
+    expect[8192..8192 + more.len()].copy_from_slice(&more);
+    let mut back = vec![0u8; expect.len()];
+    a.read(0, &mut back).unwrap();
+    assert!(
+        back == expect,
+        "the surviving log copy did not bring the writes back"
+    );
+    assert!(
+        a.warnings()
+            .iter()
+            .any(|w| w.contains("log copy 0 is missing")),
+        "{:?}",
+        a.warnings()
+    );
+}
+
+/// With no log copy left, writes are refused and nothing reaches a member.
+#[test]
+fn no_log_copy_left_refuses_writes_and_writes_nothing() {
+    let (faults, _devs, a) = journaled(1, 200);
+    a.write(0, &[1u8; 8192]).unwrap();
+    a.flush().unwrap();
+    let before: Vec<Vec<u8>> = faults[..4].iter().map(|f| f.durable()).collect();
+    faults[4].set_faults(FaultConfig {
+        fail_writes: true,
+        ..Default::default()
+    });
+    let e = a.write(0, &[2u8; 8192]).unwrap_err().to_string();
+    assert!(e.contains("write log failed on every copy"), "{e}");
+    a.flush().unwrap();
+    let after: Vec<Vec<u8>> = faults[..4].iter().map(|f| f.durable()).collect();
+    assert!(
+        before == after,
+        "a member was written although the log refused the write"
+    );
+    let mut back = vec![0u8; 8192];
+    a.read(0, &mut back).unwrap();
+    assert_eq!(back, vec![1u8; 8192]);
+}
+
+/// A read-only assembly of a log with records not yet replayed is refused
+/// (it would return old data); the log device of another array, or given to
+/// an array without a log, is refused by name.
+#[test]
+fn unreplayed_logs_and_wrong_logs_are_refused() {
+    let (faults, devs, a) = journaled(1, 300);
+    a.write(0, &[5u8; 4096]).unwrap();
+    drop(a);
+    for f in &faults {
+        f.crash(false);
+    }
+    let ro = Array::assemble_with(
+        devs.clone(),
+        AssembleOptions {
+            force: false,
+            access: Access::ReadOnly,
+        },
+    );
+    let e = ro.err().expect("refused").to_string();
+    assert!(e.contains("not yet on the members"), "{e}");
+    // Without the log device: refused, naming what to add.
+    let e = Array::assemble(devs[..4].to_vec())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("none of its log devices was given"), "{e}");
+    // Another array's log.
+    let (_f2, devs2, b) = journaled(1, 400);
+    drop(b);
+    let mut mixed = devs[..4].to_vec();
+    mixed.push(devs2[4].clone());
+    let e = Array::assemble(mixed).err().unwrap().to_string();
+    assert!(
+        e.contains("log2") || e.contains("belongs to another array"),
+        "{e}"
+    );
+    // A log device given to an array without a log.
+    let (_f3, plain) = fault_members_sized("p", &[MIB + CHUNK * STRIPES; 3], |i| i as u64);
+    let c = Array::create(plain.clone(), &opts("raid5", CHUNK)).unwrap();
+    drop(c);
+    let mut with_log = plain.clone();
+    with_log.push(devs[4].clone());
+    let e = Array::assemble(with_log).err().unwrap().to_string();
+    assert!(e.contains("is a write log device, but array"), "{e}");
+    // The right devices replay and read back.
+    let a = Array::assemble(devs).unwrap();
+    let mut back = vec![0u8; 4096];
+    a.read(0, &mut back).unwrap();
+    assert_eq!(back, vec![5u8; 4096]);
+}
