@@ -5,13 +5,20 @@
 //!              pread of the same member files
 //!   seq-write-checksums / rand-read-checksums: RAID5 4+1 with block checksums
 //!              vs the same without
-//! `engine_bench seq-write|rand-read|seq-write-checksums|rand-read-checksums [DIR] [MIB_PER_MEMBER] [QD] [SECONDS]`
+//!   rand-write-journal: RAID5 4+1 on emulated disks (SlowMember, hdd model),
+//!              4 KiB random writes at queue depth Q, with a write log on an
+//!              emulated SSD (journal mode) vs the same with the bitmap
+//!   log-recovery: a full 64 MiB write log (file on DIR): time to scan and
+//!              read it back, as assembly after a crash does
+//! `engine_bench seq-write|rand-read|seq-write-checksums|rand-read-checksums|rand-write-journal|log-recovery [DIR] [MIB_PER_MEMBER] [QD] [SECONDS]`
 //! prints one number (GB/s or IOPS) per line: "<engine> <baseline>".
 
+use hetraid_core::MemberKind;
 use hetraid_core::WritePolicy;
 use hetraid_engine::format::LayoutRecord;
-use hetraid_engine::member::{FileMember, Member};
-use hetraid_engine::{Array, CreateOptions};
+use hetraid_engine::format::LogMode;
+use hetraid_engine::member::{FileMember, Member, SlowMember};
+use hetraid_engine::{Array, CreateOptions, LogSpec};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,6 +41,14 @@ fn open(paths: &[PathBuf]) -> Vec<Arc<dyn Member>> {
     paths
         .iter()
         .map(|p| Arc::new(FileMember::open(p).unwrap()) as Arc<dyn Member>)
+        .collect()
+}
+
+/// Members over `paths` that take as long as devices of `kind`.
+fn slow(paths: &[PathBuf], kind: MemberKind) -> Vec<Arc<dyn Member>> {
+    open(paths)
+        .into_iter()
+        .map(|m| Arc::new(SlowMember::new(m, kind.default_service())) as Arc<dyn Member>)
         .collect()
 }
 
@@ -82,8 +97,16 @@ impl X {
 }
 
 fn rand_reads(qd: usize, secs: f64, op: impl Fn(&mut X, &mut [u8]) + Sync) -> f64 {
+    rand_ops(qd, secs, 64, op)
+}
+
+/// `op` on `qd` threads for `secs`, the clock read every `batch` operations
+/// (1 for emulated devices, whose operations take milliseconds); operations
+/// per second.
+fn rand_ops(qd: usize, secs: f64, batch: u64, op: impl Fn(&mut X, &mut [u8]) + Sync) -> f64 {
     let ops = AtomicU64::new(0);
-    let stop = Instant::now() + Duration::from_secs_f64(secs);
+    let start = Instant::now();
+    let stop = start + Duration::from_secs_f64(secs);
     std::thread::scope(|s| {
         for t in 0..qd {
             let (ops, op) = (&ops, &op);
@@ -92,16 +115,16 @@ fn rand_reads(qd: usize, secs: f64, op: impl Fn(&mut X, &mut [u8]) + Sync) -> f6
                 let mut buf = vec![0u8; 4096];
                 let mut n = 0;
                 while Instant::now() < stop {
-                    for _ in 0..64 {
+                    for _ in 0..batch {
                         op(&mut x, &mut buf);
                     }
-                    n += 64;
+                    n += batch;
                 }
                 ops.fetch_add(n, Ordering::Relaxed);
             });
         }
     });
-    ops.load(Ordering::Relaxed) as f64 / secs
+    ops.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -172,6 +195,100 @@ fn main() {
             plain.iter().for_each(|p| drop(std::fs::remove_file(p)));
             format!("{:.0} {:.0}", median(cs), median(ps))
         }
+        "rand-write-journal" => {
+            // Emulated disks are slow: small members, short runs.
+            let bitmap_paths = make(&dir, "bitmap", 5, size);
+            let log_path = make(&dir, "log", 1, 64 * MIB);
+            let mut o = CreateOptions {
+                layout: LayoutRecord {
+                    name: "raid5".into(),
+                    ..Default::default()
+                },
+                chunk_bytes: 64 << 10,
+                policy: WritePolicy::Md,
+                kinds: vec![MemberKind::Hdd; 5],
+                assume_clean: true,
+                force: true,
+                checksums: false,
+                log: None,
+            };
+            let ab = Array::create(slow(&bitmap_paths, MemberKind::Hdd), &o).unwrap();
+            o.log = Some(LogSpec {
+                devices: slow(&log_path, MemberKind::Ssd),
+                kinds: vec![MemberKind::Ssd],
+                mode: LogMode::Journal,
+            });
+            let aj = Array::create(slow(&r5, MemberKind::Hdd), &o).unwrap();
+            let cap = aj.capacity().min(ab.capacity());
+            let buf = vec![0x3cu8; 4096];
+            let (mut js, mut bs) = (Vec::new(), Vec::new());
+            for _ in 0..2 {
+                bs.push(rand_ops(qd, secs / 4.0, 1, |x, _| {
+                    ab.write(x.next() % (cap / 4096) * 4096, &buf).unwrap()
+                }));
+                js.push(rand_ops(qd, secs / 4.0, 1, |x, _| {
+                    aj.write(x.next() % (cap / 4096) * 4096, &buf).unwrap()
+                }));
+            }
+            drop((aj, ab));
+            bitmap_paths
+                .iter()
+                .chain(&log_path)
+                .for_each(|p| drop(std::fs::remove_file(p)));
+            let mean = |v: Vec<f64>| v.iter().sum::<f64>() / v.len() as f64;
+            format!("{:.0} {:.0}", mean(js), mean(bs))
+        }
+        "log-recovery" => {
+            let log_path = make(&dir, "log", 1, (64 << 10) + 64 * MIB);
+            let mut o = CreateOptions {
+                layout: LayoutRecord {
+                    name: "raid5".into(),
+                    ..Default::default()
+                },
+                chunk_bytes: 64 << 10,
+                policy: WritePolicy::Md,
+                kinds: vec![],
+                assume_clean: true,
+                force: true,
+                checksums: false,
+                log: None,
+            };
+            o.log = Some(LogSpec {
+                devices: open(&log_path),
+                kinds: vec![],
+                mode: LogMode::Journal,
+            });
+            let a = Array::create(open(&r5), &o).unwrap();
+            // Fill the log to just short of a checkpoint with 64 KiB writes
+            // (one stripe update each: data and parity, 3 pages of header and
+            // payload... 132 KiB a record).
+            let buf = vec![0x5au8; 64 << 10];
+            let mut x = X(7);
+            let cap = a.capacity();
+            loop {
+                let s = a.status();
+                let l = s.log.as_ref().unwrap();
+                if l.used_bytes + (256 << 10) > l.ring_bytes {
+                    break;
+                }
+                a.write(x.next() % (cap / (64 << 10)) * (64 << 10), &buf)
+                    .unwrap();
+            }
+            let (ring, used, records) = {
+                let s = a.status();
+                let l = s.log.unwrap();
+                (l.ring_bytes, l.used_bytes, l.records)
+            };
+            drop((a, o)); // no close: as after a crash
+            let mut devs = open(&r5);
+            devs.extend(open(&log_path));
+            let t = Instant::now();
+            let a = Array::assemble(devs).unwrap();
+            let secs = t.elapsed().as_secs_f64();
+            drop(a);
+            log_path.iter().for_each(|p| drop(std::fs::remove_file(p)));
+            format!("{secs:.4} {used} {ring} {records}")
+        }
         "rand-read" => {
             let a = create(&r5, "raid5");
             // Written once: reads of never-written tmpfs pages are cheaper
@@ -200,7 +317,7 @@ fn main() {
         }
         _ => {
             eprintln!(
-                "mode must be seq-write, rand-read, seq-write-checksums or rand-read-checksums"
+                "mode must be seq-write, rand-read, seq-write-checksums, rand-read-checksums, rand-write-journal or log-recovery"
             );
             std::process::exit(2);
         }
