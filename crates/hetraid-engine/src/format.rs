@@ -131,12 +131,17 @@ pub enum LogMode {
     /// Write-through: every stripe update (data and parity) is durable in
     /// the log before the members are written; replayed after a crash.
     Journal,
+    /// Write-back: a write is acknowledged once durable in the log; a
+    /// reclaimer writes the logged data to the members later (as journaled
+    /// stripe updates).
+    WriteBack,
 }
 
 impl LogMode {
     pub fn name(self) -> &'static str {
         match self {
             LogMode::Journal => "journal",
+            LogMode::WriteBack => "write-back",
         }
     }
 }
@@ -270,6 +275,7 @@ impl Superblock {
         if let Some(l) = self.log {
             b[47] = match l.mode {
                 LogMode::Journal => 1,
+                LogMode::WriteBack => 2,
             };
             put_u32(&mut b, 68, l.id);
             put_u16(&mut b, 118, l.copies);
@@ -410,6 +416,7 @@ impl Superblock {
             3 => {
                 let mode = match b[47] {
                     1 => LogMode::Journal,
+                    2 => LogMode::WriteBack,
                     _ => return Err(FormatError::Field("log mode")),
                 };
                 let (id, copies) = (u32_at(b, 68), u16_at(b, 118));

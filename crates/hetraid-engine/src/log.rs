@@ -16,10 +16,11 @@
 use crate::error::{EngineError, Result};
 use crate::format::{LogMode, LogRecord};
 use crate::member::{AlignedBuf, Member};
-use hetraid_core::journal::{self, Ring, ENTRIES_MAX, PAGE};
+use hetraid_core::journal::{self, LogIndex, Piece, Ring, ENTRIES_MAX, PAGE};
 use hetraid_parity::crc32c::{crc32c, crc32c_append};
+use std::collections::VecDeque;
 use std::io;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 pub const LOG_MAGIC: &[u8; 8] = b"HETRLOG1";
 pub const LOG_VERSION: u32 = 1;
@@ -29,6 +30,7 @@ pub const RING_OFFSET: u64 = 64 << 10;
 pub const RING_MIN: u64 = 1 << 20;
 const REC_MAGIC: u32 = 0x4352_4C48; // "HLRC"
 const TYPE_STRIPES: u8 = 1;
+const TYPE_DATA: u8 = 2;
 const TYPE_PAD: u8 = 3;
 const ENTRY_AT: usize = 64;
 const ENTRY: usize = 16;
@@ -77,6 +79,7 @@ impl LogHeader {
         b[36..40].copy_from_slice(&self.copies.to_le_bytes());
         b[40] = match self.mode {
             LogMode::Journal => 1,
+            LogMode::WriteBack => 2,
         };
         b[41] = crate::format::kind_code(self.kind);
         b[48..56].copy_from_slice(&RING_OFFSET.to_le_bytes());
@@ -104,6 +107,7 @@ impl LogHeader {
             copies: u32_at(b, 36),
             mode: match b[40] {
                 1 => LogMode::Journal,
+                2 => LogMode::WriteBack,
                 _ => return None,
             },
             kind: crate::format::kind_from_code(b[41])?,
@@ -165,9 +169,16 @@ impl Entry<'_> {
 /// A record read back by the recovery scan.
 pub struct Replayed {
     pub seq: u64,
-    /// (slot, data-area offset, bytes)
+    /// Where it starts in the ring.
+    pub offset: u64,
+    /// Stripe updates: (slot, data-area offset, bytes).
     pub entries: Vec<(u16, u64, AlignedBuf)>,
+    /// A write-back write: (array offset, bytes).
+    pub data: Option<(u64, Vec<u8>)>,
 }
+
+/// A logged write's bytes, shared by the index pieces that point into it.
+pub type Bytes = Arc<Vec<u8>>;
 
 /// What one copy's scan found: the records, and where the log ends.
 struct Scan {
@@ -181,6 +192,8 @@ struct Scan {
 struct State {
     ring: Ring,
     generation: u64,
+    /// Ring offsets of the records since the head: (seq, offset).
+    positions: VecDeque<(u64, u64)>,
 }
 
 pub struct Log {
@@ -194,7 +207,33 @@ pub struct Log {
     in_flight: Mutex<u64>,
     idle: Condvar,
     warnings: Mutex<Vec<String>>,
+    /// Write-back: the array bytes the log holds newer than the members.
+    index: RwLock<LogIndex<Bytes>>,
 }
+
+/// The header page of a write-back data record: one write of `len` bytes at
+/// array offset `at`, its payload padded to whole pages.
+fn data_header(template: &LogHeader, seq: u64, bytes: u64, at: u64, data: &[u8]) -> AlignedBuf {
+    let mut h = AlignedBuf::zeroed(PAGE as usize);
+    h[0..4].copy_from_slice(&REC_MAGIC.to_le_bytes());
+    h[4] = TYPE_DATA;
+    h[8..16].copy_from_slice(&seq.to_le_bytes());
+    h[16..32].copy_from_slice(&template.uuid);
+    h[32..40].copy_from_slice(&bytes.to_le_bytes());
+    h[40..44].copy_from_slice(&1u32.to_le_bytes());
+    h[48..52].copy_from_slice(&template.id.to_le_bytes());
+    h[ENTRY_AT + 4..ENTRY_AT + 8].copy_from_slice(&(data.len() as u32).to_le_bytes());
+    h[ENTRY_AT + 8..ENTRY_AT + 16].copy_from_slice(&at.to_le_bytes());
+    let pad = (bytes - PAGE) as usize - data.len();
+    let mut crc = crc32c(&h);
+    crc = crc32c_append(crc, data);
+    crc = crc32c_append(crc, &ZEROS[..pad]);
+    h[44..48].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+/// Padding for data records.
+static ZEROS: [u8; PAGE as usize] = [0; PAGE as usize];
 
 fn record_header(
     template: &LogHeader,
@@ -322,9 +361,11 @@ impl Log {
             copies: Mutex::new(copies),
             names,
             kinds,
+            index: RwLock::new(LogIndex::default()),
             state: Mutex::new(State {
                 generation: template.generation,
                 ring,
+                positions: VecDeque::new(),
             }),
             template,
             in_flight: Mutex::new(0),
@@ -410,6 +451,8 @@ impl Log {
         );
         let log = Self::new(copies, kinds, template, ring);
         log.warnings.lock().unwrap().extend(warnings);
+        log.state.lock().unwrap().positions =
+            best.records.iter().map(|r| (r.seq, r.offset)).collect();
         Ok((log, best.records))
     }
 
@@ -496,7 +539,13 @@ impl Log {
             Some(p) => p,
             None => {
                 self.checkpoint_locked(&mut st, flush_members)?;
-                st.ring.place(bytes).expect("an empty ring takes a record")
+                // Journal mode: the ring is empty now. Write-back: it may
+                // still hold writes not yet reclaimed.
+                st.ring.place(bytes).ok_or_else(|| {
+                    EngineError::Refused(
+                        "the write log is full of writes not yet on the members; the write failed (a larger log helps)".into(),
+                    )
+                })?
             }
         };
         if let Some((at, pad)) = p.pad {
@@ -508,8 +557,92 @@ impl Log {
         entries.iter().for_each(|e| bufs.extend(&e.parts));
         self.write_all(&bufs, p.offset)?;
         st.ring.commit(&p, bytes);
+        st.positions.push_back((p.seq, p.offset));
         *self.in_flight.lock().unwrap() += 1;
         Ok(p.seq)
+    }
+
+    /// Write-back: log `data` for array offset `at` durably and index it.
+    /// Ok(None) when the ring has no room even after a checkpoint (the
+    /// logged data must be reclaimed first).
+    pub fn append_data(
+        &self,
+        at: u64,
+        data: &[u8],
+        flush_members: &dyn Fn() -> Result<()>,
+    ) -> Result<Option<u64>> {
+        let bytes = PAGE + (data.len() as u64).div_ceil(PAGE) * PAGE;
+        let mut st = self.state.lock().unwrap();
+        if bytes > st.ring.record_bytes_max() {
+            return Err(EngineError::Refused(format!(
+                "a write of {} bytes is larger than a log record may be ({}); write in smaller pieces or use a larger log",
+                data.len(),
+                st.ring.record_bytes_max() - PAGE
+            )));
+        }
+        // Data may fill at most three quarters of the ring: the rest is the
+        // room the reclaimer's stripe updates need to make progress.
+        let room = |st: &State| {
+            st.ring
+                .place(bytes)
+                .filter(|p| st.ring.used + bytes + p.pad.map_or(0, |x| x.1) <= st.ring.len / 4 * 3)
+        };
+        let p = match room(&st) {
+            Some(p) => p,
+            None => {
+                self.checkpoint_locked(&mut st, flush_members)?;
+                match room(&st) {
+                    Some(p) => p,
+                    None => return Ok(None),
+                }
+            }
+        };
+        if let Some((pad_at, pad)) = p.pad {
+            let h = record_header(&self.template, TYPE_PAD, p.seq - 1, pad, &[]);
+            self.write_all(&[&h], pad_at)?;
+        }
+        let h = data_header(&self.template, p.seq, bytes, at, data);
+        let pad = (bytes - PAGE) as usize - data.len();
+        self.write_all(&[&h, data, &ZEROS[..pad]], p.offset)?;
+        st.ring.commit(&p, bytes);
+        st.positions.push_back((p.seq, p.offset));
+        // Indexed in sequence order (under the ring's lock): a newer write
+        // always replaces an older one.
+        self.index
+            .write()
+            .unwrap()
+            .insert(at, data.len() as u64, p.seq, Arc::new(data.to_vec()));
+        Ok(Some(p.seq))
+    }
+
+    /// A write-back record found by the recovery scan goes back in the index.
+    pub fn reindex(&self, seq: u64, at: u64, data: Vec<u8>) {
+        let len = data.len() as u64;
+        self.index
+            .write()
+            .unwrap()
+            .insert(at, len, seq, Arc::new(data));
+    }
+
+    /// The logged bytes newer than the members in `[start, end)`.
+    pub fn overlapping(&self, start: u64, end: u64) -> Vec<Piece<Bytes>> {
+        self.index.read().unwrap().overlapping(start, end)
+    }
+
+    /// Every logged piece not yet reclaimed.
+    pub fn pieces(&self) -> Vec<Piece<Bytes>> {
+        self.index.read().unwrap().pieces()
+    }
+
+    /// A piece is on the members: drop it from the index unless a newer
+    /// write replaced it meanwhile.
+    pub fn reclaimed(&self, p: &Piece<Bytes>) -> bool {
+        self.index.write().unwrap().remove_if_unchanged(p)
+    }
+
+    /// Bytes of logged writes not yet on the members.
+    pub fn unreclaimed_bytes(&self) -> u64 {
+        self.index.read().unwrap().bytes()
     }
 
     /// A record's member writes have returned (whatever their outcome).
@@ -540,7 +673,26 @@ impl Log {
             }
         }
         flush_members()?;
-        st.ring.checkpoint();
+        // The head moves to the oldest record still needed (a write-back
+        // write not yet reclaimed), or past everything.
+        match self.index.read().unwrap().oldest_needed() {
+            Some(seq) => {
+                let offset = st
+                    .positions
+                    .iter()
+                    .find(|(s, _)| *s == seq)
+                    .map(|(_, o)| *o)
+                    .expect("a needed record is in the ring");
+                st.ring.checkpoint_to(offset, seq);
+                while st.positions.front().is_some_and(|(s, _)| *s < seq) {
+                    st.positions.pop_front();
+                }
+            }
+            None => {
+                st.ring.checkpoint();
+                st.positions.clear();
+            }
+        }
         st.generation += 1;
         let g = st.generation;
         let mut copies = self.copies.lock().unwrap();
@@ -601,7 +753,7 @@ fn scan(d: &dyn Member, h: &LogHeader) -> io::Result<Scan> {
             && head[16..32] == h.uuid
             && u32_at(&head, 48) == h.id
             && u64_at(&head, 8) == seq
-            && (kind == TYPE_STRIPES || kind == TYPE_PAD)
+            && (kind == TYPE_STRIPES || kind == TYPE_PAD || kind == TYPE_DATA)
             && n <= ENTRIES_MAX
             && journal::header_fits(h.ring_len, off, bytes)
             && total + bytes <= h.ring_len;
@@ -613,6 +765,21 @@ fn scan(d: &dyn Member, h: &LogHeader) -> io::Result<Scan> {
         zeroed[44..48].fill(0);
         let mut crc = crc32c(&zeroed);
         let mut entries = Vec::new();
+        let mut data = None;
+        if kind == TYPE_DATA {
+            let len = u32_at(&head, ENTRY_AT + 4) as u64;
+            let at = u64_at(&head, ENTRY_AT + 8);
+            let padded = len.div_ceil(PAGE) * PAGE;
+            if n != 1 || PAGE + padded != bytes {
+                break;
+            }
+            let mut buf = AlignedBuf::zeroed(padded as usize);
+            if padded > 0 && d.read_at(&mut buf, RING_OFFSET + off + PAGE).is_err() {
+                break;
+            }
+            crc = crc32c_append(crc, &buf);
+            data = Some((at, buf[..len as usize].to_vec()));
+        }
         if kind == TYPE_STRIPES {
             let mut at = off + PAGE;
             let mut sum = PAGE;
@@ -643,8 +810,13 @@ fn scan(d: &dyn Member, h: &LogHeader) -> io::Result<Scan> {
         if crc != stated {
             break;
         }
-        if kind == TYPE_STRIPES {
-            records.push(Replayed { seq, entries });
+        if kind != TYPE_PAD {
+            records.push(Replayed {
+                seq,
+                offset: off,
+                entries,
+                data,
+            });
         }
         total += bytes;
         off = journal::next_offset(h.ring_len, off, bytes);

@@ -7,6 +7,31 @@ use super::*;
 impl Array {
     /// Read `buf.len()` bytes at `offset`.
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let Some(log) = self.log.as_ref().filter(|l| l.mode() == LogMode::WriteBack) else {
+            return self.read_members(offset, buf);
+        };
+        // Write-back: what the log holds is newer. The index is looked up
+        // before the members are read: a piece reclaimed meanwhile is on the
+        // members by the time it leaves the index.
+        let end = offset.saturating_add(buf.len() as u64);
+        let pieces = log.overlapping(offset, end);
+        let covered: u64 = pieces.iter().map(|p| p.end - p.start).sum();
+        self.note_user_io();
+        if covered < buf.len() as u64 {
+            self.read_members(offset, buf)?;
+        } else if end > self.capacity() {
+            return self.read_members(offset, buf);
+        }
+        for p in pieces {
+            let at = (p.start - offset) as usize;
+            let n = (p.end - p.start) as usize;
+            buf[at..at + n].copy_from_slice(&p.handle[p.at as usize..p.at as usize + n]);
+        }
+        Ok(())
+    }
+
+    /// Read from the members (the log aside).
+    fn read_members(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         self.note_user_io();
         // Fast path: inside one chunk on an in-sync member, read it directly (no
         // plan, no stripe lock — as MD's chunk-aligned reads bypass the stripe cache).
@@ -59,6 +84,9 @@ impl Array {
             ));
         }
         self.note_user_io();
+        if let Some(log) = self.log.as_ref().filter(|l| l.mode() == LogMode::WriteBack) {
+            return self.write_back(log, offset, data);
+        }
         if self.checksums || self.log.is_some() {
             // Writes go through the planned path, which marks the bitmap or
             // logs the stripe updates.
@@ -578,6 +606,137 @@ impl Array {
             written?;
         }
         Ok(())
+    }
+
+    /// Write-back: the write is acknowledged once durable in the log. When
+    /// the log is past its high-water mark the writer reclaims first; when it
+    /// is full, the writer waits for (or does) a reclaim.
+    fn write_back(&self, log: &crate::log::Log, offset: u64, data: &[u8]) -> Result<()> {
+        let cap = self.capacity();
+        if offset
+            .checked_add(data.len() as u64)
+            .is_none_or(|e| e > cap)
+        {
+            return Err(hetraid_core::PlanError::OutOfRange {
+                offset,
+                len: data.len() as u64,
+                capacity: cap,
+            }
+            .into());
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        let (ring, used, _) = log.usage();
+        if used > ring / 2 {
+            self.reclaim_to(ring / 4)?;
+        }
+        // A write larger than a record is logged as several (acknowledged
+        // once all are durable).
+        let max = self.write_back_record_max(log) as usize;
+        for (k, part) in data.chunks(max).enumerate() {
+            let at = offset + (k * max) as u64;
+            // Bounded: each round either logs the part or reclaims the
+            // oldest data, which frees room.
+            let mut logged = false;
+            for _ in 0..8 {
+                if log
+                    .append_data(at, part, &|| self.flush_members())?
+                    .is_some()
+                {
+                    logged = true;
+                    break;
+                }
+                self.reclaim_to(0)?;
+            }
+            if !logged {
+                return Err(EngineError::Refused(
+                    "the write log stays full although its data was written to the members; check the log device".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The most data a write-back record, and a reclaim batch, holds: a
+    /// batch's stripe updates (its data plus parity or copies, at most the
+    /// member count times the data) must fit in the quarter of the ring that
+    /// data may not use, with room to spare.
+    fn write_back_record_max(&self, log: &crate::log::Log) -> u64 {
+        let (ring, _, _) = log.usage();
+        (ring / (8 * self.slots.len() as u64) / PAGE * PAGE)
+            .max(PAGE)
+            .min(log.payload_max())
+    }
+
+    /// Write everything the write-back log holds to the members and free the
+    /// log (a clean shutdown does this). Returns the bytes written.
+    pub fn reclaim(&self) -> Result<u64> {
+        self.reclaim_to(0)
+    }
+
+    /// Reclaim the oldest logged writes until the log uses at most `target`
+    /// bytes (or holds no data). Each batch is written as journaled stripe
+    /// updates (whole stripes where the log holds them: contiguous pieces
+    /// are merged), then dropped from the index, then the log is
+    /// checkpointed up to the oldest write still needed.
+    pub(crate) fn reclaim_to(&self, target: u64) -> Result<u64> {
+        let Some(log) = self.log.as_ref().filter(|l| l.mode() == LogMode::WriteBack) else {
+            return Ok(0);
+        };
+        let _one = self.reclaiming.lock().unwrap();
+        let batch_max = self.write_back_record_max(log);
+        let mut written = 0u64;
+        // Bounded by the pieces present at the start: each round removes the
+        // oldest ones (newer writes that arrive meanwhile wait for a later round).
+        let mut rounds = log.pieces().len() + 1;
+        while rounds > 0 {
+            rounds -= 1;
+            let (_, used, _) = log.usage();
+            let mut pieces = log.pieces();
+            if pieces.is_empty() || (target > 0 && used <= target) {
+                break;
+            }
+            pieces.sort_by_key(|p| (p.seq, p.start));
+            let mut batch = Vec::new();
+            let mut bytes = 0;
+            for p in pieces {
+                if bytes > 0 && bytes + (p.end - p.start) > batch_max {
+                    break;
+                }
+                bytes += p.end - p.start;
+                batch.push(p);
+            }
+            let mut order: Vec<usize> = (0..batch.len()).collect();
+            order.sort_by_key(|&i| batch[i].start);
+            let mut i = 0;
+            while i < order.len() {
+                // Merge pieces that follow each other in the array.
+                let start = batch[order[i]].start;
+                let mut buf: Vec<u8> = Vec::new();
+                let mut end = start;
+                while i < order.len() && batch[order[i]].start == end {
+                    let p = &batch[order[i]];
+                    buf.extend_from_slice(
+                        &p.handle[p.at as usize..(p.at + p.end - p.start) as usize],
+                    );
+                    end = p.end;
+                    i += 1;
+                }
+                // In pieces of at most a batch: each one's stripe updates
+                // fit in the room the log keeps for them.
+                for (k, part) in buf.chunks(batch_max as usize).enumerate() {
+                    let at = start + k as u64 * batch_max;
+                    self.run(Request::write(at, part.len() as u64), UserBuf::Write(part))?;
+                }
+                written += end - start;
+            }
+            for p in &batch {
+                log.reclaimed(p);
+            }
+            log.checkpoint(&|| self.flush_members())?;
+        }
+        Ok(written)
     }
 
     /// Flush every live member (a member that fails is failed).

@@ -321,6 +321,7 @@ impl Array {
             rebuild_running: AtomicBool::new(false),
             checksums,
             log: None,
+            reclaiming: Mutex::new(()),
             checksum_errors: (0..n).map(|_| Default::default()).collect(),
             all_in_sync: AtomicBool::new(in_sync),
             healthy_state: ArrayState::healthy(n),
@@ -574,6 +575,23 @@ impl Array {
         }
         let (log, records) = crate::log::Log::open(logs, sb.uuid, rec)?;
         self.warnings.lock().unwrap().extend(log.take_warnings());
+        // Write-back writes go back in the index (reads see them at once,
+        // even read-only); only stripe updates need writing to members.
+        let mut writes_back = 0u64;
+        for r in &records {
+            if let Some((at, data)) = &r.data {
+                log.reindex(r.seq, *at, data.clone());
+                writes_back += 1;
+            }
+        }
+        if writes_back > 0 {
+            self.warnings.lock().unwrap().push(format!(
+                "the write log holds {writes_back} writes not yet on the members ({} bytes); reads see them, and they are written to the members as the log is reclaimed",
+                log.unreclaimed_bytes()
+            ));
+        }
+        let records: Vec<crate::log::Replayed> =
+            records.into_iter().filter(|r| r.data.is_none()).collect();
         if !records.is_empty() {
             match access {
                 Access::Inspect => {
@@ -768,7 +786,9 @@ impl Array {
             return Ok(());
         }
         if let Some(log) = &self.log {
-            // Everything logged is on the members: the log is empty.
+            // Write-back data to the members, then everything logged is on
+            // the members: the log is empty.
+            self.reclaim()?;
             log.checkpoint(&|| self.flush_members())?;
         }
         let mut sb = self.sb.lock().unwrap();

@@ -8,7 +8,7 @@
 use crate::bitmap::Bitmap;
 use crate::error::{EngineError, Result};
 use crate::format::{
-    LayoutRecord, MemberRole, RoleState, Superblock, BITMAP_OFFSET, DATA_OFFSET, SB_SIZE,
+    LayoutRecord, LogMode, MemberRole, RoleState, Superblock, BITMAP_OFFSET, DATA_OFFSET, SB_SIZE,
 };
 use crate::member::{AlignedBuf, ChecksumMember, Member};
 use crate::queue::{run_batch, Borrowed, IoOp, MemberQueue};
@@ -118,6 +118,8 @@ pub struct Array {
     /// The write log (format version 3): every stripe update is logged
     /// before the members are written.
     pub(crate) log: Option<crate::log::Log>,
+    /// One write-back reclaim at a time.
+    pub(crate) reclaiming: Mutex<()>,
     /// Checksum mismatches per member since assembly.
     pub(crate) checksum_errors: Vec<std::sync::atomic::AtomicU32>,
     /// A rebuild is running (one at a time).

@@ -40,6 +40,8 @@ pub struct LogStatus {
     pub used_bytes: u64,
     /// Stripe updates (and pads) logged since the last checkpoint.
     pub records: u64,
+    /// Write-back: bytes of logged writes not yet on the members.
+    pub unreclaimed_bytes: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -130,8 +132,8 @@ impl Array {
             },
             last_scrub: sb.last_scrub,
             checksums: sb.checksums,
-            consistency: if sb.log.is_some() {
-                "journal"
+            consistency: if let Some(l) = sb.log {
+                l.mode.name()
             } else if self.layout.redundancy() != hetraid_core::Redundancy::None || sb.checksums {
                 "bitmap"
             } else {
@@ -161,6 +163,7 @@ impl Array {
                     ring_bytes,
                     used_bytes,
                     records,
+                    unreclaimed_bytes: l.unreclaimed_bytes(),
                 }
             }),
         }

@@ -157,8 +157,9 @@ pub struct CreateCmd {
     pub log: Option<Vec<String>>,
     /// How the log is used: journal (write-through: every stripe update is
     /// durable in the log before the members are written, which closes the
-    /// RAID5 write hole).
-    #[arg(long, value_name = "journal")]
+    /// RAID5 write hole) or write-back (a write is acknowledged once in the
+    /// log; a reclaimer writes it to the members later, always at close).
+    #[arg(long, value_name = "journal|write-back")]
     pub log_mode: Option<String>,
     /// Size of log files this command creates (default 64M).
     #[arg(long, value_parser = size)]
@@ -182,10 +183,12 @@ impl CreateCmd {
         };
         let mode = match self.log_mode.as_deref().unwrap_or("journal") {
             "journal" => hetraid_engine::format::LogMode::Journal,
-            "write-back" => {
-                return Err("--log-mode write-back is not built yet; use --log-mode journal".into())
+            "write-back" => hetraid_engine::format::LogMode::WriteBack,
+            other => {
+                return Err(format!(
+                    "--log-mode {other} is not known; use journal or write-back"
+                ))
             }
-            other => return Err(format!("--log-mode {other} is not known; use journal")),
         };
         if list.is_empty() || list.len() > 2 {
             return Err(format!(
@@ -493,12 +496,17 @@ pub fn print_status(st: &hetraid_engine::Status) {
     }
     match (&st.log, st.consistency) {
         (Some(l), _) => println!(
-            "consistency: {} (write log {}, {} of {} in use, {} records since the last checkpoint)",
+            "consistency: {} (write log {}, {} of {} in use, {} records since the last checkpoint{})",
             l.mode,
             l.state,
             format_size(l.used_bytes),
             format_size(l.ring_bytes),
-            l.records
+            l.records,
+            if l.mode == "write-back" {
+                format!(", {} not yet on the members", format_size(l.unreclaimed_bytes))
+            } else {
+                String::new()
+            }
         ),
         (None, "journal") => println!("consistency: journal (log device not given)"),
         (None, "bitmap") => println!("consistency: write-intent bitmap (resync after a crash)"),
