@@ -3,6 +3,7 @@
 #   engine raid5 4+1 seq-write 1M: X GB/s, raid0 4 members Y GB/s, ratio R
 #   engine raid5 4+1 rand-read 4K qd16: N IOPS, raw pread N IOPS, ratio R
 #   engine raid5 4+1 rand-write 4K qd16 journal(ssd): X IOPS, bitmap Y IOPS, ratio R
+#   engine raid5 4+1 rand-write 4K qd16 write-back(ssd): X IOPS, bitmap Y IOPS, ratio R
 #   log recovery: a full 64 MiB journal ... scanned and replayed in T s
 #   rebuild 9 x emulated hdd ...: raid5 in place A s, s2raid5 into spare space B s, ratio R
 # seq-write is the median of 3 alternating passes; rand-read the median of 3 runs,
@@ -38,8 +39,9 @@ awk -v c="$c" -v p="$p" 'BEGIN {printf "engine raid5 4+1 rand-read 4K qd16 check
 
 # The write log: members are emulated 7200 rpm disks (SlowMember), the log an
 # emulated SSD; 4 KiB random writes, journal vs the write-intent bitmap.
-read -r j b < <($B rand-write-journal "$DIR" 64 16 "${JOURNAL_SECS:-8}")
+read -r j b w < <($B rand-write-journal "$DIR" 64 16 "${JOURNAL_SECS:-8}")
 awk -v j="$j" -v b="$b" 'BEGIN {printf "engine raid5 4+1 rand-write 4K qd16 journal(ssd): %d IOPS, bitmap %d IOPS, ratio %.2f\n", j, b, j / b}'
+awk -v w="$w" -v b="$b" 'BEGIN {printf "engine raid5 4+1 rand-write 4K qd16 write-back(ssd): %d IOPS, bitmap %d IOPS, ratio %.2f\n", w, b, w / b}'
 read -r t used ring records < <($B log-recovery "$DIR" 64)
 awk -v t="$t" -v u="$used" -v r="$ring" -v n="$records" 'BEGIN {printf "log recovery: a full %d MiB journal (%d MiB, %d records in use) scanned and replayed in %.3f s (%.0f MB/s)\n", r / 1048576, u / 1048576, n, t, u / t / 1e6}'
 

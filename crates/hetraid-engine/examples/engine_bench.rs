@@ -7,7 +7,8 @@
 //!              vs the same without
 //!   rand-write-journal: RAID5 4+1 on emulated disks (SlowMember, hdd model),
 //!              4 KiB random writes at queue depth Q, with a write log on an
-//!              emulated SSD (journal mode) vs the same with the bitmap
+//!              emulated SSD (journal mode) vs the same with the bitmap, and
+//!              write-back mode while its log has room: "journal bitmap wb"
 //!   log-recovery: a full 64 MiB write log (file on DIR): time to scan and
 //!              read it back, as assembly after a crash does
 //! `engine_bench seq-write|rand-read|seq-write-checksums|rand-read-checksums|rand-write-journal|log-recovery [DIR] [MIB_PER_MEMBER] [QD] [SECONDS]`
@@ -198,7 +199,10 @@ fn main() {
         "rand-write-journal" => {
             // Emulated disks are slow: small members, short runs.
             let bitmap_paths = make(&dir, "bitmap", 5, size);
+            let wb_paths = make(&dir, "wb", 5, size);
             let log_path = make(&dir, "log", 1, 64 * MIB);
+            // Write-back is measured while its log has room: 256 MiB.
+            let wb_log_path = make(&dir, "wblog", 1, 256 * MIB);
             let mut o = CreateOptions {
                 layout: LayoutRecord {
                     name: "raid5".into(),
@@ -219,8 +223,17 @@ fn main() {
                 mode: LogMode::Journal,
             });
             let aj = Array::create(slow(&r5, MemberKind::Hdd), &o).unwrap();
+            o.log = Some(LogSpec {
+                devices: slow(&wb_log_path, MemberKind::Ssd),
+                kinds: vec![MemberKind::Ssd],
+                mode: LogMode::WriteBack,
+            });
+            let aw = Array::create(slow(&wb_paths, MemberKind::Hdd), &o).unwrap();
             let cap = aj.capacity().min(ab.capacity());
             let buf = vec![0x3cu8; 4096];
+            let ws = rand_ops(qd, secs / 4.0, 1, |x, _| {
+                aw.write(x.next() % (cap / 4096) * 4096, &buf).unwrap()
+            });
             let (mut js, mut bs) = (Vec::new(), Vec::new());
             for _ in 0..2 {
                 bs.push(rand_ops(qd, secs / 4.0, 1, |x, _| {
@@ -230,13 +243,17 @@ fn main() {
                     aj.write(x.next() % (cap / 4096) * 4096, &buf).unwrap()
                 }));
             }
-            drop((aj, ab));
+            // The write-back array is dropped without close: reclaiming
+            // its log onto emulated disks would take minutes.
+            drop((aj, ab, aw, o));
             bitmap_paths
                 .iter()
+                .chain(&wb_paths)
                 .chain(&log_path)
+                .chain(&wb_log_path)
                 .for_each(|p| drop(std::fs::remove_file(p)));
             let mean = |v: Vec<f64>| v.iter().sum::<f64>() / v.len() as f64;
-            format!("{:.0} {:.0}", mean(js), mean(bs))
+            format!("{:.0} {:.0} {ws:.0}", mean(js), mean(bs))
         }
         "log-recovery" => {
             let log_path = make(&dir, "log", 1, (64 << 10) + 64 * MIB);
