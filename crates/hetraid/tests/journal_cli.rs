@@ -146,3 +146,40 @@ fn log_options_are_checked_before_anything_is_written() {
         assert!(left.is_empty(), "{a:?} left files behind");
     }
 }
+
+#[test]
+fn write_back_kill_9_mid_write_keeps_acknowledged_pages_and_close_reclaims() {
+    let d = tempfile::tempdir().unwrap();
+    let mut m: Vec<String> = (0..4)
+        .map(|i| d.path().join(format!("m{i}")).display().to_string())
+        .collect();
+    let log = d.path().join("log0").display().to_string();
+    let out = ok(&args(
+        "create",
+        &m,
+        &[
+            "--layout", "raid5", "--size", "8M", "--log", &log, "--log-mode", "write-back",
+            "--log-size", "16M",
+        ],
+    ));
+    assert!(out.contains("write log: write-back"), "{out}");
+    m.push(log);
+    let old = bytes(SIZE, 4);
+    let (code, _, err) = run_stdin(&args("write", &m, &["--offset", "0"]), Some(&old));
+    assert_eq!(code, 0, "{err}");
+    // `write` closed the array: everything is on the members.
+    let st = ok(&args("status", &m, &[]));
+    assert!(st.contains("consistency: write-back") && st.contains(", 0 not yet on the members"), "{st}");
+    let new = bytes(SIZE, 5);
+    killed_write(&m, &new, 40);
+    let back = read_all(&m);
+    let (o, n) = pages_old_or_new(&back, &old, &new);
+    println!("write-back after kill -9: {n} pages new, {o} old");
+    // Assembling for writing and closing reclaims the log.
+    ok(&args("assemble", &m, &[]));
+    let st = ok(&args("status", &m, &[]));
+    assert!(st.contains(", 0 not yet on the members"), "{st}");
+    assert_eq!(read_all(&m), back, "reclaim changed what reads return");
+    let s = ok(&args("scrub", &m, &[]));
+    assert!(s.contains(" 0 mismatched"), "{s}");
+}

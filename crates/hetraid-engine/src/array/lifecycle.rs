@@ -318,6 +318,7 @@ impl Array {
             locks: (0..LOCK_SHARDS).map(|_| Mutex::new(())).collect(),
             bitmap: Mutex::new(bitmap),
             user_io: AtomicBool::new(false),
+            io_seen: AtomicBool::new(false),
             rebuild_running: AtomicBool::new(false),
             checksums,
             log: None,

@@ -126,6 +126,8 @@ pub struct Array {
     pub(crate) rebuild_running: AtomicBool,
     /// Set by user I/O, cleared by the rebuild throttle each time it looks.
     pub(crate) user_io: AtomicBool,
+    /// Set by user I/O, cleared by the idle reclaimer each time it looks.
+    pub(crate) io_seen: AtomicBool,
     /// Every member in sync: the read fast path needs no lock.
     all_in_sync: AtomicBool,
     healthy_state: ArrayState,
@@ -298,6 +300,21 @@ impl Array {
         if !self.user_io.load(Ordering::Relaxed) {
             self.user_io.store(true, Ordering::Relaxed);
         }
+        if !self.io_seen.load(Ordering::Relaxed) {
+            self.io_seen.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Was there user I/O since the last call? (The idle reclaimer asks.)
+    pub fn take_io_seen(&self) -> bool {
+        self.io_seen.swap(false, Ordering::Relaxed)
+    }
+
+    /// The array keeps a write-back log.
+    pub fn has_write_back_log(&self) -> bool {
+        self.log
+            .as_ref()
+            .is_some_and(|l| l.mode() == LogMode::WriteBack)
     }
 
     pub(crate) fn refresh_in_sync(&self, st: &ArrayState) {

@@ -24,6 +24,11 @@ pub struct ServeCmd {
     /// sleeping (microseconds; 0 = always sleep).
     #[arg(long, default_value_t = 50)]
     pub payload_spin_us: u64,
+    /// Write-back arrays: write the log's data to the members after this
+    /// many seconds without user I/O (default 5; it is also written when the
+    /// log passes half full, and at shutdown).
+    #[arg(long, value_name = "SECONDS")]
+    pub reclaim_idle: Option<f64>,
 }
 
 impl ServeCmd {
@@ -35,7 +40,20 @@ impl ServeCmd {
             hetraid_nbd::server::remove_stale_socket(p)
                 .map_err(|e| format!("cannot serve on {}: {e}", self.listen))?;
         }
+        if let Some(s) = self.reclaim_idle {
+            if !(s.is_finite() && s > 0.0 && s <= 86_400.0) {
+                return Err(format!(
+                    "--reclaim-idle {s} is not a number of seconds between 0 and 86400"
+                ));
+            }
+        }
         let array = Arc::new(super::array::assemble(&self.members)?);
+        if self.reclaim_idle.is_some() && !array.has_write_back_log() {
+            return Err(
+                "--reclaim-idle applies to arrays with a write-back log only; this array has none"
+                    .into(),
+            );
+        }
         for w in array.warnings() {
             eprintln!("hetraid: warning: {w}");
         }
@@ -64,6 +82,27 @@ impl ServeCmd {
                 }
             })
         };
+        // Write-back: reclaim the log when the array has been idle.
+        let idle_thread = array.has_write_back_log().then(|| {
+            let (array, stop) = (array.clone(), stop.clone());
+            let idle = std::time::Duration::from_secs_f64(self.reclaim_idle.unwrap_or(5.0));
+            std::thread::spawn(move || {
+                let step = std::time::Duration::from_millis(100);
+                let mut quiet = std::time::Duration::ZERO;
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(step);
+                    quiet = if array.take_io_seen() { std::time::Duration::ZERO } else { quiet + step };
+                    let pending = array.status().log.is_some_and(|l| l.unreclaimed_bytes > 0);
+                    if quiet >= idle && pending {
+                        match array.reclaim() {
+                            Ok(n) => eprintln!("hetraid: idle for {:.1} s: {n} bytes of the write log written to the members", quiet.as_secs_f64()),
+                            Err(e) => eprintln!("hetraid: reclaiming the write log failed: {e}"),
+                        }
+                        quiet = std::time::Duration::ZERO;
+                    }
+                }
+            })
+        });
         let stats = Arc::new(Stats::default());
         let cfg = Config {
             read_only: self.read_only,
@@ -73,6 +112,9 @@ impl ServeCmd {
         serve(array.clone(), &listen, cfg, stop.clone(), stats.clone())
             .map_err(|e| format!("cannot serve on {}: {e}", self.listen))?;
         let _ = ctl_thread.join();
+        if let Some(t) = idle_thread {
+            let _ = t.join();
+        }
         array.close().map_err(|e| e.to_string())?;
         eprintln!(
             "hetraid: stopped after {} connections and {} requests ({} failed); members flushed, array clean",
