@@ -144,6 +144,21 @@ impl Planner<'_> {
         Ok(Self::plan_io(&plan.stripes, req.op))
     }
 
+    /// The member operations for `req` on an array with a write log: writes
+    /// always take the planned path (their stripe updates are logged), reads
+    /// are dispatched as by [`Planner::request_io`].
+    pub fn request_io_logged(
+        &self,
+        req: &Request,
+        state: &ArrayState,
+    ) -> Result<RequestIo, PlanError> {
+        if req.op == Op::Read {
+            return self.request_io(req, state);
+        }
+        let plan = self.plan(req, state)?;
+        Ok(Self::plan_io(&plan.stripes, req.op))
+    }
+
     /// Member operations of planned stripes. Writes are one batch (reads merged per
     /// member, then writes merged per member); planned reads go stripe by stripe,
     /// one operation per run and column plus one per direct piece.

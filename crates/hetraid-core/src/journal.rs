@@ -13,6 +13,22 @@
 
 /// Records are made of whole pages.
 pub const PAGE: u64 = 4096;
+/// Where the ring starts on a log device (after the header slots).
+pub const RING_OFFSET: u64 = 64 << 10;
+/// The smallest ring.
+pub const RING_MIN: u64 = 1 << 20;
+
+/// The smallest log device for `n` members of chunk `chunk`: a record holds
+/// at least one whole stripe update (every member's chunk at worst) and may
+/// be a quarter of the ring.
+pub fn log_bytes_min(n: usize, chunk: u64) -> u64 {
+    RING_OFFSET + (4 * (n as u64 * chunk + PAGE)).max(RING_MIN)
+}
+
+/// The ring a log device of `device_bytes` holds.
+pub fn ring_bytes(device_bytes: u64) -> u64 {
+    device_bytes.saturating_sub(RING_OFFSET) / PAGE * PAGE
+}
 /// Entries (member extents) one header page can list.
 pub const ENTRIES_MAX: usize = 252;
 
@@ -295,6 +311,37 @@ pub fn header_fits(ring_len: u64, offset: u64, bytes: u64) -> bool {
 pub struct Update {
     pub bytes: u64,
     pub entries: usize,
+}
+
+/// The stripe updates of planned stripes, as the log records them: each
+/// stripe's written bytes and member extents.
+pub fn stripe_updates(stripes: &[crate::plan::StripePlan]) -> Vec<Update> {
+    stripes
+        .iter()
+        .map(|sp| {
+            let pieces = crate::iomap::plan_extents(std::slice::from_ref(sp), |r| r.write);
+            Update {
+                bytes: pieces.iter().map(|p| p.len).sum(),
+                entries: pieces.len(),
+            }
+        })
+        .collect()
+}
+
+/// The records (whole bytes, header page included) that journal the stripe
+/// updates of a planned write, as the engine writes them: whole stripes per
+/// record ([`batches`]), records without writes left out.
+pub fn record_bytes(
+    stripes: &[crate::plan::StripePlan],
+    payload_max: u64,
+) -> Result<Vec<u64>, BatchError> {
+    let updates = stripe_updates(stripes);
+    Ok(batches(&updates, payload_max)?
+        .into_iter()
+        .map(|r| updates[r].iter().map(|u| u.bytes).sum::<u64>())
+        .filter(|&b| b > 0)
+        .map(|b| PAGE + b)
+        .collect())
 }
 
 /// Why updates cannot be logged.

@@ -24,10 +24,8 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 pub const LOG_MAGIC: &[u8; 8] = b"HETRLOG1";
 pub const LOG_VERSION: u32 = 1;
-/// Where the ring starts on a log device.
-pub const RING_OFFSET: u64 = 64 << 10;
-/// The smallest ring: a record may be a quarter of it.
-pub const RING_MIN: u64 = 1 << 20;
+/// Where the ring starts on a log device, and the smallest ring (core's).
+pub use hetraid_core::journal::{RING_MIN, RING_OFFSET};
 const REC_MAGIC: u32 = 0x4352_4C48; // "HLRC"
 const TYPE_STRIPES: u8 = 1;
 const TYPE_DATA: u8 = 2;
@@ -270,7 +268,7 @@ impl Log {
     /// Ring length a set of log devices gives (the smallest of them).
     pub fn ring_len(devs: &[Arc<dyn Member>]) -> u64 {
         devs.iter()
-            .map(|d| d.len().saturating_sub(RING_OFFSET) / PAGE * PAGE)
+            .map(|d| journal::ring_bytes(d.len()))
             .min()
             .unwrap_or(0)
     }

@@ -191,6 +191,17 @@ pub struct RunConfig {
     /// Fill every SSD once before the run (steady state).
     #[serde(default)]
     pub precondition: bool,
+    /// A write log on its own device(s): a preset or `preset*2` (mirrored),
+    /// as `hetraid create --log`.
+    #[serde(default)]
+    pub log: Option<String>,
+    /// journal (write-write through the log, as the engine's journal mode).
+    #[serde(default)]
+    pub log_mode: Option<String>,
+    /// Size of each log device (as `--log-size`; default 64M): the ring is
+    /// this less 64 KiB of headers.
+    #[serde(default)]
+    pub log_size: Option<Size>,
 }
 
 fn d_chunk() -> Size {

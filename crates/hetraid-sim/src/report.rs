@@ -74,6 +74,23 @@ pub struct Report {
     pub energy_j: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rebuild: Option<RebuildReport>,
+    /// The write log, when the run has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log: Option<LogReport>,
+}
+
+/// What the simulated write log did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LogReport {
+    pub mode: String,
+    pub ring_bytes: u64,
+    /// Stripe-update records written (each to every copy), pads, checkpoints.
+    pub records: u64,
+    pub record_bytes: u64,
+    pub pads: u64,
+    pub checkpoints: u64,
+    /// One per copy, as for members.
+    pub devices: Vec<MemberReport>,
 }
 
 /// Mean and the q-quantile (nearest rank) of response times, in ms.

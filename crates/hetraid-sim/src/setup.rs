@@ -38,6 +38,15 @@ pub struct Setup {
     /// Rebuild into spare space: the schedule (one target per stream) and the layout
     /// with the lost extents relocated, used once the rebuild is done.
     pub spare: Option<(hetraid_core::rebuild::RebuildSchedule, Box<dyn Layout>)>,
+    /// The write log: its devices (one per copy) and ring size.
+    pub log: Option<LogSetup>,
+}
+
+/// A simulated write log (journal mode), as `hetraid create --log` makes it.
+#[derive(Debug, Clone)]
+pub struct LogSetup {
+    pub specs: Vec<DeviceSpec>,
+    pub ring_bytes: u64,
 }
 
 impl Setup {
@@ -151,6 +160,54 @@ impl Setup {
             }
             _ => None,
         };
+        let log = match (&cfg.log, cfg.log_mode.as_deref()) {
+            (None, Some(_)) => {
+                return Err("log_mode needs log (the log device, e.g. x25e-64)".into())
+            }
+            (None, None) => {
+                if cfg.log_size.is_some() {
+                    return Err("log_size needs log (the log device, e.g. x25e-64)".into());
+                }
+                None
+            }
+            (Some(l), mode) => {
+                match mode.unwrap_or("journal") {
+                    "journal" => {}
+                    "write-back" => return Err(
+                        "the simulator does not model write-back logs yet; use log_mode journal"
+                            .into(),
+                    ),
+                    m => return Err(format!("log_mode {m} is not known; use journal")),
+                }
+                let log_specs = parse_members(l)?;
+                if log_specs.is_empty() || log_specs.len() > 2 {
+                    return Err(format!(
+                        "log takes one device or two (mirrored), not {}",
+                        log_specs.len()
+                    ));
+                }
+                let size = cfg.log_size.map_or(64 << 20, |s| s.0);
+                let need = hetraid_core::journal::log_bytes_min(specs.len(), cfg.chunk.0);
+                if size < need {
+                    return Err(format!(
+                        "log_size {size} is too small: with {} members of {}-byte chunks a log needs at least {need}",
+                        specs.len(),
+                        cfg.chunk.0
+                    ));
+                }
+                if let Some(small) = log_specs.iter().find(|d| d.capacity() < size) {
+                    return Err(format!(
+                        "log device {} holds {} bytes, less than log_size {size}",
+                        small.name,
+                        small.capacity()
+                    ));
+                }
+                Some(LogSetup {
+                    specs: log_specs,
+                    ring_bytes: hetraid_core::journal::ring_bytes(size),
+                })
+            }
+        };
         let setup = Self {
             cfg: cfg.clone(),
             specs,
@@ -159,6 +216,7 @@ impl Setup {
             span,
             trace,
             spare,
+            log,
         };
         setup.source()?;
         Ok(setup)

@@ -53,7 +53,44 @@ impl Member for Counting {
     }
 }
 
+/// Counts a log device's writes: ring (records and pads) and headers.
+struct LogCounting {
+    inner: Arc<dyn Member>,
+    /// ring ops, ring bytes, header ops
+    c: [AtomicU64; 3],
+}
+
+impl Member for LogCounting {
+    fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
+        self.inner.read_at(buf, off)
+    }
+    fn write_at(&self, buf: &[u8], off: u64) -> std::io::Result<()> {
+        if off >= hetraid_core::journal::RING_OFFSET {
+            self.c[0].fetch_add(1, Relaxed);
+            self.c[1].fetch_add(buf.len() as u64, Relaxed);
+        } else {
+            self.c[2].fetch_add(1, Relaxed);
+        }
+        self.inner.write_at(buf, off)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+}
+
 fn check(cfg: RunConfig, members: usize, weights: Vec<u64>) {
+    check_with(cfg, members, weights, None)
+}
+
+/// As [`check`]; with `log` (log device bytes) a journal on one log device,
+/// whose records, pads and checkpoints must match too.
+fn check_with(cfg: RunConfig, members: usize, weights: Vec<u64>, log: Option<u64>) {
     const MEMBER: u64 = 48 << 20;
     let dir = tempfile::tempdir().unwrap();
     let counting: Vec<Arc<Counting>> = (0..members)
@@ -72,6 +109,14 @@ fn check(cfg: RunConfig, members: usize, weights: Vec<u64>) {
         .map(|c| c.clone() as Arc<dyn Member>)
         .collect();
     let specs = hetraid_sim::preset::parse_members(&cfg.members).unwrap();
+    let log_dev = log.map(|size| {
+        let p = dir.path().join("log");
+        std::fs::File::create(&p).unwrap().set_len(size).unwrap();
+        Arc::new(LogCounting {
+            inner: Arc::new(FileMember::open(&p).unwrap()),
+            c: Default::default(),
+        })
+    });
     let array = Array::create(
         dyn_members,
         &CreateOptions {
@@ -86,13 +131,22 @@ fn check(cfg: RunConfig, members: usize, weights: Vec<u64>) {
             assume_clean: true,
             force: false,
             checksums: false,
-            log: None,
+            log: log_dev.as_ref().map(|d| hetraid_engine::LogSpec {
+                devices: vec![d.clone() as Arc<dyn Member>],
+                kinds: vec![],
+                mode: hetraid_engine::format::LogMode::Journal,
+            }),
         },
     )
     .unwrap();
+    let log_before: [u64; 3] = log_dev
+        .as_ref()
+        .map_or([0; 3], |d| std::array::from_fn(|i| d.c[i].load(Relaxed)));
     let data_size = (MEMBER - DATA_OFFSET) / cfg.chunk.0 * cfg.chunk.0;
     let cfg = RunConfig {
         member_size: Some(Size(data_size)),
+        log: log.map(|_| "x25e-64".to_string()),
+        log_size: log.map(Size),
         ..cfg
     };
     for &f in cfg.failed.iter().flat_map(|f| f.0.iter()) {
@@ -128,6 +182,46 @@ fn check(cfg: RunConfig, members: usize, weights: Vec<u64>) {
             cfg.layout, cfg.workload, cfg.size.0, cfg.qd
         );
     }
+    if let Some(d) = &log_dev {
+        let l = sim.log.as_ref().expect("the simulator ran a log");
+        let e: Vec<u64> = (0..3)
+            .map(|i| d.c[i].load(Relaxed) - log_before[i])
+            .collect();
+        let s = vec![
+            l.records + l.pads,
+            l.record_bytes + l.pads * hetraid_core::journal::PAGE,
+            l.checkpoints,
+        ];
+        eprintln!(
+            "log: {} records, {} pads, {} checkpoints; engine [ring writes, ring bytes, header writes] {e:?}",
+            l.records, l.pads, l.checkpoints
+        );
+        assert_eq!(
+            e, s,
+            "log device, engine vs simulator [ring writes, ring bytes, header writes]"
+        );
+        assert_eq!(l.devices[0].writes, s[0] + s[2]);
+        assert!(
+            l.checkpoints > 0 && l.pads > 0,
+            "the run should wrap the ring: {l:?}"
+        );
+    }
+}
+
+/// The journal (issue 12): the simulator's log makes the engine's decisions —
+/// the same records (whole stripe updates), pads where the ring wraps and
+/// checkpoints when it is full — and the members see the same operations.
+#[test]
+fn a_journaled_raid5_logs_as_the_engine_does() {
+    let mut c = cfg("raid5", "caviar-black-640*5", "mixed", 12 << 10).with_rf(0.3);
+    c.qd = 1;
+    c.chunk = Size(16 << 10);
+    c.align = Some(Size(4096));
+    check_with(c, 5, vec![], Some(2 << 20));
+    let mut d = cfg("raid6", "wd20eads*6", "random-write", 40 << 10);
+    d.qd = 1;
+    d.chunk = Size(16 << 10);
+    check_with(d, 6, vec![], Some(2 << 20));
 }
 
 fn cfg(layout: &str, members: &str, workload: &str, size: u64) -> RunConfig {

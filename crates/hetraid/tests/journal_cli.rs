@@ -158,8 +158,16 @@ fn write_back_kill_9_mid_write_keeps_acknowledged_pages_and_close_reclaims() {
         "create",
         &m,
         &[
-            "--layout", "raid5", "--size", "8M", "--log", &log, "--log-mode", "write-back",
-            "--log-size", "16M",
+            "--layout",
+            "raid5",
+            "--size",
+            "8M",
+            "--log",
+            &log,
+            "--log-mode",
+            "write-back",
+            "--log-size",
+            "16M",
         ],
     ));
     assert!(out.contains("write log: write-back"), "{out}");
@@ -169,7 +177,10 @@ fn write_back_kill_9_mid_write_keeps_acknowledged_pages_and_close_reclaims() {
     assert_eq!(code, 0, "{err}");
     // `write` closed the array: everything is on the members.
     let st = ok(&args("status", &m, &[]));
-    assert!(st.contains("consistency: write-back") && st.contains(", 0 not yet on the members"), "{st}");
+    assert!(
+        st.contains("consistency: write-back") && st.contains(", 0 not yet on the members"),
+        "{st}"
+    );
     let new = bytes(SIZE, 5);
     killed_write(&m, &new, 40);
     let back = read_all(&m);

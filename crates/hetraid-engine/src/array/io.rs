@@ -565,16 +565,8 @@ impl Array {
         user: &[u8],
     ) -> Result<()> {
         use hetraid_core::journal;
-        let updates: Vec<journal::Update> = plans
-            .iter()
-            .map(|sp| {
-                let pieces = plan_extents(std::slice::from_ref(sp), |r| r.write);
-                journal::Update {
-                    bytes: pieces.iter().map(|p| p.len).sum(),
-                    entries: pieces.len(),
-                }
-            })
-            .collect();
+        // The same cut the simulator makes (core `journal::record_bytes`).
+        let updates = journal::stripe_updates(plans);
         let batches = journal::batches(&updates, log.payload_max()).map_err(|e| match e {
             journal::BatchError::TooLarge { bytes, max } => EngineError::Refused(format!(
                 "a stripe update of {bytes} bytes does not fit in a log record of at most {max}: the log is too small for this array"

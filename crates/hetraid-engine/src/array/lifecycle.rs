@@ -131,8 +131,7 @@ impl Array {
     /// holds at least one whole stripe update (every member's chunk at worst)
     /// and may be a quarter of the ring.
     pub fn log_bytes_min(n: usize, chunk: u64) -> u64 {
-        crate::log::RING_OFFSET
-            + (4 * (n as u64 * chunk + hetraid_core::journal::PAGE)).max(crate::log::RING_MIN)
+        hetraid_core::journal::log_bytes_min(n, chunk)
     }
 
     pub fn create(members: Vec<Arc<dyn Member>>, opts: &CreateOptions) -> Result<Self> {

@@ -11,7 +11,7 @@ pub use crate::setup::{request_stream, Setup};
 use crate::config::RunConfig;
 use crate::device::{Device, Started, INTERNAL};
 use crate::kernel::{Kernel, Ns, Rng, NS_PER_S};
-use crate::report::{summarize, MemberReport, RebuildReport, Report};
+use crate::report::{summarize, LogReport, MemberReport, RebuildReport, Report};
 use crate::workload::Source;
 use hetraid_core::iomap::RequestIo;
 use hetraid_core::plan::{ArrayState, MemberState, Op, Planner, Request};
@@ -40,6 +40,9 @@ enum JobKind {
 
 struct Job {
     kind: JobKind,
+    /// Its stripe updates went through the write log (member writes pending
+    /// or done).
+    logged: bool,
     io: RequestIo,
     pending: u32,
     phase: Phase,
@@ -59,6 +62,45 @@ struct RebuildRun {
     batch: usize,
     bytes: u64,
     finished_at: Option<Ns>,
+}
+
+/// Device operations tagged as the write log's.
+const LOG_TAG: u64 = INTERNAL - 1;
+
+/// What the log's current sequence of device operations is for.
+#[derive(Debug, Clone, Copy)]
+enum LogStep {
+    Checkpoint,
+    Record {
+        job: u32,
+        bytes: u64,
+        placement: hetraid_core::journal::Placement,
+    },
+}
+
+/// The write log in simulated time, deciding as the engine does (core
+/// `journal`: records of whole stripe updates, ring placement with pads,
+/// checkpoints when full): one append at a time, each written to every copy
+/// in turn, then the job's member writes.
+struct LogRun {
+    ring: hetraid_core::journal::Ring,
+    generation: u64,
+    /// Device indices of the copies (after the members in `devices`).
+    devs: Vec<usize>,
+    /// Jobs waiting to log their stripe updates, in order.
+    queue: VecDeque<u32>,
+    /// The head job's records still to write (bytes each).
+    records: VecDeque<u64>,
+    /// The current step's device operations still to issue, one at a time.
+    ops: VecDeque<(usize, u64, u64)>,
+    busy: Option<LogStep>,
+    /// Jobs whose records are logged and whose member writes are not done
+    /// (a checkpoint waits for them, as the engine's waits for in-flight records).
+    applying: u32,
+    records_written: u64,
+    record_bytes: u64,
+    pads: u64,
+    checkpoints: u64,
 }
 
 struct Runner<'a> {
@@ -90,6 +132,7 @@ struct Runner<'a> {
     member_ops: u64,
     rebuild: Option<RebuildRun>,
     service: Vec<hetraid_core::ServiceModel>,
+    log: Option<LogRun>,
 }
 
 /// Run one simulation.
@@ -181,7 +224,32 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
             });
         }
     }
+    let log = match &s.log {
+        Some(l) => {
+            let first = devices.len();
+            for spec in &l.specs {
+                devices.push(build_device(s, spec, s.cfg.precondition)?);
+            }
+            Some(LogRun {
+                // As a freshly created log: the first record at offset 0, seq 1.
+                ring: hetraid_core::journal::Ring::empty(l.ring_bytes, 0, 1),
+                generation: 1,
+                devs: (first..first + l.specs.len()).collect(),
+                queue: VecDeque::new(),
+                records: VecDeque::new(),
+                ops: VecDeque::new(),
+                busy: None,
+                applying: 0,
+                records_written: 0,
+                record_bytes: 0,
+                pads: 0,
+                checkpoints: 0,
+            })
+        }
+        None => None,
+    };
     let r = Runner {
+        log,
         planner: Planner::new(s.layout.as_ref(), s.policy, service.clone()),
         service,
         s,
@@ -236,11 +304,13 @@ impl Runner<'_> {
                     self.devices[dev as usize].complete(now, &mut started);
                     self.schedule_started(dev, &mut started);
                     self.started = started;
-                    if tag != INTERNAL {
+                    if tag == LOG_TAG {
+                        self.log_op_done()?;
+                    } else if tag != INTERNAL {
                         self.op_done(tag as u32)?;
                     }
                 }
-                Ev::Xor { job } => self.issue_writes(job),
+                Ev::Xor { job } => self.before_writes(job)?,
                 Ev::Arrive { index } => self.arrive(index as usize)?,
                 Ev::RebuildWake { stream } => self.rebuild_next(stream as usize)?,
             }
@@ -248,7 +318,16 @@ impl Runner<'_> {
         // Invariants at the end: every request finished, nothing holds or waits for
         // a stripe, and a rebuild that was started completed.
         let left = self.jobs.iter().filter(|j| j.is_some()).count();
-        if left > 0 || self.inflight > 0 || !self.locked.is_empty() || !self.waiting.is_empty() {
+        let log_left = self
+            .log
+            .as_ref()
+            .is_some_and(|l| !l.queue.is_empty() || l.busy.is_some());
+        if left > 0
+            || log_left
+            || self.inflight > 0
+            || !self.locked.is_empty()
+            || !self.waiting.is_empty()
+        {
             return Err(format!(
                 "the simulation stopped with {left} operations unfinished ({} waiting for stripes); this is a hetraid bug: please report it with the config and seed {}",
                 self.waiting.len(),
@@ -362,9 +441,13 @@ impl Runner<'_> {
     }
 
     fn plan(&self, req: &Request) -> Result<RequestIo, String> {
-        self.planner
-            .request_io(req, &self.state)
-            .map_err(|e| format!("request {:?} at {}+{}: {e}", req.op, req.offset, req.len))
+        let io = if self.log.is_some() {
+            // With a log, writes take the planned path (the engine's dispatch).
+            self.planner.request_io_logged(req, &self.state)
+        } else {
+            self.planner.request_io(req, &self.state)
+        };
+        io.map_err(|e| format!("request {:?} at {}+{}: {e}", req.op, req.offset, req.len))
     }
 
     fn start_user(&mut self, req: Request) -> Result<(), String> {
@@ -375,6 +458,7 @@ impl Runner<'_> {
         self.inflight += 1;
         let io = self.plan(&req)?;
         let j = self.alloc(Job {
+            logged: false,
             kind: JobKind::User { req, arrived: now },
             io,
             pending: 0,
@@ -430,10 +514,12 @@ impl Runner<'_> {
         // stripe since.
         if job.planned_version != version {
             if let JobKind::User { req, .. } = job.kind {
-                let io = self
-                    .planner
-                    .request_io(&req, &self.state)
-                    .map_err(|e| e.to_string())?;
+                let io = if self.log.is_some() {
+                    self.planner.request_io_logged(&req, &self.state)
+                } else {
+                    self.planner.request_io(&req, &self.state)
+                }
+                .map_err(|e| e.to_string())?;
                 let job = self.jobs[j as usize].as_mut().unwrap();
                 // The stripe set only depends on the request, not the state.
                 job.io = RequestIo {
@@ -525,8 +611,146 @@ impl Runner<'_> {
             let at = self.k.now() + t;
             self.k.at(at, Ev::Xor { job: j });
         } else {
-            self.issue_writes(j);
+            let _ = self.before_writes(j);
         }
+    }
+
+    /// The write phase, through the log when there is one (user writes).
+    fn before_writes(&mut self, j: u32) -> Result<(), String> {
+        let user_write = matches!(
+            self.jobs[j as usize].as_ref().unwrap().kind,
+            JobKind::User { req, .. } if req.op == Op::Write
+        );
+        match self.log.as_mut() {
+            Some(log) if user_write => {
+                log.queue.push_back(j);
+                self.log_pump()
+            }
+            _ => {
+                self.issue_writes(j);
+                Ok(())
+            }
+        }
+    }
+
+    /// Start the log's next step if it is idle: the head job's next record,
+    /// or a checkpoint when the ring is full (once no logged job is still
+    /// writing its members).
+    fn log_pump(&mut self) -> Result<(), String> {
+        loop {
+            let Some(log) = self.log.as_ref() else {
+                return Ok(());
+            };
+            if log.busy.is_some() {
+                return Ok(());
+            }
+            let Some(&j) = log.queue.front() else {
+                return Ok(());
+            };
+            if log.records.is_empty() {
+                let JobKind::User { req, .. } = self.jobs[j as usize].as_ref().unwrap().kind else {
+                    unreachable!("only user writes are logged")
+                };
+                let plan = self
+                    .planner
+                    .plan(&req, &self.state)
+                    .map_err(|e| e.to_string())?;
+                let max = log.ring.record_bytes_max() - hetraid_core::journal::PAGE;
+                let sizes = hetraid_core::journal::record_bytes(&plan.stripes, max)
+                    .map_err(|e| format!("the log is too small for this array: {e:?}"))?;
+                let log = self.log.as_mut().unwrap();
+                if sizes.is_empty() {
+                    log.queue.pop_front();
+                    self.issue_writes(j);
+                    continue;
+                }
+                log.records = sizes.into();
+            }
+            let log = self.log.as_mut().unwrap();
+            let bytes = *log.records.front().unwrap();
+            let off = hetraid_core::journal::RING_OFFSET;
+            let page = hetraid_core::journal::PAGE;
+            match log.ring.place(bytes) {
+                Some(p) => {
+                    if let Some((at, _)) = p.pad {
+                        for &d in &log.devs {
+                            log.ops.push_back((d, off + at, page));
+                        }
+                        log.pads += 1;
+                    }
+                    for &d in &log.devs {
+                        log.ops.push_back((d, off + p.offset, bytes));
+                    }
+                    log.busy = Some(LogStep::Record {
+                        job: j,
+                        bytes,
+                        placement: p,
+                    });
+                }
+                None if log.applying > 0 => return Ok(()),
+                None => {
+                    let slot = (log.generation + 1) % 2;
+                    for &d in &log.devs {
+                        log.ops.push_back((d, slot * page, page));
+                    }
+                    log.busy = Some(LogStep::Checkpoint);
+                }
+            }
+            self.log_issue_next();
+            return Ok(());
+        }
+    }
+
+    fn log_issue_next(&mut self) {
+        let now = self.k.now();
+        let log = self.log.as_mut().unwrap();
+        let (d, offset, len) = log.ops.pop_front().expect("a step has operations");
+        let mut started = std::mem::take(&mut self.started);
+        self.devices[d].submit(
+            now,
+            crate::device::DevIo {
+                tag: LOG_TAG,
+                write: true,
+                offset,
+                len,
+            },
+            &mut started,
+        );
+        self.schedule_started(d as u32, &mut started);
+        self.started = started;
+        self.member_ops += 1;
+    }
+
+    fn log_op_done(&mut self) -> Result<(), String> {
+        let log = self.log.as_mut().unwrap();
+        if !log.ops.is_empty() {
+            self.log_issue_next();
+            return Ok(());
+        }
+        match log.busy.take().expect("a log step in progress") {
+            LogStep::Checkpoint => {
+                log.ring.checkpoint();
+                log.generation += 1;
+                log.checkpoints += 1;
+            }
+            LogStep::Record {
+                job,
+                bytes,
+                placement,
+            } => {
+                log.ring.commit(&placement, bytes);
+                log.records.pop_front();
+                log.records_written += 1;
+                log.record_bytes += bytes;
+                if log.records.is_empty() {
+                    log.queue.pop_front();
+                    log.applying += 1;
+                    self.job(job).logged = true;
+                    self.issue_writes(job);
+                }
+            }
+        }
+        self.log_pump()
     }
 
     fn issue_writes(&mut self, j: u32) {
@@ -558,6 +782,10 @@ impl Runner<'_> {
         self.unlock(j)?;
         let job = self.jobs[j as usize].take().unwrap();
         self.free.push(j);
+        if job.logged {
+            self.log.as_mut().unwrap().applying -= 1;
+            self.log_pump()?;
+        }
         let now = self.k.now();
         self.end = self.end.max(now);
         match job.kind {
@@ -625,33 +853,26 @@ impl Runner<'_> {
             .iter()
             .zip(&self.s.specs)
             .enumerate()
-            .map(|(i, (d, spec))| {
-                let c = d.counters();
-                let wear = d.wear();
-                let [er, ew, ei] = spec.power.energy_by_state_j(c, end);
-                MemberReport {
-                    device: i,
-                    preset: spec.name.clone(),
-                    reads: c.reads,
-                    writes: c.writes,
-                    read_pages: c.read_pages,
-                    write_pages: c.write_pages,
-                    erases: c.erases,
-                    busy_s: secs(c.busy_ns.min(end)),
-                    idle_s: secs(end.saturating_sub(c.busy_ns)),
-                    energy_j: spec.power.energy_j(c, end),
-                    kind: spec.kind.as_str().into(),
-                    read_bytes: c.read_bytes,
-                    write_bytes: c.write_bytes,
-                    utilization: c.busy_ns.min(end) as f64 / end as f64,
-                    energy_read_j: er,
-                    energy_write_j: ew,
-                    energy_idle_j: ei,
-                    write_amplification: wear.map(|w| w.write_amplification),
-                    erase_max: wear.map(|w| w.erase_max),
-                }
-            })
+            .map(|(i, (d, spec))| member_report(i, d.as_ref(), spec, end))
             .collect();
+        let log = self.log.as_ref().map(|l| {
+            let specs = &self.s.log.as_ref().unwrap().specs;
+            LogReport {
+                mode: "journal".into(),
+                ring_bytes: l.ring.len,
+                records: l.records_written,
+                record_bytes: l.record_bytes,
+                pads: l.pads,
+                checkpoints: l.checkpoints,
+                devices: l
+                    .devs
+                    .iter()
+                    .zip(specs)
+                    .enumerate()
+                    .map(|(i, (&d, spec))| member_report(i, self.devices[d].as_ref(), spec, end))
+                    .collect(),
+            }
+        });
         let rebuild = self.rebuild.as_ref().map(|rb| {
             let (m, _, p, _) = summarize(&mut self.resp_rebuild);
             RebuildReport {
@@ -689,7 +910,42 @@ impl Runner<'_> {
             busy_throughput_mbps: self.bytes as f64 / secs(self.array_busy_ns.max(1)) / 1e6,
             member_ops: self.member_ops,
             rebuild,
+            log,
         }
+    }
+}
+
+/// A device's counters as a report row.
+fn member_report(
+    i: usize,
+    d: &dyn Device,
+    spec: &crate::preset::DeviceSpec,
+    end: Ns,
+) -> MemberReport {
+    let secs = |ns: Ns| ns as f64 / NS_PER_S as f64;
+    let c = d.counters();
+    let wear = d.wear();
+    let [er, ew, ei] = spec.power.energy_by_state_j(c, end);
+    MemberReport {
+        device: i,
+        preset: spec.name.clone(),
+        reads: c.reads,
+        writes: c.writes,
+        read_pages: c.read_pages,
+        write_pages: c.write_pages,
+        erases: c.erases,
+        busy_s: secs(c.busy_ns.min(end)),
+        idle_s: secs(end.saturating_sub(c.busy_ns)),
+        energy_j: spec.power.energy_j(c, end),
+        kind: spec.kind.as_str().into(),
+        read_bytes: c.read_bytes,
+        write_bytes: c.write_bytes,
+        utilization: c.busy_ns.min(end) as f64 / end as f64,
+        energy_read_j: er,
+        energy_write_j: ew,
+        energy_idle_j: ei,
+        write_amplification: wear.map(|w| w.write_amplification),
+        erase_max: wear.map(|w| w.erase_max),
     }
 }
 

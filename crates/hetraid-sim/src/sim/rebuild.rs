@@ -85,6 +85,7 @@ impl Runner<'_> {
         let mut io = Planner::plan_io(&plans, Op::Write);
         io.stripes = batch.clone();
         let j = self.alloc(Job {
+            logged: false,
             kind: JobKind::Rebuild { stream, batch },
             io,
             pending: 0,

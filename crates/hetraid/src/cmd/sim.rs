@@ -89,6 +89,15 @@ pub struct SimCmd {
     /// Fill every SSD once before the run (steady state).
     #[arg(long)]
     pub precondition: bool,
+    /// A write log on its own device(s), e.g. x25e-64 or x25e-64*2 (mirrored).
+    #[arg(long)]
+    pub log: Option<String>,
+    /// How the log is used: journal.
+    #[arg(long)]
+    pub log_mode: Option<String>,
+    /// Size of each log device (default 64M).
+    #[arg(long)]
+    pub log_size: Option<Size>,
     #[command(flatten)]
     pub params: crate::args::LayoutParamArgs,
     /// One JSON document on stdout (the contract shape, plus additions).
@@ -133,7 +142,7 @@ impl SimCmd {
         opt!(read_fraction => read_fraction, align => align, total => total,
              duration => duration_s, span => span, member_size => member_size, trace => trace,
              trace_format => trace_format, failed => failed, scheduler => scheduler,
-             write_cache => write_cache);
+             write_cache => write_cache, log => log, log_mode => log_mode, log_size => log_size);
         self.params.apply_to(&mut c);
         c.rebuild |= self.rebuild;
         c.to_spare |= self.to_spare;
