@@ -295,6 +295,89 @@ impl<T: Clone> LogIndex<T> {
     }
 }
 
+/// Write-back: the bytes of a data record for a write of `len` bytes (header
+/// page and the payload padded to whole pages).
+pub fn data_record_bytes(len: u64) -> u64 {
+    PAGE + len.div_ceil(PAGE) * PAGE
+}
+
+/// Write-back: may a data record of `bytes` go where `p` says? Data may
+/// fill at most three quarters of the ring: the rest is the room the
+/// reclaimer's stripe updates need to make progress.
+pub fn data_fits(ring: &Ring, bytes: u64, p: &Placement) -> bool {
+    ring.used + bytes + p.pad.map_or(0, |x| x.1) <= ring.len / 4 * 3
+}
+
+/// Write-back: the most data one record (and one reclaim batch) holds, for
+/// an array of `members`: a batch's stripe updates (its data plus parity or
+/// copies, at most the member count times the data) must fit in the quarter
+/// of the ring that data may not use, with room to spare.
+pub fn write_back_record_max(ring: &Ring, members: usize) -> u64 {
+    (ring.len / (8 * members as u64) / PAGE * PAGE)
+        .max(PAGE)
+        .min(ring.record_bytes_max() - PAGE)
+}
+
+/// Write-back: before logging a write, reclaim down to this many bytes of
+/// the ring when it is more than half used.
+pub fn reclaim_before_write(ring: &Ring) -> Option<u64> {
+    (ring.used > ring.len / 2).then_some(ring.len / 4)
+}
+
+/// Does a reclaim down to `target` bytes (0: everything) go on, with the
+/// ring as it is and the index empty or not?
+pub fn reclaim_more(ring: &Ring, index_empty: bool, target: u64) -> bool {
+    !index_empty && (target == 0 || ring.used > target)
+}
+
+/// One reclaim batch: the oldest pieces (by record, then offset) up to
+/// `batch_max` bytes (at least one piece), and the runs of the array they
+/// cover — contiguous pieces merged, so whole stripes go out as full-stripe
+/// writes — as (start, end, indices into the batch in array order).
+pub fn reclaim_batch<T: Clone>(
+    pieces: &[Piece<T>],
+    batch_max: u64,
+) -> (Vec<Piece<T>>, Vec<(u64, u64, Vec<usize>)>) {
+    let mut sorted: Vec<&Piece<T>> = pieces.iter().collect();
+    sorted.sort_by_key(|p| (p.seq, p.start));
+    let mut batch = Vec::new();
+    let mut bytes = 0;
+    for p in sorted {
+        if bytes > 0 && bytes + (p.end - p.start) > batch_max {
+            break;
+        }
+        bytes += p.end - p.start;
+        batch.push(p.clone());
+    }
+    let mut order: Vec<usize> = (0..batch.len()).collect();
+    order.sort_by_key(|&i| batch[i].start);
+    let mut runs: Vec<(u64, u64, Vec<usize>)> = Vec::new();
+    for i in order {
+        match runs.last_mut() {
+            Some(r) if r.1 == batch[i].start => {
+                r.1 = batch[i].end;
+                r.2.push(i);
+            }
+            _ => runs.push((batch[i].start, batch[i].end, vec![i])),
+        }
+    }
+    (batch, runs)
+}
+
+/// A reclaim run written in pieces of at most `max` bytes (each one's stripe
+/// updates fit in the room the log keeps for them).
+pub fn split_run(start: u64, end: u64, max: u64) -> Vec<(u64, u64)> {
+    assert!(max > 0);
+    let mut v = Vec::new();
+    let mut at = start;
+    while at < end {
+        let n = max.min(end - at);
+        v.push((at, n));
+        at += n;
+    }
+    v
+}
+
 /// The ring offset after a record of `bytes` at `offset` (recovery scan).
 pub fn next_offset(ring_len: u64, offset: u64, bytes: u64) -> u64 {
     (offset + bytes) % ring_len

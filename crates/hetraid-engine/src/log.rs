@@ -458,6 +458,22 @@ impl Log {
         self.template.mode
     }
 
+    /// Write-back: the most data a record (and a reclaim batch) holds.
+    pub fn write_back_record_max(&self, members: usize) -> u64 {
+        journal::write_back_record_max(&self.state.lock().unwrap().ring, members)
+    }
+
+    /// Write-back: reclaim down to this many bytes before logging a write.
+    pub fn reclaim_before_write(&self) -> Option<u64> {
+        journal::reclaim_before_write(&self.state.lock().unwrap().ring)
+    }
+
+    /// Does a reclaim down to `target` go on?
+    pub fn reclaim_more(&self, target: u64) -> bool {
+        let empty = self.index.read().unwrap().is_empty();
+        journal::reclaim_more(&self.state.lock().unwrap().ring, empty, target)
+    }
+
     /// Payload bytes one record may carry.
     pub fn payload_max(&self) -> u64 {
         self.state.lock().unwrap().ring.record_bytes_max() - PAGE
@@ -569,7 +585,7 @@ impl Log {
         data: &[u8],
         flush_members: &dyn Fn() -> Result<()>,
     ) -> Result<Option<u64>> {
-        let bytes = PAGE + (data.len() as u64).div_ceil(PAGE) * PAGE;
+        let bytes = journal::data_record_bytes(data.len() as u64);
         let mut st = self.state.lock().unwrap();
         if bytes > st.ring.record_bytes_max() {
             return Err(EngineError::Refused(format!(
@@ -583,7 +599,7 @@ impl Log {
         let room = |st: &State| {
             st.ring
                 .place(bytes)
-                .filter(|p| st.ring.used + bytes + p.pad.map_or(0, |x| x.1) <= st.ring.len / 4 * 3)
+                .filter(|p| journal::data_fits(&st.ring, bytes, p))
         };
         let p = match room(&st) {
             Some(p) => p,

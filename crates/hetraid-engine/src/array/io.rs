@@ -619,9 +619,8 @@ impl Array {
         if data.is_empty() {
             return Ok(());
         }
-        let (ring, used, _) = log.usage();
-        if used > ring / 2 {
-            self.reclaim_to(ring / 4)?;
+        if let Some(target) = log.reclaim_before_write() {
+            self.reclaim_to(target)?;
         }
         // A write larger than a record is logged as several (acknowledged
         // once all are durable).
@@ -655,10 +654,7 @@ impl Array {
     /// member count times the data) must fit in the quarter of the ring that
     /// data may not use, with room to spare.
     fn write_back_record_max(&self, log: &crate::log::Log) -> u64 {
-        let (ring, _, _) = log.usage();
-        (ring / (8 * self.slots.len() as u64) / PAGE * PAGE)
-            .max(PAGE)
-            .min(log.payload_max())
+        log.write_back_record_max(self.slots.len())
     }
 
     /// Write everything the write-back log holds to the members and free the
@@ -684,42 +680,23 @@ impl Array {
         let mut rounds = log.pieces().len() + 1;
         while rounds > 0 {
             rounds -= 1;
-            let (_, used, _) = log.usage();
-            let mut pieces = log.pieces();
-            if pieces.is_empty() || (target > 0 && used <= target) {
+            if !log.reclaim_more(target) {
                 break;
             }
-            pieces.sort_by_key(|p| (p.seq, p.start));
-            let mut batch = Vec::new();
-            let mut bytes = 0;
-            for p in pieces {
-                if bytes > 0 && bytes + (p.end - p.start) > batch_max {
-                    break;
-                }
-                bytes += p.end - p.start;
-                batch.push(p);
-            }
-            let mut order: Vec<usize> = (0..batch.len()).collect();
-            order.sort_by_key(|&i| batch[i].start);
-            let mut i = 0;
-            while i < order.len() {
-                // Merge pieces that follow each other in the array.
-                let start = batch[order[i]].start;
-                let mut buf: Vec<u8> = Vec::new();
-                let mut end = start;
-                while i < order.len() && batch[order[i]].start == end {
-                    let p = &batch[order[i]];
+            let pieces = log.pieces();
+            // The oldest pieces, merged into runs (core `reclaim_batch`).
+            let (batch, runs) = hetraid_core::journal::reclaim_batch(&pieces, batch_max);
+            for (start, end, idx) in runs {
+                let mut buf: Vec<u8> = Vec::with_capacity((end - start) as usize);
+                for &i in &idx {
+                    let p = &batch[i];
                     buf.extend_from_slice(
                         &p.handle[p.at as usize..(p.at + p.end - p.start) as usize],
                     );
-                    end = p.end;
-                    i += 1;
                 }
-                // In pieces of at most a batch: each one's stripe updates
-                // fit in the room the log keeps for them.
-                for (k, part) in buf.chunks(batch_max as usize).enumerate() {
-                    let at = start + k as u64 * batch_max;
-                    self.run(Request::write(at, part.len() as u64), UserBuf::Write(part))?;
+                for (at, len) in hetraid_core::journal::split_run(start, end, batch_max) {
+                    let part = &buf[(at - start) as usize..(at - start + len) as usize];
+                    self.run(Request::write(at, len), UserBuf::Write(part))?;
                 }
                 written += end - start;
             }
