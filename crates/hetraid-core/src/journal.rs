@@ -330,6 +330,10 @@ pub fn reclaim_more(ring: &Ring, index_empty: bool, target: u64) -> bool {
     !index_empty && (target == 0 || ring.used > target)
 }
 
+/// A run of the array a reclaim writes: (start, end, the batch pieces it
+/// is made of, in array order).
+pub type ReclaimRun = (u64, u64, Vec<usize>);
+
 /// One reclaim batch: the oldest pieces (by record, then offset) up to
 /// `batch_max` bytes (at least one piece), and the runs of the array they
 /// cover — contiguous pieces merged, so whole stripes go out as full-stripe
@@ -337,7 +341,7 @@ pub fn reclaim_more(ring: &Ring, index_empty: bool, target: u64) -> bool {
 pub fn reclaim_batch<T: Clone>(
     pieces: &[Piece<T>],
     batch_max: u64,
-) -> (Vec<Piece<T>>, Vec<(u64, u64, Vec<usize>)>) {
+) -> (Vec<Piece<T>>, Vec<ReclaimRun>) {
     let mut sorted: Vec<&Piece<T>> = pieces.iter().collect();
     sorted.sort_by_key(|p| (p.seq, p.start));
     let mut batch = Vec::new();
@@ -351,7 +355,7 @@ pub fn reclaim_batch<T: Clone>(
     }
     let mut order: Vec<usize> = (0..batch.len()).collect();
     order.sort_by_key(|&i| batch[i].start);
-    let mut runs: Vec<(u64, u64, Vec<usize>)> = Vec::new();
+    let mut runs: Vec<ReclaimRun> = Vec::new();
     for i in order {
         match runs.last_mut() {
             Some(r) if r.1 == batch[i].start => {
