@@ -89,6 +89,8 @@ pub struct LogReport {
     pub record_bytes: u64,
     pub pads: u64,
     pub checkpoints: u64,
+    /// Write-back: bytes the reclaimer wrote to the members.
+    pub reclaimed_bytes: u64,
     /// One per copy, as for members.
     pub devices: Vec<MemberReport>,
 }

@@ -47,6 +47,8 @@ pub struct Setup {
 pub struct LogSetup {
     pub specs: Vec<DeviceSpec>,
     pub ring_bytes: u64,
+    /// Write-back (else journal).
+    pub write_back: bool,
 }
 
 impl Setup {
@@ -171,14 +173,15 @@ impl Setup {
                 None
             }
             (Some(l), mode) => {
-                match mode.unwrap_or("journal") {
-                    "journal" => {}
-                    "write-back" => return Err(
-                        "the simulator does not model write-back logs yet; use log_mode journal"
-                            .into(),
-                    ),
-                    m => return Err(format!("log_mode {m} is not known; use journal")),
-                }
+                let write_back = match mode.unwrap_or("journal") {
+                    "journal" => false,
+                    "write-back" => true,
+                    m => {
+                        return Err(format!(
+                            "log_mode {m} is not known; use journal or write-back"
+                        ))
+                    }
+                };
                 let log_specs = parse_members(l)?;
                 if log_specs.is_empty() || log_specs.len() > 2 {
                     return Err(format!(
@@ -205,6 +208,7 @@ impl Setup {
                 Some(LogSetup {
                     specs: log_specs,
                     ring_bytes: hetraid_core::journal::ring_bytes(size),
+                    write_back,
                 })
             }
         };

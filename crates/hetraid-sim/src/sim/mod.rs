@@ -4,7 +4,10 @@
 //! the reads, spends the parity arithmetic time, issues the writes, and rebuilds with
 //! the core's schedule under MD-style speed limits. It decides nothing itself.
 
+mod log;
 mod rebuild;
+
+use log::{LogRun, LOG_TAG};
 
 pub use crate::setup::{request_stream, Setup};
 
@@ -34,8 +37,18 @@ enum Phase {
 }
 
 enum JobKind {
-    User { req: Request, arrived: Ns },
-    Rebuild { stream: usize, batch: Vec<u64> },
+    User {
+        req: Request,
+        arrived: Ns,
+    },
+    Rebuild {
+        stream: usize,
+        batch: Vec<u64>,
+    },
+    /// A write-back reclaimer's write (journaled like a user write).
+    Reclaim {
+        req: Request,
+    },
 }
 
 struct Job {
@@ -62,45 +75,6 @@ struct RebuildRun {
     batch: usize,
     bytes: u64,
     finished_at: Option<Ns>,
-}
-
-/// Device operations tagged as the write log's.
-const LOG_TAG: u64 = INTERNAL - 1;
-
-/// What the log's current sequence of device operations is for.
-#[derive(Debug, Clone, Copy)]
-enum LogStep {
-    Checkpoint,
-    Record {
-        job: u32,
-        bytes: u64,
-        placement: hetraid_core::journal::Placement,
-    },
-}
-
-/// The write log in simulated time, deciding as the engine does (core
-/// `journal`: records of whole stripe updates, ring placement with pads,
-/// checkpoints when full): one append at a time, each written to every copy
-/// in turn, then the job's member writes.
-struct LogRun {
-    ring: hetraid_core::journal::Ring,
-    generation: u64,
-    /// Device indices of the copies (after the members in `devices`).
-    devs: Vec<usize>,
-    /// Jobs waiting to log their stripe updates, in order.
-    queue: VecDeque<u32>,
-    /// The head job's records still to write (bytes each).
-    records: VecDeque<u64>,
-    /// The current step's device operations still to issue, one at a time.
-    ops: VecDeque<(usize, u64, u64)>,
-    busy: Option<LogStep>,
-    /// Jobs whose records are logged and whose member writes are not done
-    /// (a checkpoint waits for them, as the engine's waits for in-flight records).
-    applying: u32,
-    records_written: u64,
-    record_bytes: u64,
-    pads: u64,
-    checkpoints: u64,
 }
 
 struct Runner<'a> {
@@ -230,21 +204,11 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
             for spec in &l.specs {
                 devices.push(build_device(s, spec, s.cfg.precondition)?);
             }
-            Some(LogRun {
-                // As a freshly created log: the first record at offset 0, seq 1.
-                ring: hetraid_core::journal::Ring::empty(l.ring_bytes, 0, 1),
-                generation: 1,
-                devs: (first..first + l.specs.len()).collect(),
-                queue: VecDeque::new(),
-                records: VecDeque::new(),
-                ops: VecDeque::new(),
-                busy: None,
-                applying: 0,
-                records_written: 0,
-                record_bytes: 0,
-                pads: 0,
-                checkpoints: 0,
-            })
+            Some(LogRun::new(
+                l.ring_bytes,
+                (first..first + l.specs.len()).collect(),
+                l.write_back,
+            ))
         }
         None => None,
     };
@@ -318,10 +282,7 @@ impl Runner<'_> {
         // Invariants at the end: every request finished, nothing holds or waits for
         // a stripe, and a rebuild that was started completed.
         let left = self.jobs.iter().filter(|j| j.is_some()).count();
-        let log_left = self
-            .log
-            .as_ref()
-            .is_some_and(|l| !l.queue.is_empty() || l.busy.is_some());
+        let log_left = self.log.as_ref().is_some_and(|l| !l.idle());
         if left > 0
             || log_left
             || self.inflight > 0
@@ -441,6 +402,12 @@ impl Runner<'_> {
     }
 
     fn plan(&self, req: &Request) -> Result<RequestIo, String> {
+        // Write-back: a read the log holds entirely needs no member.
+        if let Some(log) = self.log.as_ref().filter(|l| l.write_back) {
+            if req.op == Op::Read && log.covers(req.offset, req.offset + req.len) {
+                return Ok(RequestIo::default());
+            }
+        }
         let io = if self.log.is_some() {
             // With a log, writes take the planned path (the engine's dispatch).
             self.planner.request_io_logged(req, &self.state)
@@ -466,6 +433,12 @@ impl Runner<'_> {
             locked: false,
             planned_version: self.state_version,
         });
+        if self.log.as_ref().is_some_and(|l| l.write_back) && req.op == Op::Write {
+            // Write-back: the write is done once it is in the log.
+            self.job(j).io = RequestIo::default();
+            self.log.as_mut().unwrap().queue.push_back(j);
+            return self.log_pump();
+        }
         if self.job(j).io.stripes.is_empty() {
             self.issue_reads(j);
             Ok(())
@@ -513,7 +486,7 @@ impl Runner<'_> {
         // Planned under the lock, like the engine: a rebuild may have finished a
         // stripe since.
         if job.planned_version != version {
-            if let JobKind::User { req, .. } = job.kind {
+            if let JobKind::User { req, .. } | JobKind::Reclaim { req } = job.kind {
                 let io = if self.log.is_some() {
                     self.planner.request_io_logged(&req, &self.state)
                 } else {
@@ -615,144 +588,6 @@ impl Runner<'_> {
         }
     }
 
-    /// The write phase, through the log when there is one (user writes).
-    fn before_writes(&mut self, j: u32) -> Result<(), String> {
-        let user_write = matches!(
-            self.jobs[j as usize].as_ref().unwrap().kind,
-            JobKind::User { req, .. } if req.op == Op::Write
-        );
-        match self.log.as_mut() {
-            Some(log) if user_write => {
-                log.queue.push_back(j);
-                self.log_pump()
-            }
-            _ => {
-                self.issue_writes(j);
-                Ok(())
-            }
-        }
-    }
-
-    /// Start the log's next step if it is idle: the head job's next record,
-    /// or a checkpoint when the ring is full (once no logged job is still
-    /// writing its members).
-    fn log_pump(&mut self) -> Result<(), String> {
-        loop {
-            let Some(log) = self.log.as_ref() else {
-                return Ok(());
-            };
-            if log.busy.is_some() {
-                return Ok(());
-            }
-            let Some(&j) = log.queue.front() else {
-                return Ok(());
-            };
-            if log.records.is_empty() {
-                let JobKind::User { req, .. } = self.jobs[j as usize].as_ref().unwrap().kind else {
-                    unreachable!("only user writes are logged")
-                };
-                let plan = self
-                    .planner
-                    .plan(&req, &self.state)
-                    .map_err(|e| e.to_string())?;
-                let max = log.ring.record_bytes_max() - hetraid_core::journal::PAGE;
-                let sizes = hetraid_core::journal::record_bytes(&plan.stripes, max)
-                    .map_err(|e| format!("the log is too small for this array: {e:?}"))?;
-                let log = self.log.as_mut().unwrap();
-                if sizes.is_empty() {
-                    log.queue.pop_front();
-                    self.issue_writes(j);
-                    continue;
-                }
-                log.records = sizes.into();
-            }
-            let log = self.log.as_mut().unwrap();
-            let bytes = *log.records.front().unwrap();
-            let off = hetraid_core::journal::RING_OFFSET;
-            let page = hetraid_core::journal::PAGE;
-            match log.ring.place(bytes) {
-                Some(p) => {
-                    if let Some((at, _)) = p.pad {
-                        for &d in &log.devs {
-                            log.ops.push_back((d, off + at, page));
-                        }
-                        log.pads += 1;
-                    }
-                    for &d in &log.devs {
-                        log.ops.push_back((d, off + p.offset, bytes));
-                    }
-                    log.busy = Some(LogStep::Record {
-                        job: j,
-                        bytes,
-                        placement: p,
-                    });
-                }
-                None if log.applying > 0 => return Ok(()),
-                None => {
-                    let slot = (log.generation + 1) % 2;
-                    for &d in &log.devs {
-                        log.ops.push_back((d, slot * page, page));
-                    }
-                    log.busy = Some(LogStep::Checkpoint);
-                }
-            }
-            self.log_issue_next();
-            return Ok(());
-        }
-    }
-
-    fn log_issue_next(&mut self) {
-        let now = self.k.now();
-        let log = self.log.as_mut().unwrap();
-        let (d, offset, len) = log.ops.pop_front().expect("a step has operations");
-        let mut started = std::mem::take(&mut self.started);
-        self.devices[d].submit(
-            now,
-            crate::device::DevIo {
-                tag: LOG_TAG,
-                write: true,
-                offset,
-                len,
-            },
-            &mut started,
-        );
-        self.schedule_started(d as u32, &mut started);
-        self.started = started;
-        self.member_ops += 1;
-    }
-
-    fn log_op_done(&mut self) -> Result<(), String> {
-        let log = self.log.as_mut().unwrap();
-        if !log.ops.is_empty() {
-            self.log_issue_next();
-            return Ok(());
-        }
-        match log.busy.take().expect("a log step in progress") {
-            LogStep::Checkpoint => {
-                log.ring.checkpoint();
-                log.generation += 1;
-                log.checkpoints += 1;
-            }
-            LogStep::Record {
-                job,
-                bytes,
-                placement,
-            } => {
-                log.ring.commit(&placement, bytes);
-                log.records.pop_front();
-                log.records_written += 1;
-                log.record_bytes += bytes;
-                if log.records.is_empty() {
-                    log.queue.pop_front();
-                    log.applying += 1;
-                    self.job(job).logged = true;
-                    self.issue_writes(job);
-                }
-            }
-        }
-        self.log_pump()
-    }
-
     fn issue_writes(&mut self, j: u32) {
         let n = self.submit_all(j, true);
         let job = self.job(j);
@@ -784,6 +619,11 @@ impl Runner<'_> {
         self.free.push(j);
         if job.logged {
             self.log.as_mut().unwrap().applying -= 1;
+        }
+        if let JobKind::Reclaim { .. } = job.kind {
+            self.reclaim_job_done();
+        }
+        if job.logged || matches!(job.kind, JobKind::Reclaim { .. }) {
             self.log_pump()?;
         }
         let now = self.k.now();
@@ -819,6 +659,7 @@ impl Runner<'_> {
                     Source::Replay(_) => {}
                 }
             }
+            JobKind::Reclaim { .. } => {}
             JobKind::Rebuild { stream, batch } => {
                 let rb = self.rebuild.as_mut().unwrap();
                 rb.inflight[stream] -= 1;
@@ -858,7 +699,13 @@ impl Runner<'_> {
         let log = self.log.as_ref().map(|l| {
             let specs = &self.s.log.as_ref().unwrap().specs;
             LogReport {
-                mode: "journal".into(),
+                mode: if l.write_back {
+                    "write-back"
+                } else {
+                    "journal"
+                }
+                .into(),
+                reclaimed_bytes: l.reclaimed_bytes,
                 ring_bytes: l.ring.len,
                 records: l.records_written,
                 record_bytes: l.record_bytes,

@@ -1,0 +1,510 @@
+//! The write log in simulated time, deciding as the engine does: every rule
+//! (records of whole stripe updates, ring placement with pads, checkpoints
+//! to the oldest record still needed, write-back data records and the
+//! three-quarter rule, the reclaimer's trigger, batches and runs) is a
+//! function of `hetraid_core::journal`. One log step runs at a time — an
+//! append, written to every copy in turn, or a checkpoint's header writes —
+//! as the engine's appends hold the log's lock.
+//!
+//! Journal: a user write's stripe updates are logged after its reads and
+//! parity arithmetic, then its member writes go out. Write-back: a user
+//! write is done once its data records are logged; the reclaimer writes the
+//! oldest logged data as journaled writes of its own (jobs that go through
+//! the ordinary path), then checkpoints; it runs when a write finds the log
+//! more than half used, or no room for its data.
+
+use super::{Job, JobKind, Phase, Runner};
+use hetraid_core::journal::{self, LogIndex, Placement, Ring, PAGE, RING_OFFSET};
+use hetraid_core::plan::{Op, Request};
+use std::collections::VecDeque;
+
+/// Device operations tagged as the write log's.
+pub(super) const LOG_TAG: u64 = crate::device::INTERNAL - 1;
+
+/// What the log's current sequence of device operations is for.
+#[derive(Debug, Clone, Copy)]
+enum LogStep {
+    Checkpoint,
+    Stripes {
+        job: u32,
+        bytes: u64,
+        placement: Placement,
+        reclaim: bool,
+    },
+    Data {
+        job: u32,
+        bytes: u64,
+        placement: Placement,
+        at: u64,
+        len: u64,
+    },
+}
+
+/// The head write-back job's progress through its data records.
+struct WbWrite {
+    job: u32,
+    parts: VecDeque<(u64, u64)>,
+    started: bool,
+    /// A place failed and the log was checkpointed in this attempt.
+    checkpointed: bool,
+    attempts: u32,
+}
+
+/// A reclaim down to `target` bytes (0: everything), as `Array::reclaim_to`.
+struct Reclaim {
+    target: u64,
+    rounds: usize,
+    batch: Vec<journal::Piece<()>>,
+    writes: VecDeque<(u64, u64)>,
+    job_running: bool,
+    checkpoint_due: bool,
+}
+
+pub(super) struct LogRun {
+    pub(super) ring: Ring,
+    generation: u64,
+    /// Device indices of the copies (after the members in `devices`).
+    pub(super) devs: Vec<usize>,
+    pub(super) write_back: bool,
+    /// Jobs waiting to log, in order (journal: stripe updates; write-back:
+    /// user writes' data).
+    pub(super) queue: VecDeque<u32>,
+    /// Reclaim jobs waiting to log their stripe updates (served first).
+    reclaim_queue: VecDeque<u32>,
+    /// The head stripe job's records still to write (bytes each).
+    records: VecDeque<u64>,
+    /// A stripe record could not be placed right after a checkpoint.
+    stripes_checkpointed: bool,
+    ops: VecDeque<(usize, u64, u64)>,
+    busy: Option<LogStep>,
+    /// Jobs whose stripe records are logged and whose member writes are not
+    /// done (a checkpoint waits for them, as the engine's for in-flight records).
+    pub(super) applying: u32,
+    /// Ring offsets of the records since the head: (seq, offset).
+    positions: VecDeque<(u64, u64)>,
+    index: LogIndex<()>,
+    wb: Option<WbWrite>,
+    reclaim: Option<Reclaim>,
+    pub(super) records_written: u64,
+    pub(super) record_bytes: u64,
+    pub(super) pads: u64,
+    pub(super) checkpoints: u64,
+    pub(super) reclaimed_bytes: u64,
+}
+
+impl LogRun {
+    /// A freshly created log: the first record at ring offset 0, sequence 1.
+    pub(super) fn new(ring_bytes: u64, devs: Vec<usize>, write_back: bool) -> Self {
+        Self {
+            ring: Ring::empty(ring_bytes, 0, 1),
+            generation: 1,
+            devs,
+            write_back,
+            queue: VecDeque::new(),
+            reclaim_queue: VecDeque::new(),
+            records: VecDeque::new(),
+            stripes_checkpointed: false,
+            ops: VecDeque::new(),
+            busy: None,
+            applying: 0,
+            positions: VecDeque::new(),
+            index: LogIndex::default(),
+            wb: None,
+            reclaim: None,
+            records_written: 0,
+            record_bytes: 0,
+            pads: 0,
+            checkpoints: 0,
+            reclaimed_bytes: 0,
+        }
+    }
+
+    /// Does the log hold all of `[start, end)`? (A read needs no member.)
+    pub(super) fn covers(&self, start: u64, end: u64) -> bool {
+        let c: u64 = self
+            .index
+            .overlapping(start, end)
+            .iter()
+            .map(|p| p.end - p.start)
+            .sum();
+        c >= end - start
+    }
+
+    pub(super) fn idle(&self) -> bool {
+        self.queue.is_empty()
+            && self.reclaim_queue.is_empty()
+            && self.busy.is_none()
+            && self.reclaim.is_none()
+    }
+
+    /// Queue the device operations of a record (a pad first when it wraps).
+    fn push_record(&mut self, p: &Placement, bytes: u64) {
+        if let Some((at, _)) = p.pad {
+            for &d in &self.devs {
+                self.ops.push_back((d, RING_OFFSET + at, PAGE));
+            }
+            self.pads += 1;
+        }
+        for &d in &self.devs {
+            self.ops.push_back((d, RING_OFFSET + p.offset, bytes));
+        }
+    }
+
+    /// Queue a checkpoint's header writes (the next slot on every copy).
+    fn push_checkpoint(&mut self) {
+        let slot = (self.generation + 1) % 2;
+        for &d in &self.devs {
+            self.ops.push_back((d, slot * PAGE, PAGE));
+        }
+        self.busy = Some(LogStep::Checkpoint);
+    }
+
+    fn start_reclaim(&mut self, target: u64) {
+        self.reclaim = Some(Reclaim {
+            target,
+            rounds: self.index.pieces().len() + 1,
+            batch: Vec::new(),
+            writes: VecDeque::new(),
+            job_running: false,
+            checkpoint_due: false,
+        });
+    }
+}
+
+impl Runner<'_> {
+    /// The write phase, through the log when there is one (user writes in
+    /// journal mode, the reclaimer's writes).
+    pub(super) fn before_writes(&mut self, j: u32) -> Result<(), String> {
+        let kind = match self.jobs[j as usize].as_ref().unwrap().kind {
+            JobKind::User { req, .. } if req.op == Op::Write => 1,
+            JobKind::Reclaim { .. } => 2,
+            _ => 0,
+        };
+        match self.log.as_mut() {
+            Some(log) if kind == 1 => {
+                log.queue.push_back(j);
+                self.log_pump()
+            }
+            Some(log) if kind == 2 => {
+                log.reclaim_queue.push_back(j);
+                self.log_pump()
+            }
+            _ => {
+                self.issue_writes(j);
+                Ok(())
+            }
+        }
+    }
+
+    pub(super) fn reclaim_job_done(&mut self) {
+        if let Some(r) = self.log.as_mut().and_then(|l| l.reclaim.as_mut()) {
+            r.job_running = false;
+        }
+    }
+
+    /// Start the log's next step if it is idle.
+    pub(super) fn log_pump(&mut self) -> Result<(), String> {
+        // Bounded: each pass starts a step, finishes a job or a reclaim
+        // round, or returns to wait for a completion.
+        for _ in 0..1_000_000 {
+            let Some(log) = self.log.as_mut() else {
+                return Ok(());
+            };
+            if log.busy.is_some() {
+                return Ok(());
+            }
+            // 1. A reclaim in progress comes first.
+            if log.reclaim.is_some() {
+                if let Some(&j) = log.reclaim_queue.front() {
+                    return self.log_stripes(j, true);
+                }
+                let members = self.devices.len() - log.devs.len();
+                let r = log.reclaim.as_mut().unwrap();
+                if r.job_running {
+                    return Ok(());
+                }
+                if r.checkpoint_due {
+                    if log.applying > 0 {
+                        return Ok(());
+                    }
+                    r.checkpoint_due = false;
+                    log.push_checkpoint();
+                    self.log_issue_next();
+                    return Ok(());
+                }
+                if let Some((at, len)) = r.writes.pop_front() {
+                    r.job_running = true;
+                    return self.start_reclaim_job(at, len);
+                }
+                if !r.batch.is_empty() {
+                    // The batch is on the members: drop what was not replaced.
+                    for p in std::mem::take(&mut r.batch) {
+                        log.index.remove_if_unchanged(&p);
+                    }
+                    log.reclaim.as_mut().unwrap().checkpoint_due = true;
+                    continue;
+                }
+                let more = r.rounds > 0
+                    && journal::reclaim_more(&log.ring, log.index.is_empty(), r.target);
+                if !more {
+                    log.reclaim = None;
+                    continue;
+                }
+                let max = journal::write_back_record_max(&log.ring, members);
+                let (batch, runs) = journal::reclaim_batch(&log.index.pieces(), max);
+                let r = log.reclaim.as_mut().unwrap();
+                r.rounds -= 1;
+                r.batch = batch;
+                for (start, end, _) in runs {
+                    r.writes.extend(journal::split_run(start, end, max));
+                    log.reclaimed_bytes += end - start;
+                }
+                continue;
+            }
+            // 2. The head of the queue.
+            let Some(&j) = log.queue.front() else {
+                return Ok(());
+            };
+            if !log.write_back {
+                return self.log_stripes(j, false);
+            }
+            // Write-back: the head user write's data records.
+            if log.wb.is_none() {
+                let JobKind::User { req, .. } = self.jobs[j as usize].as_ref().unwrap().kind else {
+                    unreachable!("only user writes queue in write-back mode")
+                };
+                let members = self.devices.len() - log.devs.len();
+                let max = journal::write_back_record_max(&log.ring, members);
+                let parts = journal::split_run(req.offset, req.offset + req.len, max);
+                log.wb = Some(WbWrite {
+                    job: j,
+                    parts: parts.into(),
+                    started: false,
+                    checkpointed: false,
+                    attempts: 0,
+                });
+            }
+            let wb = log.wb.as_mut().unwrap();
+            if !wb.started {
+                wb.started = true;
+                if let Some(t) = journal::reclaim_before_write(&log.ring) {
+                    log.start_reclaim(t);
+                    continue;
+                }
+            }
+            let Some(&(at, len)) = wb.parts.front() else {
+                log.wb = None;
+                log.queue.pop_front();
+                self.finish(j)?;
+                continue;
+            };
+            let bytes = journal::data_record_bytes(len);
+            let place = log
+                .ring
+                .place(bytes)
+                .filter(|p| journal::data_fits(&log.ring, bytes, p));
+            match place {
+                Some(p) => {
+                    wb.checkpointed = false;
+                    log.push_record(&p, bytes);
+                    log.busy = Some(LogStep::Data {
+                        job: j,
+                        bytes,
+                        placement: p,
+                        at,
+                        len,
+                    });
+                    self.log_issue_next();
+                    return Ok(());
+                }
+                None if !wb.checkpointed => {
+                    if log.applying > 0 {
+                        return Ok(());
+                    }
+                    wb.checkpointed = true;
+                    log.push_checkpoint();
+                    self.log_issue_next();
+                    return Ok(());
+                }
+                None => {
+                    wb.attempts += 1;
+                    wb.checkpointed = false;
+                    if wb.attempts > 8 {
+                        return Err("the simulated write log stays full although its data was reclaimed; use a larger log_size".into());
+                    }
+                    log.start_reclaim(0);
+                    continue;
+                }
+            }
+        }
+        Err("the simulated write log made no progress; this is a hetraid bug".into())
+    }
+
+    /// Log the stripe updates of job `j` (a journaled user write, or a
+    /// reclaimer's write), one record at a time.
+    fn log_stripes(&mut self, j: u32, reclaim: bool) -> Result<(), String> {
+        let log = self.log.as_mut().unwrap();
+        if log.records.is_empty() {
+            let req = match self.jobs[j as usize].as_ref().unwrap().kind {
+                JobKind::User { req, .. } | JobKind::Reclaim { req } => req,
+                JobKind::Rebuild { .. } => unreachable!("rebuild writes are not logged"),
+            };
+            let plan = self
+                .planner
+                .plan(&req, &self.state)
+                .map_err(|e| e.to_string())?;
+            let log = self.log.as_mut().unwrap();
+            let max = log.ring.record_bytes_max() - PAGE;
+            let sizes = journal::record_bytes(&plan.stripes, max)
+                .map_err(|e| format!("the log is too small for this array: {e:?}"))?;
+            if sizes.is_empty() {
+                if reclaim {
+                    log.reclaim_queue.pop_front();
+                } else {
+                    log.queue.pop_front();
+                }
+                self.issue_writes(j);
+                return self.log_pump();
+            }
+            log.records = sizes.into();
+        }
+        let log = self.log.as_mut().unwrap();
+        let bytes = *log.records.front().unwrap();
+        match log.ring.place(bytes) {
+            Some(p) => {
+                log.stripes_checkpointed = false;
+                log.push_record(&p, bytes);
+                log.busy = Some(LogStep::Stripes {
+                    job: j,
+                    bytes,
+                    placement: p,
+                    reclaim,
+                });
+            }
+            None if log.applying > 0 => return Ok(()),
+            None if log.stripes_checkpointed => {
+                return Err(
+                    "the simulated write log is full of writes not yet reclaimed; use a larger log_size"
+                        .into(),
+                )
+            }
+            None => {
+                log.stripes_checkpointed = true;
+                log.push_checkpoint();
+            }
+        }
+        self.log_issue_next();
+        Ok(())
+    }
+
+    fn start_reclaim_job(&mut self, at: u64, len: u64) -> Result<(), String> {
+        let req = Request::write(at, len);
+        let io = self
+            .planner
+            .request_io_logged(&req, &self.state)
+            .map_err(|e| e.to_string())?;
+        let j = self.alloc(Job {
+            logged: false,
+            kind: JobKind::Reclaim { req },
+            io,
+            pending: 0,
+            phase: Phase::Reads,
+            locked: false,
+            planned_version: self.state_version,
+        });
+        self.try_lock(j)
+    }
+
+    fn log_issue_next(&mut self) {
+        let now = self.k.now();
+        let log = self.log.as_mut().unwrap();
+        let (d, offset, len) = log.ops.pop_front().expect("a step has operations");
+        let mut started = std::mem::take(&mut self.started);
+        self.devices[d].submit(
+            now,
+            crate::device::DevIo {
+                tag: LOG_TAG,
+                write: true,
+                offset,
+                len,
+            },
+            &mut started,
+        );
+        self.schedule_started(d as u32, &mut started);
+        self.started = started;
+        self.member_ops += 1;
+    }
+
+    pub(super) fn log_op_done(&mut self) -> Result<(), String> {
+        let log = self.log.as_mut().unwrap();
+        if !log.ops.is_empty() {
+            self.log_issue_next();
+            return Ok(());
+        }
+        match log.busy.take().expect("a log step in progress") {
+            LogStep::Checkpoint => {
+                // To the oldest record still needed, or past everything.
+                match log.index.oldest_needed() {
+                    Some(seq) => {
+                        let offset = log
+                            .positions
+                            .iter()
+                            .find(|(s, _)| *s == seq)
+                            .map(|(_, o)| *o)
+                            .expect("a needed record is in the ring");
+                        log.ring.checkpoint_to(offset, seq);
+                        while log.positions.front().is_some_and(|(s, _)| *s < seq) {
+                            log.positions.pop_front();
+                        }
+                    }
+                    None => {
+                        log.ring.checkpoint();
+                        log.positions.clear();
+                    }
+                }
+                log.generation += 1;
+                log.checkpoints += 1;
+            }
+            LogStep::Stripes {
+                job,
+                bytes,
+                placement,
+                reclaim,
+            } => {
+                log.ring.commit(&placement, bytes);
+                log.positions.push_back((placement.seq, placement.offset));
+                log.records.pop_front();
+                log.records_written += 1;
+                log.record_bytes += bytes;
+                if log.records.is_empty() {
+                    if reclaim {
+                        log.reclaim_queue.pop_front();
+                    } else {
+                        log.queue.pop_front();
+                    }
+                    log.applying += 1;
+                    self.job(job).logged = true;
+                    self.issue_writes(job);
+                }
+            }
+            LogStep::Data {
+                job,
+                bytes,
+                placement,
+                at,
+                len,
+            } => {
+                log.ring.commit(&placement, bytes);
+                log.positions.push_back((placement.seq, placement.offset));
+                log.records_written += 1;
+                log.record_bytes += bytes;
+                // Indexed in sequence order, as the engine does under its lock.
+                log.index.insert(at, len, placement.seq, ());
+                let wb = log.wb.as_mut().expect("a write-back write in progress");
+                debug_assert_eq!(wb.job, job);
+                wb.parts.pop_front();
+            }
+        }
+        self.log_pump()
+    }
+}
