@@ -190,6 +190,19 @@ fn print_human(c: &RunConfig, r: &Report) {
         "  {} requests in {:.3} s simulated: {:.2} MB/s, {:.0} IOPS, response mean {:.2} ms, p99 {:.2} ms",
         r.requests, user_s, r.throughput_mbps, r.iops, r.mean_response_ms, r.p99_response_ms
     );
+    if let Some(l) = &r.log {
+        let devs: Vec<&str> = l.devices.iter().map(|d| d.preset.as_str()).collect();
+        println!(
+            "  write log ({}) on {}: {} records ({} MB), {} pads, {} checkpoints, {} MB reclaimed to the members",
+            l.mode,
+            devs.join(", "),
+            l.records,
+            l.record_bytes / 1_000_000,
+            l.pads,
+            l.checkpoints,
+            l.reclaimed_bytes / 1_000_000
+        );
+    }
     if let Some(rb) = &r.rebuild {
         println!(
             "  rebuild of member {}: {:.2} s, {} streams, {} MB; user response during it {:.2} ms",
