@@ -155,6 +155,9 @@ pub struct LogRecord {
     pub id: u32,
     /// Copies of the log (1, or 2 mirrored).
     pub copies: u16,
+    /// Bit i: copy i is in use (a copy that failed is left out at assembly
+    /// until it is replaced: its records may be behind).
+    pub active: u8,
 }
 
 /// What the last completed scrub found.
@@ -279,6 +282,7 @@ impl Superblock {
             };
             put_u32(&mut b, 68, l.id);
             put_u16(&mut b, 118, l.copies);
+            b[2426] = l.active;
         }
         put_u32(&mut b, 12, self.member);
         b[16..32].copy_from_slice(&self.uuid);
@@ -419,11 +423,16 @@ impl Superblock {
                     2 => LogMode::WriteBack,
                     _ => return Err(FormatError::Field("log mode")),
                 };
-                let (id, copies) = (u32_at(b, 68), u16_at(b, 118));
-                if id == 0 || !(1..=2).contains(&copies) {
+                let (id, copies, active) = (u32_at(b, 68), u16_at(b, 118), b[2426]);
+                if id == 0 || !(1..=2).contains(&copies) || active >> copies != 0 {
                     return Err(FormatError::Field("log"));
                 }
-                Some(LogRecord { mode, id, copies })
+                Some(LogRecord {
+                    mode,
+                    id,
+                    copies,
+                    active,
+                })
             }
             _ => None,
         };
@@ -614,6 +623,7 @@ mod tests {
             mode: LogMode::Journal,
             id: 0xfeed,
             copies: 2,
+            active: 0b10,
         });
         let b = l.encode();
         assert_eq!(u32_at(&b, 8), 3, "an array with a log is format version 3");

@@ -198,7 +198,7 @@ pub struct Log {
     /// By copy index; None: missing or failed.
     copies: Mutex<Vec<Option<Arc<dyn Member>>>>,
     /// Every copy's paths, for messages (by copy index), and kinds.
-    names: Vec<String>,
+    names: Mutex<Vec<String>>,
     kinds: Vec<hetraid_core::MemberKind>,
     template: LogHeader,
     state: Mutex<State>,
@@ -207,6 +207,9 @@ pub struct Log {
     warnings: Mutex<Vec<String>>,
     /// Write-back: the array bytes the log holds newer than the members.
     index: RwLock<LogIndex<Bytes>>,
+    /// A copy was dropped or added since the array last recorded which are
+    /// in use.
+    changed: std::sync::atomic::AtomicBool,
 }
 
 /// The header page of a write-back data record: one write of `len` bytes at
@@ -357,7 +360,7 @@ impl Log {
             .collect();
         Self {
             copies: Mutex::new(copies),
-            names,
+            names: Mutex::new(names),
             kinds,
             index: RwLock::new(LogIndex::default()),
             state: Mutex::new(State {
@@ -369,6 +372,7 @@ impl Log {
             in_flight: Mutex::new(0),
             idle: Condvar::new(),
             warnings: Mutex::new(Vec::new()),
+            changed: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -383,9 +387,22 @@ impl Log {
         rec: LogRecord,
     ) -> Result<(Self, Vec<Replayed>)> {
         let mut copies: Vec<Option<Arc<dyn Member>>> = vec![None; rec.copies as usize];
+        let mut generations = vec![0u64; rec.copies as usize];
         let mut kinds = vec![hetraid_core::MemberKind::Ssd; rec.copies as usize];
         let mut newest: Option<LogHeader> = None;
+        let mut warnings = Vec::new();
         for (d, h) in found {
+            if h.uuid == uuid && h.id == rec.id && rec.active >> h.copy & 1 == 0 {
+                // A copy that failed earlier: its records may be behind.
+                warnings.push(format!(
+                    "log device {} (copy {}) is left out: it failed earlier and may be behind; replace it: hetraid replace ... --log-copy {} --with {}",
+                    d.name(),
+                    h.copy,
+                    h.copy,
+                    d.name()
+                ));
+                continue;
+            }
             if h.uuid != uuid || h.id != rec.id {
                 return Err(EngineError::Refused(format!(
                     "log device {} belongs to another array or an earlier log of this one; leave it out",
@@ -402,12 +419,36 @@ impl Log {
                 ))
             })?;
             if let Some(other) = slot {
-                return Err(EngineError::Refused(format!(
-                    "log devices {} and {} are the same copy of the log; give only one",
-                    other.name(),
-                    d.name()
-                )));
+                let g = generations[h.copy as usize];
+                if g == h.generation {
+                    return Err(EngineError::Refused(format!(
+                        "log devices {} and {} are the same copy of the log; give only one",
+                        other.name(),
+                        d.name()
+                    )));
+                }
+                // The one written last is the copy; the other was replaced.
+                let (keep, drop) = if h.generation > g {
+                    (d.clone(), other.name())
+                } else {
+                    (other.clone(), d.name())
+                };
+                warnings.push(format!(
+                    "log device {drop} is left out: an older copy {} of the log (it was replaced)",
+                    h.copy
+                ));
+                if h.generation < g {
+                    continue;
+                }
+                *slot = Some(keep);
+                generations[h.copy as usize] = h.generation;
+                kinds[h.copy as usize] = h.kind;
+                if newest.as_ref().is_none_or(|n| h.generation > n.generation) {
+                    newest = Some(h);
+                }
+                continue;
             }
+            generations[h.copy as usize] = h.generation;
             *slot = Some(d);
             kinds[h.copy as usize] = h.kind;
             if newest.as_ref().is_none_or(|n| h.generation > n.generation) {
@@ -415,16 +456,20 @@ impl Log {
             }
         }
         let Some(newest) = newest else {
-            return Err(EngineError::Refused(
-                "the array has a write log and none of its log devices was given; add the log device(s) to the member list".into(),
-            ));
+            return Err(EngineError::Refused(format!(
+                "the array has a write log and none of its log devices in use was given{}; add the log device(s) to the member list",
+                if warnings.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", warnings.join("; "))
+                }
+            )));
         };
         let template = LogHeader {
             copy: 0,
             ..newest.clone()
         };
         let mut best: Option<Scan> = None;
-        let mut warnings = Vec::new();
         for (i, c) in copies.iter().enumerate() {
             let Some(d) = c else {
                 warnings.push(format!(
@@ -482,12 +527,97 @@ impl Log {
     /// The copies' paths, kinds, and whether each is in use.
     pub fn devices(&self) -> Vec<(String, hetraid_core::MemberKind, bool)> {
         let c = self.copies.lock().unwrap();
-        self.names
+        let names = self.names.lock().unwrap().clone();
+        names
             .iter()
             .zip(&self.kinds)
             .zip(c.iter())
             .map(|((n, k), c)| (n.clone(), *k, c.is_some()))
             .collect()
+    }
+
+    /// Did the copies in use change since the last call?
+    pub fn take_changed(&self) -> bool {
+        self.changed
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Bit i: copy i is in use.
+    pub fn live_mask(&self) -> u8 {
+        self.copies
+            .lock()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.is_some())
+            .fold(0, |m, (i, _)| m | 1 << i)
+    }
+
+    /// Put `dev` in as copy `i`: the live records are copied from a copy in
+    /// use (appends wait meanwhile), then its header is written; from then on
+    /// every record goes to it too.
+    pub fn replace_copy(&self, i: usize, dev: Arc<dyn Member>) -> Result<()> {
+        let st = self.state.lock().unwrap();
+        let mut copies = self.copies.lock().unwrap();
+        if i >= copies.len() {
+            return Err(EngineError::Refused(format!(
+                "log copy {i} does not exist; the log has {} (0 to {})",
+                copies.len(),
+                copies.len() - 1
+            )));
+        }
+        if copies[i].is_some() {
+            return Err(EngineError::Refused(format!(
+                "log copy {i} ({}) is in use; only a failed or missing copy is replaced",
+                self.names.lock().unwrap()[i]
+            )));
+        }
+        if journal::ring_bytes(dev.len()) < st.ring.len {
+            return Err(EngineError::Refused(format!(
+                "{} is {} bytes; a copy of this log needs at least {}",
+                dev.name(),
+                dev.len(),
+                RING_OFFSET + st.ring.len
+            )));
+        }
+        let src = copies.iter().flatten().next().cloned().ok_or_else(|| {
+            EngineError::Refused("no copy of the log is left to copy from".into())
+        })?;
+        let err = |m: &dyn Member, e: io::Error| log_err(m, e);
+        // The live span, head to tail (wrapping), in pieces of at most 1 MiB.
+        let (mut at, mut left) = (st.ring.head, st.ring.used);
+        let mut buf = AlignedBuf::zeroed(1 << 20);
+        while left > 0 {
+            let n = left.min(1 << 20).min(st.ring.len - at);
+            src.read_at(&mut buf[..n as usize], RING_OFFSET + at)
+                .map_err(|e| err(src.as_ref(), e))?;
+            dev.write_at(&buf[..n as usize], RING_OFFSET + at)
+                .map_err(|e| err(dev.as_ref(), e))?;
+            at = (at + n) % st.ring.len;
+            left -= n;
+        }
+        // Whatever the device held after the tail must not look live.
+        dev.write_at(
+            &AlignedBuf::zeroed(PAGE as usize),
+            RING_OFFSET + st.ring.tail,
+        )
+        .map_err(|e| err(dev.as_ref(), e))?;
+        let h = LogHeader {
+            copy: i as u32,
+            kind: self.kinds[i],
+            generation: st.generation,
+            checkpoint_offset: st.ring.head,
+            checkpoint_seq: st.ring.head_seq,
+            ..self.template.clone()
+        };
+        dev.write_at(&h.encode(), (st.generation % 2) * PAGE)
+            .and_then(|_| dev.flush())
+            .map_err(|e| err(dev.as_ref(), e))?;
+        self.names.lock().unwrap()[i] = dev.name();
+        copies[i] = Some(dev);
+        self.changed
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
     }
 
     /// Ring size, bytes in use, records since the last checkpoint.
@@ -522,12 +652,14 @@ impl Log {
                 ));
                 last = Some(log_err(d.as_ref(), e));
                 *c = None;
+                self.changed
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
             }
         }
         if copies.iter().all(Option::is_none) {
             return Err(EngineError::Refused(format!(
                 "the write log failed on every copy ({}): writes are refused, as they could no longer be made crash-safe{}",
-                self.names.join(", "),
+                self.names.lock().unwrap().join(", "),
                 last.map_or_else(String::new, |e| format!(" (last error: {e})"))
             )));
         }
@@ -729,12 +861,14 @@ impl Log {
                     d.name()
                 ));
                 *c = None;
+                self.changed
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
             }
         }
         if copies.iter().all(Option::is_none) {
             return Err(EngineError::Refused(format!(
                 "the write log failed on every copy ({}): writes are refused",
-                self.names.join(", ")
+                self.names.lock().unwrap().join(", ")
             )));
         }
         Ok(())
@@ -858,6 +992,7 @@ mod tests {
             mode: LogMode::Journal,
             id: 9,
             copies: 2,
+            active: 0b11,
         }
     }
 

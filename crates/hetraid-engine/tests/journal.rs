@@ -326,7 +326,9 @@ fn no_log_copy_left_refuses_writes_and_writes_nothing() {
     let (faults, _devs, a) = journaled(1, 200);
     a.write(0, &[1u8; 8192]).unwrap();
     a.flush().unwrap();
-    let before: Vec<Vec<u8>> = faults[..4].iter().map(|f| f.durable()).collect();
+    // Data areas only: the superblock records that the log failed.
+    let data = |f: &Arc<FaultMember>| f.durable()[MIB as usize..].to_vec();
+    let before: Vec<Vec<u8>> = faults[..4].iter().map(data).collect();
     faults[4].set_faults(FaultConfig {
         fail_writes: true,
         ..Default::default()
@@ -334,7 +336,7 @@ fn no_log_copy_left_refuses_writes_and_writes_nothing() {
     let e = a.write(0, &[2u8; 8192]).unwrap_err().to_string();
     assert!(e.contains("write log failed on every copy"), "{e}");
     a.flush().unwrap();
-    let after: Vec<Vec<u8>> = faults[..4].iter().map(|f| f.durable()).collect();
+    let after: Vec<Vec<u8>> = faults[..4].iter().map(data).collect();
     assert!(
         before == after,
         "a member was written although the log refused the write"
@@ -369,7 +371,10 @@ fn unreplayed_logs_and_wrong_logs_are_refused() {
         .err()
         .unwrap()
         .to_string();
-    assert!(e.contains("none of its log devices was given"), "{e}");
+    assert!(
+        e.contains("none of its log devices in use was given"),
+        "{e}"
+    );
     // Another array's log.
     let (_f2, devs2, b) = journaled(1, 400);
     drop(b);
@@ -523,4 +528,90 @@ fn write_back_keeps_every_acknowledged_write_across_crashes_and_reclaim() {
             "too few cycles left writes in the log ({pending} of {total})"
         );
     }
+}
+
+/// A log copy that failed is recorded out: given alone later it is refused
+/// (its records are behind), given with the other it is left out; replacing
+/// it copies the live records, and the new copy alone then recovers.
+#[test]
+fn a_failed_log_copy_is_recorded_out_and_replaced() {
+    let (faults, devs, a) = journaled(2, 500);
+    let mut rng = Rng(9);
+    let first = rng.bytes(32 << 10);
+    a.write(0, &first).unwrap();
+    faults[4].set_faults(FaultConfig {
+        fail_writes: true,
+        ..Default::default()
+    });
+    let second = rng.bytes(32 << 10);
+    a.write(65536, &second).unwrap();
+    assert_eq!(
+        a.superblock().log.unwrap().active,
+        0b10,
+        "copy 0 is recorded out"
+    );
+    drop(a);
+    for f in &faults {
+        f.crash(false);
+    }
+    faults[4].set_faults(FaultConfig::default());
+    // The stale copy alone: refused, naming it.
+    let e = Array::assemble(vec![
+        devs[0].clone(),
+        devs[1].clone(),
+        devs[2].clone(),
+        devs[3].clone(),
+        devs[4].clone(),
+    ])
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(e.contains("log0") && e.contains("failed earlier"), "{e}");
+    // Both: the stale one is left out; the other replays.
+    let a = Array::assemble(devs.clone()).unwrap();
+    assert!(
+        a.warnings()
+            .iter()
+            .any(|w| w.contains("log0") && w.contains("left out")),
+        "{:?}",
+        a.warnings()
+    );
+    let mut back = vec![0u8; 32 << 10];
+    a.read(65536, &mut back).unwrap();
+    assert_eq!(back, second);
+    assert_eq!(a.status().log.unwrap().state, "degraded");
+    // Replace copy 0 with a fresh device: it receives the live records.
+    let fresh = Arc::new(FaultMember::new("log0b", LOG_BYTES, 77));
+    let e = a
+        .replace_log_copy(1, fresh.clone(), false)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("in use"), "{e}");
+    a.replace_log_copy(0, fresh.clone(), false).unwrap();
+    let st = a.status().log.unwrap();
+    assert_eq!(st.state, "optimal");
+    assert_eq!(st.devices[0].path, "log0b");
+    let third = rng.bytes(16 << 10);
+    a.write(8192, &third).unwrap();
+    drop(a);
+    for f in &faults {
+        f.crash(false);
+    }
+    fresh.crash(false);
+    // The new copy alone recovers everything since the last checkpoint.
+    let a = Array::assemble(vec![
+        devs[0].clone(),
+        devs[1].clone(),
+        devs[2].clone(),
+        devs[3].clone(),
+        fresh.clone(),
+    ])
+    .unwrap();
+    let mut expect = vec![0u8; 128 << 10];
+    expect[..first.len()].copy_from_slice(&first);
+    expect[65536..65536 + second.len()].copy_from_slice(&second);
+    expect[8192..8192 + third.len()].copy_from_slice(&third);
+    let mut back = vec![0u8; expect.len()];
+    a.read(0, &mut back).unwrap();
+    assert!(back == expect, "the replaced copy did not carry the log");
 }

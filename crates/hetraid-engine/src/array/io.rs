@@ -85,15 +85,19 @@ impl Array {
         }
         self.note_user_io();
         if let Some(log) = self.log.as_ref().filter(|l| l.mode() == LogMode::WriteBack) {
-            return self.write_back(log, offset, data);
+            let r = self.write_back(log, offset, data);
+            self.record_log_copies(false)?;
+            return r;
         }
         if self.checksums || self.log.is_some() {
             // Writes go through the planned path, which marks the bitmap or
             // logs the stripe updates.
-            return self.run(
+            let r = self.run(
                 Request::write(offset, data.len() as u64),
                 UserBuf::Write(data),
             );
+            self.record_log_copies(false)?;
+            return r;
         }
         let planner = Planner::new(self.layout.as_ref(), WritePolicy::Md, Vec::new());
         let direct = if self.all_in_sync.load(Ordering::Acquire) {

@@ -226,6 +226,7 @@ impl Array {
                 mode: l.mode,
                 id: (new_device_id() as u32).max(1),
                 copies: l.devices.len() as u16,
+                active: (1u8 << l.devices.len()) - 1,
             }),
         };
         // The log first: a member superblock that records a log must never
@@ -638,7 +639,81 @@ impl Array {
             log.checkpoint(&|| self.flush_members())?;
         }
         self.log = Some(log);
+        if access == Access::ReadWrite {
+            // Copies missing now are recorded as out: they cannot come back
+            // later with records behind the others'.
+            self.record_log_copies(true)?;
+        }
         Ok(())
+    }
+
+    /// Record in the superblock which log copies are in use, when that
+    /// changed (one event, so every member agrees which superblock is newer).
+    pub(crate) fn record_log_copies(&self, always_check: bool) -> Result<()> {
+        let Some(log) = &self.log else {
+            return Ok(());
+        };
+        if !log.take_changed() && !always_check {
+            return Ok(());
+        }
+        let live = log.live_mask();
+        let mut sb = self.sb.lock().unwrap();
+        let Some(rec) = sb.log.as_mut() else {
+            return Ok(());
+        };
+        if rec.active == live {
+            return Ok(());
+        }
+        rec.active = live;
+        sb.events += 1;
+        self.persist(&mut sb)
+    }
+
+    /// Put `dev` in as log copy `i` (a copy that failed or is missing): the
+    /// log's live records are copied to it and it is recorded in use.
+    pub fn replace_log_copy(&self, i: usize, dev: Arc<dyn Member>, force: bool) -> Result<()> {
+        let Some(log) = &self.log else {
+            return Err(EngineError::Refused("the array has no write log".into()));
+        };
+        for j in 0..self.slot_count() {
+            if self.member(j).is_some_and(|m| m.name() == dev.name()) {
+                return Err(EngineError::Refused(format!(
+                    "{} is member {j} of this array, not a free device",
+                    dev.name()
+                )));
+            }
+        }
+        if log
+            .devices()
+            .iter()
+            .any(|(n, _, live)| *live && *n == dev.name())
+        {
+            return Err(EngineError::Refused(format!(
+                "{} is a log copy in use",
+                dev.name()
+            )));
+        }
+        if !force {
+            if let Ok(Some(h)) = crate::log::read_header(dev.as_ref()) {
+                let sb = self.superblock();
+                if h.uuid != sb.uuid {
+                    return Err(EngineError::Refused(format!(
+                        "{} holds the write log of array {}; use --force to overwrite it",
+                        dev.name(),
+                        h.uuid_string()
+                    )));
+                }
+            } else if let Ok(Ok(theirs)) = read_sb(dev.as_ref()) {
+                return Err(EngineError::Refused(format!(
+                    "{} belongs to array {} (slot {}); use --force to overwrite it",
+                    dev.name(),
+                    theirs.uuid_string(),
+                    theirs.member
+                )));
+            }
+        }
+        log.replace_copy(i, dev)?;
+        self.record_log_copies(true)
     }
 
     fn bitmap_stripes(&self) -> u64 {
@@ -790,6 +865,7 @@ impl Array {
             // the members: the log is empty.
             self.reclaim()?;
             log.checkpoint(&|| self.flush_members())?;
+            self.record_log_copies(false)?;
         }
         let mut sb = self.sb.lock().unwrap();
         if !sb.clean {
