@@ -158,6 +158,9 @@ pub struct LogRecord {
     /// Bit i: copy i is in use (a copy that failed is left out at assembly
     /// until it is replaced: its records may be behind).
     pub active: u8,
+    /// Bumped when a copy is replaced; the copies written since carry it, so
+    /// a device replaced earlier is never taken for the log.
+    pub epoch: u32,
 }
 
 /// What the last completed scrub found.
@@ -283,6 +286,7 @@ impl Superblock {
             put_u32(&mut b, 68, l.id);
             put_u16(&mut b, 118, l.copies);
             b[2426] = l.active;
+            put_u32(&mut b, 2428, l.epoch);
         }
         put_u32(&mut b, 12, self.member);
         b[16..32].copy_from_slice(&self.uuid);
@@ -432,6 +436,7 @@ impl Superblock {
                     id,
                     copies,
                     active,
+                    epoch: u32_at(b, 2428),
                 })
             }
             _ => None,
@@ -624,6 +629,7 @@ mod tests {
             id: 0xfeed,
             copies: 2,
             active: 0b10,
+            epoch: 3,
         });
         let b = l.encode();
         assert_eq!(u32_at(&b, 8), 3, "an array with a log is format version 3");

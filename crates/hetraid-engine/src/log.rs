@@ -59,6 +59,9 @@ pub struct LogHeader {
     /// sequence number.
     pub checkpoint_offset: u64,
     pub checkpoint_seq: u64,
+    /// The array's log epoch when this header was written (see
+    /// `LogRecord::epoch`).
+    pub epoch: u32,
 }
 
 impl LogHeader {
@@ -85,6 +88,7 @@ impl LogHeader {
         b[64..72].copy_from_slice(&self.generation.to_le_bytes());
         b[72..80].copy_from_slice(&self.checkpoint_offset.to_le_bytes());
         b[80..88].copy_from_slice(&self.checkpoint_seq.to_le_bytes());
+        b[88..92].copy_from_slice(&self.epoch.to_le_bytes());
         let crc = crc32c(&b[..HDR_CRC_AT]);
         b[HDR_CRC_AT..].copy_from_slice(&crc.to_le_bytes());
         b
@@ -113,6 +117,7 @@ impl LogHeader {
             generation: u64_at(b, 64),
             checkpoint_offset: u64_at(b, 72),
             checkpoint_seq: u64_at(b, 80),
+            epoch: u32_at(b, 88),
         };
         let ok = u64_at(b, 48) == RING_OFFSET
             && h.id != 0
@@ -126,14 +131,15 @@ impl LogHeader {
     }
 }
 
-/// Does `m` start with a log device's magic? (Assembly sorts devices by it.)
+/// Does `m` carry a log device's magic? (Assembly sorts devices by it.)
 pub fn is_log_device(m: &dyn Member) -> io::Result<bool> {
-    if m.len() < 8 {
+    // Either header slot (a replaced copy may have had only one written).
+    if m.len() < 2 * PAGE {
         return Ok(false);
     }
-    let mut b = AlignedBuf::zeroed(PAGE as usize);
+    let mut b = AlignedBuf::zeroed(2 * PAGE as usize);
     m.read_at(&mut b, 0)?;
-    Ok(&b[0..8] == LOG_MAGIC)
+    Ok(&b[0..8] == LOG_MAGIC || &b[PAGE as usize..PAGE as usize + 8] == LOG_MAGIC)
 }
 
 /// The newer valid header of a log device, or None when neither slot is valid.
@@ -210,6 +216,8 @@ pub struct Log {
     /// A copy was dropped or added since the array last recorded which are
     /// in use.
     changed: std::sync::atomic::AtomicBool,
+    /// The array's log epoch (headers carry it).
+    epoch: std::sync::atomic::AtomicU32,
 }
 
 /// The header page of a write-back data record: one write of `len` bytes at
@@ -307,6 +315,7 @@ impl Log {
             generation: 1,
             checkpoint_offset: 0,
             checkpoint_seq: 1,
+            epoch: rec.epoch,
         };
         for (i, d) in devs.iter().enumerate() {
             for generation in [0, 1] {
@@ -329,7 +338,8 @@ impl Log {
             d.flush().map_err(|e| log_err(d.as_ref(), e))?;
         }
         let n = devs.len();
-        Ok(Self::new(
+        let epoch = rec.epoch;
+        let log = Self::new(
             devs.into_iter().map(Some).collect(),
             (0..n)
                 .map(|i| {
@@ -341,7 +351,9 @@ impl Log {
                 .collect(),
             template,
             Ring::empty(ring_len, 0, 1),
-        ))
+        );
+        log.epoch.store(epoch, std::sync::atomic::Ordering::SeqCst);
+        Ok(log)
     }
 
     fn new(
@@ -373,6 +385,7 @@ impl Log {
             idle: Condvar::new(),
             warnings: Mutex::new(Vec::new()),
             changed: std::sync::atomic::AtomicBool::new(false),
+            epoch: std::sync::atomic::AtomicU32::new(0),
         }
     }
 
@@ -392,6 +405,14 @@ impl Log {
         let mut newest: Option<LogHeader> = None;
         let mut warnings = Vec::new();
         for (d, h) in found {
+            if h.uuid == uuid && h.id == rec.id && h.epoch < rec.epoch {
+                warnings.push(format!(
+                    "log device {} is left out: it was copy {} of the log before that copy was replaced",
+                    d.name(),
+                    h.copy
+                ));
+                continue;
+            }
             if h.uuid == uuid && h.id == rec.id && rec.active >> h.copy & 1 == 0 {
                 // A copy that failed earlier: its records may be behind.
                 warnings.push(format!(
@@ -493,6 +514,8 @@ impl Log {
             best.bytes,
         );
         let log = Self::new(copies, kinds, template, ring);
+        log.epoch
+            .store(rec.epoch, std::sync::atomic::Ordering::SeqCst);
         log.warnings.lock().unwrap().extend(warnings);
         log.state.lock().unwrap().positions =
             best.records.iter().map(|r| (r.seq, r.offset)).collect();
@@ -556,8 +579,8 @@ impl Log {
     /// Put `dev` in as copy `i`: the live records are copied from a copy in
     /// use (appends wait meanwhile), then its header is written; from then on
     /// every record goes to it too.
-    pub fn replace_copy(&self, i: usize, dev: Arc<dyn Member>) -> Result<()> {
-        let st = self.state.lock().unwrap();
+    pub fn replace_copy(&self, i: usize, dev: Arc<dyn Member>, epoch: u32) -> Result<()> {
+        let mut st = self.state.lock().unwrap();
         let mut copies = self.copies.lock().unwrap();
         if i >= copies.len() {
             return Err(EngineError::Refused(format!(
@@ -602,19 +625,38 @@ impl Log {
             RING_OFFSET + st.ring.tail,
         )
         .map_err(|e| err(dev.as_ref(), e))?;
-        let h = LogHeader {
-            copy: i as u32,
-            kind: self.kinds[i],
-            generation: st.generation,
-            checkpoint_offset: st.ring.head,
-            checkpoint_seq: st.ring.head_seq,
-            ..self.template.clone()
-        };
-        dev.write_at(&h.encode(), (st.generation % 2) * PAGE)
-            .and_then(|_| dev.flush())
-            .map_err(|e| err(dev.as_ref(), e))?;
+        // Every copy, the new one included, gets a header of the new epoch
+        // (the next generation): the device replaced is never taken for a copy.
+        st.generation += 1;
+        self.epoch.store(epoch, std::sync::atomic::Ordering::SeqCst);
+        copies[i] = Some(dev.clone());
+        let mut failed = None;
+        for (k, c) in copies.iter().enumerate() {
+            let Some(d) = c else { continue };
+            let h = LogHeader {
+                copy: k as u32,
+                kind: self.kinds[k],
+                generation: st.generation,
+                checkpoint_offset: st.ring.head,
+                checkpoint_seq: st.ring.head_seq,
+                epoch,
+                ..self.template.clone()
+            };
+            if let Err(e) = d
+                .write_at(&h.encode(), (st.generation % 2) * PAGE)
+                .and_then(|_| d.flush())
+            {
+                failed = Some((k, err(d.as_ref(), e)));
+                break;
+            }
+        }
+        if let Some((k, e)) = failed {
+            if k == i {
+                copies[i] = None;
+            }
+            return Err(e);
+        }
         self.names.lock().unwrap()[i] = dev.name();
-        copies[i] = Some(dev);
         self.changed
             .store(true, std::sync::atomic::Ordering::SeqCst);
         Ok(())
@@ -847,6 +889,7 @@ impl Log {
             let h = LogHeader {
                 copy: i as u32,
                 kind: self.kinds[i],
+                epoch: self.epoch.load(std::sync::atomic::Ordering::SeqCst),
                 generation: g,
                 checkpoint_offset: st.ring.head,
                 checkpoint_seq: st.ring.head_seq,
@@ -993,6 +1036,7 @@ mod tests {
             id: 9,
             copies: 2,
             active: 0b11,
+            epoch: 0,
         }
     }
 

@@ -598,6 +598,21 @@ fn a_failed_log_copy_is_recorded_out_and_replaced() {
         f.crash(false);
     }
     fresh.crash(false);
+    // The device that was copy 0 before the replacement, alone: refused.
+    let e = Array::assemble(vec![
+        devs[0].clone(),
+        devs[1].clone(),
+        devs[2].clone(),
+        devs[3].clone(),
+        devs[4].clone(),
+    ])
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(
+        e.contains("before that copy was replaced") || e.contains("failed earlier"),
+        "{e}"
+    );
     // The new copy alone recovers everything since the last checkpoint.
     let a = Array::assemble(vec![
         devs[0].clone(),

@@ -227,6 +227,7 @@ impl Array {
                 id: (new_device_id() as u32).max(1),
                 copies: l.devices.len() as u16,
                 active: (1u8 << l.devices.len()) - 1,
+                epoch: 0,
             }),
         };
         // The log first: a member superblock that records a log must never
@@ -712,8 +713,16 @@ impl Array {
                 )));
             }
         }
-        log.replace_copy(i, dev)?;
-        self.record_log_copies(true)
+        let epoch = self.superblock().log.map_or(0, |l| l.epoch) + 1;
+        log.replace_copy(i, dev, epoch)?;
+        let _ = log.take_changed();
+        let mut sb = self.sb.lock().unwrap();
+        if let Some(rec) = sb.log.as_mut() {
+            rec.epoch = epoch;
+            rec.active = log.live_mask();
+        }
+        sb.events += 1;
+        self.persist(&mut sb)
     }
 
     fn bitmap_stripes(&self) -> u64 {

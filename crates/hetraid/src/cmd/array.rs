@@ -666,7 +666,11 @@ pub struct MemberOpCmd {
     pub members: Vec<String>,
     /// Member slot (0-based).
     #[arg(long)]
-    pub member: usize,
+    pub member: Option<usize>,
+    /// replace: the write log's copy (0 or 1) instead of a member; the new
+    /// device receives the log's live records at once.
+    #[arg(long, value_name = "I")]
+    pub log_copy: Option<usize>,
     /// The new member file (replace).
     #[arg(long)]
     pub with: Option<String>,
@@ -677,22 +681,33 @@ pub struct MemberOpCmd {
 }
 
 impl MemberOpCmd {
+    /// The member slot, for verbs that need one (no --log-copy).
+    fn slot(&self, verb: &str) -> Result<usize, String> {
+        if self.log_copy.is_some() {
+            return Err(format!(
+                "--log-copy applies to replace only; {verb} takes --member I"
+            ));
+        }
+        self.member
+            .ok_or_else(|| format!("{verb} needs --member I (the member's slot)"))
+    }
+
     pub fn fail(&self) -> Result<(), String> {
+        let member = self.slot("fail")?;
         if let Some(r) = remote(
             &self.members,
-            serde_json::json!({"verb": "fail", "member": self.member, "force": self.force}),
+            serde_json::json!({"verb": "fail", "member": member, "force": self.force}),
         ) {
             let v = r?;
             println!(
                 "member {} marked faulty; array is {}",
-                self.member,
+                member,
                 v["state"].as_str().unwrap_or("?")
             );
             return Ok(());
         }
         let a = assemble(&self.members)?;
-        a.fail_with(self.member, self.force)
-            .map_err(|e| e.to_string())?;
+        a.fail_with(member, self.force).map_err(|e| e.to_string())?;
         match a.close() {
             // Forced beyond the redundancy, the array is failed: that is what
             // was asked for, not an error of this command.
@@ -701,7 +716,7 @@ impl MemberOpCmd {
         }
         println!(
             "member {} marked faulty; array is {}",
-            self.member,
+            member,
             a.status().state
         );
         Ok(())
@@ -715,19 +730,20 @@ impl MemberOpCmd {
                 "remove takes no --force or --with; it detaches a faulty or missing member".into(),
             );
         }
+        let member = self.slot("remove")?;
         if let Some(r) = remote(
             &self.members,
-            serde_json::json!({"verb": "remove", "member": self.member}),
+            serde_json::json!({"verb": "remove", "member": member}),
         ) {
             r?;
         } else {
             let a = assemble(&self.members)?;
-            a.remove(self.member).map_err(|e| e.to_string())?;
+            a.remove(member).map_err(|e| e.to_string())?;
             a.close().map_err(|e| e.to_string())?;
         }
         println!(
             "member {} removed; its slot is empty until hetraid add or replace fills it",
-            self.member
+            member
         );
         Ok(())
     }
@@ -738,23 +754,55 @@ impl MemberOpCmd {
             .as_deref()
             .ok_or("replace needs --with NEW_MEMBER")?;
         let abs = std::path::absolute(split_member(with)?.0).map_err(|e| e.to_string())?;
+        let member = match (self.member, self.log_copy) {
+            (Some(_), Some(_)) => return Err("give --member I or --log-copy I, not both".into()),
+            (None, None) => return Err("replace needs --member I or --log-copy I".into()),
+            (None, Some(c)) => return self.replace_log_copy(c, with),
+            (Some(m), None) => m,
+        };
         if let Some(r) = remote(
             &self.members,
-            serde_json::json!({"verb": "replace", "member": self.member, "with": abs, "force": self.force}),
+            serde_json::json!({"verb": "replace", "member": member, "with": abs, "force": self.force}),
         ) {
             r?;
-            println!("member {} attached to the served array from {}; run hetraid rebuild with the same members", self.member, abs.display());
+            println!("member {} attached to the served array from {}; run hetraid rebuild with the same members", member, abs.display());
             return Ok(());
         }
         let a = assemble(&self.members)?;
         let (p, _) = split_member(with)?;
         let new = open_member(&p)?;
-        a.replace(self.member, new, self.force)
+        a.replace(member, new, self.force)
             .map_err(|e| e.to_string())?;
         a.close().map_err(|e| e.to_string())?;
         println!(
             "member {} will be rebuilt onto {}; run: hetraid rebuild <members with the new one>",
-            self.member,
+            member,
+            p.display()
+        );
+        Ok(())
+    }
+
+    /// Replace a failed or missing copy of the write log: the live records
+    /// are copied to the new device at once (nothing to rebuild after).
+    fn replace_log_copy(&self, copy: usize, with: &str) -> Result<(), String> {
+        if remote(&self.members, serde_json::json!({"verb": "status"})).is_some() {
+            return Err(
+                "the array is being served: stop hetraid serve, then replace the log copy".into(),
+            );
+        }
+        let (p, kind) = split_member(with)?;
+        if kind.is_some() {
+            return Err(format!(
+                "{with}: a log copy keeps the kind given at create; give the path alone"
+            ));
+        }
+        let a = assemble(&self.members)?;
+        let new = open_member(&p)?;
+        a.replace_log_copy(copy, new, self.force)
+            .map_err(|e| e.to_string())?;
+        a.close().map_err(|e| e.to_string())?;
+        println!(
+            "log copy {copy} is now {}, with the log's live records; list it with the members from now on",
             p.display()
         );
         Ok(())
