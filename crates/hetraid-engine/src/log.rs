@@ -478,7 +478,7 @@ impl Log {
         }
         let Some(newest) = newest else {
             return Err(EngineError::Refused(format!(
-                "the array has a write log and none of its log devices in use was given{}; add the log device(s) to the member list",
+                "the array has a write log and none of its log devices in use was given{}; add the log device(s) to the member list, or, if the log is lost, hetraid assemble --force starts without it (the writes it held are lost)",
                 if warnings.is_empty() {
                     String::new()
                 } else {

@@ -630,3 +630,68 @@ fn a_failed_log_copy_is_recorded_out_and_replaced() {
     a.read(0, &mut back).unwrap();
     assert!(back == expect, "the replaced copy did not carry the log");
 }
+
+/// A lost write-back log: the array refuses to start (naming --force); with
+/// --force it starts without the log, says what is lost, falls back to the
+/// bitmap, and its parity is consistent.
+#[test]
+fn a_lost_log_is_refused_until_forced() {
+    let faults: Vec<Arc<FaultMember>> = (0..4)
+        .map(|i| {
+            Arc::new(FaultMember::new(
+                &format!("m{i}"),
+                MIB + CHUNK * STRIPES,
+                600 + i,
+            ))
+        })
+        .collect();
+    let devs: Vec<Arc<dyn Member>> = faults
+        .iter()
+        .map(|f| f.clone() as Arc<dyn Member>)
+        .collect();
+    let log: Arc<dyn Member> = Arc::new(FaultMember::new("log0", LOG_BYTES, 9));
+    let mut o = opts("raid5", CHUNK);
+    o.log = Some(LogSpec {
+        devices: vec![log.clone()],
+        kinds: vec![],
+        mode: LogMode::WriteBack,
+    });
+    let a = Array::create(devs.clone(), &o).unwrap();
+    a.write(0, &[7u8; 8192]).unwrap();
+    a.close().unwrap();
+    a.write(4096, &[9u8; 4096]).unwrap(); // in the log only
+    drop((a, o, log));
+    let e = Array::assemble(devs.clone()).err().unwrap().to_string();
+    assert!(e.contains("--force"), "{e}");
+    let a = Array::assemble_with(
+        devs.clone(),
+        AssembleOptions {
+            force: true,
+            access: Access::ReadWrite,
+        },
+    )
+    .unwrap();
+    assert!(
+        a.warnings().iter().any(
+            |w| w.contains("every write acknowledged since the log was last reclaimed is lost")
+        ),
+        "{:?}",
+        a.warnings()
+    );
+    let st = a.status();
+    assert_eq!(st.consistency, "bitmap");
+    assert!(st.log.is_none());
+    let mut back = vec![0u8; 8192];
+    a.read(0, &mut back).unwrap();
+    assert_eq!(
+        back,
+        vec![7u8; 8192],
+        "the data on the members, the logged write lost"
+    );
+    assert_eq!(a.scrub(None).unwrap().mismatches, 0);
+    a.close().unwrap();
+    drop(a);
+    // From now on a plain array.
+    let a = Array::assemble(devs).unwrap();
+    assert!(a.superblock().log.is_none());
+}

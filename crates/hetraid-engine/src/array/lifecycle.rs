@@ -543,7 +543,7 @@ impl Array {
             let mut sb = array.sb.lock().unwrap();
             array.persist(&mut sb)?;
         }
-        array.open_log(logs, opts.access)?;
+        array.open_log(logs, opts.access, opts.force)?;
         if !array.read_only {
             array.recover_dirty()?;
         }
@@ -557,6 +557,7 @@ impl Array {
         &mut self,
         logs: Vec<(Arc<dyn Member>, crate::log::LogHeader)>,
         access: Access,
+        force: bool,
     ) -> Result<()> {
         let sb = self.superblock();
         let Some(rec) = sb.log else {
@@ -574,6 +575,31 @@ impl Array {
                 "the array has a write log, but no log device was given: what it holds is not shown".into(),
             );
             return Ok(());
+        }
+        let usable = logs.iter().any(|(_, h)| {
+            h.uuid == sb.uuid
+                && h.id == rec.id
+                && h.epoch >= rec.epoch
+                && rec.active >> h.copy & 1 == 1
+        });
+        if !usable && force && access == Access::ReadWrite {
+            // --force: the user accepts losing what the log held. The array
+            // goes on without a log (the bitmap), after a full resync.
+            let lost = match rec.mode {
+                crate::format::LogMode::WriteBack => "every write acknowledged since the log was last reclaimed is lost",
+                crate::format::LogMode::Journal => "no acknowledged write is lost, but stripes being written at a crash may be inconsistent",
+            };
+            self.warnings.lock().unwrap().push(format!(
+                "no usable copy of the write log ({}) was given; started without it (--force): {lost}; the array now uses the write-intent bitmap, and its redundancy is resynced from the data",
+                rec.mode.name()
+            ));
+            {
+                let mut sb = self.sb.lock().unwrap();
+                sb.log = None;
+                sb.events += 1;
+                self.persist(&mut sb)?;
+            }
+            return self.resync_all();
         }
         let (log, records) = crate::log::Log::open(logs, sb.uuid, rec)?;
         self.warnings.lock().unwrap().extend(log.take_warnings());
