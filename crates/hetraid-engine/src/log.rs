@@ -405,6 +405,15 @@ impl Log {
         let mut newest: Option<LogHeader> = None;
         let mut warnings = Vec::new();
         for (d, h) in found {
+            if d.len() < RING_OFFSET + h.ring_len {
+                warnings.push(format!(
+                    "log device {} is left out: it is {} bytes, shorter than its log ({}; truncated?)",
+                    d.name(),
+                    d.len(),
+                    RING_OFFSET + h.ring_len
+                ));
+                continue;
+            }
             if h.uuid == uuid && h.id == rec.id && h.epoch < rec.epoch {
                 warnings.push(format!(
                     "log device {} is left out: it was copy {} of the log before that copy was replaced",

@@ -576,8 +576,9 @@ impl Array {
             );
             return Ok(());
         }
-        let usable = logs.iter().any(|(_, h)| {
-            h.uuid == sb.uuid
+        let usable = logs.iter().any(|(d, h)| {
+            d.len() >= crate::log::RING_OFFSET + h.ring_len
+                && h.uuid == sb.uuid
                 && h.id == rec.id
                 && h.epoch >= rec.epoch
                 && rec.active >> h.copy & 1 == 1
