@@ -44,6 +44,9 @@ pub struct Ring {
     pub next_seq: u64,
     /// Bytes between head and tail (pads included).
     pub used: u64,
+    /// (seq, ring offset) of every record since the head, pads left out:
+    /// where a checkpoint to a record still needed moves the head.
+    pub positions: std::collections::VecDeque<(u64, u64)>,
 }
 
 /// Where a record of some size goes.
@@ -69,17 +72,28 @@ impl Ring {
             tail: offset,
             next_seq: seq,
             used: 0,
+            positions: Default::default(),
         }
     }
 
     /// A ring found by a recovery scan: records from `head` (sequence
     /// `head_seq`) to `tail` (`next_seq`), `used` bytes of them, are live.
-    pub fn found(len: u64, head: u64, head_seq: u64, tail: u64, next_seq: u64, used: u64) -> Self {
+    /// `positions`: (seq, offset) of the records found (pads left out).
+    pub fn found(
+        len: u64,
+        head: u64,
+        head_seq: u64,
+        tail: u64,
+        next_seq: u64,
+        used: u64,
+        positions: Vec<(u64, u64)>,
+    ) -> Self {
         let mut r = Self::empty(len, head, head_seq);
         assert!(tail < len && tail.is_multiple_of(PAGE) && used <= len && next_seq >= head_seq);
         r.tail = tail;
         r.next_seq = next_seq;
         r.used = used;
+        r.positions = positions.into();
         r
     }
 
@@ -118,6 +132,7 @@ impl Ring {
         self.used += bytes;
         self.next_seq += 1;
         self.tail = (p.offset + bytes) % self.len;
+        self.positions.push_back((p.seq, p.offset));
         debug_assert!(self.used <= self.len);
     }
 
@@ -131,6 +146,27 @@ impl Ring {
         self.used -= (offset + self.len - self.head) % self.len;
         self.head = offset;
         self.head_seq = seq;
+        while self.positions.front().is_some_and(|(s, _)| *s < seq) {
+            self.positions.pop_front();
+        }
+    }
+
+    /// A checkpoint once every logged record is on the members: the head
+    /// moves to `oldest_needed` (a write-back record not yet reclaimed) or
+    /// past everything.
+    pub fn checkpoint_keeping(&mut self, oldest_needed: Option<u64>) {
+        match oldest_needed {
+            Some(seq) => {
+                let offset = self
+                    .positions
+                    .iter()
+                    .find(|(s, _)| *s == seq)
+                    .map(|(_, o)| *o)
+                    .expect("a needed record is in the ring");
+                self.checkpoint_to(offset, seq);
+            }
+            None => self.checkpoint(),
+        }
     }
 
     /// Everything logged so far is on the members: the ring is empty again.
@@ -138,6 +174,7 @@ impl Ring {
         self.head = self.tail;
         self.head_seq = self.next_seq;
         self.used = 0;
+        self.positions.clear();
     }
 
     /// Records logged since the last checkpoint.

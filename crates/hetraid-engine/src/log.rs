@@ -18,7 +18,6 @@ use crate::format::{LogMode, LogRecord};
 use crate::member::{AlignedBuf, Member};
 use hetraid_core::journal::{self, LogIndex, Piece, Ring, ENTRIES_MAX, PAGE};
 use hetraid_parity::crc32c::{crc32c, crc32c_append};
-use std::collections::VecDeque;
 use std::io;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
@@ -196,8 +195,6 @@ struct Scan {
 struct State {
     ring: Ring,
     generation: u64,
-    /// Ring offsets of the records since the head: (seq, offset).
-    positions: VecDeque<(u64, u64)>,
 }
 
 pub struct Log {
@@ -378,7 +375,6 @@ impl Log {
             state: Mutex::new(State {
                 generation: template.generation,
                 ring,
-                positions: VecDeque::new(),
             }),
             template,
             in_flight: Mutex::new(0),
@@ -521,13 +517,12 @@ impl Log {
             best.end_offset,
             best.end_seq,
             best.bytes,
+            best.records.iter().map(|r| (r.seq, r.offset)).collect(),
         );
         let log = Self::new(copies, kinds, template, ring);
         log.epoch
             .store(rec.epoch, std::sync::atomic::Ordering::SeqCst);
         log.warnings.lock().unwrap().extend(warnings);
-        log.state.lock().unwrap().positions =
-            best.records.iter().map(|r| (r.seq, r.offset)).collect();
         Ok((log, best.records))
     }
 
@@ -754,7 +749,6 @@ impl Log {
         entries.iter().for_each(|e| bufs.extend(&e.parts));
         self.write_all(&bufs, p.offset)?;
         st.ring.commit(&p, bytes);
-        st.positions.push_back((p.seq, p.offset));
         *self.in_flight.lock().unwrap() += 1;
         Ok(p.seq)
     }
@@ -802,7 +796,6 @@ impl Log {
         let pad = (bytes - PAGE) as usize - data.len();
         self.write_all(&[&h, data, &ZEROS[..pad]], p.offset)?;
         st.ring.commit(&p, bytes);
-        st.positions.push_back((p.seq, p.offset));
         // Indexed in sequence order (under the ring's lock): a newer write
         // always replaces an older one.
         self.index
@@ -872,24 +865,8 @@ impl Log {
         flush_members()?;
         // The head moves to the oldest record still needed (a write-back
         // write not yet reclaimed), or past everything.
-        match self.index.read().unwrap().oldest_needed() {
-            Some(seq) => {
-                let offset = st
-                    .positions
-                    .iter()
-                    .find(|(s, _)| *s == seq)
-                    .map(|(_, o)| *o)
-                    .expect("a needed record is in the ring");
-                st.ring.checkpoint_to(offset, seq);
-                while st.positions.front().is_some_and(|(s, _)| *s < seq) {
-                    st.positions.pop_front();
-                }
-            }
-            None => {
-                st.ring.checkpoint();
-                st.positions.clear();
-            }
-        }
+        let needed = self.index.read().unwrap().oldest_needed();
+        st.ring.checkpoint_keeping(needed);
         st.generation += 1;
         let g = st.generation;
         let mut copies = self.copies.lock().unwrap();

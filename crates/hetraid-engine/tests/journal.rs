@@ -39,6 +39,32 @@ struct Outcome {
     replayed: bool,
 }
 
+/// Four members (each `extra` bytes larger than the data needs) and a log
+/// device ("log", last), all dying together with `death`.
+fn rig(seed: u64, extra: u64, death: &Arc<Death>) -> (Vec<Arc<FaultMember>>, Vec<Arc<dyn Member>>) {
+    let mut faults: Vec<Arc<FaultMember>> = (0..4)
+        .map(|i| {
+            Arc::new(FaultMember::new(
+                &format!("m{i}"),
+                MIB + CHUNK * STRIPES + extra,
+                seed * 31 + i,
+            ))
+        })
+        .collect();
+    faults.push(Arc::new(FaultMember::new("log", LOG_BYTES, seed * 31 + 9)));
+    for f in &faults {
+        f.set_faults(FaultConfig {
+            death: Some(death.clone()),
+            ..Default::default()
+        });
+    }
+    let devs = faults
+        .iter()
+        .map(|f| f.clone() as Arc<dyn Member>)
+        .collect();
+    (faults, devs)
+}
+
 fn alive(d: &Death) -> bool {
     d.countdown.load(SeqCst) > 0
 }
@@ -50,26 +76,7 @@ fn cycle(seed: u64, journal: bool) -> Outcome {
     // Every third journal cycle keeps block checksums too: a write cut
     // between a block and its checksum is replayed, never reported corrupt.
     let checksums = journal && seed.is_multiple_of(3);
-    let mut faults: Vec<Arc<FaultMember>> = (0..n)
-        .map(|i| {
-            Arc::new(FaultMember::new(
-                &format!("m{i}"),
-                MIB + CHUNK * STRIPES + if checksums { MIB } else { 0 },
-                seed * 31 + i as u64,
-            ))
-        })
-        .collect();
-    faults.push(Arc::new(FaultMember::new("log", LOG_BYTES, seed * 31 + 9)));
-    for f in &faults {
-        f.set_faults(FaultConfig {
-            death: Some(death.clone()),
-            ..Default::default()
-        });
-    }
-    let devs: Vec<Arc<dyn Member>> = faults
-        .iter()
-        .map(|f| f.clone() as Arc<dyn Member>)
-        .collect();
+    let (faults, devs) = rig(seed, if checksums { MIB } else { 0 }, &death);
     let mut o = opts("raid5", CHUNK);
     o.checksums = checksums;
     if journal {
@@ -425,26 +432,7 @@ fn cycle_write_back(seed: u64) -> bool {
     let mut rng = Rng(seed);
     let death = Arc::new(Death::never());
     let n = 4;
-    let mut faults: Vec<Arc<FaultMember>> = (0..n)
-        .map(|i| {
-            Arc::new(FaultMember::new(
-                &format!("m{i}"),
-                MIB + CHUNK * STRIPES,
-                seed * 17 + i as u64,
-            ))
-        })
-        .collect();
-    faults.push(Arc::new(FaultMember::new("log", LOG_BYTES, seed * 17 + 9)));
-    for f in &faults {
-        f.set_faults(FaultConfig {
-            death: Some(death.clone()),
-            ..Default::default()
-        });
-    }
-    let devs: Vec<Arc<dyn Member>> = faults
-        .iter()
-        .map(|f| f.clone() as Arc<dyn Member>)
-        .collect();
+    let (faults, devs) = rig(seed, 0, &death);
     let mut o = opts("raid5", CHUNK);
     o.log = Some(LogSpec {
         devices: vec![devs[n].clone()],

@@ -28,14 +28,14 @@ pub fn detected() -> bool {
 
 #[inline]
 #[target_feature(enable = "sse4.2")]
-unsafe fn word(p: *const u8, at: usize) -> u64 {
+pub(super) unsafe fn word(p: *const u8, at: usize) -> u64 {
     u64::from_le(std::ptr::read_unaligned(p.add(at) as *const u64))
 }
 
 /// Low 64 bits of the carry-less product of two 32-bit values.
 #[inline]
 #[target_feature(enable = "pclmulqdq")]
-unsafe fn clmul(a: u64, b: u64) -> u64 {
+pub(super) unsafe fn clmul(a: u64, b: u64) -> u64 {
     let p = _mm_clmulepi64_si128(_mm_cvtsi64_si128(a as i64), _mm_cvtsi64_si128(b as i64), 0);
     _mm_cvtsi128_si64(p) as u64
 }

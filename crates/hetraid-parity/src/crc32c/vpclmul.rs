@@ -10,6 +10,7 @@
 //! that are not whole blocks finish with the [`super::sse42`] kernel.
 
 use super::constants::{fold_keys, shift_key};
+use super::sse42::{clmul, word};
 use std::arch::x86_64::*;
 
 const BLOCK: usize = 4096;
@@ -63,19 +64,6 @@ unsafe fn fold128(a: __m128i, b: __m128i, k: (u64, u64)) -> __m128i {
 #[target_feature(enable = "avx2")]
 unsafe fn load(p: *const u8, at: usize) -> __m256i {
     _mm256_loadu_si256(p.add(at) as *const __m256i)
-}
-
-#[inline]
-#[target_feature(enable = "sse4.2")]
-unsafe fn word(p: *const u8, at: usize) -> u64 {
-    u64::from_le(std::ptr::read_unaligned(p.add(at) as *const u64))
-}
-
-#[inline]
-#[target_feature(enable = "pclmulqdq")]
-unsafe fn clmul(a: u64, b: u64) -> u64 {
-    let p = _mm_clmulepi64_si128(_mm_cvtsi64_si128(a as i64), _mm_cvtsi64_si128(b as i64), 0);
-    _mm_cvtsi128_si64(p) as u64
 }
 
 /// The CRC register after one block at `p`, starting from register `r`;

@@ -80,8 +80,6 @@ pub(super) struct LogRun {
     /// Jobs whose stripe records are logged and whose member writes are not
     /// done (a checkpoint waits for them, as the engine's for in-flight records).
     pub(super) applying: u32,
-    /// Ring offsets of the records since the head: (seq, offset).
-    positions: VecDeque<(u64, u64)>,
     index: LogIndex<()>,
     wb: Option<WbWrite>,
     reclaim: Option<Reclaim>,
@@ -107,7 +105,6 @@ impl LogRun {
             ops: VecDeque::new(),
             busy: None,
             applying: 0,
-            positions: VecDeque::new(),
             index: LogIndex::default(),
             wb: None,
             reclaim: None,
@@ -444,24 +441,7 @@ impl Runner<'_> {
         match log.busy.take().expect("a log step in progress") {
             LogStep::Checkpoint => {
                 // To the oldest record still needed, or past everything.
-                match log.index.oldest_needed() {
-                    Some(seq) => {
-                        let offset = log
-                            .positions
-                            .iter()
-                            .find(|(s, _)| *s == seq)
-                            .map(|(_, o)| *o)
-                            .expect("a needed record is in the ring");
-                        log.ring.checkpoint_to(offset, seq);
-                        while log.positions.front().is_some_and(|(s, _)| *s < seq) {
-                            log.positions.pop_front();
-                        }
-                    }
-                    None => {
-                        log.ring.checkpoint();
-                        log.positions.clear();
-                    }
-                }
+                log.ring.checkpoint_keeping(log.index.oldest_needed());
                 log.generation += 1;
                 log.checkpoints += 1;
             }
@@ -472,7 +452,6 @@ impl Runner<'_> {
                 reclaim,
             } => {
                 log.ring.commit(&placement, bytes);
-                log.positions.push_back((placement.seq, placement.offset));
                 log.records.pop_front();
                 log.records_written += 1;
                 log.record_bytes += bytes;
@@ -495,7 +474,6 @@ impl Runner<'_> {
                 len,
             } => {
                 log.ring.commit(&placement, bytes);
-                log.positions.push_back((placement.seq, placement.offset));
                 log.records_written += 1;
                 log.record_bytes += bytes;
                 // Indexed in sequence order, as the engine does under its lock.
