@@ -221,12 +221,14 @@ fn main() {
                 devices: slow(&log_path, MemberKind::Ssd),
                 kinds: vec![MemberKind::Ssd],
                 mode: LogMode::Journal,
+                region: None,
             });
             let aj = Array::create(slow(&r5, MemberKind::Hdd), &o).unwrap();
             o.log = Some(LogSpec {
                 devices: slow(&wb_log_path, MemberKind::Ssd),
                 kinds: vec![MemberKind::Ssd],
                 mode: LogMode::WriteBack,
+                region: None,
             });
             let aw = Array::create(slow(&wb_paths, MemberKind::Hdd), &o).unwrap();
             let cap = aj.capacity().min(ab.capacity());
@@ -274,6 +276,7 @@ fn main() {
                 devices: open(&log_path),
                 kinds: vec![],
                 mode: LogMode::Journal,
+                region: None,
             });
             let a = Array::create(open(&r5), &o).unwrap();
             // Fill the log to just short of a checkpoint with 64 KiB writes

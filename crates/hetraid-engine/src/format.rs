@@ -161,7 +161,21 @@ pub struct LogRecord {
     /// Bumped when a copy is replaced; the copies written since carry it, so
     /// a device replaced earlier is never taken for the log.
     pub epoch: u32,
+    /// The log lives on the members (`--log-region`): copy i in the `bytes`
+    /// past the data area of slot `slots[i]`; None: on log devices of its own.
+    pub region: Option<LogRegion>,
 }
+
+/// A write log kept on the members.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogRegion {
+    pub bytes: u64,
+    pub slots: [u8; 2],
+}
+
+/// Where the log region fields live (version 3): bytes (u64), then the
+/// slots of copies 0 and 1.
+const REGION_AT: usize = 4032;
 
 /// What the last completed scrub found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -287,6 +301,11 @@ impl Superblock {
             put_u16(&mut b, 118, l.copies);
             b[2426] = l.active;
             put_u32(&mut b, 2428, l.epoch);
+            if let Some(r) = l.region {
+                put_u64(&mut b, REGION_AT, r.bytes);
+                b[REGION_AT + 8] = r.slots[0];
+                b[REGION_AT + 9] = r.slots[1];
+            }
         }
         put_u32(&mut b, 12, self.member);
         b[16..32].copy_from_slice(&self.uuid);
@@ -431,12 +450,27 @@ impl Superblock {
                 if id == 0 || !(1..=2).contains(&copies) || active >> copies != 0 {
                     return Err(FormatError::Field("log"));
                 }
+                let region = match u64_at(b, REGION_AT) {
+                    0 => None,
+                    bytes => {
+                        let slots = [b[REGION_AT + 8], b[REGION_AT + 9]];
+                        let bad = slots[..copies as usize].iter().any(|&s| s as usize >= n)
+                            || (copies == 2 && slots[0] == slots[1])
+                            || bytes % 4096 != 0
+                            || bytes > MEMBER_DATA_MAX;
+                        if bad {
+                            return Err(FormatError::Field("log region"));
+                        }
+                        Some(LogRegion { bytes, slots })
+                    }
+                };
                 Some(LogRecord {
                     mode,
                     id,
                     copies,
                     active,
                     epoch: u32_at(b, 2428),
+                    region,
                 })
             }
             _ => None,
@@ -630,6 +664,10 @@ mod tests {
             copies: 2,
             active: 0b10,
             epoch: 3,
+            region: Some(LogRegion {
+                bytes: 8 << 20,
+                slots: [4, 1],
+            }),
         });
         let b = l.encode();
         assert_eq!(u32_at(&b, 8), 3, "an array with a log is format version 3");

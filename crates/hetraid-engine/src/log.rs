@@ -563,6 +563,17 @@ impl Log {
             .collect()
     }
 
+    /// Stop using copy `i` (its device left the array).
+    pub fn drop_copy(&self, i: usize) {
+        let mut copies = self.copies.lock().unwrap();
+        if let Some(c) = copies.get_mut(i) {
+            if c.take().is_some() {
+                self.changed
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+    }
+
     /// Did the copies in use change since the last call?
     pub fn take_changed(&self) -> bool {
         self.changed
@@ -1023,6 +1034,7 @@ mod tests {
             copies: 2,
             active: 0b11,
             epoch: 0,
+            region: None,
         }
     }
 

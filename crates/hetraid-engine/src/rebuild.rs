@@ -92,6 +92,7 @@ impl Array {
             )));
         }
         self.check_replacement(new.as_ref(), &sb, force)?;
+        let raw = new.clone();
         let new = crate::array::with_checksums(new, &sb);
         // The new device's bitmap area is zeroed first; then one superblock
         // update (the state machine's Attach) reaches it and every live member.
@@ -133,8 +134,28 @@ impl Array {
         let r = self.transition(hetraid_core::membership::Transition::Attach { slot: i, device });
         if r.is_err() {
             self.put_back(i, old);
+            return r;
         }
-        r
+        // A log region on this slot: the new device takes the log's copy,
+        // with its live records, at once.
+        if let Some((copy, region)) = sb.log.and_then(|l| {
+            let r = l.region?;
+            r.slots[..l.copies as usize]
+                .iter()
+                .position(|&s| s as usize == i)
+                .map(|c| (c, r))
+        }) {
+            if let Some(log) = &self.log {
+                log.drop_copy(copy);
+                let dev: Arc<dyn Member> = Arc::new(crate::member::RegionMember::new(
+                    raw,
+                    sb.data_offset + sb.roles[i].data_size,
+                    region.bytes,
+                ));
+                self.replace_log_copy(copy, dev, true)?;
+            }
+        }
+        Ok(())
     }
 
     /// Refuse to overwrite anything but an empty device or a member that left

@@ -76,16 +76,26 @@ fn cycle(seed: u64, journal: bool) -> Outcome {
     // Every third journal cycle keeps block checksums too: a write cut
     // between a block and its checksum is replayed, never reported corrupt.
     let checksums = journal && seed.is_multiple_of(3);
-    let (faults, devs) = rig(seed, if checksums { MIB } else { 0 }, &death);
+    // Every fifth journal cycle keeps its log on the members (slots 0 and
+    // 1); degraded, it loses slot 1 and with it one copy of the log.
+    let region = journal && seed % 5 == 1;
+    let extra = if checksums { MIB } else { 0 } + if region { LOG_BYTES } else { 0 };
+    let (faults, devs) = rig(seed, extra, &death);
     let mut o = opts("raid5", CHUNK);
     o.checksums = checksums;
     if journal {
         o.log = Some(LogSpec {
-            devices: vec![devs[n].clone()],
+            devices: if region {
+                vec![]
+            } else {
+                vec![devs[n].clone()]
+            },
             kinds: vec![],
             mode: LogMode::Journal,
+            region: region.then_some(LOG_BYTES),
         });
     }
+    let lost = if region { 1 } else { n - 1 };
     let a = Array::create(devs[..n].to_vec(), &o).unwrap();
     let cap = a.capacity();
     let init = rng.bytes(cap as usize);
@@ -93,7 +103,7 @@ fn cycle(seed: u64, journal: bool) -> Outcome {
     a.flush().unwrap();
     let degraded = !seed.is_multiple_of(4);
     if degraded {
-        a.fail(n - 1).unwrap();
+        a.fail(lost).unwrap();
     }
     // An empty log from here on (the initial data is on the members).
     a.close().unwrap();
@@ -129,8 +139,11 @@ fn cycle(seed: u64, journal: bool) -> Outcome {
         f.crash(torn);
     }
     death.revive();
-    let mut given: Vec<Arc<dyn Member>> = devs[..n - degraded as usize].to_vec();
-    if journal {
+    let mut given: Vec<Arc<dyn Member>> = (0..n)
+        .filter(|&i| !(degraded && i == lost))
+        .map(|i| devs[i].clone())
+        .collect();
+    if journal && !region {
         given.push(devs[n].clone());
     }
     let a = Array::assemble_with(
@@ -282,6 +295,7 @@ fn journaled(copies: usize, seed: u64) -> (Vec<Arc<FaultMember>>, Vec<Arc<dyn Me
         devices: devs[4..].to_vec(),
         kinds: vec![],
         mode: LogMode::Journal,
+        region: None,
     });
     let a = Array::create(devs[..4].to_vec(), &o).unwrap();
     (faults, devs, a)
@@ -438,6 +452,7 @@ fn cycle_write_back(seed: u64) -> bool {
         devices: vec![devs[n].clone()],
         kinds: vec![],
         mode: LogMode::WriteBack,
+        region: None,
     });
     let a = Array::create(devs[..n].to_vec(), &o).unwrap();
     let cap = a.capacity();
@@ -659,6 +674,7 @@ fn a_lost_log_is_refused_until_forced() {
         devices: vec![log.clone()],
         kinds: vec![],
         mode: LogMode::WriteBack,
+        region: None,
     });
     let a = Array::create(devs.clone(), &o).unwrap();
     a.write(0, &[7u8; 8192]).unwrap();

@@ -140,6 +140,7 @@ fn check_with(cfg: RunConfig, members: usize, weights: Vec<u64>, log: Option<Log
                 devices: vec![d.clone() as Arc<dyn Member>],
                 kinds: vec![],
                 mode: log.unwrap().1,
+                region: None,
             }),
         },
     )

@@ -85,10 +85,24 @@ impl Array {
         Ok(())
     }
 
-    /// Write superblocks and an empty bitmap to `members` and assemble them.
     /// A log for `n` members of chunk `chunk`: one or two devices, none of
-    /// them a member, each large enough for the largest stripe update.
+    /// them a member, each large enough for the largest stripe update; or a
+    /// region of the members as large.
     fn check_log(l: &LogSpec, members: &[Arc<dyn Member>], n: usize, chunk: u64) -> Result<()> {
+        if let Some(bytes) = l.region {
+            if !l.devices.is_empty() {
+                return Err(EngineError::Refused(
+                    "give log devices or a log region on the members, not both".into(),
+                ));
+            }
+            let need = Self::log_bytes_min(n, chunk);
+            if bytes < need {
+                return Err(EngineError::Refused(format!(
+                    "a log region of {bytes} bytes is too small: with {n} members of {chunk}-byte chunks it needs at least {need}"
+                )));
+            }
+            return Ok(());
+        }
         if !(1..=2).contains(&l.devices.len()) {
             return Err(EngineError::Refused(format!(
                 "give one log device or two (mirrored), not {}",
@@ -134,6 +148,7 @@ impl Array {
         hetraid_core::journal::log_bytes_min(n, chunk)
     }
 
+    /// Write superblocks and an empty bitmap to `members` and assemble them.
     pub fn create(members: Vec<Arc<dyn Member>>, opts: &CreateOptions) -> Result<Self> {
         let n = members.len();
         // Checksums sit between the bitmap and the data: members are wrapped,
@@ -141,6 +156,7 @@ impl Array {
         let physical: Vec<u64> = members.iter().map(|m| m.len()).collect();
         Self::check_create(&physical, opts)?;
         let area = checksum_area(&physical, opts);
+        let raw = members.clone();
         let members: Vec<Arc<dyn Member>> = match area {
             Some(c) => members
                 .into_iter()
@@ -183,10 +199,32 @@ impl Array {
         } else {
             opts.kinds.clone()
         };
+        // A log region is carved from the end of the fastest members.
+        let region = opts.log.as_ref().and_then(|l| l.region).map(|b| {
+            let bytes = b.div_ceil(PAGE) * PAGE;
+            (bytes, super::region_slots(&kinds, n))
+        });
+        let region_of = |i: usize| {
+            region
+                .as_ref()
+                .filter(|(_, s)| s.contains(&i))
+                .map_or(0, |(b, _)| *b)
+        };
+        for (i, m) in members.iter().enumerate() {
+            let need = DATA_OFFSET + opts.chunk_bytes + region_of(i);
+            if m.len() < need {
+                return Err(EngineError::Refused(format!(
+                    "member {} is {} bytes; holding the log region it needs at least {need}",
+                    m.name(),
+                    m.len()
+                )));
+            }
+        }
         let sizes: Vec<u64> = members
             .iter()
-            .map(|m| {
-                ((m.len() - DATA_OFFSET) / opts.chunk_bytes * opts.chunk_bytes)
+            .enumerate()
+            .map(|(i, m)| {
+                ((m.len() - DATA_OFFSET - region_of(i)) / opts.chunk_bytes * opts.chunk_bytes)
                     .min(crate::format::MEMBER_DATA_MAX)
             })
             .collect();
@@ -222,23 +260,46 @@ impl Array {
                 .collect(),
             relocations: vec![],
             last_scrub: None,
-            log: opts.log.as_ref().map(|l| crate::format::LogRecord {
-                mode: l.mode,
-                id: (new_device_id() as u32).max(1),
-                copies: l.devices.len() as u16,
-                active: (1u8 << l.devices.len()) - 1,
-                epoch: 0,
+            log: opts.log.as_ref().map(|l| {
+                let copies = match &region {
+                    Some((_, s)) => s.len(),
+                    None => l.devices.len(),
+                };
+                crate::format::LogRecord {
+                    mode: l.mode,
+                    id: (new_device_id() as u32).max(1),
+                    copies: copies as u16,
+                    active: (1u8 << copies) - 1,
+                    epoch: 0,
+                    region: region.as_ref().map(|(bytes, s)| crate::format::LogRegion {
+                        bytes: *bytes,
+                        slots: [s[0] as u8, s.get(1).copied().unwrap_or(0) as u8],
+                    }),
+                }
             }),
         };
         // The log first: a member superblock that records a log must never
         // exist without it.
         let log = match (&opts.log, sb.log) {
-            (Some(l), Some(rec)) => Some(crate::log::Log::format(
-                l.devices.clone(),
-                &l.kinds,
-                sb.uuid,
-                rec,
-            )?),
+            (Some(l), Some(rec)) => {
+                let (devices, kinds) = match &region {
+                    Some((bytes, slots)) => (
+                        slots
+                            .iter()
+                            .map(|&i| {
+                                Arc::new(crate::member::RegionMember::new(
+                                    raw[i].clone(),
+                                    sb.data_offset + sizes[i],
+                                    *bytes,
+                                )) as Arc<dyn Member>
+                            })
+                            .collect(),
+                        slots.iter().map(|&i| kinds[i]).collect(),
+                    ),
+                    None => (l.devices.clone(), l.kinds.clone()),
+                };
+                Some(crate::log::Log::format(devices, &kinds, sb.uuid, rec)?)
+            }
             _ => None,
         };
         let zero = AlignedBuf::zeroed((DATA_OFFSET - BITMAP_OFFSET) as usize);
@@ -393,6 +454,8 @@ impl Array {
             }
         }
         let fresh = sbs.iter().max_by_key(|s| s.events).unwrap().clone();
+        // The members as given (a log region is read past the checksum layer).
+        let raw = given.clone();
         let given: Vec<Arc<dyn Member>> = given
             .into_iter()
             .map(|m| with_checksums(m, &fresh))
@@ -543,7 +606,9 @@ impl Array {
             let mut sb = array.sb.lock().unwrap();
             array.persist(&mut sb)?;
         }
-        array.open_log(logs, opts.access, opts.force)?;
+        let raw_by_slot: Vec<Option<Arc<dyn Member>>> =
+            a.used.iter().map(|u| u.map(|i| raw[i].clone())).collect();
+        array.open_log(logs, raw_by_slot, opts.access, opts.force)?;
         if !array.read_only {
             array.recover_dirty()?;
         }
@@ -555,11 +620,42 @@ impl Array {
     /// checkpoint is written again, so none is left half done.
     fn open_log(
         &mut self,
-        logs: Vec<(Arc<dyn Member>, crate::log::LogHeader)>,
+        mut logs: Vec<(Arc<dyn Member>, crate::log::LogHeader)>,
+        raw_by_slot: Vec<Option<Arc<dyn Member>>>,
         access: Access,
         force: bool,
     ) -> Result<()> {
         let sb = self.superblock();
+        if let Some(region) = sb.log.and_then(|l| l.region) {
+            if let Some((d, _)) = logs.first() {
+                return Err(EngineError::Refused(format!(
+                    "{} is a log device, but this array keeps its log on its members; leave it out",
+                    d.name()
+                )));
+            }
+            // The copies are regions of the members in their slots.
+            let st = self.state();
+            let copies = sb.log.map_or(0, |l| l.copies as usize);
+            for &slot in &region.slots[..copies] {
+                let slot = slot as usize;
+                let Some(m) = raw_by_slot.get(slot).cloned().flatten() else {
+                    continue;
+                };
+                if st.members[slot] == MemberState::Failed {
+                    continue;
+                }
+                let dev: Arc<dyn Member> = Arc::new(crate::member::RegionMember::new(
+                    m,
+                    sb.data_offset + sb.roles[slot].data_size,
+                    region.bytes,
+                ));
+                if let Some(h) =
+                    crate::log::read_header(dev.as_ref()).map_err(|e| io_err(dev.as_ref(), e))?
+                {
+                    logs.push((dev, h));
+                }
+            }
+        }
         let Some(rec) = sb.log else {
             if let Some((d, _)) = logs.first() {
                 return Err(EngineError::Refused(format!(

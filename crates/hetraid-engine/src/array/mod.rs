@@ -62,6 +62,23 @@ pub struct LogSpec {
     /// One per device, or empty (ssd).
     pub kinds: Vec<MemberKind>,
     pub mode: crate::format::LogMode,
+    /// Or: keep the log on the members, this many bytes past the data area
+    /// of the two fastest (`devices` then empty).
+    pub region: Option<u64>,
+}
+
+/// The members that hold a log region: the fastest kinds first (nvram, ssd,
+/// hdd), then the lowest slots; two when there are two members or more.
+pub fn region_slots(kinds: &[MemberKind], n: usize) -> Vec<usize> {
+    let rank = |k: MemberKind| match k {
+        MemberKind::Nvram => 0,
+        MemberKind::Ssd => 1,
+        MemberKind::Hdd => 2,
+    };
+    let mut v: Vec<usize> = (0..n).collect();
+    v.sort_by_key(|&i| (kinds.get(i).map_or(2, |&k| rank(k)), i));
+    v.truncate(2);
+    v
 }
 
 impl std::fmt::Debug for LogSpec {

@@ -5,12 +5,14 @@
 pub mod checksum;
 mod fault;
 mod file;
+mod region;
 mod slot;
 mod slow;
 
 pub use checksum::ChecksumMember;
 pub use fault::{Death, FaultConfig, FaultMember};
 pub use file::FileMember;
+pub use region::RegionMember;
 pub use slot::Slot;
 pub use slow::SlowMember;
 

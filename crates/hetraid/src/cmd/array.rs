@@ -394,6 +394,7 @@ impl CreateCmd {
                 devices,
                 kinds: kinds.clone(),
                 mode: *mode,
+                region: None,
             });
         }
         let array = match Array::create(members, &opts) {
