@@ -17,6 +17,7 @@
 
 mod common;
 use common::*;
+use hetraid_core::MemberKind;
 use hetraid_engine::format::LogMode;
 use hetraid_engine::member::{Death, FaultConfig, FaultMember, Member};
 use hetraid_engine::{Access, Array, AssembleOptions, LogSpec};
@@ -714,4 +715,86 @@ fn a_lost_log_is_refused_until_forced() {
     // From now on a plain array.
     let a = Array::assemble(devs).unwrap();
     assert!(a.superblock().log.is_none());
+}
+
+/// A log region on the members: losing a member that holds a copy leaves
+/// the other; replacing the member gives the new device the log's copy at
+/// once, and that copy alone then recovers.
+#[test]
+fn a_log_region_follows_its_members() {
+    let faults: Vec<Arc<FaultMember>> = (0..4)
+        .map(|i| {
+            Arc::new(FaultMember::new(
+                &format!("m{i}"),
+                MIB + CHUNK * STRIPES + LOG_BYTES,
+                700 + i,
+            ))
+        })
+        .collect();
+    let devs: Vec<Arc<dyn Member>> = faults
+        .iter()
+        .map(|f| f.clone() as Arc<dyn Member>)
+        .collect();
+    let mut o = opts("raid5", CHUNK);
+    o.kinds = vec![
+        MemberKind::Hdd,
+        MemberKind::Hdd,
+        MemberKind::Ssd,
+        MemberKind::Ssd,
+    ];
+    o.log = Some(LogSpec {
+        devices: vec![],
+        kinds: vec![],
+        mode: LogMode::Journal,
+        region: Some(LOG_BYTES),
+    });
+    let a = Array::create(devs.clone(), &o).unwrap();
+    let st = a.status();
+    let l = st.log.unwrap();
+    // The two SSDs hold the copies.
+    assert_eq!(l.devices[0].path, "m2 (log region)");
+    assert_eq!(l.devices[1].path, "m3 (log region)");
+    let mut rng = Rng(3);
+    let first = rng.bytes(24 << 10);
+    a.write(0, &first).unwrap();
+    a.fail(3).unwrap();
+    let fresh = Arc::new(FaultMember::new(
+        "m3b",
+        MIB + CHUNK * STRIPES + LOG_BYTES,
+        9,
+    ));
+    a.replace(3, fresh.clone(), false).unwrap();
+    let l = a.status().log.unwrap();
+    assert_eq!(
+        (l.state, l.devices[1].path.as_str()),
+        ("optimal", "m3b (log region)")
+    );
+    let r = a
+        .rebuild(
+            hetraid_engine::RebuildOptions {
+                min_speed: 1 << 40,
+                max_speed: 1 << 40,
+                stop_after: None,
+            },
+            &|_| {},
+        )
+        .unwrap();
+    assert!(r.completed);
+    let second = rng.bytes(24 << 10);
+    a.write(65536, &second).unwrap();
+    drop(a);
+    for f in &faults {
+        f.crash(false);
+    }
+    fresh.crash(false);
+    // Only the new member's region holds the log (slot 2 left out).
+    let a = Array::assemble(vec![devs[0].clone(), devs[1].clone(), fresh.clone()]).unwrap();
+    let mut back = vec![0u8; 24 << 10];
+    a.read(0, &mut back).unwrap();
+    assert_eq!(back, first);
+    a.read(65536, &mut back).unwrap();
+    assert_eq!(
+        back, second,
+        "the replaced member's copy of the log did not replay"
+    );
 }

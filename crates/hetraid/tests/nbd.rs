@@ -327,8 +327,8 @@ fn kill_9_mid_write_then_restart_keeps_flushed_data() {
     assert_eq!(s["mismatches"], 0, "parity stale after kill -9 and restart");
 }
 
-/// The write log under a real client (issue 12): fio writes a verified
-/// pattern through a journaled RAID5 served over NBD; a second identical pass
+/// The write log under a real client (issue 12), kept on the members: fio
+/// writes a verified pattern through a journaled RAID5 served over NBD; a second identical pass
 /// is cut by kill -9 of the server; after a restart (the log is replayed)
 /// `fio --verify_only` finds every block intact and scrub finds parity
 /// consistent.
@@ -338,15 +338,14 @@ fn kill_9_under_fio_with_a_journal_then_verify_and_scrub() {
         return;
     }
     let d = tempfile::tempdir().unwrap();
-    let mut m = create(d.path(), &["--layout", "raid5", "--chunk", "16K"], 4, "12M");
-    // The log: created with the array (create again over the same members).
-    let log = d.path().join("log0").display().to_string();
+    let m = create(d.path(), &["--layout", "raid5", "--chunk", "16K"], 4, "20M");
+    // The log on the members (two copies past the data area), created with
+    // the array: create again over the same members.
     let mut args = vec!["create", "--layout", "raid5", "--chunk", "16K", "--force"];
     args.extend(m.iter().map(|s| s.as_str()));
-    args.extend(["--log", &log, "--log-size", "8M"]);
+    args.extend(["--log-region", "8M"]);
     let o = hetraid(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    m.push(log);
     let job = [
         "--name=j",
         "--ioengine=nbd",

@@ -164,6 +164,10 @@ pub struct CreateCmd {
     /// Size of log files this command creates (default 64M).
     #[arg(long, value_parser = size)]
     pub log_size: Option<u64>,
+    /// Or: keep the write log on the members, SIZE bytes past the data area
+    /// of the two fastest (two copies; the members need that much room).
+    #[arg(long, value_parser = size, value_name = "SIZE")]
+    pub log_region: Option<u64>,
     /// Member files or block devices, optionally PATH:kind (hdd, ssd, nvram).
     #[arg(required = true)]
     pub members: Vec<String>,
@@ -172,24 +176,29 @@ pub struct CreateCmd {
 impl CreateCmd {
     /// The log's paths, kinds and mode, checked (None: no log).
     fn log_args(&self) -> Result<Option<LogArgs>, String> {
+        if self.log.is_some() && self.log_region.is_some() {
+            return Err("give --log PATH or --log-region SIZE, not both".into());
+        }
+        if self.log_region.is_some() && self.log_size.is_some() {
+            return Err(
+                "--log-size sizes --log files; --log-region SIZE sets the region's size".into(),
+            );
+        }
         let Some(list) = &self.log else {
+            if self.log_region.is_some() {
+                return Ok(Some((vec![], vec![], self.log_mode()?)));
+            }
             if self.log_mode.is_some() {
-                return Err("--log-mode needs --log PATH (the log device)".into());
+                return Err(
+                    "--log-mode needs --log PATH (the log device) or --log-region SIZE".into(),
+                );
             }
             if self.log_size.is_some() {
                 return Err("--log-size needs --log PATH (the log device)".into());
             }
             return Ok(None);
         };
-        let mode = match self.log_mode.as_deref().unwrap_or("journal") {
-            "journal" => hetraid_engine::format::LogMode::Journal,
-            "write-back" => hetraid_engine::format::LogMode::WriteBack,
-            other => {
-                return Err(format!(
-                    "--log-mode {other} is not known; use journal or write-back"
-                ))
-            }
-        };
+        let mode = self.log_mode()?;
         if list.is_empty() || list.len() > 2 {
             return Err(format!(
                 "--log takes one device or two (mirrored), not {}",
@@ -204,6 +213,18 @@ impl CreateCmd {
             kinds.push(k.unwrap_or(MemberKind::Ssd));
         }
         Ok(Some((paths, kinds, mode)))
+    }
+
+    fn log_mode(&self) -> Result<hetraid_engine::format::LogMode, String> {
+        Ok(match self.log_mode.as_deref().unwrap_or("journal") {
+            "journal" => hetraid_engine::format::LogMode::Journal,
+            "write-back" => hetraid_engine::format::LogMode::WriteBack,
+            other => {
+                return Err(format!(
+                    "--log-mode {other} is not known; use journal or write-back"
+                ))
+            }
+        })
     }
 
     fn checksums(&self) -> Result<bool, String> {
@@ -280,6 +301,15 @@ impl CreateCmd {
         }
         let log = self.log_args()?;
         let log_size = self.log_size.unwrap_or(64 << 20);
+        if let Some(r) = self.log_region {
+            let need = Array::log_bytes_min(paths.len(), chunk);
+            if r < need {
+                return Err(format!(
+                    "--log-region {r} is too small: with {} members of {chunk}-byte chunks the log needs at least {need}",
+                    paths.len()
+                ));
+            }
+        }
         if let Some((lp, _, _)) = &log {
             for p in lp {
                 if paths.iter().any(|m| same_path(m, p)) {
@@ -370,7 +400,14 @@ impl CreateCmd {
             }
         }
         let mut opts = opts;
-        if let Some((lp, kinds, mode)) = &log {
+        if let (Some(r), Some((_, _, mode))) = (self.log_region, &log) {
+            opts.log = Some(hetraid_engine::LogSpec {
+                devices: vec![],
+                kinds: vec![],
+                mode: *mode,
+                region: Some(r),
+            });
+        } else if let Some((lp, kinds, mode)) = &log {
             let mut devices: Vec<Arc<dyn Member>> = Vec::new();
             for p in lp {
                 let m = if p.exists() {
@@ -419,10 +456,15 @@ impl CreateCmd {
         if let Some(l) = &st.log {
             let devs: Vec<&str> = l.devices.iter().map(|d| d.path.as_str()).collect();
             println!(
-                "write log: {} on {} ({} of log); list it with the members in every command",
+                "write log: {} on {} ({} of log){}",
                 l.mode,
                 devs.join(", "),
-                format_size(l.ring_bytes)
+                format_size(l.ring_bytes),
+                if self.log_region.is_some() {
+                    ""
+                } else {
+                    "; list it with the members in every command"
+                }
             );
         }
         Ok(())
