@@ -135,6 +135,12 @@ fn log_options_are_checked_before_anything_is_written() {
             vec!["--log", &format!("{},{},{}", p("a"), p("b"), p("c"))],
             "one device or two",
         ),
+        (vec!["--log", &p("l"), "--log-region", "4M"], "not both"),
+        (vec!["--log-region", "100K"], "too small"),
+        (
+            vec!["--log-region", "4M", "--log-size", "4M"],
+            "--log-size sizes --log files",
+        ),
     ] {
         let mut a = vec!["create", "--layout", "raid5", "--size", "8M"];
         a.extend(m.iter().map(|s| s.as_str()));
