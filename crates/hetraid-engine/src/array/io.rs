@@ -84,6 +84,11 @@ impl Array {
             ));
         }
         self.note_user_io();
+        if self.log.is_some() {
+            // Dirty until a clean close: after a crash the superblock says
+            // the log may hold writes (what a lost log cost).
+            self.mark_dirty()?;
+        }
         if let Some(log) = self.log.as_ref().filter(|l| l.mode() == LogMode::WriteBack) {
             let r = self.write_back(log, offset, data);
             self.record_log_copies(false)?;

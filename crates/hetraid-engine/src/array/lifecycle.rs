@@ -682,9 +682,10 @@ impl Array {
         if !usable && force && access == Access::ReadWrite {
             // --force: the user accepts losing what the log held. The array
             // goes on without a log (the bitmap), after a full resync.
-            let lost = match rec.mode {
-                crate::format::LogMode::WriteBack => "every write acknowledged since the log was last reclaimed is lost",
-                crate::format::LogMode::Journal => "no acknowledged write is lost, but stripes being written at a crash may be inconsistent",
+            let lost = match (sb.clean, rec.mode) {
+                (true, _) => "the array was closed cleanly, so the log held nothing: no write is lost",
+                (false, crate::format::LogMode::WriteBack) => "every write acknowledged since the log was last reclaimed is lost (how many is not known without the log)",
+                (false, crate::format::LogMode::Journal) => "no acknowledged write is lost, but stripes being written at a crash may be inconsistent",
             };
             self.warnings.lock().unwrap().push(format!(
                 "no usable copy of the write log ({}) was given; started without it (--force): {lost}; the array now uses the write-intent bitmap, and its redundancy is resynced from the data",
