@@ -27,9 +27,18 @@ pub fn socket_path(uuid: &str) -> PathBuf {
 /// The UUID of the array `member` belongs to, read without taking its lock.
 pub fn array_uuid(member: &Path) -> Option<String> {
     let mut f = std::fs::File::open(member).ok()?;
-    let mut b = vec![0u8; SB_SIZE];
-    f.read_exact(&mut b).ok()?;
-    Superblock::decode(&b).ok().map(|s| s.uuid_string())
+    let mut b = vec![0u8; 2 * SB_SIZE];
+    f.read_exact(&mut b[..SB_SIZE]).ok()?;
+    if let Ok(s) = Superblock::decode(&b[..SB_SIZE]) {
+        return Some(s.uuid_string());
+    }
+    // A write log device of the array: either header slot.
+    f.read_exact(&mut b[SB_SIZE..]).ok()?;
+    [0, 1]
+        .iter()
+        .filter_map(|&i| hetraid_engine::log::LogHeader::decode(&b[i * SB_SIZE..(i + 1) * SB_SIZE]))
+        .max_by_key(|h| h.generation)
+        .map(|h| h.uuid_string())
 }
 
 /// Is array `uuid` being served (does its control socket answer)?
@@ -37,7 +46,7 @@ pub fn is_served(uuid: &str) -> bool {
     UnixStream::connect(socket_path(uuid)).is_ok()
 }
 
-/// If the array of `member` is being served, send `request` to its server.
+/// If the array of `member` (or of a log device) is being served, send `request` to its server.
 pub fn remote(member: &Path, request: &Value) -> Option<Result<Value, String>> {
     let uuid = array_uuid(member)?;
     let mut s = UnixStream::connect(socket_path(&uuid)).ok()?;

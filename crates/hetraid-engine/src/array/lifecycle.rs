@@ -699,7 +699,18 @@ impl Array {
             }
             return self.resync_all();
         }
-        let (log, records) = crate::log::Log::open(logs, sb.uuid, rec)?;
+        let (log, records) = match crate::log::Log::open(logs, sb.uuid, rec) {
+            Ok(x) => x,
+            // `status` shows the array even when its log cannot be used.
+            Err(e) if access == Access::Inspect => {
+                self.warnings
+                    .lock()
+                    .unwrap()
+                    .push(format!("the write log cannot be used: {e}"));
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
         self.warnings.lock().unwrap().extend(log.take_warnings());
         // Write-back writes go back in the index (reads see them at once,
         // even read-only); only stripe updates need writing to members.

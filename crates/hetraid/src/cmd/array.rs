@@ -653,6 +653,18 @@ impl MembersCmd {
                 v["policy"].as_str().unwrap_or("?"),
                 v["events"]
             );
+            match v.get("log").filter(|l| !l.is_null()) {
+                Some(l) => println!(
+                    "consistency: {} (write log {}, {} of {} bytes in use, {} records since the last checkpoint, {} bytes not yet on the members)",
+                    l["mode"].as_str().unwrap_or("?"),
+                    l["state"].as_str().unwrap_or("?"),
+                    l["used_bytes"],
+                    l["ring_bytes"],
+                    l["records"],
+                    l["unreclaimed_bytes"]
+                ),
+                None => println!("consistency: {}", v["consistency"].as_str().unwrap_or("?")),
+            }
             for m in v["member_states"].as_array().into_iter().flatten() {
                 println!(
                     "{:>6}  {:<10}  {:<5}  {}",
@@ -660,6 +672,15 @@ impl MembersCmd {
                     m["state"].as_str().unwrap_or("?"),
                     m["kind"].as_str().unwrap_or("?"),
                     m["path"].as_str().unwrap_or("-")
+                );
+            }
+            for d in v["log"]["devices"].as_array().into_iter().flatten() {
+                println!(
+                    "{:>6}  {:<10}  {:<5}  {}",
+                    format!("log{}", d["copy"]),
+                    d["state"].as_str().unwrap_or("?"),
+                    d["kind"].as_str().unwrap_or("?"),
+                    d["path"].as_str().unwrap_or("-")
                 );
             }
             return Ok(());
