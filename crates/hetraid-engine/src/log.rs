@@ -574,6 +574,11 @@ impl Log {
         }
     }
 
+    /// Every copy failed: nothing can be logged any more.
+    pub fn all_lost(&self) -> bool {
+        self.copies.lock().unwrap().iter().all(Option::is_none)
+    }
+
     /// Did the copies in use change since the last call?
     pub fn take_changed(&self) -> bool {
         self.changed

@@ -798,3 +798,61 @@ fn a_log_region_follows_its_members() {
         "the replaced member's copy of the log did not replay"
     );
 }
+
+/// Write-back with every log copy failing at run time: new writes are
+/// refused, and closing writes the acknowledged writes (still in memory) to
+/// the members: nothing acknowledged is lost; the array goes on without a log.
+#[test]
+fn write_back_losing_every_copy_keeps_what_it_acknowledged() {
+    let (faults, devs, a) = {
+        let faults: Vec<Arc<FaultMember>> = (0..5)
+            .map(|i| {
+                let len = if i == 4 {
+                    LOG_BYTES
+                } else {
+                    MIB + CHUNK * STRIPES
+                };
+                Arc::new(FaultMember::new(&format!("w{i}"), len, 800 + i))
+            })
+            .collect();
+        let devs: Vec<Arc<dyn Member>> = faults
+            .iter()
+            .map(|f| f.clone() as Arc<dyn Member>)
+            .collect();
+        let mut o = opts("raid5", CHUNK);
+        o.log = Some(LogSpec {
+            devices: vec![devs[4].clone()],
+            kinds: vec![],
+            mode: LogMode::WriteBack,
+            region: None,
+        });
+        let a = Array::create(devs[..4].to_vec(), &o).unwrap();
+        (faults, devs, a)
+    };
+    let kept = Rng(5).bytes(20 << 10);
+    a.write(4096, &kept).unwrap();
+    assert!(a.status().log.unwrap().unreclaimed_bytes > 0);
+    faults[4].set_faults(FaultConfig {
+        fail_writes: true,
+        ..Default::default()
+    });
+    let e = a.write(0, &[1u8; 4096]).unwrap_err().to_string();
+    assert!(e.contains("failed on every copy"), "{e}");
+    let e = a.write(0, &[1u8; 4096]).unwrap_err().to_string();
+    assert!(e.contains("writes are refused"), "{e}");
+    a.close().unwrap();
+    assert!(
+        a.warnings()
+            .iter()
+            .any(|w| w.contains("were written to them")),
+        "{:?}",
+        a.warnings()
+    );
+    drop(a);
+    let a = Array::assemble(devs[..4].to_vec()).unwrap();
+    assert!(a.superblock().log.is_none());
+    let mut back = vec![0u8; kept.len()];
+    a.read(4096, &mut back).unwrap();
+    assert_eq!(back, kept, "an acknowledged write was lost with the log");
+    assert_eq!(a.scrub(None).unwrap().mismatches, 0);
+}

@@ -84,7 +84,12 @@ impl Array {
             ));
         }
         self.note_user_io();
-        if self.log.is_some() {
+        if let Some(log) = &self.log {
+            if log.all_lost() {
+                return Err(EngineError::Refused(
+                    "the write log failed on every copy: writes are refused, as they could no longer be made crash-safe; close the array (hetraid stop serving, or any command) to write what the log held to the members and go on without a log".into(),
+                ));
+            }
             // Dirty until a clean close: after a crash the superblock says
             // the log may hold writes (what a lost log cost).
             self.mark_dirty()?;
@@ -225,8 +230,9 @@ impl Array {
         // block and its checksum is repaired from the bitmap).
         // With a write log, the log replaces the bitmap: every stripe update
         // is in it before the members are written.
+        // (A log that lost every copy protects nothing: the bitmap again.)
         let bits: Vec<u64> = if plan.op == Op::Write
-            && self.log.is_none()
+            && self.live_log().is_none()
             && (self.layout.redundancy() != hetraid_core::Redundancy::None || self.checksums)
         {
             let bm = self.bitmap.lock().unwrap();
@@ -283,7 +289,7 @@ impl Array {
                 exec::fill_writes(sp, b, data)
                     .map_err(|e| Retry::Fatal(EngineError::Refused(e)))?;
             }
-            let written = match &self.log {
+            let written = match self.live_log() {
                 Some(log) => self.write_logged(log, &plan.stripes, &mut bufs, data),
                 None => self.write_plans(&plan.stripes, &mut bufs, data),
             };
@@ -712,9 +718,16 @@ impl Array {
             for p in &batch {
                 log.reclaimed(p);
             }
-            log.checkpoint(&|| self.flush_members())?;
+            if !log.all_lost() {
+                log.checkpoint(&|| self.flush_members())?;
+            }
         }
         Ok(written)
+    }
+
+    /// The log, while it has a copy to write to.
+    pub(crate) fn live_log(&self) -> Option<&crate::log::Log> {
+        self.log.as_ref().filter(|l| !l.all_lost())
     }
 
     /// Flush every live member (a member that fails is failed).

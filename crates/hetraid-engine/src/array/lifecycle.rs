@@ -1007,9 +1007,25 @@ impl Array {
         if let Some(log) = &self.log {
             // Write-back data to the members, then everything logged is on
             // the members: the log is empty.
-            self.reclaim()?;
-            log.checkpoint(&|| self.flush_members())?;
-            self.record_log_copies(false)?;
+            if log.all_lost() {
+                // No copy left: the writes it acknowledged are still in
+                // memory. They go to the members (with the bitmap), and the
+                // array carries on without a log rather than lose them.
+                let n = log.pieces().len();
+                let bytes = self.reclaim()?;
+                self.flush()?;
+                let mut sb = self.sb.lock().unwrap();
+                sb.log = None;
+                sb.events += 1;
+                self.persist(&mut sb)?;
+                self.warnings.lock().unwrap().push(format!(
+                    "the write log failed on every copy: its {n} writes not yet on the members ({bytes} bytes, kept in memory) were written to them; the array no longer has a log and uses the write-intent bitmap (create a new array to have a log again)"
+                ));
+            } else {
+                self.reclaim()?;
+                log.checkpoint(&|| self.flush_members())?;
+                self.record_log_copies(false)?;
+            }
         }
         let mut sb = self.sb.lock().unwrap();
         if !sb.clean {
