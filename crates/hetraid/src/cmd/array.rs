@@ -668,7 +668,7 @@ impl MembersCmd {
             for m in v["member_states"].as_array().into_iter().flatten() {
                 println!(
                     "{:>6}  {:<10}  {:<5}  {}",
-                    m["device"],
+                    m["device"].to_string(),
                     m["state"].as_str().unwrap_or("?"),
                     m["kind"].as_str().unwrap_or("?"),
                     m["path"].as_str().unwrap_or("-")
