@@ -10,6 +10,7 @@
 pub mod decompose;
 pub mod error;
 pub mod exec;
+pub mod hpda;
 pub mod iomap;
 pub mod journal;
 pub mod layout;
