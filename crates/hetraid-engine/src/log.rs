@@ -155,6 +155,41 @@ pub fn read_header(m: &dyn Member) -> io::Result<Option<LogHeader>> {
     Ok(slots.into_iter().flatten().max_by_key(|h| h.generation))
 }
 
+/// Why a log device found at assembly is not taken as a copy of the log
+/// (None: it is a usable copy). One rule for `Log::open` and for deciding
+/// whether any usable copy was given at all.
+pub fn left_out(d: &dyn Member, h: &LogHeader, uuid: [u8; 16], rec: &LogRecord) -> Option<String> {
+    if d.len() < RING_OFFSET + h.ring_len {
+        return Some(format!(
+            "log device {} is left out: it is {} bytes, shorter than its log ({}; truncated?)",
+            d.name(),
+            d.len(),
+            RING_OFFSET + h.ring_len
+        ));
+    }
+    if h.uuid != uuid || h.id != rec.id {
+        return None; // not this log's: Log::open refuses it by name
+    }
+    if h.epoch < rec.epoch {
+        return Some(format!(
+            "log device {} is left out: it was copy {} of the log before that copy was replaced",
+            d.name(),
+            h.copy
+        ));
+    }
+    if rec.active >> h.copy & 1 == 0 {
+        // A copy that failed earlier: its records may be behind.
+        return Some(format!(
+            "log device {} (copy {}) is left out: it failed earlier and may be behind; replace it: hetraid replace ... --log-copy {} --with {}",
+            d.name(),
+            h.copy,
+            h.copy,
+            d.name()
+        ));
+    }
+    None
+}
+
 /// One member extent of a record: `parts` back to back at data-area `offset`
 /// of slot `member`.
 pub struct Entry<'a> {
@@ -213,6 +248,9 @@ pub struct Log {
     /// A copy was dropped or added since the array last recorded which are
     /// in use.
     changed: std::sync::atomic::AtomicBool,
+    /// No copy is left (kept beside `copies` so the write path reads an
+    /// atomic, not the lock).
+    lost: std::sync::atomic::AtomicBool,
     /// The array's log epoch (headers carry it).
     epoch: std::sync::atomic::AtomicU32,
 }
@@ -381,6 +419,7 @@ impl Log {
             idle: Condvar::new(),
             warnings: Mutex::new(Vec::new()),
             changed: std::sync::atomic::AtomicBool::new(false),
+            lost: std::sync::atomic::AtomicBool::new(false),
             epoch: std::sync::atomic::AtomicU32::new(0),
         }
     }
@@ -401,32 +440,8 @@ impl Log {
         let mut newest: Option<LogHeader> = None;
         let mut warnings = Vec::new();
         for (d, h) in found {
-            if d.len() < RING_OFFSET + h.ring_len {
-                warnings.push(format!(
-                    "log device {} is left out: it is {} bytes, shorter than its log ({}; truncated?)",
-                    d.name(),
-                    d.len(),
-                    RING_OFFSET + h.ring_len
-                ));
-                continue;
-            }
-            if h.uuid == uuid && h.id == rec.id && h.epoch < rec.epoch {
-                warnings.push(format!(
-                    "log device {} is left out: it was copy {} of the log before that copy was replaced",
-                    d.name(),
-                    h.copy
-                ));
-                continue;
-            }
-            if h.uuid == uuid && h.id == rec.id && rec.active >> h.copy & 1 == 0 {
-                // A copy that failed earlier: its records may be behind.
-                warnings.push(format!(
-                    "log device {} (copy {}) is left out: it failed earlier and may be behind; replace it: hetraid replace ... --log-copy {} --with {}",
-                    d.name(),
-                    h.copy,
-                    h.copy,
-                    d.name()
-                ));
+            if let Some(why) = left_out(d.as_ref(), &h, uuid, &rec) {
+                warnings.push(why);
                 continue;
             }
             if h.uuid != uuid || h.id != rec.id {
@@ -566,23 +581,29 @@ impl Log {
     /// Stop using copy `i` (its device left the array).
     pub fn drop_copy(&self, i: usize) {
         let mut copies = self.copies.lock().unwrap();
-        if let Some(c) = copies.get_mut(i) {
-            if c.take().is_some() {
-                self.changed
-                    .store(true, std::sync::atomic::Ordering::SeqCst);
-            }
+        if copies.get_mut(i).is_some_and(|c| c.take().is_some()) {
+            self.copies_changed(&copies);
         }
     }
 
     /// Every copy failed: nothing can be logged any more.
     pub fn all_lost(&self) -> bool {
-        self.copies.lock().unwrap().iter().all(Option::is_none)
+        self.lost.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The copies in use changed (callers hold the copies' lock).
+    fn copies_changed(&self, copies: &[Option<Arc<dyn Member>>]) {
+        use std::sync::atomic::Ordering::{Release, SeqCst};
+        self.changed.store(true, SeqCst);
+        self.lost.store(copies.iter().all(Option::is_none), Release);
     }
 
     /// Did the copies in use change since the last call?
     pub fn take_changed(&self) -> bool {
-        self.changed
-            .swap(false, std::sync::atomic::Ordering::SeqCst)
+        // Read first: the write path asks on every write, and a swap would
+        // write the shared cache line each time.
+        use std::sync::atomic::Ordering::SeqCst;
+        self.changed.load(SeqCst) && self.changed.swap(false, SeqCst)
     }
 
     /// Bit i: copy i is in use.
@@ -677,8 +698,7 @@ impl Log {
             return Err(e);
         }
         self.names.lock().unwrap()[i] = dev.name();
-        self.changed
-            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.copies_changed(&copies);
         Ok(())
     }
 
@@ -714,9 +734,10 @@ impl Log {
                 ));
                 last = Some(log_err(d.as_ref(), e));
                 *c = None;
-                self.changed
-                    .store(true, std::sync::atomic::Ordering::SeqCst);
             }
+        }
+        if last.is_some() {
+            self.copies_changed(&copies);
         }
         if copies.iter().all(Option::is_none) {
             return Err(EngineError::Refused(format!(
@@ -886,6 +907,7 @@ impl Log {
         st.generation += 1;
         let g = st.generation;
         let mut copies = self.copies.lock().unwrap();
+        let mut dropped = false;
         for (i, c) in copies.iter_mut().enumerate() {
             let Some(d) = c.as_ref() else { continue };
             let h = LogHeader {
@@ -906,9 +928,11 @@ impl Log {
                     d.name()
                 ));
                 *c = None;
-                self.changed
-                    .store(true, std::sync::atomic::Ordering::SeqCst);
+                dropped = true;
             }
+        }
+        if dropped {
+            self.copies_changed(&copies);
         }
         if copies.iter().all(Option::is_none) {
             return Err(EngineError::Refused(format!(

@@ -92,7 +92,10 @@ impl Array {
             }
             // Dirty until a clean close: after a crash the superblock says
             // the log may hold writes (what a lost log cost).
-            self.mark_dirty()?;
+            if !self.marked_dirty.load(Ordering::Acquire) {
+                self.mark_dirty()?;
+                self.marked_dirty.store(true, Ordering::Release);
+            }
         }
         if let Some(log) = self.log.as_ref().filter(|l| l.mode() == LogMode::WriteBack) {
             let r = self.write_back(log, offset, data);

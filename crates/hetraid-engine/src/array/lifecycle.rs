@@ -385,6 +385,7 @@ impl Array {
             checksums,
             log: None,
             reclaiming: Mutex::new(()),
+            marked_dirty: AtomicBool::new(false),
             checksum_errors: (0..n).map(|_| Default::default()).collect(),
             all_in_sync: AtomicBool::new(in_sync),
             healthy_state: ArrayState::healthy(n),
@@ -673,11 +674,9 @@ impl Array {
             return Ok(());
         }
         let usable = logs.iter().any(|(d, h)| {
-            d.len() >= crate::log::RING_OFFSET + h.ring_len
-                && h.uuid == sb.uuid
+            h.uuid == sb.uuid
                 && h.id == rec.id
-                && h.epoch >= rec.epoch
-                && rec.active >> h.copy & 1 == 1
+                && crate::log::left_out(d.as_ref(), h, sb.uuid, &rec).is_none()
         });
         if !usable && force && access == Access::ReadWrite {
             // --force: the user accepts losing what the log held. The array
@@ -1032,6 +1031,7 @@ impl Array {
             sb.clean = true;
             self.persist(&mut sb)?;
         }
+        self.marked_dirty.store(false, Ordering::Release);
         Ok(())
     }
 

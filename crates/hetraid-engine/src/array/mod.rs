@@ -137,6 +137,9 @@ pub struct Array {
     pub(crate) log: Option<crate::log::Log>,
     /// One write-back reclaim at a time.
     pub(crate) reclaiming: Mutex<()>,
+    /// The superblock says dirty (log arrays mark it on their first write;
+    /// this spares the write path the superblock's lock afterwards).
+    pub(crate) marked_dirty: AtomicBool,
     /// Checksum mismatches per member since assembly.
     pub(crate) checksum_errors: Vec<std::sync::atomic::AtomicU32>,
     /// A rebuild is running (one at a time).
