@@ -857,10 +857,60 @@ fn write_back_losing_every_copy_keeps_what_it_acknowledged() {
     assert_eq!(a.scrub(None).unwrap().mismatches, 0);
 }
 
-/// Write-back under concurrency: threads write and read back their own
-/// ranges (overlapping stripes) while the small log keeps being reclaimed by
-/// whichever writer finds it half full; every read returns the thread's last
-/// write, before and after a close.
+/// Four threads write (and, with `read_back`, read back) 4 KiB pages of
+/// their own: thread t owns every 4th page from page t, so neighbours share
+/// stripes (and reclaims, checkpoints) but never bytes. Returns each page's
+/// last value. Every read must return the thread's last write of the page.
+fn interleaved_writers(a: &Array, writes: u64, seed: u64, read_back: bool) -> Vec<(u64, u8)> {
+    let threads = 4u64;
+    let pages = a.capacity() / 4096 / threads;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                s.spawn(move || {
+                    let mut rng = Rng(seed + t);
+                    let mut last = std::collections::HashMap::new();
+                    for i in 0..writes {
+                        let p = rng.below(pages) * threads + t;
+                        let v = ((i % 250) + 1) as u8;
+                        a.write(p * 4096, &vec![v; 4096]).unwrap();
+                        last.insert(p, v);
+                        if read_back {
+                            let q = rng.below(pages) * threads + t;
+                            let mut b = vec![0u8; 4096];
+                            a.read(q * 4096, &mut b).unwrap();
+                            let want = *last.get(&q).unwrap_or(&0);
+                            assert!(
+                                b.iter().all(|&x| x == want),
+                                "thread {t}: page {q} read {} not {want}",
+                                b[0]
+                            );
+                        }
+                    }
+                    last.into_iter().collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    })
+}
+
+/// Every page holds its last value, and parity is consistent.
+fn pages_hold(a: &Array, finals: &[(u64, u8)]) {
+    for &(p, v) in finals {
+        let mut b = vec![0u8; 4096];
+        a.read(p * 4096, &mut b).unwrap();
+        assert!(b.iter().all(|&x| x == v), "page {p}: {} not {v}", b[0]);
+    }
+    assert_eq!(a.scrub(None).unwrap().mismatches, 0);
+}
+
+/// Write-back under concurrency: reads stay right while the small log keeps
+/// being reclaimed by whichever writer finds it half full, before and after
+/// a close.
 #[test]
 fn write_back_reads_stay_right_while_reclaims_run_concurrently() {
     let faults: Vec<Arc<FaultMember>> = (0..5)
@@ -885,91 +935,21 @@ fn write_back_reads_stay_right_while_reclaims_run_concurrently() {
         region: None,
     });
     let a = Array::create(devs[..4].to_vec(), &o).unwrap();
-    let cap = a.capacity();
-    let threads = 4u64;
-    // Thread t owns every 4th 4 KiB page starting at page t: neighbours share
-    // stripes (and reclaim runs) but never bytes.
-    let pages = cap / 4096 / threads;
-    let finals: Vec<Vec<(u64, u8)>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let a = &a;
-                s.spawn(move || {
-                    let mut rng = Rng(77 + t);
-                    let mut last = std::collections::HashMap::new();
-                    for i in 0..300u64 {
-                        let p = rng.below(pages) * threads + t;
-                        let v = ((i % 250) + 1) as u8;
-                        a.write(p * 4096, &vec![v; 4096]).unwrap();
-                        last.insert(p, v);
-                        // Read back a random page of ours.
-                        let q = rng.below(pages) * threads + t;
-                        let mut b = vec![0u8; 4096];
-                        a.read(q * 4096, &mut b).unwrap();
-                        let want = *last.get(&q).unwrap_or(&0);
-                        assert!(
-                            b.iter().all(|&x| x == want),
-                            "thread {t}: page {q} read {} not {want}",
-                            b[0]
-                        );
-                    }
-                    last.into_iter().collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let finals = interleaved_writers(&a, 300, 77, true);
     assert!(a.status().log.unwrap().records > 0);
     a.close().unwrap();
     drop((a, o));
-    let a = Array::assemble(devs).unwrap();
-    for (p, v) in finals.into_iter().flatten() {
-        let mut b = vec![0u8; 4096];
-        a.read(p * 4096, &mut b).unwrap();
-        assert!(
-            b.iter().all(|&x| x == v),
-            "page {p} after close: {} not {v}",
-            b[0]
-        );
-    }
-    assert_eq!(a.scrub(None).unwrap().mismatches, 0);
+    pages_hold(&Array::assemble(devs).unwrap(), &finals);
 }
 
 /// The journal under concurrency on the smallest log: appends, member
 /// writes and checkpoints (which wait for other threads' records) interleave
-/// without deadlock, and every thread's last write reads back.
+/// without deadlock, and every thread's last write replays.
 #[test]
 fn the_journal_checkpoints_under_concurrent_writers() {
     let (_faults, devs, a) = journaled(1, 1000);
-    let cap = a.capacity();
-    let threads = 4u64;
-    let pages = cap / 4096 / threads;
-    let finals: Vec<Vec<(u64, u8)>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let a = &a;
-                s.spawn(move || {
-                    let mut rng = Rng(33 + t);
-                    let mut last = std::collections::HashMap::new();
-                    for i in 0..250u64 {
-                        let p = rng.below(pages) * threads + t;
-                        let v = ((i % 250) + 1) as u8;
-                        a.write(p * 4096, &vec![v; 4096]).unwrap();
-                        last.insert(p, v);
-                    }
-                    last.into_iter().collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let finals = interleaved_writers(&a, 250, 33, false);
     // No close: assembly replays what the log holds.
     drop(a);
-    let a = Array::assemble(devs).unwrap();
-    for (p, v) in finals.into_iter().flatten() {
-        let mut b = vec![0u8; 4096];
-        a.read(p * 4096, &mut b).unwrap();
-        assert!(b.iter().all(|&x| x == v), "page {p}: {} not {v}", b[0]);
-    }
-    assert_eq!(a.scrub(None).unwrap().mismatches, 0);
+    pages_hold(&Array::assemble(devs).unwrap(), &finals);
 }
