@@ -142,12 +142,16 @@ impl FileMember {
     }
 
     /// Create (or truncate) a regular file of `len` bytes, all zero, and open it.
+    /// A new file is readable and writable by its owner only (mode 0600): it
+    /// will hold array data or a write log, not for other local users.
     pub fn create(path: &Path, len: u64) -> io::Result<Self> {
+        use std::os::unix::fs::OpenOptionsExt;
         let f = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
+            .mode(0o600)
             .open(path)?;
         use std::os::fd::AsRawFd;
         // SAFETY: flock on a valid descriptor we own.
