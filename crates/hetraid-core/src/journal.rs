@@ -332,6 +332,12 @@ impl<T: Clone> LogIndex<T> {
     }
 }
 
+/// Write-back: does the log hold all of `[start, end)`, given the pieces
+/// [`LogIndex::overlapping`] returned for it? Then a read needs no member.
+pub fn covers<T>(pieces: &[Piece<T>], start: u64, end: u64) -> bool {
+    pieces.iter().map(|p| p.end - p.start).sum::<u64>() >= end.saturating_sub(start)
+}
+
 /// Write-back: the bytes of a data record for a write of `len` bytes (header
 /// page and the payload padded to whole pages).
 pub fn data_record_bytes(len: u64) -> u64 {

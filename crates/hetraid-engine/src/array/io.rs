@@ -15,9 +15,8 @@ impl Array {
         // members by the time it leaves the index.
         let end = offset.saturating_add(buf.len() as u64);
         let pieces = log.overlapping(offset, end);
-        let covered: u64 = pieces.iter().map(|p| p.end - p.start).sum();
         self.note_user_io();
-        if covered < buf.len() as u64 {
+        if !hetraid_core::journal::covers(&pieces, offset, end) {
             self.read_members(offset, buf)?;
         } else if end > self.capacity() {
             return self.read_members(offset, buf);

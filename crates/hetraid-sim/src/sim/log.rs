@@ -118,13 +118,7 @@ impl LogRun {
 
     /// Does the log hold all of `[start, end)`? (A read needs no member.)
     pub(super) fn covers(&self, start: u64, end: u64) -> bool {
-        let c: u64 = self
-            .index
-            .overlapping(start, end)
-            .iter()
-            .map(|p| p.end - p.start)
-            .sum();
-        c >= end - start
+        journal::covers(&self.index.overlapping(start, end), start, end)
     }
 
     pub(super) fn idle(&self) -> bool {
