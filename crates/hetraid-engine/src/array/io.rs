@@ -641,9 +641,11 @@ impl Array {
         }
         // A write larger than a record is logged as several (acknowledged
         // once all are durable).
-        let max = self.write_back_record_max(log) as usize;
-        for (k, part) in data.chunks(max).enumerate() {
-            let at = offset + (k * max) as u64;
+        // The same cut the simulator makes (core `split_run`).
+        let max = self.write_back_record_max(log);
+        let end = offset + data.len() as u64;
+        for (at, len) in hetraid_core::journal::split_run(offset, end, max) {
+            let part = &data[(at - offset) as usize..(at - offset + len) as usize];
             // Bounded: each round either logs the part or reclaims the
             // oldest data, which frees room.
             let mut logged = false;
