@@ -1,7 +1,8 @@
-//! HPDA's monitor (SPEC §9), the first of its decisions: which writes are
-//! sequential, and when the array is idle. Pure: time is an input in
-//! nanoseconds, never read from a clock. The director and the reclaimer
-//! policy build on it (issue 13).
+//! HPDA's decisions (SPEC §9): the monitor (which writes are sequential,
+//! when the array is idle), the director (where a write goes: the mirrored
+//! log or the RAID4), how a RAID4 write is made crash-safe, and the
+//! reclaimer's policy. Pure: time is an input in nanoseconds, never read
+//! from a clock; the engine and the simulator both call these.
 //!
 //! A write is sequential when it continues one of the recent streams: it
 //! starts within `tolerance_bytes` after where one of them ended (MD's and
@@ -158,11 +159,147 @@ impl Monitor {
             .sum()
     }
 
+    /// Streams tracked now.
+    pub fn streams(&self) -> usize {
+        self.streams.len()
+    }
+
     /// No request for `idle_ns` (or none yet).
     pub fn idle(&self, now_ns: u64) -> bool {
         self.last_request_ns
             .is_none_or(|t| now_ns.saturating_sub(t) >= self.cfg.idle_ns)
     }
+}
+
+/// Where the director sends a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// Appended to the mirrored log (a write-back data record); the
+    /// reclaimer moves it to the RAID4 later.
+    Log,
+    /// Written in place on the RAID4 (SSD data, HDD-1 parity).
+    Raid4,
+}
+
+/// What the director needs to know of the array when a write arrives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Condition {
+    /// Every RAID4 member (the SSDs and HDD-1) is in sync.
+    pub raid4_whole: bool,
+    /// Log copies that can be written, of how many the log has.
+    pub log_copies_live: usize,
+    pub log_copies: usize,
+    /// The log holds a newer copy of some byte the write covers.
+    pub overlaps_log: bool,
+}
+
+/// The director (SPEC §9): random writes go to the log, sequential ones to
+/// the RAID4; and, in order:
+/// - the RAID4 degraded (an SSD or HDD-1 failed or rebuilding): every write
+///   goes to the log, so no write waits for reconstruction or risks the
+///   write hole while the RAID4 rebuilds;
+/// - a write over bytes the log holds goes to the log too: the newest copy
+///   of every byte stays in one place, and the log's order alone says which
+///   copy is newest after a crash (the paper invalidates the log entries
+///   instead; in a persistent log that would need a record of its own, made
+///   durable after the RAID4 write, on every such write);
+/// - a log copy lost (HDD-2, or HDD-1's copy) while the RAID4 is whole:
+///   everything goes to the RAID4 — nothing new is kept on one copy alone —
+///   and the reclaimer empties the log ([`reclaim_step`]);
+/// - no log copy left: the RAID4.
+pub fn route_write(kind: WriteKind, c: &Condition) -> Route {
+    if c.log_copies_live == 0 {
+        return Route::Raid4;
+    }
+    if !c.raid4_whole || c.overlaps_log {
+        return Route::Log;
+    }
+    if c.log_copies_live < c.log_copies {
+        return Route::Raid4;
+    }
+    match kind {
+        WriteKind::Sequential => Route::Raid4,
+        WriteKind::Random => Route::Log,
+    }
+}
+
+/// How a write to the RAID4 (the director's, or the reclaimer's) is made
+/// crash-safe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Raid4Guard {
+    /// An intent record (one page naming the stripes) in the log before the
+    /// member writes; after a crash those stripes' parity is recomputed from
+    /// their data. Parity updates then cost the HDDs one page of log, never
+    /// a second copy of the data.
+    Intent,
+    /// The stripe updates themselves in the log (data and parity), replayed
+    /// after a crash: with a member absent, parity recomputed from the data
+    /// would be wrong for the absent member (the write hole).
+    Journal,
+}
+
+/// The guard for a RAID4 write: an intent while the RAID4 is whole, the
+/// journal while it is degraded.
+pub fn raid4_guard(raid4_whole: bool) -> Raid4Guard {
+    if raid4_whole {
+        Raid4Guard::Intent
+    } else {
+        Raid4Guard::Journal
+    }
+}
+
+/// The intent records a RAID4 write of `stripes` needs: runs of
+/// consecutive stripes (first, count), at most `journal::ENTRIES_MAX` per
+/// record (one record for any write of consecutive stripes).
+pub fn intent_records(stripes: impl IntoIterator<Item = u64>) -> Vec<Vec<(u64, u64)>> {
+    let mut v: Vec<u64> = stripes.into_iter().collect();
+    v.sort_unstable();
+    v.dedup();
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for s in v {
+        match runs.last_mut() {
+            Some((first, count)) if *first + *count == s && *count < u32::MAX as u64 => *count += 1,
+            _ => runs.push((s, 1)),
+        }
+    }
+    runs.chunks(crate::journal::ENTRIES_MAX)
+        .map(|c| c.to_vec())
+        .collect()
+}
+
+/// The log's state as the reclaimer's policy sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogFill {
+    /// Ring bytes in use, and the ring's length.
+    pub used_bytes: u64,
+    pub ring_bytes: u64,
+    /// The index holds data not yet on the RAID4.
+    pub holds_data: bool,
+    /// A log copy is lost while the RAID4 is whole (HDD-2 failed): empty
+    /// the log so nothing stays on one copy.
+    pub copy_lost: bool,
+}
+
+/// The reclaimer's policy (SPEC §9), asked before each batch, so a reclaim
+/// that user I/O interrupts stops after the batch in progress (user I/O
+/// keeps priority). Returns the ring usage to reclaim down to (0:
+/// everything), or None to wait:
+/// - a copy lost: everything, even while busy;
+/// - past the high-water mark (half the ring, as the write path's trigger,
+///   `journal::reclaim_before_write`): down to a quarter, even while busy;
+/// - idle (the monitor): everything;
+/// - otherwise: wait.
+pub fn reclaim_step(idle: bool, fill: &LogFill) -> Option<u64> {
+    if !fill.holds_data {
+        return None;
+    }
+    if fill.copy_lost {
+        return Some(0);
+    }
+    if fill.used_bytes > fill.ring_bytes / 2 {
+        return Some(fill.ring_bytes / 4);
+    }
+    idle.then_some(0)
 }
 
 #[cfg(test)]
@@ -243,5 +380,67 @@ mod tests {
         m.read(now + 3_000 * ms);
         assert_eq!(m.intensity(now + 3_000 * ms), 1);
         assert!(!m.idle(now + 3_000 * ms));
+    }
+
+    fn cond(whole: bool, live: usize, overlaps: bool) -> Condition {
+        Condition {
+            raid4_whole: whole,
+            log_copies_live: live,
+            log_copies: 2,
+            overlaps_log: overlaps,
+        }
+    }
+
+    #[test]
+    fn the_director_follows_the_paper_and_the_failure_cases() {
+        use Route::*;
+        use WriteKind::*;
+        // Normal state.
+        assert_eq!(route_write(Random, &cond(true, 2, false)), Log);
+        assert_eq!(route_write(Sequential, &cond(true, 2, false)), Raid4);
+        // Over logged bytes: the log, so the newest copy stays in one place.
+        assert_eq!(route_write(Sequential, &cond(true, 2, true)), Log);
+        // RAID4 degraded (SSD or HDD-1): everything to the log, even with
+        // one copy left (HDD-1's copy lost with HDD-1).
+        for live in [1, 2] {
+            assert_eq!(route_write(Sequential, &cond(false, live, false)), Log);
+            assert_eq!(route_write(Random, &cond(false, live, false)), Log);
+        }
+        // HDD-2 lost, RAID4 whole: nothing new on one copy.
+        assert_eq!(route_write(Random, &cond(true, 1, false)), Raid4);
+        assert_eq!(route_write(Random, &cond(true, 1, true)), Log);
+        // No log at all.
+        assert_eq!(route_write(Random, &cond(false, 0, true)), Raid4);
+        assert_eq!(raid4_guard(true), Raid4Guard::Intent);
+        assert_eq!(raid4_guard(false), Raid4Guard::Journal);
+    }
+
+    #[test]
+    fn intents_name_runs_of_stripes() {
+        assert_eq!(intent_records([5, 3, 4, 9, 4]), vec![vec![(3, 3), (9, 1)]]);
+        assert!(intent_records([]).is_empty());
+        let many = intent_records((0..600).map(|i| i * 2));
+        assert_eq!(many.len(), 3);
+        assert_eq!(many[0].len(), crate::journal::ENTRIES_MAX);
+        assert_eq!(many.iter().map(Vec::len).sum::<usize>(), 600);
+    }
+
+    #[test]
+    fn the_reclaimer_waits_for_idle_unless_the_log_fills_or_loses_a_copy() {
+        let ring = 1 << 30;
+        let fill = |used: u64, data: bool, lost: bool| LogFill {
+            used_bytes: used,
+            ring_bytes: ring,
+            holds_data: data,
+            copy_lost: lost,
+        };
+        assert_eq!(reclaim_step(false, &fill(ring / 4, true, false)), None);
+        assert_eq!(reclaim_step(true, &fill(ring / 4, true, false)), Some(0));
+        assert_eq!(
+            reclaim_step(false, &fill(ring / 2 + 4096, true, false)),
+            Some(ring / 4)
+        );
+        assert_eq!(reclaim_step(false, &fill(4096, true, true)), Some(0));
+        assert_eq!(reclaim_step(true, &fill(ring, false, true)), None);
     }
 }

@@ -327,6 +327,11 @@ impl<T: Clone> LogIndex<T> {
         self.pieces.values().map(|p| p.end - p.start).sum()
     }
 
+    /// Pieces in the index.
+    pub fn len(&self) -> usize {
+        self.pieces.len()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.pieces.is_empty()
     }

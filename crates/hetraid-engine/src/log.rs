@@ -29,6 +29,8 @@ const REC_MAGIC: u32 = 0x4352_4C48; // "HLRC"
 const TYPE_STRIPES: u8 = 1;
 const TYPE_DATA: u8 = 2;
 const TYPE_PAD: u8 = 3;
+/// HPDA: the stripes a RAID4 write is about to change (resynced after a crash).
+const TYPE_INTENT: u8 = 4;
 const ENTRY_AT: usize = 64;
 const ENTRY: usize = 16;
 const HDR_CRC_AT: usize = 4092;
@@ -61,6 +63,10 @@ pub struct LogHeader {
     /// The array's log epoch when this header was written (see
     /// `LogRecord::epoch`).
     pub epoch: u32,
+    /// Every record before this sequence number had its member writes
+    /// flushed when the header was written (0: not known). Intent records
+    /// before it need no resync after a crash.
+    pub flushed_seq: u64,
 }
 
 impl LogHeader {
@@ -88,6 +94,7 @@ impl LogHeader {
         b[72..80].copy_from_slice(&self.checkpoint_offset.to_le_bytes());
         b[80..88].copy_from_slice(&self.checkpoint_seq.to_le_bytes());
         b[88..92].copy_from_slice(&self.epoch.to_le_bytes());
+        b[92..100].copy_from_slice(&self.flushed_seq.to_le_bytes());
         let crc = crc32c(&b[..HDR_CRC_AT]);
         b[HDR_CRC_AT..].copy_from_slice(&crc.to_le_bytes());
         b
@@ -117,6 +124,7 @@ impl LogHeader {
             checkpoint_offset: u64_at(b, 72),
             checkpoint_seq: u64_at(b, 80),
             epoch: u32_at(b, 88),
+            flushed_seq: u64_at(b, 92),
         };
         let ok = u64_at(b, 48) == RING_OFFSET
             && h.id != 0
@@ -213,6 +221,9 @@ pub struct Replayed {
     pub entries: Vec<(u16, u64, AlignedBuf)>,
     /// A write-back write: (array offset, bytes).
     pub data: Option<(u64, Vec<u8>)>,
+    /// HPDA intent: runs of stripes (first, count) whose parity is
+    /// recomputed from their data (empty for other records).
+    pub stripes: Vec<(u64, u64)>,
 }
 
 /// A logged write's bytes, shared by the index pieces that point into it.
@@ -230,6 +241,9 @@ struct Scan {
 struct State {
     ring: Ring,
     generation: u64,
+    /// Records before this sequence number are on the flushed members
+    /// (written in the headers: see `LogHeader::flushed_seq`).
+    flushed_seq: u64,
 }
 
 pub struct Log {
@@ -253,6 +267,8 @@ pub struct Log {
     lost: std::sync::atomic::AtomicBool,
     /// The array's log epoch (headers carry it).
     epoch: std::sync::atomic::AtomicU32,
+    /// Bytes reclaimed since opened.
+    reclaimed: std::sync::atomic::AtomicU64,
 }
 
 /// The header page of a write-back data record: one write of `len` bytes at
@@ -272,6 +288,27 @@ fn data_header(template: &LogHeader, seq: u64, bytes: u64, at: u64, data: &[u8])
     let mut crc = crc32c(&h);
     crc = crc32c_append(crc, data);
     crc = crc32c_append(crc, &ZEROS[..pad]);
+    h[44..48].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+/// The header page of an intent record: stripe runs (first, count), one
+/// entry each (count at +4, first stripe at +8).
+fn intent_header(template: &LogHeader, seq: u64, runs: &[(u64, u64)]) -> AlignedBuf {
+    let mut h = AlignedBuf::zeroed(PAGE as usize);
+    h[0..4].copy_from_slice(&REC_MAGIC.to_le_bytes());
+    h[4] = TYPE_INTENT;
+    h[8..16].copy_from_slice(&seq.to_le_bytes());
+    h[16..32].copy_from_slice(&template.uuid);
+    h[32..40].copy_from_slice(&PAGE.to_le_bytes());
+    h[40..44].copy_from_slice(&(runs.len() as u32).to_le_bytes());
+    h[48..52].copy_from_slice(&template.id.to_le_bytes());
+    for (i, &(first, count)) in runs.iter().enumerate() {
+        let at = ENTRY_AT + ENTRY * i;
+        h[at + 4..at + 8].copy_from_slice(&(count as u32).to_le_bytes());
+        h[at + 8..at + 16].copy_from_slice(&first.to_le_bytes());
+    }
+    let crc = crc32c(&h);
     h[44..48].copy_from_slice(&crc.to_le_bytes());
     h
 }
@@ -351,6 +388,7 @@ impl Log {
             checkpoint_offset: 0,
             checkpoint_seq: 1,
             epoch: rec.epoch,
+            flushed_seq: 0,
         };
         for (i, d) in devs.iter().enumerate() {
             for generation in [0, 1] {
@@ -412,6 +450,7 @@ impl Log {
             index: RwLock::new(LogIndex::default()),
             state: Mutex::new(State {
                 generation: template.generation,
+                flushed_seq: template.flushed_seq,
                 ring,
             }),
             template,
@@ -421,6 +460,7 @@ impl Log {
             changed: std::sync::atomic::AtomicBool::new(false),
             lost: std::sync::atomic::AtomicBool::new(false),
             epoch: std::sync::atomic::AtomicU32::new(0),
+            reclaimed: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -534,11 +574,18 @@ impl Log {
             best.bytes,
             best.records.iter().map(|r| (r.seq, r.offset)).collect(),
         );
+        // Intent records whose member writes a checkpoint saw flushed need
+        // nothing more.
+        let records = best
+            .records
+            .into_iter()
+            .filter(|r| r.stripes.is_empty() || r.seq >= newest.flushed_seq)
+            .collect();
         let log = Self::new(copies, kinds, template, ring);
         log.epoch
             .store(rec.epoch, std::sync::atomic::Ordering::SeqCst);
         log.warnings.lock().unwrap().extend(warnings);
-        Ok((log, best.records))
+        Ok((log, records))
     }
 
     pub fn mode(&self) -> LogMode {
@@ -604,6 +651,11 @@ impl Log {
         // write the shared cache line each time.
         use std::sync::atomic::Ordering::SeqCst;
         self.changed.load(SeqCst) && self.changed.swap(false, SeqCst)
+    }
+
+    /// How many copies the log has (live or not).
+    pub fn copy_count(&self) -> usize {
+        self.template.copies as usize
     }
 
     /// Bit i: copy i is in use.
@@ -681,6 +733,7 @@ impl Log {
                 checkpoint_offset: st.ring.head,
                 checkpoint_seq: st.ring.head_seq,
                 epoch,
+                flushed_seq: st.flushed_seq,
                 ..self.template.clone()
             };
             if let Err(e) = d
@@ -790,6 +843,39 @@ impl Log {
         Ok(p.seq)
     }
 
+    /// HPDA: log durably that the stripes in `runs` (first, count) are about
+    /// to be written in place, guarded by their parity being recomputed
+    /// after a crash. Like [`Log::append`], must be followed by
+    /// [`Log::done`] once the member writes returned.
+    pub fn append_intent(
+        &self,
+        runs: &[(u64, u64)],
+        flush_members: &dyn Fn() -> Result<()>,
+    ) -> Result<u64> {
+        assert!(!runs.is_empty() && runs.len() <= ENTRIES_MAX);
+        let mut st = self.state.lock().unwrap();
+        let p = match st.ring.place(PAGE) {
+            Some(p) => p,
+            None => {
+                self.checkpoint_locked(&mut st, flush_members)?;
+                st.ring.place(PAGE).ok_or_else(|| {
+                    EngineError::Refused(
+                        "the write log is full of writes not yet on the members; the write failed (a larger log helps)".into(),
+                    )
+                })?
+            }
+        };
+        if let Some((at, pad)) = p.pad {
+            let h = record_header(&self.template, TYPE_PAD, p.seq - 1, pad, &[]);
+            self.write_all(&[&h], at)?;
+        }
+        let h = intent_header(&self.template, p.seq, runs);
+        self.write_all(&[&h], p.offset)?;
+        st.ring.commit(&p, PAGE);
+        *self.in_flight.lock().unwrap() += 1;
+        Ok(p.seq)
+    }
+
     /// Write-back: log `data` for array offset `at` durably and index it.
     /// Ok(None) when the ring has no room even after a checkpoint (the
     /// logged data must be reclaimed first).
@@ -864,7 +950,22 @@ impl Log {
     /// A piece is on the members: drop it from the index unless a newer
     /// write replaced it meanwhile.
     pub fn reclaimed(&self, p: &Piece<Bytes>) -> bool {
-        self.index.write().unwrap().remove_if_unchanged(p)
+        let gone = self.index.write().unwrap().remove_if_unchanged(p);
+        if gone {
+            self.reclaimed
+                .fetch_add(p.end - p.start, std::sync::atomic::Ordering::Relaxed);
+        }
+        gone
+    }
+
+    /// Bytes reclaimed to the members since the log was opened.
+    pub fn reclaimed_bytes(&self) -> u64 {
+        self.reclaimed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Pieces of logged writes not yet on the members.
+    pub fn entries(&self) -> u64 {
+        self.index.read().unwrap().len() as u64
     }
 
     /// Bytes of logged writes not yet on the members.
@@ -900,6 +1001,8 @@ impl Log {
             }
         }
         flush_members()?;
+        // Every record so far is on the members now.
+        st.flushed_seq = st.ring.next_seq;
         // The head moves to the oldest record still needed (a write-back
         // write not yet reclaimed), or past everything.
         let needed = self.index.read().unwrap().oldest_needed();
@@ -917,6 +1020,7 @@ impl Log {
                 generation: g,
                 checkpoint_offset: st.ring.head,
                 checkpoint_seq: st.ring.head_seq,
+                flushed_seq: st.flushed_seq,
                 ..self.template.clone()
             };
             let r = d
@@ -970,7 +1074,7 @@ fn scan(d: &dyn Member, h: &LogHeader) -> io::Result<Scan> {
             && head[16..32] == h.uuid
             && u32_at(&head, 48) == h.id
             && u64_at(&head, 8) == seq
-            && (kind == TYPE_STRIPES || kind == TYPE_PAD || kind == TYPE_DATA)
+            && matches!(kind, TYPE_STRIPES | TYPE_PAD | TYPE_DATA | TYPE_INTENT)
             && n <= ENTRIES_MAX
             && journal::header_fits(h.ring_len, off, bytes)
             && total + bytes <= h.ring_len;
@@ -996,6 +1100,16 @@ fn scan(d: &dyn Member, h: &LogHeader) -> io::Result<Scan> {
             }
             crc = crc32c_append(crc, &buf);
             data = Some((at, buf[..len as usize].to_vec()));
+        }
+        let mut stripes = Vec::new();
+        if kind == TYPE_INTENT {
+            if bytes != PAGE {
+                break;
+            }
+            for i in 0..n {
+                let e = ENTRY_AT + ENTRY * i;
+                stripes.push((u64_at(&head, e + 8), u32_at(&head, e + 4) as u64));
+            }
         }
         if kind == TYPE_STRIPES {
             let mut at = off + PAGE;
@@ -1033,6 +1147,7 @@ fn scan(d: &dyn Member, h: &LogHeader) -> io::Result<Scan> {
                 offset: off,
                 entries,
                 data,
+                stripes,
             });
         }
         total += bytes;

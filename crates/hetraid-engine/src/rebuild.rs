@@ -83,7 +83,17 @@ impl Array {
                 sb.roles[i].state.as_str()
             )));
         }
-        let need = sb.data_offset + sb.roles[i].data_size;
+        // A slot holding a log region needs room for it too.
+        let need = sb.data_offset
+            + match sb.log.and_then(|l| l.region) {
+                Some(r) if r.slots[..sb.log.map_or(0, |l| l.copies as usize)]
+                    .iter()
+                    .any(|&s| s as usize == i) =>
+                {
+                    crate::array::region_start(self.layout(), i, sb.roles[i].data_size) + r.bytes
+                }
+                _ => sb.roles[i].data_size,
+            };
         if new.len() < need {
             return Err(EngineError::Refused(format!(
                 "replacement {} is {} bytes; slot {i} needs at least {need}",
@@ -149,9 +159,16 @@ impl Array {
                 log.drop_copy(copy);
                 let dev: Arc<dyn Member> = Arc::new(crate::member::RegionMember::new(
                     raw,
-                    sb.data_offset + sb.roles[i].data_size,
+                    sb.data_offset
+                        + crate::array::region_start(self.layout(), i, sb.roles[i].data_size),
                     region.bytes,
                 ));
+                // HPDA, HDD-2 replaced (it holds no chunk): the log is
+                // emptied onto the RAID4 first (SPEC §9), so the new mirror
+                // starts from an empty log.
+                if self.hpda_status().is_some() && !self.holds_chunks(i) {
+                    self.reclaim()?;
+                }
                 self.replace_log_copy(copy, dev, true)?;
             }
         }

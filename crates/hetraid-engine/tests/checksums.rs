@@ -23,7 +23,7 @@ fn array(
 ) -> (Vec<Arc<dyn Member>>, Array) {
     let mut sizes = vec![MIB + AREA + CHUNK * 24; n];
     if rec.name == "hpda" {
-        sizes[n - 2] *= 2;
+        hpda_room(&mut sizes);
     }
     let (_, members) = fault_members_sized("m", &sizes, |i| seed + i as u64);
     let mut o = opts(&rec.name, CHUNK);

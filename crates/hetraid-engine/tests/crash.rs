@@ -29,7 +29,7 @@ fn cycle_with(seed: u64, checksums: bool) {
     let chunk = 8192;
     let mut sizes = vec![MIB + chunk * 32 + if checksums { MIB } else { 0 }; n];
     if rec.name == "hpda" {
-        sizes[n - 2] *= 2;
+        hpda_room(&mut sizes);
     }
     let (faults, members) = fault_members_sized("m", &sizes, |i| seed * 7 + i as u64);
     let mut o = opts(&rec.name, chunk);

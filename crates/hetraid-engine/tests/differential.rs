@@ -21,7 +21,7 @@ fn run(seed: u64) {
             *s += chunk * rng.below(8);
         }
         if rec.name == "hpda" {
-            sizes[n - 2] += size; // HDD-1 holds parity and a log copy
+            hpda_room(&mut sizes);
         }
     }
     let (_faults, members) = fault_members_sized("m", &sizes, |i| seed ^ i as u64);

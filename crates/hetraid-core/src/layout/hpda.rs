@@ -53,19 +53,28 @@ impl Hpda {
         let rows = ssds.iter().map(|&m| sizes[m]).min().unwrap() / chunk;
         let (hdd1, hdd2) = (hdds[0], hdds[1]);
         let raid4 = rows * chunk;
-        if sizes[hdd1] <= raid4 {
-            return Err(LayoutError::MemberTooSmall {
-                member: hdd1,
-                size: sizes[hdd1],
-                need: raid4 + chunk,
-            });
+        if rows == 0 {
+            return Err(LayoutError::Invalid(format!(
+                "hpda's SSDs must each hold at least one {chunk}-byte chunk of data; use larger SSDs"
+            )));
+        }
+        // The smallest log: one record of a whole stripe update, a quarter
+        // of the ring at most (as any write log).
+        let log_min = crate::journal::log_bytes_min(n, chunk).div_ceil(chunk) * chunk;
+        if sizes[hdd1] < raid4 + log_min {
+            return Err(LayoutError::Invalid(format!(
+                "HDD-1 (member {hdd1}) holds the RAID4's parity ({raid4} bytes, as much as each SSD's data) and a copy of the write log past it, so its data area must be at least {} bytes ({raid4} + {log_min} of log); it is {}: use a larger HDD-1 or smaller SSDs",
+                raid4 + log_min,
+                sizes[hdd1]
+            )));
+        }
+        if sizes[hdd2] < log_min {
+            return Err(LayoutError::Invalid(format!(
+                "HDD-2 (member {hdd2}) holds the log's mirror: its data area must be at least {log_min} bytes; it is {}",
+                sizes[hdd2]
+            )));
         }
         let log_bytes = (sizes[hdd1] - raid4).min(sizes[hdd2]) / chunk * chunk;
-        if rows == 0 || log_bytes == 0 {
-            return Err(LayoutError::Invalid(
-                "hpda members are too small for one stripe and one chunk of log; use larger members".into(),
-            ));
-        }
         Ok(Self {
             ssds,
             hdd1,

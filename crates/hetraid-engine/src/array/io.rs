@@ -16,6 +16,9 @@ impl Array {
         let end = offset.saturating_add(buf.len() as u64);
         let pieces = log.overlapping(offset, end);
         self.note_user_io();
+        if let Some(h) = &self.hpda {
+            h.read();
+        }
         if !hetraid_core::journal::covers(&pieces, offset, end) {
             self.read_members(offset, buf)?;
         } else if end > self.capacity() {
@@ -97,7 +100,10 @@ impl Array {
             }
         }
         if let Some(log) = self.log.as_ref().filter(|l| l.mode() == LogMode::WriteBack) {
-            let r = self.write_back(log, offset, data);
+            let r = match &self.hpda {
+                Some(h) => self.hpda_write(h, log, offset, data),
+                None => self.write_back(log, offset, data),
+            };
             self.record_log_copies(false)?;
             return r;
         }
@@ -292,6 +298,9 @@ impl Array {
                     .map_err(|e| Retry::Fatal(EngineError::Refused(e)))?;
             }
             let written = match self.live_log() {
+                Some(log) if self.hpda_guard() == Some(hetraid_core::hpda::Raid4Guard::Intent) => {
+                    self.write_intent(log, &plan.stripes, &mut bufs, data)
+                }
                 Some(log) => self.write_logged(log, &plan.stripes, &mut bufs, data),
                 None => self.write_plans(&plan.stripes, &mut bufs, data),
             };
@@ -620,7 +629,7 @@ impl Array {
     /// Write-back: the write is acknowledged once durable in the log. When
     /// the log is past its high-water mark the writer reclaims first; when it
     /// is full, the writer waits for (or does) a reclaim.
-    fn write_back(&self, log: &crate::log::Log, offset: u64, data: &[u8]) -> Result<()> {
+    pub(crate) fn write_back(&self, log: &crate::log::Log, offset: u64, data: &[u8]) -> Result<()> {
         let cap = self.capacity();
         if offset
             .checked_add(data.len() as u64)
@@ -688,15 +697,22 @@ impl Array {
     /// are merged), then dropped from the index, then the log is
     /// checkpointed up to the oldest write still needed.
     pub(crate) fn reclaim_to(&self, target: u64) -> Result<u64> {
+        self.reclaim_batches(target, usize::MAX)
+    }
+
+    /// [`Array::reclaim_to`], at most `batches_max` batches.
+    pub(crate) fn reclaim_batches(&self, target: u64, batches_max: usize) -> Result<u64> {
         let Some(log) = self.log.as_ref().filter(|l| l.mode() == LogMode::WriteBack) else {
             return Ok(0);
         };
         let _one = self.reclaiming.lock().unwrap();
+        // HPDA: no direct RAID4 write runs while the reclaimer writes.
+        let _exclusive = self.hpda.as_ref().map(|h| h.direct.write().unwrap());
         let batch_max = self.write_back_record_max(log);
         let mut written = 0u64;
         // Bounded by the pieces present at the start: each round removes the
         // oldest ones (newer writes that arrive meanwhile wait for a later round).
-        let mut rounds = log.pieces().len() + 1;
+        let mut rounds = (log.pieces().len() + 1).min(batches_max);
         while rounds > 0 {
             rounds -= 1;
             if !log.reclaim_more(target) {

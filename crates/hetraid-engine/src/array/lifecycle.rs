@@ -11,6 +11,17 @@ fn checksum_area(lens: &[u64], opts: &CreateOptions) -> Option<u64> {
         .then(|| crate::member::checksum::area_bytes(largest.saturating_sub(DATA_OFFSET).max(1)))
 }
 
+/// Where a log region starts on member `slot`, from the start of its data
+/// area: where the layout puts it (HPDA: past HDD-1's parity, at the start
+/// of HDD-2), or past the member's data (`--log-region`).
+pub(crate) fn region_start(layout: &dyn Layout, slot: usize, data_size: u64) -> u64 {
+    layout
+        .log_regions()
+        .iter()
+        .find(|r| r.member == slot)
+        .map_or(data_size, |r| r.offset)
+}
+
 /// Wrap members in block checksums when the superblock says so.
 pub(crate) fn with_checksums(m: Arc<dyn Member>, sb: &Superblock) -> Arc<dyn Member> {
     if sb.checksums {
@@ -191,7 +202,17 @@ impl Array {
                 }
             }
         }
-        if let Some(l) = &opts.log {
+        let hpda = opts.layout.kind().ok() == Some(hetraid_core::layout::LayoutKind::Hpda);
+        // HPDA keeps its write-back log on HDD-1 and HDD-2 (checked in
+        // check_create); --log-size may make it smaller than the room there.
+        let hpda_log = hpda.then(|| LogSpec {
+            devices: vec![],
+            kinds: vec![],
+            mode: crate::format::LogMode::WriteBack,
+            region: opts.log.as_ref().and_then(|l| l.region),
+        });
+        let log_spec = if hpda { hpda_log.as_ref() } else { opts.log.as_ref() };
+        if let Some(l) = log_spec.filter(|_| !hpda) {
             Self::check_log(l, &members, n, opts.chunk_bytes)?;
         }
         let kinds = if opts.kinds.is_empty() {
@@ -200,7 +221,7 @@ impl Array {
             opts.kinds.clone()
         };
         // A log region is carved from the end of the fastest members.
-        let region = opts.log.as_ref().and_then(|l| l.region).map(|b| {
+        let mut region = log_spec.filter(|_| !hpda).and_then(|l| l.region).map(|b| {
             let bytes = b.div_ceil(PAGE) * PAGE;
             (bytes, super::region_slots(&kinds, n))
         });
@@ -236,6 +257,12 @@ impl Array {
             kinds: kinds.clone(),
         };
         let layout = build(&spec).map_err(|e| EngineError::Layout(e.to_string()))?;
+        if hpda {
+            region = Some(super::hpda::log_region(
+                layout.as_ref(),
+                log_spec.and_then(|l| l.region),
+            )?);
+        }
         let stripe_bytes = opts.chunk_bytes * layout.data_per_stripe() as u64;
         let spb = Bitmap::stripes_per_bit(layout.stripe_count(), stripe_bytes);
         let sb = Superblock {
@@ -260,7 +287,7 @@ impl Array {
                 .collect(),
             relocations: vec![],
             last_scrub: None,
-            log: opts.log.as_ref().map(|l| {
+            log: log_spec.map(|l| {
                 let copies = match &region {
                     Some((_, s)) => s.len(),
                     None => l.devices.len(),
@@ -280,7 +307,7 @@ impl Array {
         };
         // The log first: a member superblock that records a log must never
         // exist without it.
-        let log = match (&opts.log, sb.log) {
+        let log = match (log_spec, sb.log) {
             (Some(l), Some(rec)) => {
                 let (devices, kinds) = match &region {
                     Some((bytes, slots)) => (
@@ -289,7 +316,7 @@ impl Array {
                             .map(|&i| {
                                 Arc::new(crate::member::RegionMember::new(
                                     raw[i].clone(),
-                                    sb.data_offset + sizes[i],
+                                    sb.data_offset + region_start(layout.as_ref(), i, sizes[i]),
                                     *bytes,
                                 )) as Arc<dyn Member>
                             })
@@ -354,8 +381,16 @@ impl Array {
         );
         let in_sync = state.members.iter().all(|m| *m == MemberState::InSync);
         let mut holds = vec![sb.relocations.is_empty(); n];
-        if !sb.relocations.is_empty() {
-            for st in (0..layout.stripe_count()).map(|s| layout.stripe(s)) {
+        // HPDA's HDD-2 holds no chunk, only a log copy.
+        if !sb.relocations.is_empty() || !layout.log_regions().is_empty() {
+            holds = vec![false; n];
+            // Without relocations the pattern repeats every parity cycle.
+            let scan = if sb.relocations.is_empty() {
+                layout.parity_cycle().min(layout.stripe_count())
+            } else {
+                layout.stripe_count()
+            };
+            for st in (0..scan).map(|s| layout.stripe(s)) {
                 st.all().for_each(|c| holds[c.member] = true);
             }
         }
@@ -385,6 +420,8 @@ impl Array {
             checksums,
             log: None,
             reclaiming: Mutex::new(()),
+            hpda: (spec.kind == hetraid_core::layout::LayoutKind::Hpda)
+                .then(super::hpda::HpdaRuntime::new),
             marked_dirty: AtomicBool::new(false),
             checksum_errors: (0..n).map(|_| Default::default()).collect(),
             all_in_sync: AtomicBool::new(in_sync),
@@ -647,7 +684,8 @@ impl Array {
                 }
                 let dev: Arc<dyn Member> = Arc::new(crate::member::RegionMember::new(
                     m,
-                    sb.data_offset + sb.roles[slot].data_size,
+                    sb.data_offset
+                        + region_start(self.layout.as_ref(), slot, sb.roles[slot].data_size),
                     region.bytes,
                 ));
                 if let Some(h) =
@@ -726,8 +764,21 @@ impl Array {
                 log.unreclaimed_bytes()
             ));
         }
-        let records: Vec<crate::log::Replayed> =
-            records.into_iter().filter(|r| r.data.is_none()).collect();
+        // HPDA intents: stripes being written in place at the crash.
+        let intent_stripes: Vec<u64> = {
+            let mut v: Vec<u64> = records
+                .iter()
+                .flat_map(|r| r.stripes.iter().flat_map(|&(f, c)| f..f + c))
+                .filter(|&s| s < self.layout.stripe_count())
+                .collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        let records: Vec<crate::log::Replayed> = records
+            .into_iter()
+            .filter(|r| r.data.is_none() && r.stripes.is_empty())
+            .collect();
         if !records.is_empty() {
             match access {
                 Access::Inspect => {
@@ -769,6 +820,9 @@ impl Array {
                     ));
                 }
             }
+        }
+        if !intent_stripes.is_empty() {
+            self.recover_intents(&intent_stripes, access, force)?;
         }
         if access == Access::ReadWrite {
             log.checkpoint(&|| self.flush_members())?;
@@ -1050,29 +1104,13 @@ impl Array {
                 dirty.len()
             ));
         }
-        if self.checksums {
-            // A crash between a block's data and its checksum: the regions
-            // being written get their checksums from the data first.
-            let chunk = self.layout.chunk_bytes();
-            for b in &dirty {
-                for s in b * spb..((b + 1) * spb).min(self.layout.stripe_count()) {
-                    for c in self.layout.stripe(s).all() {
-                        if self.present(c.member) {
-                            self.slots[c.member]
-                                .rehash(c.offset, chunk)
-                                .map_err(|e| io_err(self.slots[c.member].as_ref(), e))?;
-                        }
-                    }
-                }
-            }
-        }
-        let mut fixed = 0;
-        for b in &dirty {
-            for s in b * spb..((b + 1) * spb).min(self.layout.stripe_count()) {
-                let found = self.scrub_stripe(s, Some(hetraid_core::scrub::Trust::Resync))?;
-                fixed += found.iter().any(|m| !m.fixed.is_empty()) as u64;
-            }
-        }
+        // A crash between a block's data and its checksum: the regions
+        // being written get their checksums from the data first.
+        let stripes: Vec<u64> = dirty
+            .iter()
+            .flat_map(|b| b * spb..((b + 1) * spb).min(self.layout.stripe_count()))
+            .collect();
+        let fixed = self.resync_stripes(&stripes)?;
         if fixed > 0 {
             self.warnings.lock().unwrap().push(format!(
                 "resynced {} dirty regions after an unclean shutdown ({fixed} stripes repaired)",
@@ -1080,6 +1118,69 @@ impl Array {
             ));
         }
         self.flush()
+    }
+
+    /// HPDA: stripes an intent record names were being written in place at
+    /// a crash; their parity is recomputed from their data. With a RAID4
+    /// member absent that cannot be done (the write hole): refused without
+    /// `force`, as a dirty degraded bitmap array is.
+    fn recover_intents(&self, stripes: &[u64], access: Access, force: bool) -> Result<()> {
+        let n = stripes.len();
+        if access != Access::ReadWrite {
+            self.warnings.lock().unwrap().push(format!(
+                "{n} stripes were being written in place at an unclean shutdown; assembling for writing recomputes their parity"
+            ));
+            return Ok(());
+        }
+        let state = self.state();
+        let absent: Vec<String> = (0..state.members.len())
+            .filter(|&i| self.holds[i] && state.members[i] != MemberState::InSync)
+            .map(|i| {
+                self.member(i)
+                    .map_or_else(|| format!("member {i} (missing)"), |m| m.name())
+            })
+            .collect();
+        if !absent.is_empty() {
+            let what = format!(
+                "{n} stripes were being written in place at a crash and a RAID4 member is absent ({}): where such a write did not reach every member, data reconstructed for the absent member is wrong (the write hole)",
+                absent.join(", ")
+            );
+            if !force {
+                return Err(EngineError::Refused(format!(
+                    "{what}. It is not started: give all members if you can (the stripes are then resynced), or start it anyway with hetraid assemble --force and the same members, then check the data in those stripes"
+                )));
+            }
+            self.warnings.lock().unwrap().push(format!("{what}; started anyway (--force)"));
+            return Ok(());
+        }
+        self.resync_stripes(stripes)?;
+        self.warnings.lock().unwrap().push(format!(
+            "recomputed the parity of {n} stripes that were being written in place at an unclean shutdown"
+        ));
+        Ok(())
+    }
+
+    /// Recompute the redundancy of `stripes` from their data (their block
+    /// checksums first, when the array keeps them).
+    fn resync_stripes(&self, stripes: &[u64]) -> Result<u64> {
+        if self.checksums {
+            let chunk = self.layout.chunk_bytes();
+            for &s in stripes {
+                for c in self.layout.stripe(s).all() {
+                    if self.present(c.member) {
+                        self.slots[c.member]
+                            .rehash(c.offset, chunk)
+                            .map_err(|e| io_err(self.slots[c.member].as_ref(), e))?;
+                    }
+                }
+            }
+        }
+        let mut fixed = 0;
+        for &s in stripes {
+            let found = self.scrub_stripe(s, Some(hetraid_core::scrub::Trust::Resync))?;
+            fixed += found.iter().any(|m| !m.fixed.is_empty()) as u64;
+        }
+        Ok(fixed)
     }
 
     pub(crate) fn resync_all(&self) -> Result<()> {

@@ -25,11 +25,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 mod failure;
+mod hpda;
 mod io;
 mod lifecycle;
 mod status;
 
-pub(crate) use lifecycle::with_checksums;
+pub(crate) use lifecycle::{region_start, with_checksums};
+pub use hpda::HpdaStatus;
 pub use status::{LogDeviceStatus, LogStatus, MemberStatus, Status};
 
 const PAGE: u64 = 4096;
@@ -137,6 +139,8 @@ pub struct Array {
     pub(crate) log: Option<crate::log::Log>,
     /// One write-back reclaim at a time.
     pub(crate) reclaiming: Mutex<()>,
+    /// HPDA: the monitor, the director's counters (None: another layout).
+    pub(crate) hpda: Option<hpda::HpdaRuntime>,
     /// The superblock says dirty (log arrays mark it on their first write;
     /// this spares the write path the superblock's lock afterwards).
     pub(crate) marked_dirty: AtomicBool,
@@ -356,6 +360,11 @@ impl Array {
                 MemberState::Rebuilding { .. } => rebuilding,
             })
             .count()
+    }
+
+    /// Does member `i` hold any chunk? (HPDA's HDD-2 holds only a log copy.)
+    pub fn holds_chunks(&self, i: usize) -> bool {
+        self.holds.get(i).copied().unwrap_or(false)
     }
 
     pub fn warnings(&self) -> Vec<String> {

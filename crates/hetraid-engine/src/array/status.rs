@@ -28,6 +28,8 @@ pub struct Status {
     pub consistency: &'static str,
     /// The write log, when the array has one.
     pub log: Option<LogStatus>,
+    /// HPDA: the director and the monitor.
+    pub hpda: Option<super::HpdaStatus>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -42,6 +44,11 @@ pub struct LogStatus {
     pub records: u64,
     /// Write-back: bytes of logged writes not yet on the members.
     pub unreclaimed_bytes: u64,
+    /// Write-back: pieces of logged writes not yet on the members (the
+    /// log list's entries).
+    pub entries: u64,
+    /// Write-back: bytes the reclaimer wrote to the members since assembly.
+    pub reclaimed_bytes: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -164,8 +171,11 @@ impl Array {
                     used_bytes,
                     records,
                     unreclaimed_bytes: l.unreclaimed_bytes(),
+                    entries: l.entries(),
+                    reclaimed_bytes: l.reclaimed_bytes(),
                 }
             }),
+            hpda: self.hpda_status(),
         }
     }
 }

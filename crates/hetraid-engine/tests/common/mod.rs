@@ -127,3 +127,13 @@ pub fn all_layouts() -> Vec<(LayoutRecord, usize)> {
         (r("hpda"), 5),
     ]
 }
+
+/// HPDA members (the last two are HDD-1 and HDD-2): HDD-1 holds the parity
+/// and a log copy past it, HDD-2 the log's mirror; both get 2 MiB more than
+/// the SSDs, room for the smallest log.
+#[allow(dead_code)]
+pub fn hpda_room(sizes: &mut [u64]) {
+    let n = sizes.len();
+    sizes[n - 2] += 2 * MIB;
+    sizes[n - 1] += 2 * MIB;
+}

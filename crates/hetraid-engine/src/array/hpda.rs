@@ -1,0 +1,277 @@
+//! HPDA (SPEC §9) on real members: the core's monitor and director decide
+//! where each write goes; this module executes. Random writes are appended
+//! to the mirrored write-back log (on HDD-1 past the parity, and on HDD-2);
+//! sequential writes go to the RAID4 in place, each guarded by an intent
+//! record in the log (or, while the RAID4 is degraded, journaled). Reads
+//! overlay what the log holds on the RAID4 (the write-back read path).
+
+#[allow(unused_imports)]
+use super::*;
+use hetraid_core::hpda::{self, Condition, Monitor, MonitorConfig, Raid4Guard, Route};
+use super::io::UserBuf;
+use std::sync::atomic::AtomicU64;
+
+/// HPDA's run-time state beside the array.
+pub(crate) struct HpdaRuntime {
+    monitor: Mutex<Monitor>,
+    /// Time zero of the monitor's clock.
+    epoch: std::time::Instant,
+    /// RAID4 writes of the director hold it shared; the reclaimer holds it
+    /// exclusively, so a reclaim never writes an older logged copy over a
+    /// direct write of the same bytes.
+    pub(crate) direct: RwLock<()>,
+    pub(crate) counters: HpdaCounters,
+}
+
+/// What the director did since assembly.
+#[derive(Default)]
+pub(crate) struct HpdaCounters {
+    pub(crate) log_writes: AtomicU64,
+    pub(crate) log_bytes: AtomicU64,
+    pub(crate) raid4_writes: AtomicU64,
+    pub(crate) raid4_bytes: AtomicU64,
+    pub(crate) intent_records: AtomicU64,
+    pub(crate) journaled_raid4_writes: AtomicU64,
+}
+
+/// `status`: HPDA's director and monitor.
+#[derive(Debug, Clone, Serialize)]
+pub struct HpdaStatus {
+    /// Writes the director sent to the log, and their bytes.
+    pub log_writes: u64,
+    pub log_bytes: u64,
+    /// Writes sent to the RAID4 in place, and their bytes.
+    pub raid4_writes: u64,
+    pub raid4_bytes: u64,
+    /// RAID4 writes (the director's and the reclaimer's) guarded by an
+    /// intent record, and journaled (RAID4 degraded).
+    pub intent_records: u64,
+    pub journaled_raid4_writes: u64,
+    /// The monitor: streams tracked, requests in the last second, idle.
+    pub streams: usize,
+    pub intensity: u64,
+    pub idle: bool,
+    /// Where writes go now: "random to the log, sequential to the RAID4",
+    /// "all to the log (RAID4 degraded)", "all to the RAID4 (log copy lost)".
+    pub routing: &'static str,
+}
+
+impl HpdaRuntime {
+    pub(crate) fn new() -> Self {
+        Self {
+            monitor: Mutex::new(Monitor::new(MonitorConfig::default())),
+            epoch: std::time::Instant::now(),
+            direct: RwLock::new(()),
+            counters: HpdaCounters::default(),
+        }
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// Note a read (intensity).
+    pub(crate) fn read(&self) {
+        let now = self.now_ns();
+        self.monitor.lock().unwrap().read(now);
+    }
+
+    pub(crate) fn idle(&self) -> bool {
+        self.monitor.lock().unwrap().idle(self.now_ns())
+    }
+}
+
+/// HPDA's log by default: at most this much of the room on HDD-1 and HDD-2
+/// (the write-back index keeps what the log holds in memory, at most three
+/// quarters of it); `--log-size` sets another size.
+pub const LOG_BYTES_DEFAULT: u64 = 256 << 20;
+
+/// HPDA's log region: its bytes (`requested`, or the default, at most the
+/// room the layout leaves) and the two slots holding it (HDD-1, HDD-2).
+pub(crate) fn log_region(layout: &dyn Layout, requested: Option<u64>) -> Result<(u64, Vec<usize>)> {
+    let regions = layout.log_regions();
+    let room = regions.iter().map(|r| r.length).min().unwrap_or(0) / PAGE * PAGE;
+    let n = layout.members();
+    let chunk = layout.chunk_bytes();
+    let min = hetraid_core::journal::log_bytes_min(n, chunk);
+    let bytes = match requested {
+        Some(b) if b.div_ceil(PAGE) * PAGE > room => {
+            return Err(EngineError::Refused(format!(
+                "--log-size {b} is more than the {room} bytes HDD-1 has past the parity (and HDD-2 has); give at most {room}, or a larger HDD-1"
+            )))
+        }
+        Some(b) if b < min => {
+            return Err(EngineError::Refused(format!(
+                "--log-size {b} is too small: with {n} members of {chunk}-byte chunks the log needs at least {min}"
+            )))
+        }
+        Some(b) => b.div_ceil(PAGE) * PAGE,
+        None => room.min(LOG_BYTES_DEFAULT),
+    };
+    Ok((bytes, regions.iter().map(|r| r.member).collect()))
+}
+
+impl Array {
+    /// Every RAID4 member (SSDs and HDD-1) in sync.
+    pub(crate) fn raid4_whole(&self) -> bool {
+        self.out_members(true) == 0
+    }
+
+    fn hpda_condition(&self, log: &crate::log::Log, start: u64, end: u64) -> Condition {
+        Condition {
+            raid4_whole: self.raid4_whole(),
+            log_copies_live: log.live_mask().count_ones() as usize,
+            log_copies: log.copy_count(),
+            overlaps_log: !log.overlapping(start, end).is_empty(),
+        }
+    }
+
+    /// An HPDA write: the director (core) decides, this executes.
+    pub(crate) fn hpda_write(
+        &self,
+        h: &HpdaRuntime,
+        log: &crate::log::Log,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<()> {
+        let len = data.len() as u64;
+        let kind = {
+            let now = h.now_ns();
+            h.monitor.lock().unwrap().write(offset, len, now)
+        };
+        let end = offset.saturating_add(len);
+        let cond = self.hpda_condition(log, offset, end);
+        let c = &h.counters;
+        match hpda::route_write(kind, &cond) {
+            Route::Log => {
+                c.log_writes.fetch_add(1, Ordering::Relaxed);
+                c.log_bytes.fetch_add(len, Ordering::Relaxed);
+                self.write_back(log, offset, data)
+            }
+            Route::Raid4 => {
+                // A lost copy with the RAID4 whole (HDD-2 failed): the log
+                // is emptied onto the RAID4 first, so nothing stays on one
+                // copy (core `reclaim_step`).
+                if cond.log_copies_live < cond.log_copies && log.unreclaimed_bytes() > 0 {
+                    self.reclaim_to(0)?;
+                }
+                let _shared = h.direct.read().unwrap();
+                // A write-back write may have logged some of these bytes
+                // since the director looked: then they go to the log too
+                // (the newest copy of a byte is in one place).
+                if !log.overlapping(offset, end).is_empty() && log.live_mask() != 0 {
+                    c.log_writes.fetch_add(1, Ordering::Relaxed);
+                    c.log_bytes.fetch_add(len, Ordering::Relaxed);
+                    drop(_shared);
+                    return self.write_back(log, offset, data);
+                }
+                c.raid4_writes.fetch_add(1, Ordering::Relaxed);
+                c.raid4_bytes.fetch_add(len, Ordering::Relaxed);
+                self.run(Request::write(offset, len), UserBuf::Write(data))
+            }
+        }
+    }
+
+    /// The guard of a RAID4 write now (core `raid4_guard`).
+    pub(crate) fn hpda_guard(&self) -> Option<Raid4Guard> {
+        let h = self.hpda.as_ref()?;
+        let g = hpda::raid4_guard(self.raid4_whole());
+        match g {
+            Raid4Guard::Intent => &h.counters.intent_records,
+            Raid4Guard::Journal => &h.counters.journaled_raid4_writes,
+        }
+        .fetch_add(1, Ordering::Relaxed);
+        Some(g)
+    }
+
+    /// A RAID4 write guarded by intent records: the stripes are named in
+    /// the log (durable) before the members are written; after a crash
+    /// their parity is recomputed from the data.
+    pub(crate) fn write_intent(
+        &self,
+        log: &crate::log::Log,
+        plans: &[StripePlan],
+        bufs: &mut [StripeBufs],
+        user: &[u8],
+    ) -> Result<()> {
+        let records = hpda::intent_records(plans.iter().map(|p| p.stripe));
+        let mut logged = 0;
+        let mut r = Ok(());
+        for runs in &records {
+            match log.append_intent(runs, &|| self.flush_members()) {
+                Ok(_) => logged += 1,
+                Err(e) => {
+                    r = Err(e);
+                    break;
+                }
+            }
+        }
+        if r.is_ok() {
+            r = self.write_plans(plans, bufs, user);
+        }
+        for _ in 0..logged {
+            log.done();
+        }
+        r
+    }
+
+    /// HPDA's state for `status`.
+    pub fn hpda_status(&self) -> Option<HpdaStatus> {
+        let h = self.hpda.as_ref()?;
+        let c = &h.counters;
+        let now = h.now_ns();
+        let (streams, intensity, idle) = {
+            let m = h.monitor.lock().unwrap();
+            (m.streams(), m.intensity(now), m.idle(now))
+        };
+        let whole = self.raid4_whole();
+        let (live, copies) = self
+            .log
+            .as_ref()
+            .map_or((0, 0), |l| (l.live_mask().count_ones() as usize, l.copy_count()));
+        let routing = if live == 0 {
+            "all to the RAID4 (no log copy left)"
+        } else if !whole {
+            "all to the log (RAID4 degraded)"
+        } else if live < copies {
+            "all to the RAID4 (a log copy is lost)"
+        } else {
+            "random to the log, sequential to the RAID4"
+        };
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Some(HpdaStatus {
+            log_writes: g(&c.log_writes),
+            log_bytes: g(&c.log_bytes),
+            raid4_writes: g(&c.raid4_writes),
+            raid4_bytes: g(&c.raid4_bytes),
+            intent_records: g(&c.intent_records),
+            journaled_raid4_writes: g(&c.journaled_raid4_writes),
+            streams,
+            intensity,
+            idle,
+            routing,
+        })
+    }
+
+    /// One step of HPDA's background reclaimer (core `reclaim_step`): when
+    /// the policy says so, reclaim one batch; returns the bytes written
+    /// (0: nothing to do now). The caller repeats while it returns more than
+    /// 0, so user I/O arriving between batches stops the reclaim.
+    pub fn hpda_reclaim_step(&self) -> Result<u64> {
+        let (Some(h), Some(log)) = (self.hpda.as_ref(), self.live_log()) else {
+            return Ok(0);
+        };
+        let (ring, used, _) = log.usage();
+        let fill = hpda::LogFill {
+            used_bytes: used,
+            ring_bytes: ring,
+            holds_data: log.unreclaimed_bytes() > 0,
+            copy_lost: self.raid4_whole()
+                && (log.live_mask().count_ones() as usize) < log.copy_count(),
+        };
+        match hpda::reclaim_step(h.idle(), &fill) {
+            None => Ok(0),
+            Some(target) => self.reclaim_batches(target, 1),
+        }
+    }
+}
