@@ -31,6 +31,16 @@ impl Array {
     /// [`Array::fail`]; with `force`, even beyond the redundancy.
     pub fn fail_with(&self, i: usize, force: bool) -> Result<()> {
         self.transition(Transition::Fail { slot: i, force })?;
+        self.member_out_of_log(i);
+        self.record_log_copies(false)?;
+        // HPDA: intents logged before the failure are on the members once
+        // flushed; a checkpoint records that, so a crash now does not take
+        // them for writes cut by the crash on a degraded RAID4.
+        if self.hpda.is_some() {
+            if let Some(log) = self.live_log() {
+                log.checkpoint(&|| self.flush_members())?;
+            }
+        }
         let failed = self.out_members(true);
         if failed > self.layout.redundancy().tolerance() {
             self.warnings.lock().unwrap().push(format!(
@@ -38,6 +48,22 @@ impl Array {
             ));
         }
         Ok(())
+    }
+
+    /// A member that failed takes the log copy it holds (a log region on
+    /// it) with it: the log goes on with the other copy.
+    fn member_out_of_log(&self, i: usize) {
+        let (Some(log), Some(rec)) = (&self.log, self.sb.lock().unwrap().log) else {
+            return;
+        };
+        if let Some(r) = rec.region {
+            if let Some(copy) = r.slots[..rec.copies as usize]
+                .iter()
+                .position(|&s| s as usize == i)
+            {
+                log.drop_copy(copy);
+            }
+        }
     }
 
     /// A write to member `i` failed. The member is failed when the array can do
@@ -59,6 +85,7 @@ impl Array {
                     .lock()
                     .unwrap()
                     .push(format!("member {i} ({name}) failed: {e}"));
+                self.member_out_of_log(i);
                 true
             }
             Err(_) if !self.state().members[i].eq(&MemberState::Failed) => {

@@ -81,6 +81,20 @@ impl Array {
             .map(|l| ((l - DATA_OFFSET) / chunk * chunk).min(crate::format::MEMBER_DATA_MAX))
             .collect();
         let kind = opts.layout.kind().map_err(EngineError::Layout)?;
+        if kind == hetraid_core::layout::LayoutKind::Hpda {
+            if let Some(l) = &opts.log {
+                if !l.devices.is_empty() {
+                    return Err(EngineError::Refused(
+                        "hpda keeps its write log on HDD-1 (past the parity) and HDD-2 (the mirror); give no log devices".into(),
+                    ));
+                }
+                if l.mode != crate::format::LogMode::WriteBack {
+                    return Err(EngineError::Refused(
+                        "hpda's log is write-back (random writes are acknowledged from it); a journal mode does not apply".into(),
+                    ));
+                }
+            }
+        }
         let kinds = if opts.kinds.is_empty() {
             vec![MemberKind::Hdd; n]
         } else {
