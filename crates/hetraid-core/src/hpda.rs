@@ -159,6 +159,11 @@ impl Monitor {
             .sum()
     }
 
+    /// Idle after `idle_ns` without a request from now on.
+    pub fn set_idle_ns(&mut self, idle_ns: u64) {
+        self.cfg.idle_ns = idle_ns;
+    }
+
     /// Streams tracked now.
     pub fn streams(&self) -> usize {
         self.streams.len()

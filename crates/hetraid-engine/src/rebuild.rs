@@ -86,9 +86,10 @@ impl Array {
         // A slot holding a log region needs room for it too.
         let need = sb.data_offset
             + match sb.log.and_then(|l| l.region) {
-                Some(r) if r.slots[..sb.log.map_or(0, |l| l.copies as usize)]
-                    .iter()
-                    .any(|&s| s as usize == i) =>
+                Some(r)
+                    if r.slots[..sb.log.map_or(0, |l| l.copies as usize)]
+                        .iter()
+                        .any(|&s| s as usize == i) =>
                 {
                     crate::array::region_start(self.layout(), i, sb.roles[i].data_size) + r.bytes
                 }

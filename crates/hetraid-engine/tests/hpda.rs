@@ -107,7 +107,7 @@ fn the_director_sends_random_writes_to_the_log_and_streams_to_the_raid4() {
     // On this small array (1.1 MiB) some random offsets land within the
     // monitor's 64 KiB tolerance after a tracked stream: sequential.
     assert_eq!(h.log_writes + h.raid4_writes, 56, "{h:?}");
-    assert!(h.log_writes >= 1 + 15, "{h:?}");
+    assert!(h.log_writes > 15, "{h:?}");
     let log = st.log.unwrap();
     assert!(log.unreclaimed_bytes > 0 && log.entries > 0, "{log:?}");
     assert_eq!(read_all(&a), reference);
@@ -170,7 +170,10 @@ fn create_refuses_what_does_not_fit_hpda() {
     let small = vec![MIB + CHUNK * STRIPES; 5];
     let (_g, devs2) = fault_members_sized("s", &small, |i| i as u64);
     let e = err(Array::create(devs2.clone(), &hpda_opts()));
-    assert!(e.contains("HDD-1 (member 3)") && e.contains("must be at least"), "{e}");
+    assert!(
+        e.contains("HDD-1 (member 3)") && e.contains("must be at least"),
+        "{e}"
+    );
     // Wrong kinds: one HDD.
     let mut o = hpda_opts();
     o.kinds[4] = MemberKind::Ssd;
@@ -249,7 +252,9 @@ fn cycle(seed: u64) -> (Failure, bool, bool) {
         }
         // A stream continues, or a random write (which may start one).
         let (off, len) = match stream {
-            Some(at) if rng.below(3) > 0 && at < cap => (at, (CHUNK * (1 + rng.below(6))).min(cap - at)),
+            Some(at) if rng.below(3) > 0 && at < cap => {
+                (at, (CHUNK * (1 + rng.below(6))).min(cap - at))
+            }
             _ => {
                 let off = rng.below(cap / 4096) * 4096 + rng.below(2) * rng.below(4096);
                 (off, (1 + rng.below(3 * 4096)).min(cap - off))
@@ -316,7 +321,11 @@ fn cycle(seed: u64) -> (Failure, bool, bool) {
     };
     let first = check(&a, "after assembly");
     a.reclaim().unwrap();
-    assert_eq!(check(&a, "after the reclaimer"), first, "{ctx}: reclaim changed what reads return");
+    assert_eq!(
+        check(&a, "after the reclaimer"),
+        first,
+        "{ctx}: reclaim changed what reads return"
+    );
     a.close().unwrap();
     drop(a);
     let a = Array::assemble(given).unwrap();

@@ -1,7 +1,7 @@
 //! The control socket beside a served array, so lifecycle verbs act on the running
 //! array the way mdadm acts on a running md device. One JSON request line in, one
 //! JSON reply line out: `{"verb":"status"}`, `{"verb":"fail","member":2}`,
-//! `{"verb":"scrub","repair":false}`, `{"verb":"replace","member":2,"with":"/abs/path"}`
+//! `{"verb":"scrub","repair":false}`, `{"verb":"reclaim"}`, `{"verb":"replace","member":2,"with":"/abs/path"}`
 //! (the new member is attached to the running array), `{"verb":"rebuild",
 //! "min_speed":1000000,"max_speed":200000000}` (online, clients keep going).
 //! Replies: `{"ok":true,"result":...}` or `{"ok":false,"error":"..."}`.
@@ -134,6 +134,13 @@ fn run(array: &Array, req: &Value) -> Result<Value, String> {
                 .map_err(|e| e.to_string())?;
             array.flush().map_err(|e| e.to_string())?;
             Ok(json!({"state": array.status().state}))
+        }
+        Some("reclaim") => {
+            if !array.has_write_back_log() {
+                return Err("reclaim applies to arrays with a write-back log (hpda, --log-mode write-back); this array has none".into());
+            }
+            let bytes = array.reclaim().map_err(|e| e.to_string())?;
+            Ok(json!({"reclaimed_bytes": bytes}))
         }
         Some("scrub") => {
             let trust = array

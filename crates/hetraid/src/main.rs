@@ -45,6 +45,9 @@ enum Command {
     Rebuild(cmd::array::RebuildCmd),
     /// Check redundancy of every stripe; --repair rewrites mismatches.
     Scrub(cmd::array::ScrubCmd),
+    /// Write everything a write-back log holds (hpda's, or --log-mode
+    /// write-back) to the members and empty the log; online when served.
+    Reclaim(cmd::array::ReclaimCmd),
     /// Write standard input into the array at --offset (flushed before exit).
     Write(cmd::array::DataCmd),
     /// Read --length bytes at --offset to standard output.
@@ -85,6 +88,7 @@ fn main() {
         Command::Add(c) => c.run(),
         Command::Rebuild(c) => c.run(),
         Command::Scrub(c) => c.run(),
+        Command::Reclaim(c) => c.run(),
         Command::Write(c) => c.write(),
         Command::Read(c) => c.read(),
         Command::Demo(c) => c.run(),

@@ -5,10 +5,10 @@
 //! record in the log (or, while the RAID4 is degraded, journaled). Reads
 //! overlay what the log holds on the RAID4 (the write-back read path).
 
+use super::io::UserBuf;
 #[allow(unused_imports)]
 use super::*;
 use hetraid_core::hpda::{self, Condition, Monitor, MonitorConfig, Raid4Guard, Route};
-use super::io::UserBuf;
 use std::sync::atomic::AtomicU64;
 
 /// HPDA's run-time state beside the array.
@@ -225,10 +225,9 @@ impl Array {
             (m.streams(), m.intensity(now), m.idle(now))
         };
         let whole = self.raid4_whole();
-        let (live, copies) = self
-            .log
-            .as_ref()
-            .map_or((0, 0), |l| (l.live_mask().count_ones() as usize, l.copy_count()));
+        let (live, copies) = self.log.as_ref().map_or((0, 0), |l| {
+            (l.live_mask().count_ones() as usize, l.copy_count())
+        });
         let routing = if live == 0 {
             "all to the RAID4 (no log copy left)"
         } else if !whole {
@@ -251,6 +250,13 @@ impl Array {
             idle,
             routing,
         })
+    }
+
+    /// HPDA: the monitor calls the array idle after `secs` without I/O.
+    pub fn set_hpda_idle(&self, secs: f64) {
+        if let Some(h) = &self.hpda {
+            h.monitor.lock().unwrap().set_idle_ns((secs * 1e9) as u64);
+        }
     }
 
     /// One step of HPDA's background reclaimer (core `reclaim_step`): when

@@ -225,7 +225,11 @@ impl Array {
             mode: crate::format::LogMode::WriteBack,
             region: opts.log.as_ref().and_then(|l| l.region),
         });
-        let log_spec = if hpda { hpda_log.as_ref() } else { opts.log.as_ref() };
+        let log_spec = if hpda {
+            hpda_log.as_ref()
+        } else {
+            opts.log.as_ref()
+        };
         if let Some(l) = log_spec.filter(|_| !hpda) {
             Self::check_log(l, &members, n, opts.chunk_bytes)?;
         }
@@ -1164,7 +1168,10 @@ impl Array {
                     "{what}. It is not started: give all members if you can (the stripes are then resynced), or start it anyway with hetraid assemble --force and the same members, then check the data in those stripes"
                 )));
             }
-            self.warnings.lock().unwrap().push(format!("{what}; started anyway (--force)"));
+            self.warnings
+                .lock()
+                .unwrap()
+                .push(format!("{what}; started anyway (--force)"));
             return Ok(());
         }
         self.resync_stripes(stripes)?;

@@ -30,8 +30,8 @@ mod io;
 mod lifecycle;
 mod status;
 
-pub(crate) use lifecycle::{region_start, with_checksums};
 pub use hpda::HpdaStatus;
+pub(crate) use lifecycle::{region_start, with_checksums};
 pub use status::{LogDeviceStatus, LogStatus, MemberStatus, Status};
 
 const PAGE: u64 = 4096;

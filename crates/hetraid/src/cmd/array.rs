@@ -176,6 +176,21 @@ pub struct CreateCmd {
 impl CreateCmd {
     /// The log's paths, kinds and mode, checked (None: no log).
     fn log_args(&self) -> Result<Option<LogArgs>, String> {
+        if self.layout.layout.eq_ignore_ascii_case("hpda") {
+            // HPDA's log is part of the layout: past the parity on HDD-1,
+            // mirrored at the start of HDD-2, write-back.
+            if self.log.is_some() || self.log_region.is_some() {
+                return Err("hpda keeps its write log on HDD-1 (past the parity) and HDD-2 (the mirror): leave out --log and --log-region (--log-size SIZE sets how much of that room it uses; default 256M)".into());
+            }
+            if self.log_mode.as_deref().is_some_and(|m| m != "write-back") {
+                return Err("hpda's log is write-back (random writes are acknowledged from it): --log-mode journal does not apply".into());
+            }
+            return Ok(Some((
+                vec![],
+                vec![],
+                hetraid_engine::format::LogMode::WriteBack,
+            )));
+        }
         if self.log.is_some() && self.log_region.is_some() {
             return Err("give --log PATH or --log-region SIZE, not both".into());
         }
@@ -400,7 +415,14 @@ impl CreateCmd {
             }
         }
         let mut opts = opts;
-        if let (Some(r), Some((_, _, mode))) = (self.log_region, &log) {
+        if self.layout.layout.eq_ignore_ascii_case("hpda") {
+            opts.log = Some(hetraid_engine::LogSpec {
+                devices: vec![],
+                kinds: vec![],
+                mode: hetraid_engine::format::LogMode::WriteBack,
+                region: self.log_size,
+            });
+        } else if let (Some(r), Some((_, _, mode))) = (self.log_region, &log) {
             opts.log = Some(hetraid_engine::LogSpec {
                 devices: vec![],
                 kinds: vec![],
@@ -555,6 +577,9 @@ pub fn print_status(st: &hetraid_engine::Status) {
         (None, "bitmap") => println!("consistency: write-intent bitmap (resync after a crash)"),
         (None, c) => println!("consistency: {c}"),
     }
+    if let Ok(v) = serde_json::to_value(st) {
+        print_hpda(&v);
+    }
     println!(
         "{:>6}  {:<10}  {:<5}  {:>10}  {:>5}  {:>5}  path",
         "member", "state", "kind", "data", "read", "cksum"
@@ -665,6 +690,7 @@ impl MembersCmd {
                 ),
                 None => println!("consistency: {}", v["consistency"].as_str().unwrap_or("?")),
             }
+            print_hpda(&v);
             for m in v["member_states"].as_array().into_iter().flatten() {
                 println!(
                     "{:>6}  {:<10}  {:<5}  {}",
@@ -1039,6 +1065,77 @@ pub struct ScrubCmd {
     pub max_speed: u64,
     #[arg(long)]
     pub json: bool,
+}
+
+/// HPDA's lines of `status` (local or served: from the status JSON).
+fn print_hpda(v: &serde_json::Value) {
+    let Some(h) = v.get("hpda").filter(|h| !h.is_null()) else {
+        return;
+    };
+    let n = |x: &serde_json::Value| x.as_u64().unwrap_or(0);
+    println!(
+        "hpda: {}; {} writes ({}) to the log, {} ({}) in place ({} intent records, {} journaled)",
+        h["routing"].as_str().unwrap_or("?"),
+        n(&h["log_writes"]),
+        format_size(n(&h["log_bytes"])),
+        n(&h["raid4_writes"]),
+        format_size(n(&h["raid4_bytes"])),
+        n(&h["intent_records"]),
+        n(&h["journaled_raid4_writes"])
+    );
+    if let Some(l) = v.get("log").filter(|l| !l.is_null()) {
+        println!(
+            "hpda log: {} entries, {} waiting for the RAID4, {} reclaimed since assembly",
+            n(&l["entries"]),
+            format_size(n(&l["unreclaimed_bytes"])),
+            format_size(n(&l["reclaimed_bytes"]))
+        );
+    }
+    println!(
+        "hpda monitor: {} streams tracked, {} requests in the last second, {}",
+        n(&h["streams"]),
+        n(&h["intensity"]),
+        if h["idle"].as_bool().unwrap_or(false) {
+            "idle"
+        } else {
+            "busy"
+        }
+    );
+}
+
+#[derive(clap::Args)]
+pub struct ReclaimCmd {
+    /// The array's members (and log devices, if on their own).
+    #[arg(required = true)]
+    pub members: Vec<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl ReclaimCmd {
+    pub fn run(&self) -> Result<(), String> {
+        let started = std::time::Instant::now();
+        let v = if let Some(r) = remote(&self.members, serde_json::json!({"verb": "reclaim"})) {
+            r?
+        } else {
+            let a = assemble(&self.members)?;
+            if !a.has_write_back_log() {
+                return Err("reclaim applies to arrays with a write-back log (hpda, --log-mode write-back); this array has none".into());
+            }
+            let bytes = a.reclaim().map_err(|e| e.to_string())?;
+            a.close().map_err(|e| e.to_string())?;
+            serde_json::json!({"reclaimed_bytes": bytes})
+        };
+        if self.json {
+            return super::print_json(&v);
+        }
+        let bytes = v["reclaimed_bytes"].as_u64().unwrap_or(0);
+        println!(
+            "reclaim: {bytes} bytes of the write log written to the members in {:.2} s; the log holds no write now",
+            started.elapsed().as_secs_f64()
+        );
+        Ok(())
+    }
 }
 
 impl ScrubCmd {

@@ -82,8 +82,42 @@ impl ServeCmd {
                 }
             })
         };
+        // HPDA: the reclaimer's policy is core's (idle per the monitor, or
+        // the log past its high-water mark, or a copy lost), one batch at a
+        // time so user I/O arriving stops it.
+        let hpda = array.hpda_status().is_some();
+        if hpda {
+            array.set_hpda_idle(self.reclaim_idle.unwrap_or(0.5));
+        }
+        let hpda_thread = hpda.then(|| {
+            let (array, stop) = (array.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let step = std::time::Duration::from_millis(50);
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(step);
+                    let mut total = 0u64;
+                    // Bounded: each batch empties some of the log.
+                    for _ in 0..100_000 {
+                        if stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        match array.hpda_reclaim_step() {
+                            Ok(0) => break,
+                            Ok(n) => total += n,
+                            Err(e) => {
+                                eprintln!("hetraid: reclaiming the write log failed: {e}");
+                                break;
+                            }
+                        }
+                    }
+                    if total > 0 {
+                        eprintln!("hetraid: {total} bytes of the write log written to the RAID4");
+                    }
+                }
+            })
+        });
         // Write-back: reclaim the log when the array has been idle.
-        let idle_thread = array.has_write_back_log().then(|| {
+        let idle_thread = (array.has_write_back_log() && !hpda).then(|| {
             let (array, stop) = (array.clone(), stop.clone());
             let idle = std::time::Duration::from_secs_f64(self.reclaim_idle.unwrap_or(5.0));
             std::thread::spawn(move || {
@@ -113,6 +147,9 @@ impl ServeCmd {
             .map_err(|e| format!("cannot serve on {}: {e}", self.listen))?;
         let _ = ctl_thread.join();
         if let Some(t) = idle_thread {
+            let _ = t.join();
+        }
+        if let Some(t) = hpda_thread {
             let _ = t.join();
         }
         array.close().map_err(|e| e.to_string())?;
