@@ -272,6 +272,30 @@ pub fn intent_records(stripes: impl IntoIterator<Item = u64>) -> Vec<Vec<(u64, u
         .collect()
 }
 
+/// HPDA's log by default: at most this much of the room on HDD-1 and HDD-2
+/// (the engine's write-back index keeps what the log holds in memory, at
+/// most three quarters of it); `--log-size` sets another size.
+pub const LOG_BYTES_DEFAULT: u64 = 256 << 20;
+
+/// The size of HPDA's log: `requested` (rounded up to a page) or the
+/// default, at most the `room` HDD-1 has past the parity (and HDD-2 has),
+/// at least `min` (a record of a whole stripe update, a quarter of the
+/// ring). The engine and the simulator both size the log with it.
+pub fn log_bytes(room: u64, requested: Option<u64>, min: u64) -> Result<u64, String> {
+    const PAGE: u64 = crate::journal::PAGE;
+    let room = room / PAGE * PAGE;
+    match requested {
+        Some(b) if b.div_ceil(PAGE) * PAGE > room => Err(format!(
+            "a log of {b} bytes is more than the {room} bytes HDD-1 has past the parity (and HDD-2 has); give at most {room}, or a larger HDD-1"
+        )),
+        Some(b) if b < min => Err(format!(
+            "a log of {b} bytes is too small: this array's log needs at least {min}"
+        )),
+        Some(b) => Ok(b.div_ceil(PAGE) * PAGE),
+        None => Ok(room.min(LOG_BYTES_DEFAULT)),
+    }
+}
+
 /// The log's state as the reclaimer's policy sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LogFill {

@@ -49,6 +49,9 @@ pub struct LogSetup {
     pub ring_bytes: u64,
     /// Write-back (else journal).
     pub write_back: bool,
+    /// HPDA: the copies are regions of members (member, offset) instead of
+    /// devices of their own (`specs` is then empty).
+    pub on_members: Vec<(usize, u64)>,
 }
 
 impl Setup {
@@ -65,6 +68,32 @@ impl Setup {
             sizes.iter_mut().for_each(|s| *s = ms.0);
         }
         let kind = layout_kind(cfg)?;
+        let hpda = kind == hetraid_core::layout::LayoutKind::Hpda;
+        if hpda {
+            if cfg.log.is_some() {
+                return Err("hpda keeps its write log on HDD-1 (past the parity) and HDD-2 (the mirror): leave out log (log_size sets its size)".into());
+            }
+            if cfg.log_mode.as_deref().is_some_and(|m| m != "write-back") {
+                return Err("hpda's log is write-back: log_mode journal does not apply".into());
+            }
+            // member_size is each SSD's data: HDD-1 holds as much parity and
+            // the log past it, HDD-2 the log (as an engine array created on
+            // members sized so).
+            if let Some(ms) = cfg.member_size {
+                let log = cfg
+                    .log_size
+                    .map_or(hetraid_core::hpda::LOG_BYTES_DEFAULT, |s| s.0)
+                    .div_ceil(cfg.chunk.0)
+                    * cfg.chunk.0;
+                let hdds: Vec<usize> = (0..specs.len())
+                    .filter(|&i| specs[i].kind == hetraid_core::MemberKind::Hdd)
+                    .collect();
+                if let [h1, h2] = hdds[..] {
+                    sizes[h1] = specs[h1].capacity().min(ms.0 + log);
+                    sizes[h2] = specs[h2].capacity().min(log);
+                }
+            }
+        }
         let spec = LayoutSpec {
             kind,
             chunk_bytes: cfg.chunk.0,
@@ -163,6 +192,19 @@ impl Setup {
             _ => None,
         };
         let log = match (&cfg.log, cfg.log_mode.as_deref()) {
+            _ if hpda => {
+                let regions = layout.log_regions();
+                let room = regions.iter().map(|r| r.length).min().unwrap_or(0);
+                let min = hetraid_core::journal::log_bytes_min(specs.len(), cfg.chunk.0);
+                let size = hetraid_core::hpda::log_bytes(room, cfg.log_size.map(|s| s.0), min)
+                    .map_err(|e| format!("log_size: {e}"))?;
+                Some(LogSetup {
+                    specs: vec![],
+                    ring_bytes: hetraid_core::journal::ring_bytes(size),
+                    write_back: true,
+                    on_members: regions.iter().map(|r| (r.member, r.offset)).collect(),
+                })
+            }
             (None, Some(_)) => {
                 return Err("log_mode needs log (the log device, e.g. x25e-64)".into())
             }
@@ -209,6 +251,7 @@ impl Setup {
                     specs: log_specs,
                     ring_bytes: hetraid_core::journal::ring_bytes(size),
                     write_back,
+                    on_members: vec![],
                 })
             }
         };

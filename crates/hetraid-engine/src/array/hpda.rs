@@ -81,33 +81,14 @@ impl HpdaRuntime {
     }
 }
 
-/// HPDA's log by default: at most this much of the room on HDD-1 and HDD-2
-/// (the write-back index keeps what the log holds in memory, at most three
-/// quarters of it); `--log-size` sets another size.
-pub const LOG_BYTES_DEFAULT: u64 = 256 << 20;
-
-/// HPDA's log region: its bytes (`requested`, or the default, at most the
-/// room the layout leaves) and the two slots holding it (HDD-1, HDD-2).
+/// HPDA's log region: its bytes (core `hpda::log_bytes`) and the two
+/// slots holding it (HDD-1, HDD-2).
 pub(crate) fn log_region(layout: &dyn Layout, requested: Option<u64>) -> Result<(u64, Vec<usize>)> {
     let regions = layout.log_regions();
-    let room = regions.iter().map(|r| r.length).min().unwrap_or(0) / PAGE * PAGE;
-    let n = layout.members();
-    let chunk = layout.chunk_bytes();
-    let min = hetraid_core::journal::log_bytes_min(n, chunk);
-    let bytes = match requested {
-        Some(b) if b.div_ceil(PAGE) * PAGE > room => {
-            return Err(EngineError::Refused(format!(
-                "--log-size {b} is more than the {room} bytes HDD-1 has past the parity (and HDD-2 has); give at most {room}, or a larger HDD-1"
-            )))
-        }
-        Some(b) if b < min => {
-            return Err(EngineError::Refused(format!(
-                "--log-size {b} is too small: with {n} members of {chunk}-byte chunks the log needs at least {min}"
-            )))
-        }
-        Some(b) => b.div_ceil(PAGE) * PAGE,
-        None => room.min(LOG_BYTES_DEFAULT),
-    };
+    let room = regions.iter().map(|r| r.length).min().unwrap_or(0);
+    let min = hetraid_core::journal::log_bytes_min(layout.members(), layout.chunk_bytes());
+    let bytes = hpda::log_bytes(room, requested, min)
+        .map_err(|e| EngineError::Refused(format!("--log-size: {e}")))?;
     Ok((bytes, regions.iter().map(|r| r.member).collect()))
 }
 

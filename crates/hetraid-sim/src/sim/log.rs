@@ -21,6 +21,17 @@ use std::collections::VecDeque;
 /// Device operations tagged as the write log's.
 pub(super) const LOG_TAG: u64 = crate::device::INTERNAL - 1;
 
+/// Which queue a job logging stripe records (or HPDA intents) came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum From {
+    /// A journaled user write.
+    User,
+    /// A reclaimer's write.
+    Reclaim,
+    /// HPDA: a user write the director sent to the RAID4.
+    Direct,
+}
+
 /// What the log's current sequence of device operations is for.
 #[derive(Debug, Clone, Copy)]
 enum LogStep {
@@ -29,7 +40,7 @@ enum LogStep {
         job: u32,
         bytes: u64,
         placement: Placement,
-        reclaim: bool,
+        from: From,
     },
     Data {
         job: u32,
@@ -58,13 +69,23 @@ struct Reclaim {
     writes: VecDeque<(u64, u64)>,
     job_running: bool,
     checkpoint_due: bool,
+    /// HPDA's background reclaimer: one batch, then the policy is asked again.
+    one_batch: bool,
 }
 
 pub(super) struct LogRun {
     pub(super) ring: Ring,
     generation: u64,
-    /// Device indices of the copies (after the members in `devices`).
+    /// Device indices of the copies (after the members in `devices`, or
+    /// HPDA's HDDs), and where each copy starts on its device.
     pub(super) devs: Vec<usize>,
+    bases: Vec<u64>,
+    /// Array members (the stripe updates' width).
+    members: usize,
+    /// HPDA: user writes the director sent to the RAID4, waiting for their
+    /// intent records.
+    pub(super) direct_queue: VecDeque<u32>,
+
     pub(super) write_back: bool,
     /// Jobs waiting to log, in order (journal: stripe updates; write-back:
     /// user writes' data).
@@ -92,11 +113,21 @@ pub(super) struct LogRun {
 
 impl LogRun {
     /// A freshly created log: the first record at ring offset 0, sequence 1.
-    pub(super) fn new(ring_bytes: u64, devs: Vec<usize>, write_back: bool) -> Self {
+    pub(super) fn new(
+        ring_bytes: u64,
+        devs: Vec<usize>,
+        bases: Vec<u64>,
+        members: usize,
+        write_back: bool,
+    ) -> Self {
+        assert_eq!(devs.len(), bases.len());
         Self {
             ring: Ring::empty(ring_bytes, 0, 1),
             generation: 1,
             devs,
+            bases,
+            members,
+            direct_queue: VecDeque::new(),
             write_back,
             queue: VecDeque::new(),
             reclaim_queue: VecDeque::new(),
@@ -124,6 +155,7 @@ impl LogRun {
     pub(super) fn idle(&self) -> bool {
         self.queue.is_empty()
             && self.reclaim_queue.is_empty()
+            && self.direct_queue.is_empty()
             && self.busy.is_none()
             && self.reclaim.is_none()
     }
@@ -131,34 +163,69 @@ impl LogRun {
     /// Queue the device operations of a record (a pad first when it wraps).
     fn push_record(&mut self, p: &Placement, bytes: u64) {
         if let Some((at, _)) = p.pad {
-            for &d in &self.devs {
-                self.ops.push_back((d, RING_OFFSET + at, PAGE));
+            for (&d, &b) in self.devs.iter().zip(&self.bases) {
+                self.ops.push_back((d, b + RING_OFFSET + at, PAGE));
             }
             self.pads += 1;
         }
-        for &d in &self.devs {
-            self.ops.push_back((d, RING_OFFSET + p.offset, bytes));
+        for (&d, &b) in self.devs.iter().zip(&self.bases) {
+            self.ops.push_back((d, b + RING_OFFSET + p.offset, bytes));
         }
     }
 
     /// Queue a checkpoint's header writes (the next slot on every copy).
     fn push_checkpoint(&mut self) {
         let slot = (self.generation + 1) % 2;
-        for &d in &self.devs {
-            self.ops.push_back((d, slot * PAGE, PAGE));
+        for (&d, &b) in self.devs.iter().zip(&self.bases) {
+            self.ops.push_back((d, b + slot * PAGE, PAGE));
         }
         self.busy = Some(LogStep::Checkpoint);
     }
 
-    fn start_reclaim(&mut self, target: u64) {
+    pub(super) fn start_reclaim(&mut self, target: u64) {
+        self.start_reclaim_batches(target, usize::MAX);
+    }
+
+    /// A reclaim of at most `batches_max` batches (`Array::reclaim_batches`).
+    pub(super) fn start_reclaim_batches(&mut self, target: u64, batches_max: usize) {
         self.reclaim = Some(Reclaim {
             target,
-            rounds: self.index.pieces().len() + 1,
+            rounds: (self.index.pieces().len() + 1).min(batches_max),
             batch: Vec::new(),
             writes: VecDeque::new(),
             job_running: false,
             checkpoint_due: false,
+            one_batch: batches_max == 1,
         });
+    }
+
+    /// HPDA: the reclaimer's view of the log (core `hpda::reclaim_step`).
+    pub(super) fn fill(&self, copy_lost: bool) -> hetraid_core::hpda::LogFill {
+        hetraid_core::hpda::LogFill {
+            used_bytes: self.ring.used,
+            ring_bytes: self.ring.len,
+            holds_data: !self.index.is_empty(),
+            copy_lost,
+        }
+    }
+
+    /// Does the log hold a newer copy of any byte of `[start, end)`?
+    pub(super) fn overlaps(&self, start: u64, end: u64) -> bool {
+        !self.index.overlapping(start, end).is_empty()
+    }
+
+    pub(super) fn reclaiming(&self) -> bool {
+        self.reclaim.is_some()
+    }
+}
+
+impl LogRun {
+    fn pop(&mut self, from: From) {
+        match from {
+            From::User => self.queue.pop_front(),
+            From::Reclaim => self.reclaim_queue.pop_front(),
+            From::Direct => self.direct_queue.pop_front(),
+        };
     }
 }
 
@@ -172,6 +239,11 @@ impl Runner<'_> {
             _ => 0,
         };
         match self.log.as_mut() {
+            // Write-back logs no user write here but HPDA's in-place ones.
+            Some(log) if kind == 1 && log.write_back => {
+                log.direct_queue.push_back(j);
+                self.log_pump()
+            }
             Some(log) if kind == 1 => {
                 log.queue.push_back(j);
                 self.log_pump()
@@ -207,9 +279,9 @@ impl Runner<'_> {
             // 1. A reclaim in progress comes first.
             if log.reclaim.is_some() {
                 if let Some(&j) = log.reclaim_queue.front() {
-                    return self.log_stripes(j, true);
+                    return self.log_stripes(j, From::Reclaim);
                 }
-                let members = self.devices.len() - log.devs.len();
+                let members = log.members;
                 let r = log.reclaim.as_mut().unwrap();
                 if r.job_running {
                     return Ok(());
@@ -238,7 +310,12 @@ impl Runner<'_> {
                 let more = r.rounds > 0
                     && journal::reclaim_more(&log.ring, log.index.is_empty(), r.target);
                 if !more {
+                    let one = r.one_batch;
                     log.reclaim = None;
+                    if one {
+                        // HPDA: ask the policy again (it may go on).
+                        self.hpda_wake_now();
+                    }
                     continue;
                 }
                 let max = journal::write_back_record_max(&log.ring, members);
@@ -252,20 +329,22 @@ impl Runner<'_> {
                 }
                 continue;
             }
-            // 2. The head of the queue.
+            // 2. HPDA's in-place writes, then the head of the queue.
+            if let Some(&j) = log.direct_queue.front() {
+                return self.log_stripes(j, From::Direct);
+            }
             let Some(&j) = log.queue.front() else {
                 return Ok(());
             };
             if !log.write_back {
-                return self.log_stripes(j, false);
+                return self.log_stripes(j, From::User);
             }
             // Write-back: the head user write's data records.
             if log.wb.is_none() {
                 let JobKind::User { req, .. } = self.jobs[j as usize].as_ref().unwrap().kind else {
                     unreachable!("only user writes queue in write-back mode")
                 };
-                let members = self.devices.len() - log.devs.len();
-                let max = journal::write_back_record_max(&log.ring, members);
+                let max = journal::write_back_record_max(&log.ring, log.members);
                 let parts = journal::split_run(req.offset, req.offset + req.len, max);
                 log.wb = Some(WbWrite {
                     job: j,
@@ -333,7 +412,7 @@ impl Runner<'_> {
 
     /// Log the stripe updates of job `j` (a journaled user write, or a
     /// reclaimer's write), one record at a time.
-    fn log_stripes(&mut self, j: u32, reclaim: bool) -> Result<(), String> {
+    fn log_stripes(&mut self, j: u32, from: From) -> Result<(), String> {
         let log = self.log.as_mut().unwrap();
         if log.records.is_empty() {
             let req = match self.jobs[j as usize].as_ref().unwrap().kind {
@@ -344,16 +423,23 @@ impl Runner<'_> {
                 .planner
                 .plan(&req, &self.state)
                 .map_err(|e| e.to_string())?;
+            let intents = self.hpda.is_some()
+                && hetraid_core::hpda::raid4_guard(self.raid4_whole())
+                    == hetraid_core::hpda::Raid4Guard::Intent;
             let log = self.log.as_mut().unwrap();
             let max = log.ring.record_bytes_max() - PAGE;
-            let sizes = journal::record_bytes(&plan.stripes, max)
-                .map_err(|e| format!("the log is too small for this array: {e:?}"))?;
+            // HPDA with the RAID4 whole: one intent page per record (core
+            // `raid4_guard`, `intent_records`); otherwise the stripe updates.
+            let sizes = if intents {
+                let n =
+                    hetraid_core::hpda::intent_records(plan.stripes.iter().map(|p| p.stripe)).len();
+                vec![PAGE; n]
+            } else {
+                journal::record_bytes(&plan.stripes, max)
+                    .map_err(|e| format!("the log is too small for this array: {e:?}"))?
+            };
             if sizes.is_empty() {
-                if reclaim {
-                    log.reclaim_queue.pop_front();
-                } else {
-                    log.queue.pop_front();
-                }
+                log.pop(from);
                 self.issue_writes(j);
                 return self.log_pump();
             }
@@ -369,7 +455,7 @@ impl Runner<'_> {
                     job: j,
                     bytes,
                     placement: p,
-                    reclaim,
+                    from,
                 });
             }
             None if log.applying > 0 => return Ok(()),
@@ -443,18 +529,14 @@ impl Runner<'_> {
                 job,
                 bytes,
                 placement,
-                reclaim,
+                from,
             } => {
                 log.ring.commit(&placement, bytes);
                 log.records.pop_front();
                 log.records_written += 1;
                 log.record_bytes += bytes;
                 if log.records.is_empty() {
-                    if reclaim {
-                        log.reclaim_queue.pop_front();
-                    } else {
-                        log.queue.pop_front();
-                    }
+                    log.pop(from);
                     log.applying += 1;
                     self.job(job).logged = true;
                     self.issue_writes(job);

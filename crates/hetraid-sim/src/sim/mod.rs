@@ -24,10 +24,21 @@ use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy)]
 enum Ev {
-    Dev { dev: u32, tag: u64 },
-    Xor { job: u32 },
-    Arrive { index: u32 },
-    RebuildWake { stream: u32 },
+    Dev {
+        dev: u32,
+        tag: u64,
+    },
+    Xor {
+        job: u32,
+    },
+    Arrive {
+        index: u32,
+    },
+    RebuildWake {
+        stream: u32,
+    },
+    /// HPDA: ask the reclaimer's policy (core `hpda::reclaim_step`).
+    HpdaWake,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,6 +118,10 @@ struct Runner<'a> {
     rebuild: Option<RebuildRun>,
     service: Vec<hetraid_core::ServiceModel>,
     log: Option<LogRun>,
+    /// HPDA: the monitor (None: another layout), and whether a wake-up of
+    /// the reclaimer is scheduled.
+    hpda: Option<hetraid_core::hpda::Monitor>,
+    hpda_wake_at: Option<Ns>,
 }
 
 /// Run one simulation.
@@ -204,16 +219,39 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
             for spec in &l.specs {
                 devices.push(build_device(s, spec, s.cfg.precondition)?);
             }
-            Some(LogRun::new(
-                l.ring_bytes,
-                (first..first + l.specs.len()).collect(),
-                l.write_back,
-            ))
+            if l.on_members.is_empty() {
+                Some(LogRun::new(
+                    l.ring_bytes,
+                    (first..first + l.specs.len()).collect(),
+                    vec![0; l.specs.len()],
+                    first,
+                    l.write_back,
+                ))
+            } else {
+                // HPDA: a failed HDD takes its copy with it.
+                let live: Vec<(usize, u64)> = l
+                    .on_members
+                    .iter()
+                    .copied()
+                    .filter(|&(m, _)| state.members[m] == MemberState::InSync)
+                    .collect();
+                Some(LogRun::new(
+                    l.ring_bytes,
+                    live.iter().map(|x| x.0).collect(),
+                    live.iter().map(|x| x.1).collect(),
+                    first,
+                    l.write_back,
+                ))
+            }
         }
         None => None,
     };
+    let hpda = (!s.layout.log_regions().is_empty())
+        .then(|| hetraid_core::hpda::Monitor::new(hetraid_core::hpda::MonitorConfig::default()));
     let r = Runner {
         log,
+        hpda,
+        hpda_wake_at: None,
         planner: Planner::new(s.layout.as_ref(), s.policy, service.clone()),
         service,
         s,
@@ -277,6 +315,7 @@ impl Runner<'_> {
                 Ev::Xor { job } => self.before_writes(job)?,
                 Ev::Arrive { index } => self.arrive(index as usize)?,
                 Ev::RebuildWake { stream } => self.rebuild_next(stream as usize)?,
+                Ev::HpdaWake => self.hpda_wake()?,
             }
         }
         // Invariants at the end: every request finished, nothing holds or waits for
@@ -423,6 +462,36 @@ impl Runner<'_> {
             self.busy_since = now;
         }
         self.inflight += 1;
+        // HPDA: the monitor sees every request; the director (core) sends
+        // a write to the log or to the RAID4.
+        let mut to_log = self.log.as_ref().is_some_and(|l| l.write_back);
+        if let Some(m) = self.hpda.as_mut() {
+            match req.op {
+                Op::Read => m.read(now),
+                Op::Write => {
+                    let kind = m.write(req.offset, req.len, now);
+                    let log = self.log.as_ref().expect("hpda has a log");
+                    let cond = hetraid_core::hpda::Condition {
+                        raid4_whole: self.raid4_whole(),
+                        log_copies_live: log.devs.len(),
+                        log_copies: 2,
+                        overlaps_log: log.overlaps(req.offset, req.offset + req.len),
+                    };
+                    to_log = hetraid_core::hpda::route_write(kind, &cond)
+                        == hetraid_core::hpda::Route::Log;
+                    if !to_log
+                        && cond.log_copies_live < cond.log_copies
+                        && !log.reclaiming()
+                        && log.fill(true).holds_data
+                    {
+                        // A lost copy: the log is emptied first (the engine
+                        // reclaims before the write; here alongside it).
+                        self.log.as_mut().unwrap().start_reclaim(0);
+                    }
+                }
+            }
+            self.hpda_wake_later(now);
+        }
         let io = self.plan(&req)?;
         let j = self.alloc(Job {
             logged: false,
@@ -433,7 +502,7 @@ impl Runner<'_> {
             locked: false,
             planned_version: self.state_version,
         });
-        if self.log.as_ref().is_some_and(|l| l.write_back) && req.op == Op::Write {
+        if to_log && req.op == Op::Write {
             // Write-back: the write is done once it is in the log.
             self.job(j).io = RequestIo::default();
             self.log.as_mut().unwrap().queue.push_back(j);
@@ -445,6 +514,69 @@ impl Runner<'_> {
         } else {
             self.try_lock(j)
         }
+    }
+
+    /// Every RAID4 member (HPDA: the SSDs and HDD-1) in sync.
+    fn raid4_whole(&self) -> bool {
+        self.s
+            .layout
+            .stripe(0)
+            .all()
+            .all(|c| self.state.members[c.member] == MemberState::InSync)
+    }
+
+    /// HPDA: ask the reclaimer's policy once the monitor would call the
+    /// array idle (a request arriving meanwhile moves the moment on).
+    fn hpda_wake_later(&mut self, now: Ns) {
+        let at = now + hetraid_core::hpda::MonitorConfig::default().idle_ns;
+        if self.hpda_wake_at.is_none_or(|t| t < at) {
+            if self.hpda_wake_at.is_none() {
+                self.k.at(at, Ev::HpdaWake);
+            }
+            self.hpda_wake_at = Some(at);
+        }
+    }
+
+    /// HPDA: a reclaim batch ended; ask the policy again now.
+    pub(super) fn hpda_wake_now(&mut self) {
+        let now = self.k.now();
+        if self.hpda_wake_at.is_none() {
+            self.k.at(now, Ev::HpdaWake);
+        }
+        self.hpda_wake_at = Some(self.hpda_wake_at.map_or(now, |t| t.min(now)));
+    }
+
+    /// HPDA: the reclaimer's policy (core `hpda::reclaim_step`), one batch
+    /// at a time as the engine's background reclaimer runs it. Nothing
+    /// after the last request (the run is over).
+    fn hpda_wake(&mut self) -> Result<(), String> {
+        let now = self.k.now();
+        let Some(at) = self.hpda_wake_at else {
+            return Ok(());
+        };
+        if at > now {
+            // Moved on by a later request: wait until then.
+            self.k.at(at, Ev::HpdaWake);
+            return Ok(());
+        }
+        self.hpda_wake_at = None;
+        let more_to_come = match &self.source {
+            Source::Closed(_) => self.inflight > 0,
+            Source::Replay(r) => r.next < r.records.len() || self.inflight > 0,
+        };
+        let whole = self.raid4_whole();
+        let (Some(m), Some(log)) = (self.hpda.as_ref(), self.log.as_mut()) else {
+            return Ok(());
+        };
+        if !more_to_come || log.reclaiming() {
+            return Ok(());
+        }
+        let lost = whole && log.devs.len() < 2;
+        if let Some(target) = hetraid_core::hpda::reclaim_step(m.idle(now), &log.fill(lost)) {
+            log.start_reclaim_batches(target, 1);
+            self.log_pump()?;
+        }
+        Ok(())
     }
 
     fn lockable(&self, j: u32) -> bool {
