@@ -85,7 +85,7 @@ impl Member for LogCounting {
 }
 
 fn check(cfg: RunConfig, members: usize, weights: Vec<u64>) {
-    check_with(cfg, members, weights, None)
+    check_with(cfg, members, weights, None);
 }
 
 /// The log the engine-vs-simulator check puts in front of the array: device
@@ -95,13 +95,28 @@ struct LogCfg(u64, hetraid_engine::format::LogMode);
 
 /// As [`check`]; with `log` (log device bytes) a journal on one log device,
 /// whose records, pads and checkpoints must match too.
-fn check_with(cfg: RunConfig, members: usize, weights: Vec<u64>, log: Option<LogCfg>) {
+fn check_with(
+    cfg: RunConfig,
+    members: usize,
+    weights: Vec<u64>,
+    log: Option<LogCfg>,
+) -> hetraid_sim::Report {
     const MEMBER: u64 = 48 << 20;
     let dir = tempfile::tempdir().unwrap();
+    // HPDA: HDD-1 holds the parity and the log past it, HDD-2 the log
+    // (the simulator sizes them so from member_size and log_size).
+    let hpda = cfg.layout == "hpda";
+    let hpda_log = cfg.log_size.map_or(0, |s| s.0);
     let counting: Vec<Arc<Counting>> = (0..members)
         .map(|i| {
             let p = dir.path().join(format!("m{i}"));
-            std::fs::File::create(&p).unwrap().set_len(MEMBER).unwrap();
+            let len = match i {
+                _ if !hpda => MEMBER,
+                i if i == members - 2 => MEMBER + hpda_log,
+                i if i == members - 1 => DATA_OFFSET + hpda_log,
+                _ => MEMBER,
+            };
+            std::fs::File::create(&p).unwrap().set_len(len).unwrap();
             let f: Arc<dyn Member> = Arc::new(FileMember::open(&p).unwrap());
             Arc::new(Counting {
                 inner: f,
@@ -136,12 +151,21 @@ fn check_with(cfg: RunConfig, members: usize, weights: Vec<u64>, log: Option<Log
             assume_clean: true,
             force: false,
             checksums: false,
-            log: log_dev.as_ref().map(|d| hetraid_engine::LogSpec {
-                devices: vec![d.clone() as Arc<dyn Member>],
-                kinds: vec![],
-                mode: log.unwrap().1,
-                region: None,
-            }),
+            log: if hpda {
+                Some(hetraid_engine::LogSpec {
+                    devices: vec![],
+                    kinds: vec![],
+                    mode: hetraid_engine::format::LogMode::WriteBack,
+                    region: Some(hpda_log),
+                })
+            } else {
+                log_dev.as_ref().map(|d| hetraid_engine::LogSpec {
+                    devices: vec![d.clone() as Arc<dyn Member>],
+                    kinds: vec![],
+                    mode: log.unwrap().1,
+                    region: None,
+                })
+            },
         },
     )
     .unwrap();
@@ -152,7 +176,7 @@ fn check_with(cfg: RunConfig, members: usize, weights: Vec<u64>, log: Option<Log
     let cfg = RunConfig {
         member_size: Some(Size(data_size)),
         log: log.map(|_| "x25e-64".to_string()),
-        log_size: log.map(|l| Size(l.0)),
+        log_size: log.map(|l| Size(l.0)).or(cfg.log_size),
         log_mode: log.map(|l| l.1.name().to_string()),
         ..cfg
     };
@@ -213,6 +237,7 @@ fn check_with(cfg: RunConfig, members: usize, weights: Vec<u64>, log: Option<Log
             "the run should wrap the ring: {l:?}"
         );
     }
+    sim
 }
 
 /// The journal (issue 12): the simulator's log makes the engine's decisions —
@@ -245,6 +270,44 @@ fn a_write_back_raid5_logs_and_reclaims_as_the_engine_does() {
     c.align = Some(Size(4096));
     c.span = Some(Size(4 << 20));
     check_with(c, 5, vec![], wb(2 << 20));
+}
+
+/// HPDA (issue 13): the director sends the same writes to the log (data
+/// records on HDD-1 past the parity and on HDD-2) and to the RAID4 (intent
+/// records, then the member writes); the reclaimer (the log passing half
+/// full) writes the same batches; every member — the HDDs' log traffic
+/// included — sees the same operations.
+#[test]
+fn hpda_directs_logs_and_reclaims_as_the_engine_does() {
+    for (workload, size) in [("mixed", 12 << 10), ("seq-write", 16 << 10)] {
+        let mut c = cfg("hpda", "x25e-64*3,caviar-black-640*2", workload, size);
+        if workload == "mixed" {
+            c = c.with_rf(0.3);
+        }
+        c.qd = 1;
+        c.chunk = Size(16 << 10);
+        c.align = Some(Size(4096));
+        c.span = Some(Size(4 << 20));
+        c.log_size = Some(Size(2 << 20));
+        let r = check_with(c, 5, vec![], None);
+        let l = r.log.as_ref().expect("hpda has a log");
+        eprintln!(
+            "hpda {workload}: {} records ({} bytes), {} pads, {} checkpoints, {} bytes reclaimed; HDD-1 {} writes, HDD-2 {} writes",
+            l.records, l.record_bytes, l.pads, l.checkpoints, l.reclaimed_bytes,
+            r.members[3].writes, r.members[4].writes
+        );
+        assert!(r.members[4].writes > 0, "HDD-2 holds the log's mirror");
+        assert!(l.checkpoints > 0, "{workload}: the ring should fill");
+        if workload == "mixed" {
+            assert!(
+                l.reclaimed_bytes > 0,
+                "the log should pass half full and reclaim"
+            );
+        } else {
+            // Sequential writes go to the RAID4: a page of intent each.
+            assert!(l.record_bytes < l.records * 2 * 4096, "{workload}: {l:?}");
+        }
+    }
 }
 
 fn cfg(layout: &str, members: &str, workload: &str, size: u64) -> RunConfig {
