@@ -92,9 +92,11 @@ fn any_spec() -> impl Strategy<Value = LayoutSpec> {
             }
         }),
         (2usize..4).prop_map(move |n| {
+            // HDD-1: the parity and the smallest log; HDD-2: the log.
+            let log = hetraid_core::journal::log_bytes_min(n + 2, CHUNK).div_ceil(CHUNK) * CHUNK;
             let mut sizes = vec![CHUNK * 6; n];
-            sizes.push(CHUNK * 10);
-            sizes.push(CHUNK * 4);
+            sizes.push(CHUNK * 6 + log);
+            sizes.push(log);
             LayoutSpec {
                 kind: LayoutKind::Hpda,
                 chunk_bytes: CHUNK,
