@@ -19,6 +19,8 @@ pub struct FailureSets {
     /// Mirrored layouts: per data chunk, the mask of members holding a copy.
     mirror_shapes: BTreeSet<Vec<u64>>,
     parity_masks: u64,
+    /// Members holding a chunk of some stripe (bit i = member i).
+    holding: u64,
     /// Stripes looked at, and whether that was all of them.
     pub stripes_scanned: u64,
     pub complete: bool,
@@ -32,8 +34,10 @@ impl FailureSets {
         let mut parity_shapes = BTreeSet::new();
         let mut mirror_shapes = BTreeSet::new();
         let mut parity_masks = 0u64;
+        let mut holding = 0u64;
         for s in 0..scanned {
             let st = layout.stripe(s);
+            holding |= st.all().fold(0u64, |m, c| m | 1u64 << c.member);
             parity_masks |= st.parity.iter().fold(0u64, |m, c| m | 1u64 << c.member);
             match redundancy {
                 Redundancy::Mirror { .. } => {
@@ -63,6 +67,7 @@ impl FailureSets {
             parity_shapes,
             mirror_shapes,
             parity_masks,
+            holding,
             stripes_scanned: scanned,
             complete: scanned == total,
         }
@@ -80,6 +85,12 @@ impl FailureSets {
     /// Members holding a parity chunk in some stripe (bit i = member i).
     pub fn parity_members(&self) -> u64 {
         self.parity_masks
+    }
+
+    /// Members holding a chunk of some stripe (bit i = member i); HPDA's
+    /// HDD-2 holds only the log's mirror.
+    pub fn holding_members(&self) -> u64 {
+        self.holding
     }
 
     /// Does every stripe have a chunk on every member (RAID4/5-like)?

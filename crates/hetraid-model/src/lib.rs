@@ -11,7 +11,10 @@
 mod ctmc;
 mod fatal;
 
-pub use ctmc::{mttdl, mttdl_per_member, raid5_closed_form_h, Mttdl, STATES_MAX};
+pub use ctmc::{
+    hpda_chain_closed_form_h, hpda_closed_form_h, mttdl, mttdl_per_member, raid5_closed_form_h,
+    Mttdl, STATES_MAX,
+};
 pub use fatal::FailureSets;
 
 #[derive(Debug, thiserror::Error, PartialEq)]

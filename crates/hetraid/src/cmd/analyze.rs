@@ -6,7 +6,9 @@
 //! the simulator on the same configuration.
 
 use clap::{Args, Subcommand};
-use hetraid_model::{mttdl_per_member, raid5_closed_form_h, raidh_gain, FailureSets};
+use hetraid_model::{
+    hpda_closed_form_h, mttdl_per_member, raid5_closed_form_h, raidh_gain, FailureSets,
+};
 use hetraid_sim::setup::Setup;
 use hetraid_sim::{Report, RunConfig, Size};
 use serde_json::json;
@@ -248,6 +250,25 @@ impl MttdlCmd {
             && rates.iter().all(|&r| r == rates[0])
             && repair.iter().all(|&r| (r / repair[0] - 1.0).abs() < 1e-6))
         .then(|| raid5_closed_form_h(rates.len(), rates[0], repair[0]));
+        // HPDA's paper form: 3 SSDs (φ), HDD-1 (λ), HDD-2 out of the chain.
+        let holding = sets.holding_members();
+        let raid4: Vec<usize> = (0..rates.len())
+            .filter(|&i| holding >> i & 1 == 1)
+            .collect();
+        let ssds: Vec<usize> = raid4
+            .iter()
+            .copied()
+            .filter(|&i| setup.specs[i].kind != hetraid_core::MemberKind::Hdd)
+            .collect();
+        let hpda_closed = (layout.name() == "hpda"
+            && raid4.len() == 4
+            && ssds.len() == 3
+            && ssds.iter().all(|&i| rates[i] == rates[ssds[0]])
+            && repair.iter().all(|&r| (r / repair[0] - 1.0).abs() < 1e-6))
+        .then(|| {
+            let hdd1 = *raid4.iter().find(|i| !ssds.contains(i)).unwrap();
+            hpda_closed_form_h(rates[ssds[0]], rates[hdd1], repair[0])
+        });
         let members: Vec<serde_json::Value> = setup
             .specs
             .iter()
@@ -281,7 +302,7 @@ impl MttdlCmd {
                 "stripes_complete": sets.complete,
                 "stripe_shapes": sets.shapes(),
             });
-            if let Some(c) = closed {
+            if let Some(c) = closed.or(hpda_closed) {
                 v["closed_form_h"] = json!(c);
             }
             return super::print_json(&v);
@@ -317,6 +338,11 @@ impl MttdlCmd {
         }
         if let Some(c) = closed {
             println!("  closed form ((2n-1)λ+μ)/(n(n-1)λ²): {c:.4e} h");
+        }
+        if let Some(c) = hpda_closed {
+            println!(
+                "  HPDA paper's closed form (3 SSDs φ, HDD-1 λ; HDD-2 holds no data): {c:.4e} h"
+            );
         }
         if !sets.complete {
             println!(
