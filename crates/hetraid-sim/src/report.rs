@@ -30,6 +30,12 @@ pub struct MemberReport {
     pub write_amplification: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub erase_max: Option<u64>,
+    /// SSDs: pages garbage collection copied, and page writes that read the
+    /// page first (the host wrote part of a page).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gc_page_copies: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sub_page_rmw: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

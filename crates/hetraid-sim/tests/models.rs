@@ -221,6 +221,44 @@ fn fresh_ssd_timing_is_read_or_program_plus_transfer() {
     assert_eq!(d.wear().unwrap().write_amplification, 1.0);
 }
 
+/// A write smaller than a flash page, onto a page that holds data, costs
+/// a page read first (read-modify-write); onto a page never written, or a
+/// whole page, it does not.
+#[test]
+fn sub_page_writes_read_the_page_first() {
+    let p = small_ssd();
+    let mut d = Ssd::new(p.clone());
+    let mut st = Vec::new();
+    let mut write = |d: &mut Ssd, at: u64, offset: u64, len: u64| {
+        st.clear();
+        d.submit(
+            at,
+            DevIo {
+                tag: 0,
+                write: true,
+                offset,
+                len,
+            },
+            &mut st,
+        );
+        st[0].1 - at
+    };
+    let xfer = (4096.0 / 40e6 * 1e9) as u64;
+    // Never written: a program only.
+    assert_eq!(write(&mut d, 0, 0, 512), 200_000 + xfer);
+    // Whole page: a program only.
+    assert_eq!(write(&mut d, 10_000_000, 0, 4096), 200_000 + xfer);
+    // 2 KiB into a written page: read (25 us + transfer), then program.
+    let t = write(&mut d, 20_000_000, 1024, 2048);
+    assert_eq!(t, 25_000 + xfer + xfer + 200_000);
+    // Unaligned 8 KiB: three pages, the two at the ends partial (page 1 is
+    // written, page 2 was never: one read).
+    write(&mut d, 30_000_000, 4096, 4096);
+    let w0 = d.wear().unwrap().sub_page_rmw;
+    write(&mut d, 40_000_000, 4096 + 512, 8192);
+    assert_eq!(d.wear().unwrap().sub_page_rmw - w0, 1);
+}
+
 fn raid4(chunk: u64, size: u64) -> hetraid_sim::Report {
     let mut c = RunConfig::new("raid4", "disksim-ssd-32g*5");
     c.chunk = Size(chunk);

@@ -53,6 +53,8 @@ pub struct Wear {
     /// Flash pages programmed / host pages written.
     pub write_amplification: f64,
     pub gc_page_copies: u64,
+    /// Page writes that read the page first: the host wrote part of it.
+    pub sub_page_rmw: u64,
 }
 
 /// What a device did. Busy time is the union of the intervals in which it had work.

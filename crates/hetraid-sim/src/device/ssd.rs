@@ -135,6 +135,8 @@ pub struct Ssd {
     host_pages: u64,
     flash_pages: u64,
     gc_copies: u64,
+    /// Page writes that read the page first (the write covered part of it).
+    sub_page_rmw: u64,
     counters: Counters,
 }
 
@@ -169,6 +171,7 @@ impl Ssd {
             host_pages: 0,
             flash_pages: 0,
             gc_copies: 0,
+            sub_page_rmw: 0,
             counters: Counters::default(),
             p,
         }
@@ -324,6 +327,7 @@ impl Ssd {
         self.host_pages = 0;
         self.flash_pages = 0;
         self.gc_copies = 0;
+        self.sub_page_rmw = 0;
         self.counters = Counters::default();
         self.erase_count.iter_mut().for_each(|e| *e = 0);
     }
@@ -350,7 +354,18 @@ impl Device for Ssd {
         let mut end = t;
         for lpn in first..last.min(self.map.len() as u64) {
             let e = if io.write {
-                self.write_page(lpn, t)
+                // A write that covers part of a page holding data rewrites the
+                // whole page: the page is read first (read-modify-write), as
+                // a flash page is programmed whole.
+                let (a, b) = (lpn * pb, (lpn + 1) * pb);
+                let covered = (io.offset + io.len).min(b) - io.offset.max(a);
+                let at = if covered < pb && self.map[lpn as usize] != 0 {
+                    self.sub_page_rmw += 1;
+                    self.read_page(lpn, t)
+                } else {
+                    t
+                };
+                self.write_page(lpn, at)
             } else {
                 self.read_page(lpn, t)
             };
@@ -382,6 +397,7 @@ impl Device for Ssd {
                 self.flash_pages as f64 / self.host_pages as f64
             },
             gc_page_copies: self.gc_copies,
+            sub_page_rmw: self.sub_page_rmw,
         })
     }
 }

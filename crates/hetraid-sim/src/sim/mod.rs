@@ -925,6 +925,8 @@ fn member_report(
         energy_idle_j: ei,
         write_amplification: wear.map(|w| w.write_amplification),
         erase_max: wear.map(|w| w.erase_max),
+        gc_page_copies: wear.map(|w| w.gc_page_copies),
+        sub_page_rmw: wear.map(|w| w.sub_page_rmw),
     }
 }
 
