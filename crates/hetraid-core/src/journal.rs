@@ -356,6 +356,44 @@ pub fn data_fits(ring: &Ring, bytes: u64, p: &Placement) -> bool {
     ring.used + bytes + p.pad.map_or(0, |x| x.1) <= ring.len / 4 * 3
 }
 
+/// Group commit (write-back): the data records of writes of `lens` bytes,
+/// waiting together, placed one after another in the ring (each under the
+/// three-quarter rule) and taken, until the first that does not fit. Returns
+/// each placed record (placement, bytes) and the I/O groups: ranges of
+/// records contiguous in the ring, each written with one write and one flush
+/// per copy (a pad, where the ring wraps, starts a new group). One flush for
+/// many records is what makes a log on disks keep up with a queue of small
+/// writes; the records themselves are the ones a write alone makes, so
+/// recovery does not know about groups.
+pub fn place_group(
+    ring: &mut Ring,
+    lens: &[u64],
+) -> (Vec<(Placement, u64)>, Vec<std::ops::Range<usize>>) {
+    let mut placed = Vec::new();
+    let mut groups: Vec<std::ops::Range<usize>> = Vec::new();
+    for &len in lens {
+        let bytes = data_record_bytes(len);
+        if bytes > ring.record_bytes_max() {
+            break;
+        }
+        let Some(p) = ring.place(bytes).filter(|p| data_fits(ring, bytes, p)) else {
+            break;
+        };
+        ring.commit(&p, bytes);
+        let i = placed.len();
+        // Contiguous with the record before: no pad, and not wrapped to 0.
+        let follows = placed
+            .last()
+            .is_some_and(|(q, b): &(Placement, u64)| p.pad.is_none() && q.offset + b == p.offset);
+        match groups.last_mut() {
+            Some(g) if follows => g.end = i + 1,
+            _ => groups.push(i..i + 1),
+        }
+        placed.push((p, bytes));
+    }
+    (placed, groups)
+}
+
 /// Write-back: the most data one record (and one reclaim batch) holds, for
 /// an array of `members`: a batch's stripe updates (its data plus parity or
 /// copies, at most the member count times the data) must fit in the quarter
@@ -667,5 +705,37 @@ mod tests {
             Err(BatchError::TooLarge { bytes: 11, max: 10 })
         );
         assert!(batches(&[], 10).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_group_is_the_records_a_write_alone_makes_cut_at_pads() {
+        let mut alone = Ring::empty(64 * PAGE, 0, 1);
+        let mut grouped = alone.clone();
+        let lens = [4096u64, 100, 8192, 4096 * 3, 1, 4096, 8192, 4096];
+        let mut each = Vec::new();
+        for &l in &lens {
+            let b = data_record_bytes(l);
+            let p = alone.place(b).filter(|p| data_fits(&alone, b, p));
+            if let Some(p) = p {
+                alone.commit(&p, b);
+                each.push((p, b));
+            }
+        }
+        let (placed, groups) = place_group(&mut grouped, &lens);
+        assert_eq!(placed, each);
+        assert_eq!(grouped, alone);
+        assert_eq!(groups, vec![0..lens.len()]);
+        // Near the end of the ring: a pad starts a new group; past three
+        // quarters of the ring, the rest waits (None for them).
+        let mut r = Ring::empty(64 * PAGE, 61 * PAGE, 1);
+        let (placed, groups) = place_group(&mut r, &[4096, 4096, 4096, 40 * 4096, 4096]);
+        assert_eq!(placed.len(), 3);
+        assert!(placed[1].0.pad.is_some());
+        assert_eq!(groups, vec![0..1, 1..3]);
+        // Ending exactly at the ring's end: the next one starts a group at 0.
+        let mut r = Ring::empty(64 * PAGE, 60 * PAGE, 1);
+        let (placed, groups) = place_group(&mut r, &[4096, 4096, 4096]);
+        assert_eq!(placed[2].0.offset, 0);
+        assert_eq!(groups, vec![0..2, 2..3]);
     }
 }

@@ -269,6 +269,21 @@ pub struct Log {
     epoch: std::sync::atomic::AtomicU32,
     /// Bytes reclaimed since opened.
     reclaimed: std::sync::atomic::AtomicU64,
+    /// Write-back group commit: writes waiting to be logged together.
+    group: Mutex<Group>,
+    group_turn: Condvar,
+}
+
+/// Writes waiting for the group commit, and the outcome of those logged.
+/// One writer at a time leads: it logs everything waiting (one write and
+/// one flush per copy for all of it), hands out the outcomes, and gives the
+/// lead to a writer still waiting.
+#[derive(Default)]
+struct Group {
+    waiting: Vec<(u64, u64, Bytes)>,
+    done: std::collections::HashMap<u64, Result<Option<u64>>>,
+    next_ticket: u64,
+    leading: bool,
 }
 
 /// The header page of a write-back data record: one write of `len` bytes at
@@ -461,6 +476,8 @@ impl Log {
             lost: std::sync::atomic::AtomicBool::new(false),
             epoch: std::sync::atomic::AtomicU32::new(0),
             reclaimed: std::sync::atomic::AtomicU64::new(0),
+            group: Mutex::new(Group::default()),
+            group_turn: Condvar::new(),
         }
     }
 
@@ -878,7 +895,9 @@ impl Log {
 
     /// Write-back: log `data` for array offset `at` durably and index it.
     /// Ok(None) when the ring has no room even after a checkpoint (the
-    /// logged data must be reclaimed first).
+    /// logged data must be reclaimed first). Writes arriving together are
+    /// logged together (group commit, core `journal::place_group`): their
+    /// records go out in one write and one flush per copy.
     pub fn append_data(
         &self,
         at: u64,
@@ -886,46 +905,106 @@ impl Log {
         flush_members: &dyn Fn() -> Result<()>,
     ) -> Result<Option<u64>> {
         let bytes = journal::data_record_bytes(data.len() as u64);
-        let mut st = self.state.lock().unwrap();
-        if bytes > st.ring.record_bytes_max() {
+        let max = self.state.lock().unwrap().ring.record_bytes_max();
+        if bytes > max {
             return Err(EngineError::Refused(format!(
                 "a write of {} bytes is larger than a log record may be ({}); write in smaller pieces or use a larger log",
                 data.len(),
-                st.ring.record_bytes_max() - PAGE
+                max - PAGE
             )));
         }
-        // Data may fill at most three quarters of the ring: the rest is the
-        // room the reclaimer's stripe updates need to make progress.
-        let room = |st: &State| {
-            st.ring
-                .place(bytes)
-                .filter(|p| journal::data_fits(&st.ring, bytes, p))
+        let data: Bytes = Arc::new(data.to_vec());
+        let mut g = self.group.lock().unwrap();
+        let ticket = g.next_ticket;
+        g.next_ticket += 1;
+        g.waiting.push((ticket, at, data));
+        // Bounded: every round either finds the outcome, or leads one batch
+        // (which holds this write), or waits for the leader's batch.
+        loop {
+            if let Some(r) = g.done.remove(&ticket) {
+                return r;
+            }
+            if !g.leading {
+                g.leading = true;
+                let batch = std::mem::take(&mut g.waiting);
+                drop(g);
+                let outcomes = self.log_group(&batch, flush_members);
+                g = self.group.lock().unwrap();
+                for ((t, _, _), r) in batch.iter().zip(outcomes) {
+                    g.done.insert(*t, r);
+                }
+                // The lead passes to a writer still waiting, if any.
+                g.leading = false;
+                self.group_turn.notify_all();
+                continue;
+            }
+            g = self.group_turn.wait(g).unwrap();
+        }
+    }
+
+    /// Log a batch of write-back writes (at, data) as one group: the
+    /// outcome of each, in order.
+    fn log_group(
+        &self,
+        batch: &[(u64, u64, Bytes)],
+        flush_members: &dyn Fn() -> Result<()>,
+    ) -> Vec<Result<Option<u64>>> {
+        let all_fail = |e: EngineError| {
+            let msg = e.to_string();
+            batch
+                .iter()
+                .map(|_| Err(EngineError::Refused(msg.clone())))
+                .collect()
         };
-        let p = match room(&st) {
-            Some(p) => p,
-            None => {
-                self.checkpoint_locked(&mut st, flush_members)?;
-                match room(&st) {
-                    Some(p) => p,
-                    None => return Ok(None),
+        let mut st = self.state.lock().unwrap();
+        let lens: Vec<u64> = batch.iter().map(|b| b.2.len() as u64).collect();
+        let (mut placed, mut groups) = journal::place_group(&mut st.ring, &lens);
+        if placed.is_empty() {
+            // No room: a checkpoint frees what was reclaimed.
+            if let Err(e) = self.checkpoint_locked(&mut st, flush_members) {
+                return all_fail(e);
+            }
+            (placed, groups) = journal::place_group(&mut st.ring, &lens);
+        }
+        let headers: Vec<AlignedBuf> = placed
+            .iter()
+            .zip(batch)
+            .map(|((p, bytes), (_, at, data))| data_header(&self.template, p.seq, *bytes, *at, data))
+            .collect();
+        for g in &groups {
+            let first = &placed[g.start].0;
+            if let Some((pad_at, pad)) = first.pad {
+                let h = record_header(&self.template, TYPE_PAD, first.seq - 1, pad, &[]);
+                if let Err(e) = self.write_all(&[&h], pad_at) {
+                    return all_fail(e);
                 }
             }
-        };
-        if let Some((pad_at, pad)) = p.pad {
-            let h = record_header(&self.template, TYPE_PAD, p.seq - 1, pad, &[]);
-            self.write_all(&[&h], pad_at)?;
+            let mut bufs: Vec<&[u8]> = Vec::with_capacity(3 * g.len());
+            for i in g.clone() {
+                let data = &batch[i].2;
+                let pad = (placed[i].1 - PAGE) as usize - data.len();
+                bufs.push(&headers[i]);
+                bufs.push(data);
+                bufs.push(&ZEROS[..pad]);
+            }
+            if let Err(e) = self.write_all(&bufs, first.offset) {
+                return all_fail(e);
+            }
         }
-        let h = data_header(&self.template, p.seq, bytes, at, data);
-        let pad = (bytes - PAGE) as usize - data.len();
-        self.write_all(&[&h, data, &ZEROS[..pad]], p.offset)?;
-        st.ring.commit(&p, bytes);
         // Indexed in sequence order (under the ring's lock): a newer write
         // always replaces an older one.
-        self.index
-            .write()
-            .unwrap()
-            .insert(at, data.len() as u64, p.seq, Arc::new(data.to_vec()));
-        Ok(Some(p.seq))
+        let mut index = self.index.write().unwrap();
+        let mut out = Vec::with_capacity(batch.len());
+        for (i, (_, at, data)) in batch.iter().enumerate() {
+            match placed.get(i) {
+                Some((p, _)) => {
+                    index.insert(*at, data.len() as u64, p.seq, data.clone());
+                    out.push(Ok(Some(p.seq)));
+                }
+                None => out.push(Ok(None)),
+            }
+        }
+        out
     }
 
     /// A write-back record found by the recovery scan goes back in the index.

@@ -93,6 +93,9 @@ pub struct LogReport {
     /// Stripe-update records written (each to every copy), pads, checkpoints.
     pub records: u64,
     pub record_bytes: u64,
+    /// Ring writes of records: write-back data records logged together
+    /// (group commit) are one.
+    pub record_writes: u64,
     pub pads: u64,
     pub checkpoints: u64,
     /// Write-back: bytes the reclaimer wrote to the members.

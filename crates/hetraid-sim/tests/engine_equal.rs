@@ -219,7 +219,7 @@ fn check_with(
             .map(|i| d.c[i].load(Relaxed) - log_before[i])
             .collect();
         let s = vec![
-            l.records + l.pads,
+            l.record_writes + l.pads,
             l.record_bytes + l.pads * hetraid_core::journal::PAGE,
             l.checkpoints,
         ];

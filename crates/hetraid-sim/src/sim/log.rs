@@ -33,7 +33,7 @@ enum From {
 }
 
 /// What the log's current sequence of device operations is for.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum LogStep {
     Checkpoint,
     Stripes {
@@ -42,23 +42,13 @@ enum LogStep {
         placement: Placement,
         from: From,
     },
-    Data {
-        job: u32,
-        bytes: u64,
-        placement: Placement,
-        at: u64,
-        len: u64,
-    },
+    /// A group of write-back data records: (job, at, len, seq, bytes).
+    Data { parts: Vec<(u32, u64, u64, u64, u64)> },
 }
 
-/// The head write-back job's progress through its data records.
+/// A queued write-back write's data records still to log.
 struct WbWrite {
-    job: u32,
     parts: VecDeque<(u64, u64)>,
-    started: bool,
-    /// A place failed and the log was checkpointed in this attempt.
-    checkpointed: bool,
-    attempts: u32,
 }
 
 /// A reclaim down to `target` bytes (0: everything), as `Array::reclaim_to`.
@@ -102,7 +92,12 @@ pub(super) struct LogRun {
     /// done (a checkpoint waits for them, as the engine's for in-flight records).
     pub(super) applying: u32,
     index: LogIndex<()>,
-    wb: Option<WbWrite>,
+    wb: std::collections::HashMap<u32, WbWrite>,
+    /// No room for the group: a checkpoint was tried, then reclaims.
+    wb_checkpointed: bool,
+    wb_attempts: u32,
+    /// Ring writes of records (a group of data records is one).
+    pub(super) record_writes: u64,
     reclaim: Option<Reclaim>,
     pub(super) records_written: u64,
     pub(super) record_bytes: u64,
@@ -137,7 +132,10 @@ impl LogRun {
             busy: None,
             applying: 0,
             index: LogIndex::default(),
-            wb: None,
+            wb: Default::default(),
+            wb_checkpointed: false,
+            wb_attempts: 0,
+            record_writes: 0,
             reclaim: None,
             records_written: 0,
             record_bytes: 0,
@@ -339,73 +337,75 @@ impl Runner<'_> {
             if !log.write_back {
                 return self.log_stripes(j, From::User);
             }
-            // Write-back: the head user write's data records.
-            if log.wb.is_none() {
-                let JobKind::User { req, .. } = self.jobs[j as usize].as_ref().unwrap().kind else {
-                    unreachable!("only user writes queue in write-back mode")
-                };
-                let max = journal::write_back_record_max(&log.ring, log.members);
-                let parts = journal::split_run(req.offset, req.offset + req.len, max);
-                log.wb = Some(WbWrite {
-                    job: j,
-                    parts: parts.into(),
-                    started: false,
-                    checkpointed: false,
-                    attempts: 0,
-                });
+            // Write-back: every queued write's next data record, logged
+            // together (group commit, core `journal::place_group`), as the
+            // engine logs the writes waiting when its leader starts.
+            let queued: Vec<u32> = log.queue.iter().copied().collect();
+            let mut fresh = None;
+            for &q in &queued {
+                if let std::collections::hash_map::Entry::Vacant(e) = log.wb.entry(q) {
+                    let JobKind::User { req, .. } = self.jobs[q as usize].as_ref().unwrap().kind
+                    else {
+                        unreachable!("only user writes queue in write-back mode")
+                    };
+                    let max = journal::write_back_record_max(&log.ring, log.members);
+                    e.insert(WbWrite {
+                        parts: journal::split_run(req.offset, req.offset + req.len, max).into(),
+                    });
+                    fresh.get_or_insert(q);
+                }
             }
-            let wb = log.wb.as_mut().unwrap();
-            if !wb.started {
-                wb.started = true;
+            // A write past the high-water mark reclaims first (each write
+            // checks once, as it enters the engine's write path).
+            if fresh.is_some() {
                 if let Some(t) = journal::reclaim_before_write(&log.ring) {
                     log.start_reclaim(t);
                     continue;
                 }
             }
-            let Some(&(at, len)) = wb.parts.front() else {
-                log.wb = None;
-                log.queue.pop_front();
-                self.finish(j)?;
-                continue;
-            };
-            let bytes = journal::data_record_bytes(len);
-            let place = log
-                .ring
-                .place(bytes)
-                .filter(|p| journal::data_fits(&log.ring, bytes, p));
-            match place {
-                Some(p) => {
-                    wb.checkpointed = false;
-                    log.push_record(&p, bytes);
-                    log.busy = Some(LogStep::Data {
-                        job: j,
-                        bytes,
-                        placement: p,
-                        at,
-                        len,
-                    });
-                    self.log_issue_next();
-                    return Ok(());
-                }
-                None if !wb.checkpointed => {
+            let lens: Vec<u64> = queued
+                .iter()
+                .map(|q| log.wb[q].parts.front().map_or(0, |p| p.1))
+                .collect();
+            debug_assert!(lens.iter().all(|&l| l > 0));
+            let (placed, groups) = journal::place_group(&mut log.ring, &lens);
+            if placed.is_empty() {
+                if !log.wb_checkpointed {
                     if log.applying > 0 {
                         return Ok(());
                     }
-                    wb.checkpointed = true;
+                    log.wb_checkpointed = true;
                     log.push_checkpoint();
                     self.log_issue_next();
                     return Ok(());
                 }
-                None => {
-                    wb.attempts += 1;
-                    wb.checkpointed = false;
-                    if wb.attempts > 8 {
-                        return Err("the simulated write log stays full although its data was reclaimed; use a larger log_size".into());
-                    }
-                    log.start_reclaim(0);
-                    continue;
+                log.wb_attempts += 1;
+                log.wb_checkpointed = false;
+                if log.wb_attempts > 8 {
+                    return Err("the simulated write log stays full although its data was reclaimed; use a larger log_size".into());
                 }
+                log.start_reclaim(0);
+                continue;
             }
+            log.wb_checkpointed = false;
+            log.wb_attempts = 0;
+            for g in &groups {
+                let first = placed[g.start].0;
+                let bytes: u64 = placed[g.clone()].iter().map(|x| x.1).sum();
+                log.push_record(&first, bytes);
+                log.record_writes += 1;
+            }
+            let parts = placed
+                .iter()
+                .zip(&queued)
+                .map(|((p, bytes), &q)| {
+                    let (at, len) = *log.wb[&q].parts.front().unwrap();
+                    (q, at, len, p.seq, *bytes)
+                })
+                .collect();
+            log.busy = Some(LogStep::Data { parts });
+            self.log_issue_next();
+            return Ok(());
         }
         Err("the simulated write log made no progress; this is a hetraid bug".into())
     }
@@ -451,6 +451,7 @@ impl Runner<'_> {
             Some(p) => {
                 log.stripes_checkpointed = false;
                 log.push_record(&p, bytes);
+                log.record_writes += 1;
                 log.busy = Some(LogStep::Stripes {
                     job: j,
                     bytes,
@@ -542,21 +543,24 @@ impl Runner<'_> {
                     self.issue_writes(job);
                 }
             }
-            LogStep::Data {
-                job,
-                bytes,
-                placement,
-                at,
-                len,
-            } => {
-                log.ring.commit(&placement, bytes);
-                log.records_written += 1;
-                log.record_bytes += bytes;
+            LogStep::Data { parts } => {
                 // Indexed in sequence order, as the engine does under its lock.
-                log.index.insert(at, len, placement.seq, ());
-                let wb = log.wb.as_mut().expect("a write-back write in progress");
-                debug_assert_eq!(wb.job, job);
-                wb.parts.pop_front();
+                let mut finished = Vec::new();
+                for (job, at, len, seq, bytes) in parts {
+                    log.records_written += 1;
+                    log.record_bytes += bytes;
+                    log.index.insert(at, len, seq, ());
+                    let wb = log.wb.get_mut(&job).expect("a queued write-back write");
+                    wb.parts.pop_front();
+                    if wb.parts.is_empty() {
+                        log.wb.remove(&job);
+                        finished.push(job);
+                    }
+                }
+                log.queue.retain(|j| !finished.contains(j));
+                for j in finished {
+                    self.finish(j)?;
+                }
             }
         }
         self.log_pump()

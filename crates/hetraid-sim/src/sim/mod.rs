@@ -840,6 +840,7 @@ impl Runner<'_> {
                 reclaimed_bytes: l.reclaimed_bytes,
                 ring_bytes: l.ring.len,
                 records: l.records_written,
+                record_writes: l.record_writes,
                 record_bytes: l.record_bytes,
                 pads: l.pads,
                 checkpoints: l.checkpoints,
