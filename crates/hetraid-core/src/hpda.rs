@@ -272,6 +272,81 @@ pub fn intent_records(stripes: impl IntoIterator<Item = u64>) -> Vec<Vec<(u64, u
         .collect()
 }
 
+/// Stripes an intent record names at least, from the first stripe of each
+/// run a RAID4 write touches: a stream's next writes then find their stripes
+/// named already and log nothing (as MD's write-intent bitmap sets a bit for
+/// a region once). After a crash, at most this many stripes per record are
+/// resynced.
+pub const INTENT_AHEAD_STRIPES: u64 = 256;
+
+/// The stripes intent records named since the last checkpoint (which saw
+/// every write before it on the flushed members, and clears this). A RAID4
+/// write whose stripes are all named needs no record of its own.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Announced {
+    /// first stripe -> end (exclusive); disjoint, merged.
+    runs: std::collections::BTreeMap<u64, u64>,
+}
+
+impl Announced {
+    fn covered(&self, s: u64) -> bool {
+        self.runs
+            .range(..=s)
+            .next_back()
+            .is_some_and(|(_, &end)| s < end)
+    }
+
+    /// The intent records a RAID4 write of `stripes` needs (none when every
+    /// stripe is named already), with each run widened to
+    /// [`INTENT_AHEAD_STRIPES`] (within `stripe_count`); what they name is
+    /// noted as named. The caller makes them durable before any member
+    /// write, under the same lock as this call.
+    pub fn intents_for(
+        &mut self,
+        stripes: impl IntoIterator<Item = u64>,
+        stripe_count: u64,
+    ) -> Vec<Vec<(u64, u64)>> {
+        let runs: Vec<(u64, u64)> = intent_records(stripes).into_iter().flatten().collect();
+        let missing: Vec<(u64, u64)> = runs
+            .into_iter()
+            .filter(|&(f, c)| (f..f + c).any(|s| !self.covered(s)))
+            .map(|(f, c)| {
+                (
+                    f,
+                    c.max(INTENT_AHEAD_STRIPES)
+                        .min(stripe_count.saturating_sub(f))
+                        .max(c),
+                )
+            })
+            .collect();
+        for &(f, c) in &missing {
+            self.insert(f, f + c);
+        }
+        intent_records(missing.iter().flat_map(|&(f, c)| f..f + c))
+    }
+
+    fn insert(&mut self, mut start: u64, mut end: u64) {
+        // Merge with every run it touches (bounded by the runs present).
+        let touching: Vec<(u64, u64)> = self
+            .runs
+            .range(..=end)
+            .filter(|(_, &e)| e >= start)
+            .map(|(&s, &e)| (s, e))
+            .collect();
+        for (s, e) in touching {
+            self.runs.remove(&s);
+            start = start.min(s);
+            end = end.max(e);
+        }
+        self.runs.insert(start, end);
+    }
+
+    /// A checkpoint: every write so far is on the flushed members.
+    pub fn clear(&mut self) {
+        self.runs.clear();
+    }
+}
+
 /// HPDA's log by default: at most this much of the room on HDD-1 and HDD-2
 /// (the engine's write-back index keeps what the log holds in memory, at
 /// most three quarters of it); `--log-size` sets another size.
@@ -442,6 +517,28 @@ mod tests {
         assert_eq!(route_write(Random, &cond(false, 0, true)), Raid4);
         assert_eq!(raid4_guard(true), Raid4Guard::Intent);
         assert_eq!(raid4_guard(false), Raid4Guard::Journal);
+    }
+
+    #[test]
+    fn a_stream_names_its_stripes_once_until_a_checkpoint() {
+        let mut a = Announced::default();
+        let total = 1000;
+        // The first write names 256 stripes from its own.
+        let r = a.intents_for([10, 11], total);
+        assert_eq!(r, vec![vec![(10, INTENT_AHEAD_STRIPES)]]);
+        // The stream's next writes are covered.
+        for s in 12..10 + INTENT_AHEAD_STRIPES {
+            assert!(a.intents_for([s], total).is_empty(), "stripe {s}");
+        }
+        // Past the run: a new record, merged with the first.
+        assert_eq!(a.intents_for([266], total), vec![vec![(266, 256)]]);
+        assert_eq!(a.runs.len(), 1);
+        // Near the end of the array the run stops at the last stripe.
+        assert_eq!(a.intents_for([990, 991], total), vec![vec![(990, 10)]]);
+        // A write partly covered names its uncovered run whole.
+        assert_eq!(a.intents_for([9, 10], total), vec![vec![(9, 256)]]);
+        a.clear();
+        assert_eq!(a.intents_for([12], total), vec![vec![(12, 256)]]);
     }
 
     #[test]

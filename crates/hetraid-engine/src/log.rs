@@ -244,6 +244,8 @@ struct State {
     /// Records before this sequence number are on the flushed members
     /// (written in the headers: see `LogHeader::flushed_seq`).
     flushed_seq: u64,
+    /// HPDA: stripes named by intent records since the last checkpoint.
+    announced: hetraid_core::hpda::Announced,
 }
 
 pub struct Log {
@@ -466,6 +468,7 @@ impl Log {
             state: Mutex::new(State {
                 generation: template.generation,
                 flushed_seq: template.flushed_seq,
+                announced: Default::default(),
                 ring,
             }),
             template,
@@ -860,21 +863,39 @@ impl Log {
         Ok(p.seq)
     }
 
-    /// HPDA: log durably that the stripes in `runs` (first, count) are about
-    /// to be written in place, guarded by their parity being recomputed
-    /// after a crash. Like [`Log::append`], must be followed by
-    /// [`Log::done`] once the member writes returned.
-    pub fn append_intent(
+    /// HPDA: make a RAID4 write of `stripes` crash-safe. Stripes not yet
+    /// named since the last checkpoint are named in intent records (core
+    /// `hpda::Announced`: a run ahead of the write), durable before this
+    /// returns; after a crash those stripes' parity is recomputed. Like
+    /// [`Log::append`], must be followed by [`Log::done`] once the member
+    /// writes returned (a checkpoint waits for them before it forgets the
+    /// names). Returns the intent records written.
+    pub fn guard_intent(
         &self,
+        stripes: impl IntoIterator<Item = u64>,
+        stripe_count: u64,
+        flush_members: &dyn Fn() -> Result<()>,
+    ) -> Result<usize> {
+        let mut st = self.state.lock().unwrap();
+        let records = st.announced.intents_for(stripes, stripe_count);
+        for runs in &records {
+            self.append_intent_locked(&mut st, runs, flush_members)?;
+        }
+        *self.in_flight.lock().unwrap() += 1;
+        Ok(records.len())
+    }
+
+    fn append_intent_locked(
+        &self,
+        st: &mut State,
         runs: &[(u64, u64)],
         flush_members: &dyn Fn() -> Result<()>,
-    ) -> Result<u64> {
+    ) -> Result<()> {
         assert!(!runs.is_empty() && runs.len() <= ENTRIES_MAX);
-        let mut st = self.state.lock().unwrap();
         let p = match st.ring.place(PAGE) {
             Some(p) => p,
             None => {
-                self.checkpoint_locked(&mut st, flush_members)?;
+                self.checkpoint_locked(st, flush_members)?;
                 st.ring.place(PAGE).ok_or_else(|| {
                     EngineError::Refused(
                         "the write log is full of writes not yet on the members; the write failed (a larger log helps)".into(),
@@ -889,8 +910,7 @@ impl Log {
         let h = intent_header(&self.template, p.seq, runs);
         self.write_all(&[&h], p.offset)?;
         st.ring.commit(&p, PAGE);
-        *self.in_flight.lock().unwrap() += 1;
-        Ok(p.seq)
+        Ok(())
     }
 
     /// Write-back: log `data` for array offset `at` durably and index it.
@@ -969,7 +989,9 @@ impl Log {
         let headers: Vec<AlignedBuf> = placed
             .iter()
             .zip(batch)
-            .map(|((p, bytes), (_, at, data))| data_header(&self.template, p.seq, *bytes, *at, data))
+            .map(|((p, bytes), (_, at, data))| {
+                data_header(&self.template, p.seq, *bytes, *at, data)
+            })
             .collect();
         for g in &groups {
             let first = &placed[g.start].0;
@@ -1080,8 +1102,10 @@ impl Log {
             }
         }
         flush_members()?;
-        // Every record so far is on the members now.
+        // Every record so far is on the members now: intents before here
+        // are no longer needed, and no stripe is named any more.
         st.flushed_seq = st.ring.next_seq;
+        st.announced.clear();
         // The head moves to the oldest record still needed (a write-back
         // write not yet reclaimed), or past everything.
         let needed = self.index.read().unwrap().oldest_needed();

@@ -297,15 +297,19 @@ fn hpda_directs_logs_and_reclaims_as_the_engine_does() {
             r.members[3].writes, r.members[4].writes
         );
         assert!(r.members[4].writes > 0, "HDD-2 holds the log's mirror");
-        assert!(l.checkpoints > 0, "{workload}: the ring should fill");
         if workload == "mixed" {
+            assert!(l.checkpoints > 0, "{workload}: the ring should fill");
             assert!(
                 l.reclaimed_bytes > 0,
                 "the log should pass half full and reclaim"
             );
         } else {
-            // Sequential writes go to the RAID4: a page of intent each.
-            assert!(l.record_bytes < l.records * 2 * 4096, "{workload}: {l:?}");
+            // Sequential writes go to the RAID4: an intent record names a
+            // run of 256 stripes, so the stream writes a handful.
+            assert!(
+                l.records < 10 && r.members[3].writes > 250,
+                "{workload}: {l:?}"
+            );
         }
     }
 }

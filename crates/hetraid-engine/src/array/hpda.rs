@@ -43,8 +43,9 @@ pub struct HpdaStatus {
     /// Writes sent to the RAID4 in place, and their bytes.
     pub raid4_writes: u64,
     pub raid4_bytes: u64,
-    /// RAID4 writes (the director's and the reclaimer's) guarded by an
-    /// intent record, and journaled (RAID4 degraded).
+    /// Intent records written for RAID4 writes (the director's and the
+    /// reclaimer's; a record names a run of stripes ahead, so a stream
+    /// writes one per run), and RAID4 writes journaled (RAID4 degraded).
     pub intent_records: u64,
     pub journaled_raid4_writes: u64,
     /// The monitor: streams tracked, requests in the last second, idle.
@@ -157,17 +158,18 @@ impl Array {
     pub(crate) fn hpda_guard(&self) -> Option<Raid4Guard> {
         let h = self.hpda.as_ref()?;
         let g = hpda::raid4_guard(self.raid4_whole());
-        match g {
-            Raid4Guard::Intent => &h.counters.intent_records,
-            Raid4Guard::Journal => &h.counters.journaled_raid4_writes,
+        if g == Raid4Guard::Journal {
+            h.counters
+                .journaled_raid4_writes
+                .fetch_add(1, Ordering::Relaxed);
         }
-        .fetch_add(1, Ordering::Relaxed);
         Some(g)
     }
 
-    /// A RAID4 write guarded by intent records: the stripes are named in
-    /// the log (durable) before the members are written; after a crash
-    /// their parity is recomputed from the data.
+    /// A RAID4 write guarded by intent records: the stripes not named
+    /// since the last checkpoint are named in the log (durable) before the
+    /// members are written; after a crash their parity is recomputed from
+    /// the data.
     pub(crate) fn write_intent(
         &self,
         log: &crate::log::Log,
@@ -175,24 +177,18 @@ impl Array {
         bufs: &mut [StripeBufs],
         user: &[u8],
     ) -> Result<()> {
-        let records = hpda::intent_records(plans.iter().map(|p| p.stripe));
-        let mut logged = 0;
-        let mut r = Ok(());
-        for runs in &records {
-            match log.append_intent(runs, &|| self.flush_members()) {
-                Ok(_) => logged += 1,
-                Err(e) => {
-                    r = Err(e);
-                    break;
-                }
-            }
+        let records = log.guard_intent(
+            plans.iter().map(|p| p.stripe),
+            self.layout.stripe_count(),
+            &|| self.flush_members(),
+        )?;
+        if let Some(h) = &self.hpda {
+            h.counters
+                .intent_records
+                .fetch_add(records as u64, Ordering::Relaxed);
         }
-        if r.is_ok() {
-            r = self.write_plans(plans, bufs, user);
-        }
-        for _ in 0..logged {
-            log.done();
-        }
+        let r = self.write_plans(plans, bufs, user);
+        log.done();
         r
     }
 

@@ -43,7 +43,9 @@ enum LogStep {
         from: From,
     },
     /// A group of write-back data records: (job, at, len, seq, bytes).
-    Data { parts: Vec<(u32, u64, u64, u64, u64)> },
+    Data {
+        parts: Vec<(u32, u64, u64, u64, u64)>,
+    },
 }
 
 /// A queued write-back write's data records still to log.
@@ -75,6 +77,8 @@ pub(super) struct LogRun {
     /// HPDA: user writes the director sent to the RAID4, waiting for their
     /// intent records.
     pub(super) direct_queue: VecDeque<u32>,
+    /// HPDA: stripes named by intent records since the last checkpoint.
+    announced: hetraid_core::hpda::Announced,
 
     pub(super) write_back: bool,
     /// Jobs waiting to log, in order (journal: stripe updates; write-back:
@@ -123,6 +127,7 @@ impl LogRun {
             bases,
             members,
             direct_queue: VecDeque::new(),
+            announced: Default::default(),
             write_back,
             queue: VecDeque::new(),
             reclaim_queue: VecDeque::new(),
@@ -430,9 +435,21 @@ impl Runner<'_> {
             let max = log.ring.record_bytes_max() - PAGE;
             // HPDA with the RAID4 whole: one intent page per record (core
             // `raid4_guard`, `intent_records`); otherwise the stripe updates.
+            let stripe_count = self.s.layout.stripe_count();
             let sizes = if intents {
-                let n =
-                    hetraid_core::hpda::intent_records(plan.stripes.iter().map(|p| p.stripe)).len();
+                let n = log
+                    .announced
+                    .intents_for(plan.stripes.iter().map(|p| p.stripe), stripe_count)
+                    .len();
+                if n == 0 {
+                    // Named already: the member writes go out at once, and a
+                    // checkpoint waits for them (the engine's in-flight count).
+                    log.pop(from);
+                    log.applying += 1;
+                    self.job(j).logged = true;
+                    self.issue_writes(j);
+                    return self.log_pump();
+                }
                 vec![PAGE; n]
             } else {
                 journal::record_bytes(&plan.stripes, max)
@@ -521,8 +538,10 @@ impl Runner<'_> {
         }
         match log.busy.take().expect("a log step in progress") {
             LogStep::Checkpoint => {
-                // To the oldest record still needed, or past everything.
+                // To the oldest record still needed, or past everything; no
+                // stripe stays named (every write so far is on the members).
                 log.ring.checkpoint_keeping(log.index.oldest_needed());
+                log.announced.clear();
                 log.generation += 1;
                 log.checkpoints += 1;
             }
