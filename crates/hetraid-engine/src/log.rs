@@ -795,11 +795,14 @@ impl Log {
     fn write_all(&self, bufs: &[&[u8]], at: u64) -> Result<()> {
         let mut copies = self.copies.lock().unwrap();
         let mut last = None;
-        for (i, c) in copies.iter_mut().enumerate() {
-            let Some(d) = c.as_ref() else { continue };
-            let r = d
-                .write_vectored_at(bufs, RING_OFFSET + at)
-                .and_then(|_| d.flush());
+        let results = on_every_copy(&copies, |_, d| {
+            d.write_vectored_at(bufs, RING_OFFSET + at)
+                .and_then(|_| d.flush())
+        });
+        for (i, (c, r)) in copies.iter_mut().zip(results).enumerate() {
+            let (Some(d), Some(r)) = (c.as_ref(), r) else {
+                continue;
+            };
             if let Err(e) = r {
                 self.warnings.lock().unwrap().push(format!(
                     "log copy {i} ({}) failed and is no longer used: {e}",
@@ -1114,21 +1117,29 @@ impl Log {
         let g = st.generation;
         let mut copies = self.copies.lock().unwrap();
         let mut dropped = false;
-        for (i, c) in copies.iter_mut().enumerate() {
-            let Some(d) = c.as_ref() else { continue };
-            let h = LogHeader {
-                copy: i as u32,
-                kind: self.kinds[i],
-                epoch: self.epoch.load(std::sync::atomic::Ordering::SeqCst),
-                generation: g,
-                checkpoint_offset: st.ring.head,
-                checkpoint_seq: st.ring.head_seq,
-                flushed_seq: st.flushed_seq,
-                ..self.template.clone()
+        let headers: Vec<AlignedBuf> = (0..copies.len())
+            .map(|i| {
+                LogHeader {
+                    copy: i as u32,
+                    kind: self.kinds[i],
+                    epoch: self.epoch.load(std::sync::atomic::Ordering::SeqCst),
+                    generation: g,
+                    checkpoint_offset: st.ring.head,
+                    checkpoint_seq: st.ring.head_seq,
+                    flushed_seq: st.flushed_seq,
+                    ..self.template.clone()
+                }
+                .encode()
+            })
+            .collect();
+        let results = on_every_copy(&copies, |i, d| {
+            d.write_at(&headers[i], (g % 2) * PAGE)
+                .and_then(|_| d.flush())
+        });
+        for (i, (c, r)) in copies.iter_mut().zip(results).enumerate() {
+            let (Some(d), Some(r)) = (c.as_ref(), r) else {
+                continue;
             };
-            let r = d
-                .write_at(&h.encode(), (g % 2) * PAGE)
-                .and_then(|_| d.flush());
             if let Err(e) = r {
                 self.warnings.lock().unwrap().push(format!(
                     "log copy {i} ({}) failed and is no longer used: {e}",
@@ -1149,6 +1160,40 @@ impl Log {
         }
         Ok(())
     }
+}
+
+/// Run `op` on every live copy at once (a mirrored log waits for the slower
+/// copy, not for both in turn): the result per copy, None where there is
+/// none.
+fn on_every_copy(
+    copies: &[Option<Arc<dyn Member>>],
+    op: impl Fn(usize, &dyn Member) -> io::Result<()> + Sync,
+) -> Vec<Option<io::Result<()>>> {
+    let live: Vec<usize> = (0..copies.len()).filter(|&i| copies[i].is_some()).collect();
+    let mut out: Vec<Option<io::Result<()>>> = copies.iter().map(|_| None).collect();
+    if live.len() < 2 {
+        for &i in &live {
+            out[i] = Some(op(i, copies[i].as_deref().unwrap()));
+        }
+        return out;
+    }
+    std::thread::scope(|sc| {
+        let others: Vec<_> = live[1..]
+            .iter()
+            .map(|&i| {
+                let (op, d) = (&op, copies[i].as_deref().unwrap());
+                (i, sc.spawn(move || op(i, d)))
+            })
+            .collect();
+        out[live[0]] = Some(op(live[0], copies[live[0]].as_deref().unwrap()));
+        for (i, h) in others {
+            out[i] = Some(
+                h.join()
+                    .unwrap_or_else(|_| Err(io::Error::other("log copy writer panicked"))),
+            );
+        }
+    });
+    out
 }
 
 fn log_err(m: &dyn Member, e: io::Error) -> EngineError {

@@ -3,7 +3,7 @@
 //! to the oldest record still needed, write-back data records and the
 //! three-quarter rule, the reclaimer's trigger, batches and runs) is a
 //! function of `hetraid_core::journal`. One log step runs at a time — an
-//! append, written to every copy in turn, or a checkpoint's header writes —
+//! append, written to every copy at once, or a checkpoint's header writes —
 //! as the engine's appends hold the log's lock.
 //!
 //! Journal: a user write's stripe updates are logged after its reads and
@@ -90,7 +90,12 @@ pub(super) struct LogRun {
     records: VecDeque<u64>,
     /// A stripe record could not be placed right after a checkpoint.
     stripes_checkpointed: bool,
-    ops: VecDeque<(usize, u64, u64)>,
+    /// The step's device writes in rounds: one round goes to every copy at
+    /// once (as the engine writes the copies in parallel), the next waits
+    /// for all of it.
+    ops: VecDeque<Vec<(usize, u64, u64)>>,
+    /// Writes of the current round not yet done.
+    outstanding: usize,
     busy: Option<LogStep>,
     /// Jobs whose stripe records are logged and whose member writes are not
     /// done (a checkpoint waits for them, as the engine's for in-flight records).
@@ -134,6 +139,7 @@ impl LogRun {
             records: VecDeque::new(),
             stripes_checkpointed: false,
             ops: VecDeque::new(),
+            outstanding: 0,
             busy: None,
             applying: 0,
             index: LogIndex::default(),
@@ -165,23 +171,32 @@ impl LogRun {
 
     /// Queue the device operations of a record (a pad first when it wraps).
     fn push_record(&mut self, p: &Placement, bytes: u64) {
+        let round = |off: u64, len: u64| -> Vec<(usize, u64, u64)> {
+            self.devs
+                .iter()
+                .zip(&self.bases)
+                .map(|(&d, &b)| (d, b + off, len))
+                .collect()
+        };
         if let Some((at, _)) = p.pad {
-            for (&d, &b) in self.devs.iter().zip(&self.bases) {
-                self.ops.push_back((d, b + RING_OFFSET + at, PAGE));
-            }
+            let r = round(RING_OFFSET + at, PAGE);
+            self.ops.push_back(r);
             self.pads += 1;
         }
-        for (&d, &b) in self.devs.iter().zip(&self.bases) {
-            self.ops.push_back((d, b + RING_OFFSET + p.offset, bytes));
-        }
+        let r = round(RING_OFFSET + p.offset, bytes);
+        self.ops.push_back(r);
     }
 
     /// Queue a checkpoint's header writes (the next slot on every copy).
     fn push_checkpoint(&mut self) {
         let slot = (self.generation + 1) % 2;
-        for (&d, &b) in self.devs.iter().zip(&self.bases) {
-            self.ops.push_back((d, b + slot * PAGE, PAGE));
-        }
+        let r = self
+            .devs
+            .iter()
+            .zip(&self.bases)
+            .map(|(&d, &b)| (d, b + slot * PAGE, PAGE))
+            .collect();
+        self.ops.push_back(r);
         self.busy = Some(LogStep::Checkpoint);
     }
 
@@ -513,25 +528,33 @@ impl Runner<'_> {
     fn log_issue_next(&mut self) {
         let now = self.k.now();
         let log = self.log.as_mut().unwrap();
-        let (d, offset, len) = log.ops.pop_front().expect("a step has operations");
-        let mut started = std::mem::take(&mut self.started);
-        self.devices[d].submit(
-            now,
-            crate::device::DevIo {
-                tag: LOG_TAG,
-                write: true,
-                offset,
-                len,
-            },
-            &mut started,
-        );
-        self.schedule_started(d as u32, &mut started);
-        self.started = started;
-        self.member_ops += 1;
+        let round = log.ops.pop_front().expect("a step has operations");
+        assert!(!round.is_empty(), "a log write round goes to some copy");
+        log.outstanding = round.len();
+        for (d, offset, len) in round {
+            let mut started = std::mem::take(&mut self.started);
+            self.devices[d].submit(
+                now,
+                crate::device::DevIo {
+                    tag: LOG_TAG,
+                    write: true,
+                    offset,
+                    len,
+                },
+                &mut started,
+            );
+            self.schedule_started(d as u32, &mut started);
+            self.started = started;
+            self.member_ops += 1;
+        }
     }
 
     pub(super) fn log_op_done(&mut self) -> Result<(), String> {
         let log = self.log.as_mut().unwrap();
+        log.outstanding -= 1;
+        if log.outstanding > 0 {
+            return Ok(());
+        }
         if !log.ops.is_empty() {
             self.log_issue_next();
             return Ok(());
