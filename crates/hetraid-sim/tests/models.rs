@@ -498,3 +498,26 @@ fn hdd_zones_slow_the_inner_edge() {
     let d = Hdd::new(p.clone(), cap);
     assert!(d.cylinders() > 2);
 }
+
+/// A disk's write cache reports writes at once while it has room, but the
+/// media writes them at its own rate: sustained writes run at the media
+/// rate, not faster (an immediate report must not free the disk).
+#[test]
+fn a_write_cache_does_not_outrun_the_media() {
+    let run = |cache: bool| {
+        let mut c = RunConfig::new("raid0", "wd2500yd*2");
+        c.workload = "seq-write".into();
+        c.size = Size(1 << 20);
+        c.qd = 16;
+        c.total = Some(Size(256 << 20));
+        c.write_cache = Some(cache);
+        hetraid_sim::run(&c).unwrap().throughput_mbps
+    };
+    let (on, off) = (run(true), run(false));
+    // Two disks of 75 MB/s media rate (the preset's outer zones are faster).
+    assert!(on < 2.0 * 100.0, "{on} MB/s with the write cache");
+    assert!(
+        on > off * 0.9 && on < off * 1.5,
+        "cache {on} vs none {off} MB/s"
+    );
+}

@@ -261,6 +261,8 @@ pub struct Hdd {
     stream: Option<Stream>,
     /// Bytes accepted by the write-back cache and not yet on the media.
     dirty_bytes: u64,
+    /// When the media operation in service ends.
+    busy_until: Ns,
     counters: Counters,
 }
 
@@ -302,6 +304,7 @@ impl Hdd {
             segments: VecDeque::new(),
             stream: None,
             dirty_bytes: 0,
+            busy_until: 0,
             counters: Counters::default(),
         }
     }
@@ -471,10 +474,17 @@ impl Device for Hdd {
     }
 
     fn complete(&mut self, now: Ns, started: &mut Started) {
+        // An immediate report (write cache) is an event of this device too,
+        // but the media is still busy: only the end of a media operation
+        // frees the disk.
+        if self.busy && now < self.busy_until {
+            return;
+        }
         self.busy = false;
         if let Some(io) = self.pick() {
             self.busy = true;
             let end = self.serve(now, &io, false);
+            self.busy_until = end;
             started.push((io.tag, end));
         }
     }
@@ -500,6 +510,7 @@ impl Hdd {
         } else {
             self.busy = true;
             let end = self.serve(now, &io, fresh);
+            self.busy_until = end;
             started.push((io.tag, end));
         }
     }
