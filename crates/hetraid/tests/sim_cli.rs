@@ -413,4 +413,12 @@ fn reproductions_run_and_keep_their_published_direction() {
     assert!(get("SSD throughput, 4K chunks / 128K chunks") > 1.2);
     assert!(get("SSD parity-device erases, 4K chunks / 128K chunks") < 0.8);
     assert!((0.8..1.2).contains(&get("HDD mean response, 4K chunks / 128K chunks")));
+    // HPDA (issue 13): the log wins small random writes over both RAID5s,
+    // and OLTP response time over HDD RAID5.
+    assert!(get("HPDA / HDD RAID5, random writes (mean over sizes)") > 2.0);
+    assert!(get("HPDA / SSD RAID5, random writes (mean over sizes)") > 1.5);
+    assert!(get("HPDA / SSD RAID5, sequential writes (mean over sizes)") > 1.0);
+    assert!(get("HDD RAID5 / HPDA mean response, Financial1") > 2.0);
+    assert!(get("HDD RAID5 / HPDA mean response, Financial2") > 2.0);
+    assert!(get("HDD RAID5 / HPDA rebuild time (best trace)") > 1.0);
 }
