@@ -4,6 +4,7 @@
 #   engine raid5 4+1 rand-read 4K qd16: N IOPS, raw pread N IOPS, ratio R
 #   engine raid5 4+1 rand-write 4K qd16 journal(ssd): X IOPS, bitmap Y IOPS, ratio R
 #   engine raid5 4+1 rand-write 4K qd16 write-back(ssd): X IOPS, bitmap Y IOPS, ratio R
+#   engine hpda 3+2 rand-write 4K qd16: X IOPS, ssd raid5 4+1 Y IOPS, ratio R
 #   log recovery: a full 64 MiB journal ... scanned and replayed in T s
 #   rebuild 9 x emulated hdd ...: raid5 in place A s, s2raid5 into spare space B s, ratio R
 # seq-write is the median of 3 alternating passes; rand-read the median of 3 runs,
@@ -49,6 +50,10 @@ awk -v c="$c" -v p="$p" 'BEGIN {printf "engine raid5 4+1 rand-read 4K qd16 check
 read -r j b w < <($B rand-write-journal "$DIR" 64 16 "${JOURNAL_SECS:-8}")
 awk -v j="$j" -v b="$b" 'BEGIN {printf "engine raid5 4+1 rand-write 4K qd16 journal(ssd): %d IOPS, bitmap %d IOPS, ratio %.2f\n", j, b, j / b}'
 awk -v w="$w" -v b="$b" 'BEGIN {printf "engine raid5 4+1 rand-write 4K qd16 write-back(ssd): %d IOPS, bitmap %d IOPS, ratio %.2f\n", w, b, w / b}'
+# HPDA (issue 13): 3 emulated OCZ Core V2 SSDs + 2 emulated WD2500YD disks
+# against SSD RAID5 4+1 of the same SSDs, 4 KiB random writes at QD16.
+read -r h r routed < <($B hpda-rand-write "$DIR" 64 16 "${HPDA_SECS:-2}")
+awk -v h="$h" -v r="$r" -v n="$routed" 'BEGIN {printf "engine hpda 3+2 rand-write 4K qd16: %d IOPS, ssd raid5 4+1 %d IOPS, ratio %.2f (%d writes to the log)\n", h, r, h / r, n}'
 read -r t used ring records < <($B log-recovery "$DIR" 64)
 awk -v t="$t" -v u="$used" -v r="$ring" -v n="$records" 'BEGIN {printf "log recovery: a full %d MiB journal (%d MiB, %d records in use) scanned and replayed in %.3f s (%.0f MB/s)\n", r / 1048576, u / 1048576, n, t, u / t / 1e6}'
 

@@ -9,9 +9,12 @@
 //!              4 KiB random writes at queue depth Q, with a write log on an
 //!              emulated SSD (journal mode) vs the same with the bitmap, and
 //!              write-back mode while its log has room: "journal bitmap wb"
+//!   hpda-rand-write: HPDA 3+2 (emulated OCZ Core V2 SSDs, WD2500YD disks)
+//!              vs SSD RAID5 4+1 of the same SSDs, 4 KiB random writes at
+//!              queue depth Q: "hpda raid5 writes-to-the-log"
 //!   log-recovery: a full 64 MiB write log (file on DIR): time to scan and
 //!              read it back, as assembly after a crash does
-//! `engine_bench seq-write|rand-read|seq-write-checksums|rand-read-checksums|rand-write-journal|log-recovery [DIR] [MIB_PER_MEMBER] [QD] [SECONDS]`
+//! `engine_bench seq-write|rand-read|seq-write-checksums|rand-read-checksums|rand-write-journal|hpda-rand-write|log-recovery [DIR] [MIB_PER_MEMBER] [QD] [SECONDS]`
 //! prints one number (GB/s or IOPS) per line: "<engine> <baseline>".
 
 use hetraid_core::MemberKind;
@@ -195,6 +198,93 @@ fn main() {
             drop((ac, ap));
             plain.iter().for_each(|p| drop(std::fs::remove_file(p)));
             format!("{:.0} {:.0}", median(cs), median(ps))
+        }
+        "hpda-rand-write" => {
+            // HPDA 3+2 against SSD RAID5 4+1, members emulated with their
+            // presets' timing: ocz-core-v2-120 (reads 0.05 ms + 0.05 ms of
+            // controller, writes 0.9 ms program + 9 ms of controller, 8
+            // channels of 21.5 MB/s) and wd2500yd (8.9 ms average seek + half
+            // a 7200 rpm turn + 0.1 ms, 75 MB/s; sequential writes skip the
+            // positioning). 4 KiB random writes at queue depth Q.
+            let ocz = hetraid_core::ServiceModel {
+                position_ns: 100_000,
+                bytes_per_s: 172_000_000,
+            };
+            let wd = hetraid_core::ServiceModel {
+                position_ns: 8_900_000 + 4_166_667 + 100_000,
+                bytes_per_s: 75_000_000,
+            };
+            let ssd = |paths: &[PathBuf]| -> Vec<Arc<dyn Member>> {
+                open(paths)
+                    .into_iter()
+                    .map(|m| {
+                        Arc::new(SlowMember::new(m, ocz).with_write_position(9_950_000))
+                            as Arc<dyn Member>
+                    })
+                    .collect()
+            };
+            // The log has room for the whole run (a reclaim onto emulated
+            // SSDs would take minutes): 256 MiB.
+            let log = 258 * MIB;
+            let ssd_paths = make(&dir, "hpda-ssd", 3, size);
+            let hdd1 = make(&dir, "hpda-hdd1", 1, size + log);
+            let hdd2 = make(&dir, "hpda-hdd2", 1, MIB + log);
+            let r5_paths = make(&dir, "ssd-r5", 5, size);
+            let mut members = ssd(&ssd_paths);
+            for p in [&hdd1, &hdd2] {
+                members.extend(
+                    open(p)
+                        .into_iter()
+                        .map(|m| Arc::new(SlowMember::new(m, wd)) as Arc<dyn Member>),
+                );
+            }
+            let mut o = CreateOptions {
+                layout: LayoutRecord {
+                    name: "hpda".into(),
+                    ..Default::default()
+                },
+                chunk_bytes: 64 << 10,
+                policy: WritePolicy::Md,
+                kinds: vec![
+                    MemberKind::Ssd,
+                    MemberKind::Ssd,
+                    MemberKind::Ssd,
+                    MemberKind::Hdd,
+                    MemberKind::Hdd,
+                ],
+                assume_clean: true,
+                force: true,
+                checksums: false,
+                log: Some(LogSpec {
+                    devices: vec![],
+                    kinds: vec![],
+                    mode: LogMode::WriteBack,
+                    region: Some(256 * MIB),
+                }),
+            };
+            let ah = Array::create(members, &o).unwrap();
+            o.layout.name = "raid5".into();
+            o.kinds = vec![MemberKind::Ssd; 5];
+            o.log = None;
+            let ar = Array::create(ssd(&r5_paths), &o).unwrap();
+            let buf = vec![0x3cu8; 4096];
+            let (hc, rc) = (ah.capacity(), ar.capacity());
+            let h = rand_ops(qd, secs, 1, |x, _| {
+                ah.write(x.next() % (hc / 4096) * 4096, &buf).unwrap()
+            });
+            let r = rand_ops(qd, secs, 1, |x, _| {
+                ar.write(x.next() % (rc / 4096) * 4096, &buf).unwrap()
+            });
+            let routed = ah.status().hpda.unwrap();
+            // Dropped without close: reclaiming onto emulated members is slow.
+            drop((ah, ar, o));
+            ssd_paths
+                .iter()
+                .chain(&hdd1)
+                .chain(&hdd2)
+                .chain(&r5_paths)
+                .for_each(|p| drop(std::fs::remove_file(p)));
+            format!("{h:.0} {r:.0} {}", routed.log_writes)
         }
         "rand-write-journal" => {
             // Emulated disks are slow: small members, short runs.

@@ -12,6 +12,9 @@ use std::time::Duration;
 pub struct SlowMember {
     inner: Arc<dyn Member>,
     model: ServiceModel,
+    /// Positioning of a write, when it differs from a read's (an SSD's
+    /// program and controller time).
+    write_position_ns: Option<u64>,
     /// Byte offset where the last operation ended (the "head").
     head: Mutex<u64>,
 }
@@ -21,14 +24,25 @@ impl SlowMember {
         Self {
             inner,
             model,
+            write_position_ns: None,
             head: Mutex::new(u64::MAX),
         }
     }
 
-    fn delay(&self, head: &mut u64, off: u64, len: usize) {
+    /// Writes position in `ns` (reads as the model says); a write that
+    /// continues the previous operation still pays it (an SSD's program
+    /// time does not go away for sequential writes).
+    pub fn with_write_position(mut self, ns: u64) -> Self {
+        self.write_position_ns = Some(ns);
+        self
+    }
+
+    fn delay(&self, head: &mut u64, off: u64, len: usize, write: bool) {
         let mut ns = self.model.service_ns(len as u64);
-        if *head == off {
-            ns -= self.model.position_ns;
+        match self.write_position_ns.filter(|_| write) {
+            Some(w) => ns = ns - self.model.position_ns + w,
+            None if *head == off => ns -= self.model.position_ns,
+            None => {}
         }
         *head = off + len as u64;
         std::thread::sleep(Duration::from_nanos(ns));
@@ -38,13 +52,13 @@ impl SlowMember {
 impl Member for SlowMember {
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
         let mut h = self.head.lock().unwrap();
-        self.delay(&mut h, off, buf.len());
+        self.delay(&mut h, off, buf.len(), false);
         self.inner.read_at(buf, off)
     }
 
     fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
         let mut h = self.head.lock().unwrap();
-        self.delay(&mut h, off, buf.len());
+        self.delay(&mut h, off, buf.len(), true);
         self.inner.write_at(buf, off)
     }
 
