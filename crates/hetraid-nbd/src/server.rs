@@ -311,8 +311,10 @@ fn connection(mut c: Conn, array: &Arc<Array>, cfg: &Config, stats: &Stats) -> i
         flags |= proto::TF_READ_ONLY;
     }
     let l = array.layout();
-    let preferred =
-        (l.chunk_bytes() * l.data_per_stripe() as u64).min(proto::MAX_PAYLOAD as u64) as u32;
+    // The NBD protocol wants a power of two: the largest one within a full
+    // stripe (3 data chunks of 16K: 32K; qemu refuses 48K).
+    let stripe = (l.chunk_bytes() * l.data_per_stripe() as u64).min(proto::MAX_PAYLOAD as u64);
+    let preferred = (1u64 << (63 - stripe.max(1).leading_zeros())) as u32;
     // Fixed newstyle greeting.
     let mut g = Vec::with_capacity(18);
     g.extend_from_slice(&proto::NBDMAGIC.to_be_bytes());
