@@ -89,6 +89,12 @@ pub struct Report {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LogReport {
     pub mode: String,
+    /// HPDA: the members holding the log's copies (regions past HDD-1's
+    /// parity and on HDD-2); empty when the log has devices of its own.
+    pub on_members: Vec<usize>,
+    /// HPDA: user writes the director sent to the log, and to the RAID4.
+    pub hpda_log_writes: u64,
+    pub hpda_raid4_writes: u64,
     pub ring_bytes: u64,
     /// Stripe-update records written (each to every copy), pads, checkpoints.
     pub records: u64,

@@ -217,6 +217,14 @@ impl LogRun {
         });
     }
 
+    /// A log copy on member `dev` (at `base`) is in use again.
+    pub(super) fn readd_copy(&mut self, dev: usize, base: u64) {
+        if !self.devs.contains(&dev) {
+            self.devs.push(dev);
+            self.bases.push(base);
+        }
+    }
+
     /// HPDA: the reclaimer's view of the log (core `hpda::reclaim_step`).
     pub(super) fn fill(&self, copy_lost: bool) -> hetraid_core::hpda::LogFill {
         hetraid_core::hpda::LogFill {

@@ -122,6 +122,8 @@ struct Runner<'a> {
     /// the reclaimer is scheduled.
     hpda: Option<hetraid_core::hpda::Monitor>,
     hpda_wake_at: Option<Ns>,
+    /// HPDA: user writes sent to the log, and to the RAID4.
+    hpda_routed: [u64; 2],
 }
 
 /// Run one simulation.
@@ -252,6 +254,7 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
         log,
         hpda,
         hpda_wake_at: None,
+        hpda_routed: [0; 2],
         planner: Planner::new(s.layout.as_ref(), s.policy, service.clone()),
         service,
         s,
@@ -479,6 +482,7 @@ impl Runner<'_> {
                     };
                     to_log = hetraid_core::hpda::route_write(kind, &cond)
                         == hetraid_core::hpda::Route::Log;
+                    self.hpda_routed[usize::from(!to_log)] += 1;
                     if !to_log
                         && cond.log_copies_live < cond.log_copies
                         && !log.reclaiming()
@@ -838,6 +842,13 @@ impl Runner<'_> {
                 }
                 .into(),
                 reclaimed_bytes: l.reclaimed_bytes,
+                hpda_log_writes: self.hpda_routed[0],
+                hpda_raid4_writes: self.hpda_routed[1],
+                on_members: self
+                    .s
+                    .log
+                    .as_ref()
+                    .map_or(vec![], |x| x.on_members.iter().map(|m| m.0).collect()),
                 ring_bytes: l.ring.len,
                 records: l.records_written,
                 record_writes: l.record_writes,

@@ -110,6 +110,15 @@ impl Runner<'_> {
                 }
                 None => self.state.members[rb.target] = MemberState::InSync,
             }
+            // A log region on the rebuilt member (HPDA's HDDs): its copy is
+            // in use again, as the engine's replace re-mirrors it. (The copy
+            // of the live records onto it is not simulated.)
+            let target = rb.target;
+            if let (Some(log), Some(l)) = (self.log.as_mut(), self.s.log.as_ref()) {
+                if let Some(&(m, base)) = l.on_members.iter().find(|(m, _)| *m == target) {
+                    log.readd_copy(m, base);
+                }
+            }
             self.state_version += 1;
             self.end = self.end.max(now);
         }

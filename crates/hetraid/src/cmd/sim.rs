@@ -191,7 +191,14 @@ fn print_human(c: &RunConfig, r: &Report) {
         r.requests, user_s, r.throughput_mbps, r.iops, r.mean_response_ms, r.p99_response_ms
     );
     if let Some(l) = &r.log {
-        let devs: Vec<&str> = l.devices.iter().map(|d| d.preset.as_str()).collect();
+        let devs: Vec<String> = if l.on_members.is_empty() {
+            l.devices.iter().map(|d| d.preset.clone()).collect()
+        } else {
+            l.on_members
+                .iter()
+                .map(|m| format!("member {m} (region)"))
+                .collect()
+        };
         println!(
             "  write log ({}) on {}: {} records ({} MB), {} pads, {} checkpoints, {} MB reclaimed to the members",
             l.mode,
@@ -202,6 +209,12 @@ fn print_human(c: &RunConfig, r: &Report) {
             l.checkpoints,
             l.reclaimed_bytes / 1_000_000
         );
+        if !l.on_members.is_empty() {
+            println!(
+                "  hpda: {} writes to the log, {} to the RAID4",
+                l.hpda_log_writes, l.hpda_raid4_writes
+            );
+        }
     }
     if let Some(rb) = &r.rebuild {
         println!(
