@@ -100,13 +100,23 @@ impl Array {
         } else {
             opts.kinds.clone()
         };
+        let is_hpda = kind == hetraid_core::layout::LayoutKind::Hpda;
         build(&LayoutSpec {
             kind,
             chunk_bytes: chunk,
             sizes,
             kinds,
         })
-        .map_err(|e| EngineError::Layout(e.to_string()))?;
+        .map_err(|e| {
+            EngineError::Layout(match is_hpda {
+                // Its sizes are data areas: say what that means for a device.
+                true => format!(
+                    "{e} (a member's data area is its size less {} MiB of metadata)",
+                    DATA_OFFSET >> 20
+                ),
+                false => e.to_string(),
+            })
+        })?;
         Ok(())
     }
 

@@ -482,7 +482,7 @@ impl CreateCmd {
                 l.mode,
                 devs.join(", "),
                 format_size(l.ring_bytes),
-                if self.log_region.is_some() {
+                if self.log_region.is_some() || st.hpda.is_some() {
                     ""
                 } else {
                     "; list it with the members in every command"
