@@ -1,6 +1,6 @@
 //! HPDA (issue 13) with real bytes: the director sends random writes to the
-//! mirrored log and sequential ones to the RAID4; reclaims move the log to
-//! the RAID4; every failure case of SPEC §9; and crash cycles — a process
+//! mirrored log and sequential ones to the RAID4; reclaims (whole, and the
+//! idle reclaimer's batches) move the log to the RAID4; every failure case of SPEC §9; and crash cycles — a process
 //! death at a random member or log write, then power loss — in which every
 //! byte that a flushed write left, and every byte no write touched, reads
 //! back, after assembly, after the reclaimer and after a clean close.
@@ -209,6 +209,7 @@ fn cycle(seed: u64) -> (Failure, bool, bool) {
     let death = Arc::new(Death::never());
     let (faults, devs) = rig(seed, &death);
     let a = Array::create(devs.clone(), &hpda_opts()).unwrap();
+    a.set_hpda_idle(0.0);
     let cap = a.capacity();
     let init = rng.bytes(cap as usize);
     a.write(0, &init).unwrap();
@@ -242,6 +243,12 @@ fn cycle(seed: u64) -> (Failure, bool, bool) {
         let what = rng.below(20);
         if what == 0 {
             let _ = a.reclaim();
+            continue;
+        }
+        if what == 3 {
+            // An idle period: the background reclaimer's step (the monitor
+            // calls the array idle at once here), one batch.
+            let _ = a.hpda_reclaim_step();
             continue;
         }
         if what <= 2 {

@@ -197,3 +197,35 @@ fn an_hpda_array_lives_on_files() {
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(v["mismatches"], 0, "{v}");
 }
+
+/// SPEC §9's reliability comparison: HPDA (3 SSD + 2 HDD) lasts longer than
+/// RAID5 of 4 disks and RAID5 of 4 SSDs (their parity wears them), at every
+/// repair time.
+#[test]
+fn hpda_outlasts_raid5_of_disks_and_of_ssds() {
+    let mttdl = |layout: &str, members: &str, mttr: &str| -> f64 {
+        let (code, out, err) = hetraid(&[
+            "analyze",
+            "mttdl",
+            "--layout",
+            layout,
+            "--members",
+            members,
+            "--mttr-h",
+            mttr,
+            "--json",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["mttdl_h"].as_f64().unwrap()
+    };
+    for mttr in ["6", "24", "168"] {
+        let h = mttdl("hpda", "ocz-core-v2-120*3,wd2500yd*2", mttr);
+        let r5h = mttdl("raid5", "wd2500yd*4", mttr);
+        let r5s = mttdl("raid5", "ocz-core-v2-120*4", mttr);
+        assert!(
+            h > 6.0 * r5h && h > 1.5 * r5s,
+            "MTTR {mttr} h: {h} {r5h} {r5s}"
+        );
+    }
+}
