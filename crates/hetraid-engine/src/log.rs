@@ -840,23 +840,7 @@ impl Log {
         assert!(payload.is_multiple_of(PAGE));
         let bytes = PAGE + payload;
         let mut st = self.state.lock().unwrap();
-        let p = match st.ring.place(bytes) {
-            Some(p) => p,
-            None => {
-                self.checkpoint_locked(&mut st, flush_members)?;
-                // Journal mode: the ring is empty now. Write-back: it may
-                // still hold writes not yet reclaimed.
-                st.ring.place(bytes).ok_or_else(|| {
-                    EngineError::Refused(
-                        "the write log is full of writes not yet on the members; the write failed (a larger log helps)".into(),
-                    )
-                })?
-            }
-        };
-        if let Some((at, pad)) = p.pad {
-            let h = record_header(&self.template, TYPE_PAD, p.seq - 1, pad, &[]);
-            self.write_all(&[&h], at)?;
-        }
+        let p = self.place_locked(&mut st, bytes, flush_members)?;
         let h = record_header(&self.template, TYPE_STRIPES, p.seq, bytes, entries);
         let mut bufs: Vec<&[u8]> = vec![&h];
         entries.iter().for_each(|e| bufs.extend(&e.parts));
@@ -888,18 +872,21 @@ impl Log {
         Ok(records.len())
     }
 
-    fn append_intent_locked(
+    /// Where a record of `bytes` goes (checkpointing first when the ring is
+    /// full), with the pad before it written when it wraps.
+    fn place_locked(
         &self,
         st: &mut State,
-        runs: &[(u64, u64)],
+        bytes: u64,
         flush_members: &dyn Fn() -> Result<()>,
-    ) -> Result<()> {
-        assert!(!runs.is_empty() && runs.len() <= ENTRIES_MAX);
-        let p = match st.ring.place(PAGE) {
+    ) -> Result<journal::Placement> {
+        let p = match st.ring.place(bytes) {
             Some(p) => p,
             None => {
                 self.checkpoint_locked(st, flush_members)?;
-                st.ring.place(PAGE).ok_or_else(|| {
+                // Journal mode: the ring is empty now. Write-back: it may
+                // still hold writes not yet reclaimed.
+                st.ring.place(bytes).ok_or_else(|| {
                     EngineError::Refused(
                         "the write log is full of writes not yet on the members; the write failed (a larger log helps)".into(),
                     )
@@ -910,6 +897,17 @@ impl Log {
             let h = record_header(&self.template, TYPE_PAD, p.seq - 1, pad, &[]);
             self.write_all(&[&h], at)?;
         }
+        Ok(p)
+    }
+
+    fn append_intent_locked(
+        &self,
+        st: &mut State,
+        runs: &[(u64, u64)],
+        flush_members: &dyn Fn() -> Result<()>,
+    ) -> Result<()> {
+        assert!(!runs.is_empty() && runs.len() <= ENTRIES_MAX);
+        let p = self.place_locked(st, PAGE, flush_members)?;
         let h = intent_header(&self.template, p.seq, runs);
         self.write_all(&[&h], p.offset)?;
         st.ring.commit(&p, PAGE);

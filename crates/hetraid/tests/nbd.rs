@@ -854,6 +854,41 @@ fn structured_replies_and_base_allocation() {
     srv.stop();
 }
 
+/// Member sizes (MiB) of the served HPDA arrays: three SSDs of 24 MiB, HDD-1
+/// with room for their parity and a 32 MiB log, HDD-2 with the log's mirror.
+const HPDA_MIB: [u64; 5] = [24, 24, 24, 24 + 34, 34];
+
+/// An HPDA array on files m0..m4 in `dir` (16K chunks, a 32 MiB log).
+fn create_hpda(dir: &Path) -> Vec<String> {
+    let kinds = ["ssd", "ssd", "ssd", "hdd", "hdd"];
+    let m: Vec<String> = (0..5)
+        .map(|i| {
+            let p = dir.join(format!("m{i}"));
+            std::fs::File::create(&p)
+                .unwrap()
+                .set_len(HPDA_MIB[i] << 20)
+                .unwrap();
+            p.display().to_string()
+        })
+        .collect();
+    let mut args: Vec<String> = [
+        "create",
+        "--layout",
+        "hpda",
+        "--chunk",
+        "16K",
+        "--log-size",
+        "32M",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(m.iter().zip(kinds).map(|(p, k)| format!("{p}:{k}")));
+    let o = hetraid(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    m
+}
+
 /// HPDA served (issue 13): nbdcopy a file in (sequential: the RAID4) and
 /// fio random writes with verification (the log) while an SSD fails, is
 /// replaced and rebuilt, then while HDD-2 (the log's mirror) fails and is
@@ -866,37 +901,7 @@ fn hpda_served_through_failures_and_rebuilds() {
         return;
     }
     let d = tempfile::tempdir().unwrap();
-    // Three SSDs of 24 MiB, HDD-1 with room for their parity and a 32 MiB
-    // log, HDD-2 with the log's mirror.
-    let sizes = [24u64, 24, 24, 24 + 34, 34];
-    let kinds = ["ssd", "ssd", "ssd", "hdd", "hdd"];
-    let m: Vec<String> = (0..5)
-        .map(|i| {
-            let p = d.path().join(format!("m{i}"));
-            std::fs::File::create(&p)
-                .unwrap()
-                .set_len(sizes[i] << 20)
-                .unwrap();
-            p.display().to_string()
-        })
-        .collect();
-    let given: Vec<String> = m
-        .iter()
-        .zip(kinds)
-        .map(|(p, k)| format!("{p}:{k}"))
-        .collect();
-    let mut args = vec![
-        "create",
-        "--layout",
-        "hpda",
-        "--chunk",
-        "16K",
-        "--log-size",
-        "32M",
-    ];
-    args.extend(given.iter().map(|s| s.as_str()));
-    let o = hetraid(&args);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let m = create_hpda(d.path());
     let srv = Server::start(d.path(), &m, &["--reclaim-idle", "0.2"]);
     let uri = srv.uri();
     // Three data chunks of 16K: the preferred block size advertised is the
@@ -991,7 +996,7 @@ fn hpda_served_through_failures_and_rebuilds() {
         let new = d.path().join(format!("new{member}"));
         std::fs::File::create(&new)
             .unwrap()
-            .set_len(sizes[member] << 20)
+            .set_len(HPDA_MIB[member] << 20)
             .unwrap();
         let with = new.display().to_string();
         let o = hetraid(&argv("replace", &m, &["--member", &mm, "--with", &with]));
@@ -1048,33 +1053,7 @@ fn hpda_kill_9_under_fio_then_verify_and_scrub() {
         return;
     }
     let d = tempfile::tempdir().unwrap();
-    let sizes = [24u64, 24, 24, 24 + 34, 34];
-    let kinds = ["ssd", "ssd", "ssd", "hdd", "hdd"];
-    let m: Vec<String> = (0..5)
-        .map(|i| {
-            let p = d.path().join(format!("m{i}"));
-            std::fs::File::create(&p)
-                .unwrap()
-                .set_len(sizes[i] << 20)
-                .unwrap();
-            p.display().to_string()
-        })
-        .collect();
-    let mut args: Vec<String> = [
-        "create",
-        "--layout",
-        "hpda",
-        "--chunk",
-        "16K",
-        "--log-size",
-        "32M",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.extend(m.iter().zip(kinds).map(|(p, k)| format!("{p}:{k}")));
-    let o = hetraid(&args);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let m = create_hpda(d.path());
     let job = |uri: &str| {
         vec![
             "--ioengine=nbd".to_string(),
