@@ -673,6 +673,14 @@ impl Log {
         self.changed.load(SeqCst) && self.changed.swap(false, SeqCst)
     }
 
+    /// Copy `i` is missing: it is of `kind` (what a replacement keeps).
+    pub fn kind_if_missing(&mut self, i: usize, kind: hetraid_core::MemberKind) {
+        let missing = self.copies.lock().unwrap().get(i).is_some_and(Option::is_none);
+        if missing {
+            self.kinds[i] = kind;
+        }
+    }
+
     /// How many copies the log has (live or not).
     pub fn copy_count(&self) -> usize {
         self.template.copies as usize

@@ -764,7 +764,7 @@ impl Array {
             }
             return self.resync_all();
         }
-        let (log, records) = match crate::log::Log::open(logs, sb.uuid, rec) {
+        let (mut log, records) = match crate::log::Log::open(logs, sb.uuid, rec) {
             Ok(x) => x,
             // `status` shows the array even when its log cannot be used.
             Err(e) if access == Access::Inspect => {
@@ -776,6 +776,15 @@ impl Array {
             }
             Err(e) => return Err(e),
         };
+        // A region copy that is missing is of its member's kind (a device of
+        // its own would say in its header).
+        if let Some(region) = rec.region {
+            for (copy, &slot) in region.slots[..rec.copies as usize].iter().enumerate() {
+                if let Some(r) = sb.roles.get(slot as usize) {
+                    log.kind_if_missing(copy, r.kind);
+                }
+            }
+        }
         self.warnings.lock().unwrap().extend(log.take_warnings());
         // Write-back writes go back in the index (reads see them at once,
         // even read-only); only stripe updates need writing to members.
