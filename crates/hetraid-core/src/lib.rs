@@ -19,6 +19,7 @@ pub mod member;
 pub mod membership;
 pub mod pace;
 pub mod plan;
+pub mod readbalance;
 pub mod rebuild;
 pub mod scrub;
 pub mod units;

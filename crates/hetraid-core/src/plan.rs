@@ -411,6 +411,17 @@ pub struct Planner<'a> {
     pub policy: WritePolicy,
     /// Per-member service models for the `cost` policy.
     pub service: Vec<ServiceModel>,
+    /// Layouts with copies: how reads choose one, and the members' state
+    /// now (None: the first live copy).
+    pub reads: Option<ReadBalance>,
+}
+
+/// A read policy and the snapshot of the members it decides from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadBalance {
+    pub policy: crate::readbalance::ReadPolicy,
+    /// By member.
+    pub loads: Vec<crate::readbalance::MemberLoad>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -426,6 +437,82 @@ impl<'a> Planner<'a> {
             layout,
             policy,
             service,
+            reads: None,
+        }
+    }
+
+    /// Reads on layouts with copies choose a copy with `policy` from the
+    /// members' state in `loads`.
+    pub fn with_reads(
+        mut self,
+        policy: crate::readbalance::ReadPolicy,
+        loads: Vec<crate::readbalance::MemberLoad>,
+    ) -> Self {
+        self.reads = Some(ReadBalance { policy, loads });
+        self
+    }
+
+    /// Does choosing among copies apply (a mirrored layout, a policy other
+    /// than `first`)?
+    fn balances(&self) -> bool {
+        matches!(
+            self.layout.redundancy(),
+            crate::layout::Redundancy::Mirror { .. }
+        ) && self
+            .reads
+            .as_ref()
+            .is_some_and(|r| r.policy != crate::readbalance::ReadPolicy::First)
+    }
+
+    /// Where a read of `len` bytes at `co` into data chunk `i` of stripe `s`
+    /// goes: the first copy, or (balancing) the copy the read policy picks
+    /// among the live ones, given `loads` (updated with the choice, so the
+    /// next chunk of the same request sees it) and the member the previous
+    /// chunk used. None when no copy is available (the full planner then).
+    fn read_loc(
+        &self,
+        s: u64,
+        i: usize,
+        co: u64,
+        len: u64,
+        state: &ArrayState,
+        loads: &mut [crate::readbalance::MemberLoad],
+        previous: &mut Option<usize>,
+    ) -> Option<ChunkLoc> {
+        let first = self.layout.data_loc(s, i);
+        if !self.balances() {
+            return state.available(first.member, s).then_some(first);
+        }
+        let st = self.layout.stripe(s);
+        let copies: Vec<ChunkLoc> = std::iter::once(first)
+            .chain(st.mirrors.get(i).into_iter().flatten().copied())
+            .filter(|c| state.available(c.member, s))
+            .map(|c| ChunkLoc {
+                member: c.member,
+                offset: c.offset + co,
+            })
+            .collect();
+        if copies.is_empty() {
+            return None;
+        }
+        let policy = self.reads.as_ref().expect("balancing").policy;
+        let current = previous.and_then(|m| copies.iter().position(|c| c.member == m));
+        let c = copies[crate::readbalance::choose(policy, &copies, loads, current)];
+        if let Some(l) = loads.get_mut(c.member) {
+            l.pending += 1;
+            l.head = c.offset + len;
+        }
+        *previous = Some(c.member);
+        Some(ChunkLoc {
+            member: c.member,
+            offset: c.offset - co,
+        })
+    }
+
+    fn loads(&self) -> Vec<crate::readbalance::MemberLoad> {
+        match &self.reads {
+            Some(r) if self.balances() => r.loads.clone(),
+            _ => Vec::new(),
         }
     }
 
@@ -470,10 +557,9 @@ impl<'a> Planner<'a> {
             return None;
         }
         let (s, i) = self.layout.locate_chunk(offset / chunk);
-        let loc = self.layout.data_loc(s, i);
-        state
-            .available(loc.member, s)
-            .then_some((loc.member, loc.offset + co))
+        let mut loads = self.loads();
+        let loc = self.read_loc(s, i, co, len, state, &mut loads, &mut None)?;
+        Some((loc.member, loc.offset + co))
     }
 
     /// Direct extents of a request that needs no parity work: every read whose
@@ -496,14 +582,21 @@ impl<'a> Planner<'a> {
         let chunk = self.layout.chunk_bytes();
         let mut out: Vec<(usize, u64, u64, u64)> = Vec::new();
         let (mut pos, end) = (req.offset, req.offset + req.len);
+        let mut loads = self.loads();
+        let mut previous = None;
         while pos < end {
             let co = pos % chunk;
             let len = (chunk - co).min(end - pos);
             let (s, i) = self.layout.locate_chunk(pos / chunk);
-            let loc = self.layout.data_loc(s, i);
-            if !state.available(loc.member, s) {
-                return None;
-            }
+            let loc = if req.op == Op::Read {
+                self.read_loc(s, i, co, len, state, &mut loads, &mut previous)?
+            } else {
+                let loc = self.layout.data_loc(s, i);
+                if !state.available(loc.member, s) {
+                    return None;
+                }
+                loc
+            };
             let (m, mo, bo) = (loc.member, loc.offset + co, pos - req.offset);
             match out.iter_mut().rev().find(|e| e.0 == m) {
                 Some(e) if e.1 + e.3 == mo && e.2 + e.3 == bo => e.3 += len,

@@ -511,4 +511,56 @@ proptest! {
             prop_assert_eq!((loc.member, loc.offset + piece.chunk_offset), (m, mo));
         }
     }
+
+    /// Balanced reads (every policy, random member loads, a member failed)
+    /// read each chunk from one of its live copies: the same bytes as the
+    /// first copy holds.
+    #[test]
+    fn balanced_reads_come_from_live_copies(
+        spec in any_spec(),
+        off in any::<u64>(),
+        len in 1u64..200_000,
+        failed in proptest::option::of(0usize..9),
+        policy in 0u8..6,
+        seed in any::<u64>(),
+    ) {
+        use hetraid_core::readbalance::{MemberLoad, ReadPolicy};
+        let l = built(&spec);
+        if !matches!(l.redundancy(), hetraid_core::Redundancy::Mirror { .. }) {
+            return Ok(());
+        }
+        let n = l.members();
+        let failed: Vec<usize> = failed.filter(|f| *f < n).into_iter().collect();
+        let state = ArrayState::with_failed(n, &failed);
+        let mut x = seed | 1;
+        let mut next = || { x ^= x << 13; x ^= x >> 7; x ^= x << 17; x };
+        let loads: Vec<MemberLoad> = (0..n).map(|_| MemberLoad {
+            pending: (next() % 4) as u32,
+            head: next() % (1 << 24),
+            rotational: next() % 2 == 0,
+            bytes_per_s: 50_000_000 + next() % 200_000_000,
+        }).collect();
+        let p = Planner::new(l.as_ref(), WritePolicy::Md, vec![])
+            .with_reads(ReadPolicy::from_code(policy).unwrap(), loads);
+        let off = off % l.capacity_bytes();
+        let len = len.min(l.capacity_bytes() - off);
+        let chunk = l.chunk_bytes();
+        if let Some(ext) = p.direct_extents(&Request::read(off, len), &state) {
+            for (m, mo, bo, elen) in ext {
+                prop_assert!(!failed.contains(&m), "read from failed member {}", m);
+                let mut at = 0;
+                while at < elen {
+                    let pos = off + bo + at;
+                    let co = pos % chunk;
+                    let (s, i) = l.locate_chunk(pos / chunk);
+                    let st = l.stripe(s);
+                    let ok = std::iter::once(st.data[i])
+                        .chain(st.mirrors.get(i).into_iter().flatten().copied())
+                        .any(|c| c.member == m && c.offset + co == mo + at);
+                    prop_assert!(ok, "byte {} read from member {} offset {}, not a copy", pos, m, mo + at);
+                    at += (chunk - co).min(elen - at);
+                }
+            }
+        }
+    }
 }

@@ -675,7 +675,12 @@ impl Log {
 
     /// Copy `i` is missing: it is of `kind` (what a replacement keeps).
     pub fn kind_if_missing(&mut self, i: usize, kind: hetraid_core::MemberKind) {
-        let missing = self.copies.lock().unwrap().get(i).is_some_and(Option::is_none);
+        let missing = self
+            .copies
+            .lock()
+            .unwrap()
+            .get(i)
+            .is_some_and(Option::is_none);
         if missing {
             self.kinds[i] = kind;
         }
