@@ -416,6 +416,13 @@ pub struct Planner<'a> {
     pub reads: Option<ReadBalance>,
 }
 
+/// A request's reads so far: the members' loads with its own chunks added,
+/// and the member its previous chunk went to.
+struct ReadCursor {
+    loads: Vec<crate::readbalance::MemberLoad>,
+    previous: Option<usize>,
+}
+
 /// A read policy and the snapshot of the members it decides from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadBalance {
@@ -476,8 +483,7 @@ impl<'a> Planner<'a> {
         co: u64,
         len: u64,
         state: &ArrayState,
-        loads: &mut [crate::readbalance::MemberLoad],
-        previous: &mut Option<usize>,
+        cursor: &mut ReadCursor,
     ) -> Option<ChunkLoc> {
         let first = self.layout.data_loc(s, i);
         if !self.balances() {
@@ -496,23 +502,28 @@ impl<'a> Planner<'a> {
             return None;
         }
         let policy = self.reads.as_ref().expect("balancing").policy;
-        let current = previous.and_then(|m| copies.iter().position(|c| c.member == m));
-        let c = copies[crate::readbalance::choose(policy, &copies, loads, current)];
-        if let Some(l) = loads.get_mut(c.member) {
+        let current = cursor
+            .previous
+            .and_then(|m| copies.iter().position(|c| c.member == m));
+        let c = copies[crate::readbalance::choose(policy, &copies, &cursor.loads, current)];
+        if let Some(l) = cursor.loads.get_mut(c.member) {
             l.pending += 1;
             l.head = c.offset + len;
         }
-        *previous = Some(c.member);
+        cursor.previous = Some(c.member);
         Some(ChunkLoc {
             member: c.member,
             offset: c.offset - co,
         })
     }
 
-    fn loads(&self) -> Vec<crate::readbalance::MemberLoad> {
-        match &self.reads {
-            Some(r) if self.balances() => r.loads.clone(),
-            _ => Vec::new(),
+    fn read_cursor(&self) -> ReadCursor {
+        ReadCursor {
+            loads: match &self.reads {
+                Some(r) if self.balances() => r.loads.clone(),
+                _ => Vec::new(),
+            },
+            previous: None,
         }
     }
 
@@ -557,8 +568,7 @@ impl<'a> Planner<'a> {
             return None;
         }
         let (s, i) = self.layout.locate_chunk(offset / chunk);
-        let mut loads = self.loads();
-        let loc = self.read_loc(s, i, co, len, state, &mut loads, &mut None)?;
+        let loc = self.read_loc(s, i, co, len, state, &mut self.read_cursor())?;
         Some((loc.member, loc.offset + co))
     }
 
@@ -582,14 +592,13 @@ impl<'a> Planner<'a> {
         let chunk = self.layout.chunk_bytes();
         let mut out: Vec<(usize, u64, u64, u64)> = Vec::new();
         let (mut pos, end) = (req.offset, req.offset + req.len);
-        let mut loads = self.loads();
-        let mut previous = None;
+        let mut cursor = self.read_cursor();
         while pos < end {
             let co = pos % chunk;
             let len = (chunk - co).min(end - pos);
             let (s, i) = self.layout.locate_chunk(pos / chunk);
             let loc = if req.op == Op::Read {
-                self.read_loc(s, i, co, len, state, &mut loads, &mut previous)?
+                self.read_loc(s, i, co, len, state, &mut cursor)?
             } else {
                 let loc = self.layout.data_loc(s, i);
                 if !state.available(loc.member, s) {
