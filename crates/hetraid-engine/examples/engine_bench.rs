@@ -72,6 +72,7 @@ fn create_with(paths: &[PathBuf], layout: &str, checksums: bool) -> Array {
         assume_clean: true,
         force: true,
         checksums,
+        read_policy: None,
         log: None,
     };
     Array::create(open(paths), &o).expect("create array")
@@ -255,6 +256,7 @@ fn main() {
                 assume_clean: true,
                 force: true,
                 checksums: false,
+                read_policy: None,
                 log: Some(LogSpec {
                     devices: vec![],
                     kinds: vec![],
@@ -304,6 +306,7 @@ fn main() {
                 assume_clean: true,
                 force: true,
                 checksums: false,
+                read_policy: None,
                 log: None,
             };
             let ab = Array::create(slow(&bitmap_paths, MemberKind::Hdd), &o).unwrap();
@@ -360,6 +363,7 @@ fn main() {
                 assume_clean: true,
                 force: true,
                 checksums: false,
+                read_policy: None,
                 log: None,
             };
             o.log = Some(LogSpec {

@@ -31,6 +31,7 @@ fn opts(name: &str, group: Option<usize>, spare: usize) -> CreateOptions {
         assume_clean: true,
         force: false,
         checksums: false,
+        read_policy: None,
         log: None,
     }
 }

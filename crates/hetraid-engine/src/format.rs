@@ -122,6 +122,36 @@ pub struct Superblock {
     pub last_scrub: Option<ScrubRecord>,
     /// The write log, if the array has one (format version 3).
     pub log: Option<LogRecord>,
+    /// Layouts with copies: how reads choose one (byte 2427).
+    pub read_policy: ReadPolicy,
+}
+
+use hetraid_core::readbalance::ReadPolicy;
+
+/// Byte 2427: 0 md (what arrays written before it say), 1 first, 2..5
+/// raidx1..raidx4.
+fn read_policy_code(p: ReadPolicy) -> u8 {
+    match p {
+        ReadPolicy::Md => 0,
+        ReadPolicy::First => 1,
+        ReadPolicy::Raidx1 => 2,
+        ReadPolicy::Raidx2 => 3,
+        ReadPolicy::Raidx3 => 4,
+        ReadPolicy::Raidx4 => 5,
+    }
+}
+
+fn read_policy_of(b: u8) -> Option<ReadPolicy> {
+    [
+        ReadPolicy::Md,
+        ReadPolicy::First,
+        ReadPolicy::Raidx1,
+        ReadPolicy::Raidx2,
+        ReadPolicy::Raidx3,
+        ReadPolicy::Raidx4,
+    ]
+    .get(b as usize)
+    .copied()
 }
 
 /// How the write log is used.
@@ -313,6 +343,7 @@ impl Superblock {
         put_u32(&mut b, 40, self.roles.len() as u32);
         b[44] = self.clean as u8;
         b[45] = POLICIES.iter().position(|p| *p == self.policy).unwrap() as u8;
+        b[2427] = read_policy_code(self.read_policy);
         put_u64(&mut b, 48, self.data_offset);
         put_u64(&mut b, 56, self.chunk_bytes);
         put_u32(&mut b, 64, self.bitmap_stripes);
@@ -522,6 +553,7 @@ impl Superblock {
             policy: *POLICIES
                 .get(b[45] as usize)
                 .ok_or(FormatError::Field("write policy"))?,
+            read_policy: read_policy_of(b[2427]).ok_or(FormatError::Field("read policy"))?,
             data_offset,
             checksums,
             chunk_bytes: u64_at(b, 56),
@@ -609,6 +641,7 @@ mod tests {
             member: 2,
             clean: false,
             policy: WritePolicy::Modthresh,
+            read_policy: ReadPolicy::Raidx4,
             data_offset: DATA_OFFSET,
             checksums: false,
             chunk_bytes: 65536,

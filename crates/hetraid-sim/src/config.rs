@@ -188,6 +188,10 @@ pub struct RunConfig {
     /// Override every disk's write-back cache.
     #[serde(default)]
     pub write_cache: Option<bool>,
+    /// Layouts with copies: how reads choose one (first, md, raidx1..raidx4;
+    /// default md).
+    #[serde(default)]
+    pub read_policy: Option<String>,
     /// Fill every SSD once before the run (steady state).
     #[serde(default)]
     pub precondition: bool,

@@ -40,6 +40,8 @@ pub struct Setup {
     pub spare: Option<(hetraid_core::rebuild::RebuildSchedule, Box<dyn Layout>)>,
     /// The write log: its devices (one per copy) and ring size.
     pub log: Option<LogSetup>,
+    /// How reads choose a copy (layouts with copies).
+    pub read_policy: hetraid_core::readbalance::ReadPolicy,
 }
 
 /// A simulated write log (journal mode), as `hetraid create --log` makes it.
@@ -255,7 +257,19 @@ impl Setup {
                 })
             }
         };
+        let mirrored = matches!(layout.redundancy(), hetraid_core::Redundancy::Mirror { .. });
+        let read_policy = match cfg.read_policy.as_deref() {
+            Some(_) if !mirrored => {
+                return Err(format!(
+                    "read_policy applies to layouts that keep copies (raid1, raid10, s2raid10, raidx1/10); {} has none",
+                    cfg.layout
+                ))
+            }
+            Some(p) => hetraid_core::readbalance::ReadPolicy::parse(p)?,
+            None => hetraid_core::readbalance::ReadPolicy::default(),
+        };
         let setup = Self {
+            read_policy,
             cfg: cfg.clone(),
             specs,
             layout,

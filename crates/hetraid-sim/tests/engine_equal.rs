@@ -151,6 +151,7 @@ fn check_with(
             assume_clean: true,
             force: false,
             checksums: false,
+            read_policy: None,
             log: if hpda {
                 Some(hetraid_engine::LogSpec {
                     devices: vec![],
@@ -169,6 +170,15 @@ fn check_with(
         },
     )
     .unwrap();
+    // Balanced reads depend on timing (which copy is busy when): the two
+    // executors compare with the first copy always; core's own tests and the
+    // simulator's balance test cover the policies.
+    let copies = array.keeps_copies();
+    if copies {
+        array
+            .set_read_policy(hetraid_core::readbalance::ReadPolicy::First, false)
+            .unwrap();
+    }
     let log_before: [u64; 3] = log_dev
         .as_ref()
         .map_or([0; 3], |d| std::array::from_fn(|i| d.c[i].load(Relaxed)));
@@ -178,6 +188,7 @@ fn check_with(
         log: log.map(|_| "x25e-64".to_string()),
         log_size: log.map(|l| Size(l.0)).or(cfg.log_size),
         log_mode: log.map(|l| l.1.name().to_string()),
+        read_policy: copies.then(|| "first".to_string()),
         ..cfg
     };
     for &f in cfg.failed.iter().flat_map(|f| f.0.iter()) {
@@ -418,6 +429,7 @@ fn rebuild_pacing_is_the_same_in_engine_and_simulator() {
         assume_clean: true,
         force: false,
         checksums: false,
+        read_policy: None,
         log: None,
     };
     let a = Array::create(members, &opts).unwrap();

@@ -32,12 +32,23 @@ impl Array {
         Ok(())
     }
 
+    /// A planner for the read fast paths: with the read policy and the
+    /// members' loads when reads balance over copies (core `readbalance`).
+    fn read_planner(&self) -> Planner<'_> {
+        let p = Planner::new(self.layout.as_ref(), WritePolicy::Md, Vec::new());
+        if self.balance_reads.load(Ordering::Relaxed) {
+            p.with_reads(self.read_policy(), self.member_loads())
+        } else {
+            p
+        }
+    }
+
     /// Read from the members (the log aside).
     fn read_members(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         self.note_user_io();
         // Fast path: inside one chunk on an in-sync member, read it directly (no
         // plan, no stripe lock — as MD's chunk-aligned reads bypass the stripe cache).
-        let planner = Planner::new(self.layout.as_ref(), WritePolicy::Md, Vec::new());
+        let planner = self.read_planner();
         let direct = if self.all_in_sync.load(Ordering::Acquire) {
             // Common case: no lock at all (a shared read-only flag).
             planner.direct_read(offset, buf.len() as u64, &self.healthy_state)
@@ -810,7 +821,10 @@ impl Array {
     /// into the user's buffer; several members in parallel for large requests.
     /// Returns false (nothing done, or a member failed) to fall back to planning.
     pub(crate) fn direct_io(&self, req: &Request, buf: UserBuf<'_>) -> Direct {
-        let planner = Planner::new(self.layout.as_ref(), WritePolicy::Md, Vec::new());
+        let planner = match req.op {
+            Op::Read => self.read_planner(),
+            Op::Write => Planner::new(self.layout.as_ref(), WritePolicy::Md, Vec::new()),
+        };
         let extents = {
             let st = self.state.read().unwrap();
             match planner.direct_extents(req, &st) {

@@ -101,7 +101,7 @@ impl Array {
             opts.kinds.clone()
         };
         let is_hpda = kind == hetraid_core::layout::LayoutKind::Hpda;
-        build(&LayoutSpec {
+        let layout = build(&LayoutSpec {
             kind,
             chunk_bytes: chunk,
             sizes,
@@ -117,6 +117,14 @@ impl Array {
                 false => e.to_string(),
             })
         })?;
+        if opts.read_policy.is_some()
+            && !matches!(layout.redundancy(), hetraid_core::Redundancy::Mirror { .. })
+        {
+            return Err(EngineError::Refused(format!(
+                "--read-policy applies to layouts that keep copies (raid1, raid10, s2raid10, raidx1/10); {} has none",
+                layout.name()
+            )));
+        }
         Ok(())
     }
 
@@ -299,6 +307,7 @@ impl Array {
             member: 0,
             clean: true,
             policy: opts.policy,
+            read_policy: opts.read_policy.unwrap_or_default(),
             data_offset: DATA_OFFSET + area.unwrap_or(0),
             checksums: area.is_some(),
             chunk_bytes: opts.chunk_bytes,
@@ -428,7 +437,7 @@ impl Array {
             .map(|k| k.default_service())
             .collect();
         let checksums = sb.checksums;
-        Ok(Self {
+        let array = Self {
             read_only: false,
             stripe_pool: Mutex::new(Vec::new()),
             read_errors: (0..n).map(|_| Default::default()).collect(),
@@ -450,12 +459,19 @@ impl Array {
             reclaiming: Mutex::new(()),
             hpda: (spec.kind == hetraid_core::layout::LayoutKind::Hpda)
                 .then(super::hpda::HpdaRuntime::new),
+            read_policy: std::sync::atomic::AtomicU8::new(0),
+            kinds: spec.kinds_or_default(),
+            balance_reads: AtomicBool::new(false),
             marked_dirty: AtomicBool::new(false),
             checksum_errors: (0..n).map(|_| Default::default()).collect(),
             all_in_sync: AtomicBool::new(in_sync),
             healthy_state: ArrayState::healthy(n),
             warnings: Mutex::new(Vec::new()),
-        })
+        };
+        // The superblock's read policy (layouts with copies).
+        let policy = array.superblock().read_policy;
+        array.apply_read_policy(policy);
+        Ok(array)
     }
 
     /// Assemble from members alone, in any order, for reading and writing;

@@ -55,6 +55,8 @@ pub struct CreateOptions {
     pub checksums: bool,
     /// A write log on separate devices (format version 3).
     pub log: Option<LogSpec>,
+    /// Layouts with copies: how reads choose one (None: md).
+    pub read_policy: Option<hetraid_core::readbalance::ReadPolicy>,
 }
 
 /// The write log an array is created with: one device, or two mirrored.
@@ -141,6 +143,12 @@ pub struct Array {
     pub(crate) reclaiming: Mutex<()>,
     /// HPDA: the monitor, the director's counters (None: another layout).
     pub(crate) hpda: Option<hpda::HpdaRuntime>,
+    /// Layouts with copies: the read policy (`ReadPolicy::code`) and whether
+    /// reads balance (a policy other than `first`).
+    pub(crate) read_policy: std::sync::atomic::AtomicU8,
+    pub(crate) balance_reads: AtomicBool,
+    /// Member kinds (fixed for the array's life).
+    kinds: Vec<MemberKind>,
     /// The superblock says dirty (log arrays mark it on their first write;
     /// this spares the write path the superblock's lock afterwards).
     pub(crate) marked_dirty: AtomicBool,
@@ -365,6 +373,67 @@ impl Array {
     /// Does member `i` hold any chunk? (HPDA's HDD-2 holds only a log copy.)
     pub fn holds_chunks(&self, i: usize) -> bool {
         self.holds.get(i).copied().unwrap_or(false)
+    }
+
+    /// The read policy in force.
+    pub fn read_policy(&self) -> hetraid_core::readbalance::ReadPolicy {
+        hetraid_core::readbalance::ReadPolicy::from_code(self.read_policy.load(Ordering::Relaxed))
+            .unwrap_or_default()
+    }
+
+    /// Does the layout keep copies (reads may choose one)?
+    pub fn keeps_copies(&self) -> bool {
+        matches!(
+            self.layout.redundancy(),
+            hetraid_core::Redundancy::Mirror { .. }
+        )
+    }
+
+    /// Use `policy` for reads from now on (`persist`: record it in the
+    /// superblock, as `create --read-policy` does; otherwise for this run,
+    /// as `serve --read-policy`). Refused for layouts without copies.
+    pub fn set_read_policy(
+        &self,
+        policy: hetraid_core::readbalance::ReadPolicy,
+        persist: bool,
+    ) -> Result<()> {
+        if !self.keeps_copies() {
+            return Err(EngineError::Refused(format!(
+                "--read-policy applies to layouts that keep copies (raid1, raid10, s2raid10, raidx1/10); {} has none",
+                self.layout.name()
+            )));
+        }
+        self.apply_read_policy(policy);
+        if persist && !self.read_only {
+            let mut sb = self.sb.lock().unwrap();
+            sb.read_policy = policy;
+            self.persist(&mut sb)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn apply_read_policy(&self, policy: hetraid_core::readbalance::ReadPolicy) {
+        let on = self.keeps_copies() && policy != hetraid_core::readbalance::ReadPolicy::First;
+        self.read_policy.store(policy.code(), Ordering::Relaxed);
+        self.balance_reads.store(on, Ordering::Relaxed);
+        self.slots.iter().for_each(|s| s.track(on));
+    }
+
+    /// The members' state as the read policy sees it.
+    pub(crate) fn member_loads(&self) -> Vec<hetraid_core::readbalance::MemberLoad> {
+        self.slots
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let (pending, head) = s.load();
+                hetraid_core::readbalance::MemberLoad {
+                    pending,
+                    head: head.saturating_sub(DATA_OFFSET),
+                    rotational: self.kinds.get(i).is_none_or(|k| *k == MemberKind::Hdd),
+                    bytes_per_s: self.service.get(i).map_or(0, |m| m.bytes_per_s),
+                }
+            })
+            .collect()
     }
 
     pub fn warnings(&self) -> Vec<String> {

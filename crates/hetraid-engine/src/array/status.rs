@@ -13,6 +13,9 @@ pub struct Status {
     pub capacity_bytes: u64,
     pub stripe_count: u64,
     pub policy: &'static str,
+    /// Layouts with copies: how reads choose one (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_policy: Option<&'static str>,
     pub events: u64,
     pub clean: bool,
     pub state: &'static str,
@@ -106,6 +109,7 @@ impl Array {
             capacity_bytes: self.capacity(),
             stripe_count: self.layout.stripe_count(),
             policy: sb.policy.as_str(),
+            read_policy: self.keeps_copies().then(|| self.read_policy().name()),
             events: sb.events,
             clean: sb.clean,
             state,

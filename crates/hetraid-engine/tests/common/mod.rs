@@ -71,6 +71,7 @@ pub fn opts(name: &str, chunk: u64) -> CreateOptions {
         assume_clean: true,
         force: false,
         checksums: false,
+        read_policy: None,
         log: None,
     }
 }

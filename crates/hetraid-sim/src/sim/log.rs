@@ -540,6 +540,7 @@ impl Runner<'_> {
         assert!(!round.is_empty(), "a log write round goes to some copy");
         log.outstanding = round.len();
         for (d, offset, len) in round {
+            self.dev_pending[d] += 1;
             let mut started = std::mem::take(&mut self.started);
             self.devices[d].submit(
                 now,

@@ -124,6 +124,10 @@ struct Runner<'a> {
     hpda_wake_at: Option<Ns>,
     /// HPDA: user writes sent to the log, and to the RAID4.
     hpda_routed: [u64; 2],
+    /// Per device: operations in flight, and where the last one submitted
+    /// ends (what reads balance on).
+    dev_pending: Vec<u32>,
+    dev_head: Vec<u64>,
 }
 
 /// Run one simulation.
@@ -248,6 +252,7 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
         }
         None => None,
     };
+    let n_devices = devices.len();
     let hpda = (!s.layout.log_regions().is_empty())
         .then(|| hetraid_core::hpda::Monitor::new(hetraid_core::hpda::MonitorConfig::default()));
     let r = Runner {
@@ -255,6 +260,9 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
         hpda,
         hpda_wake_at: None,
         hpda_routed: [0; 2],
+        dev_pending: vec![0; n_devices],
+        // Heads start at the outer edge (offset 0).
+        dev_head: vec![0; n_devices],
         planner: Planner::new(s.layout.as_ref(), s.policy, service.clone()),
         service,
         s,
@@ -309,6 +317,9 @@ impl Runner<'_> {
                     self.devices[dev as usize].complete(now, &mut started);
                     self.schedule_started(dev, &mut started);
                     self.started = started;
+                    if tag != INTERNAL {
+                        self.dev_pending[dev as usize] -= 1;
+                    }
                     if tag == LOG_TAG {
                         self.log_op_done()?;
                     } else if tag != INTERNAL {
@@ -443,7 +454,32 @@ impl Runner<'_> {
         self.jobs[j as usize].as_mut().expect("live job")
     }
 
-    fn plan(&self, req: &Request) -> Result<RequestIo, String> {
+    /// The members' state as the read policy sees it.
+    fn member_loads(&self) -> Vec<hetraid_core::readbalance::MemberLoad> {
+        (0..self.s.specs.len())
+            .map(|d| hetraid_core::readbalance::MemberLoad {
+                pending: self.dev_pending[d],
+                head: self.dev_head[d],
+                rotational: self.s.specs[d].kind == MemberKind::Hdd,
+                bytes_per_s: self.devices[d].service_model().bytes_per_s,
+            })
+            .collect()
+    }
+
+    fn plan(&mut self, req: &Request) -> Result<RequestIo, String> {
+        if req.op == Op::Read
+            && self.s.read_policy != hetraid_core::readbalance::ReadPolicy::First
+            && matches!(
+                self.s.layout.redundancy(),
+                hetraid_core::Redundancy::Mirror { .. }
+            )
+        {
+            let loads = self.member_loads();
+            self.planner.reads = Some(hetraid_core::plan::ReadBalance {
+                policy: self.s.read_policy,
+                loads,
+            });
+        }
         // Write-back: a read the log holds entirely needs no member.
         if let Some(log) = self.log.as_ref().filter(|l| l.write_back) {
             if req.op == Op::Read && log.covers(req.offset, req.offset + req.len) {
@@ -679,6 +715,8 @@ impl Runner<'_> {
         let mut started = std::mem::take(&mut self.started);
         for i in 0..ops.len() {
             let (m, offset, len) = self.jobs[j as usize].as_ref().unwrap().io_op(write, i);
+            self.dev_pending[m] += 1;
+            self.dev_head[m] = offset + len;
             self.devices[m].submit(
                 now,
                 crate::device::DevIo {

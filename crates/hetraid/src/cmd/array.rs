@@ -149,6 +149,11 @@ pub struct CreateCmd {
     /// redundancy and rewritten); `none` does not.
     #[arg(long, default_value = "none", value_name = "crc32c|none")]
     pub checksums: String,
+    /// Layouts with copies (raid1, raid10, s2raid10, raidx1/10): how reads
+    /// choose a copy: md (MD's read_balance, default), first, or the RAIDX
+    /// paper's raidx1..raidx4. Stored in the superblock.
+    #[arg(long, value_name = "POLICY")]
+    pub read_policy: Option<String>,
     /// A write log on its own device(s): PATH, or two mirrored PATH,PATH
     /// (each optionally PATH:kind; default ssd). Created with --log-size when
     /// the file does not exist. List the log devices with the members in
@@ -379,6 +384,11 @@ impl CreateCmd {
             assume_clean: self.size.is_some(),
             force: self.force,
             checksums: self.checksums()?,
+            read_policy: self
+                .read_policy
+                .as_deref()
+                .map(hetraid_core::readbalance::ReadPolicy::parse)
+                .transpose()?,
             log: None,
         };
         // The layout, sizes and kinds are checked before any file is touched.
@@ -537,12 +547,14 @@ pub fn print_status(st: &hetraid_engine::Status) {
         if st.clean { "" } else { " (dirty)" }
     );
     println!(
-        "capacity {} ({} bytes), chunk {}, {} stripes, policy {}, events {}",
+        "capacity {} ({} bytes), chunk {}, {} stripes, policy {}{}, events {}",
         format_size(st.capacity_bytes),
         st.capacity_bytes,
         format_size(st.chunk_bytes),
         st.stripe_count,
         st.policy,
+        st.read_policy
+            .map_or_else(String::new, |p| format!(", reads {p}")),
         st.events
     );
     match &st.last_scrub {
@@ -668,7 +680,7 @@ impl MembersCmd {
                 return super::print_json(&v);
             }
             println!(
-                "array {}  {}  state {} (served)\ncapacity {} bytes, chunk {}, {} stripes, policy {}, events {}",
+                "array {}  {}  state {} (served)\ncapacity {} bytes, chunk {}, {} stripes, policy {}{}, events {}",
                 v["uuid"].as_str().unwrap_or("?"),
                 v["layout"].as_str().unwrap_or("?"),
                 v["state"].as_str().unwrap_or("?"),
@@ -676,6 +688,9 @@ impl MembersCmd {
                 v["chunk_bytes"],
                 v["stripe_count"],
                 v["policy"].as_str().unwrap_or("?"),
+                v["read_policy"]
+                    .as_str()
+                    .map_or_else(String::new, |p| format!(", reads {p}")),
                 v["events"]
             );
             match v.get("log").filter(|l| !l.is_null()) {

@@ -130,6 +130,7 @@ impl DemoCmd {
             assume_clean: true,
             force: false,
             checksums: false,
+            read_policy: None,
             log: None,
         };
         let a = Array::create(members, &opts).map_err(|e| e.to_string())?;

@@ -20,6 +20,10 @@ pub struct ServeCmd {
     /// Requests served at once per connection.
     #[arg(long, default_value_t = 8)]
     pub workers: usize,
+    /// Layouts with copies: how reads choose a copy while served (md,
+    /// first, raidx1..raidx4); the superblock's otherwise.
+    #[arg(long, value_name = "POLICY")]
+    pub read_policy: Option<String>,
     /// While a write payload is arriving, poll for the rest this long before
     /// sleeping (microseconds; 0 = always sleep).
     #[arg(long, default_value_t = 50)]
@@ -47,7 +51,15 @@ impl ServeCmd {
                 ));
             }
         }
+        let read_policy = self
+            .read_policy
+            .as_deref()
+            .map(hetraid_core::readbalance::ReadPolicy::parse)
+            .transpose()?;
         let array = Arc::new(super::array::assemble(&self.members)?);
+        if let Some(p) = read_policy {
+            array.set_read_policy(p, false).map_err(|e| e.to_string())?;
+        }
         if self.reclaim_idle.is_some() && !array.has_write_back_log() {
             return Err(
                 "--reclaim-idle applies to arrays with a write-back log only; this array has none"

@@ -89,6 +89,10 @@ pub struct SimCmd {
     /// Fill every SSD once before the run (steady state).
     #[arg(long)]
     pub precondition: bool,
+    /// Layouts with copies: how reads choose one: first, md (default),
+    /// raidx1, raidx2, raidx3, raidx4.
+    #[arg(long)]
+    pub read_policy: Option<String>,
     /// A write log on its own device(s), e.g. x25e-64 or x25e-64*2 (mirrored).
     #[arg(long)]
     pub log: Option<String>,
@@ -142,7 +146,8 @@ impl SimCmd {
         opt!(read_fraction => read_fraction, align => align, total => total,
              duration => duration_s, span => span, member_size => member_size, trace => trace,
              trace_format => trace_format, failed => failed, scheduler => scheduler,
-             write_cache => write_cache, log => log, log_mode => log_mode, log_size => log_size);
+             write_cache => write_cache, log => log, log_mode => log_mode, log_size => log_size,
+             read_policy => read_policy);
         self.params.apply_to(&mut c);
         c.rebuild |= self.rebuild;
         c.to_spare |= self.to_spare;
