@@ -81,10 +81,20 @@ fn any_spec() -> impl Strategy<Value = LayoutSpec> {
             while sizes.len() < c {
                 sizes.push(4 * CHUNK);
             }
+            // RAIDX5/6: every other spec places parity by weights (a member
+            // of weight 0 among them).
+            let weights = if matches!(level, RaidXLevel::X5 | RaidXLevel::X6) && sz[0] % 2 == 0 {
+                (0..sizes.len() as u64)
+                    .map(|i| (i * 7 + sz[0]) % 4)
+                    .collect()
+            } else {
+                vec![]
+            };
             LayoutSpec {
                 kind: LayoutKind::RaidX {
                     chunks_per_bundle: c,
                     level: Some(level),
+                    weights,
                 },
                 chunk_bytes: CHUNK,
                 sizes,
@@ -266,7 +276,7 @@ proptest! {
         prop_assert_eq!(max_bundles(&sizes, c), best);
         if best > 0 {
             let l = built(&LayoutSpec {
-                kind: LayoutKind::RaidX { chunks_per_bundle: c, level: Some(RaidXLevel::X0) },
+                kind: LayoutKind::RaidX { chunks_per_bundle: c, level: Some(RaidXLevel::X0), weights: vec![] },
                 chunk_bytes: 4096,
                 sizes: sizes.iter().map(|s| s * 4096).collect(),
                 kinds: vec![],

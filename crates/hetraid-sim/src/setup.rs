@@ -69,7 +69,16 @@ impl Setup {
             }
             sizes.iter_mut().for_each(|s| *s = ms.0);
         }
-        let kind = layout_kind(cfg)?;
+        let mut kind = layout_kind(cfg)?;
+        // RAIDX5/6 on members of different kinds without weights: parity
+        // weights from the kinds, as `hetraid create` stores them.
+        let member_kinds: Vec<hetraid_core::MemberKind> = specs.iter().map(|s| s.kind).collect();
+        if let (Some(w), hetraid_core::layout::LayoutKind::RaidX { weights, .. }) = (
+            hetraid_core::layout::weights_from_kinds(&kind, &member_kinds),
+            &mut kind,
+        ) {
+            *weights = w;
+        }
         let hpda = kind == hetraid_core::layout::LayoutKind::Hpda;
         if hpda {
             if cfg.log.is_some() {

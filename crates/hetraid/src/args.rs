@@ -151,12 +151,28 @@ impl LayoutArgs {
             o.params.raidx_level.as_deref(),
         )
         .map_err(|e| e.to_string())?;
+        // Geometry alone: kinds that would not move a chunk are an error, not
+        // silently ignored.
+        if o.kinds.is_some() && !kind.geometry_uses_kinds() {
+            return Err(format!(
+                "--kinds does not change where {} puts chunks or parity (kinds place data in the raid4s/raid5s/raidf5/raide/raid4n/raid5nss presets, hpda, and raidx5/6 without --weights); leave it out",
+                o.layout
+            ));
+        }
+        let mut kind = kind;
         let kinds = match (&o.kinds, &kind) {
             (Some(k), _) => k.clone(),
             // A preset without kinds: members are in the preset's canonical order.
             (None, LayoutKind::Preset(p)) if self.devices >= 2 => p.default_kinds(self.devices),
             _ => vec![],
         };
+        // RAIDX5/6: parity weights from the kinds, as create stores them.
+        if let (Some(w), LayoutKind::RaidX { weights, .. }) = (
+            hetraid_core::layout::weights_from_kinds(&kind, &kinds),
+            &mut kind,
+        ) {
+            *weights = w;
+        }
         Ok(LayoutSpec {
             kind,
             chunk_bytes: o.chunk,

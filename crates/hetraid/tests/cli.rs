@@ -335,3 +335,80 @@ fn bad_input_is_one_sentence_and_exit_2() {
         assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
     }
 }
+
+/// RAIDX5/6 place parity by weights, or by member kinds when no weights are
+/// given (parity on the SSDs, issue 14); `--kinds` where they would not move
+/// a chunk is an error.
+#[test]
+fn raidx_parity_follows_kinds_or_weights_and_idle_kinds_are_refused() {
+    let v = json(&[
+        "layout",
+        "--layout",
+        "raidx",
+        "--devices",
+        "5",
+        "--chunks-per-bundle",
+        "3",
+        "--raidx-level",
+        "5",
+        "--kinds",
+        "hdd,hdd,hdd,hdd,ssd",
+        "--stripes",
+        "200",
+        "--json",
+    ]);
+    let mut with_ssd = 0;
+    for s in v["stripes"].as_array().unwrap() {
+        let has_ssd = s["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .chain(s["parity"].as_array().unwrap())
+            .any(|c| c["device"] == 4);
+        if has_ssd {
+            with_ssd += 1;
+            assert_eq!(s["parity"][0]["device"], 4, "{s}");
+        }
+    }
+    assert!(with_ssd > 50, "{with_ssd} bundles hold the SSD");
+    for bad in [
+        &[
+            "layout",
+            "--layout",
+            "raid5",
+            "--devices",
+            "4",
+            "--kinds",
+            "hdd,hdd,hdd,ssd",
+        ][..],
+        &[
+            "layout",
+            "--layout",
+            "raidx",
+            "--devices",
+            "4",
+            "--chunks-per-bundle",
+            "2",
+            "--kinds",
+            "hdd,hdd,hdd,ssd",
+        ][..],
+        &[
+            "layout",
+            "--layout",
+            "raidx",
+            "--devices",
+            "4",
+            "--chunks-per-bundle",
+            "2",
+            "--weights",
+            "1,1,1,1",
+        ][..],
+    ] {
+        let (code, _, err) = hetraid(bad);
+        assert_eq!(code, 2, "{bad:?}: {err}");
+        assert!(
+            err.contains("--kinds") || err.contains("--weights"),
+            "{err}"
+        );
+    }
+}

@@ -198,6 +198,9 @@ pub enum LayoutKind {
     RaidX {
         chunks_per_bundle: usize,
         level: Option<RaidXLevel>,
+        /// RAIDX5/6: parity weight per member (empty: parity rotates within
+        /// each bundle).
+        weights: Vec<u64>,
     },
     Hpda,
     Preset(Preset),
@@ -298,7 +301,14 @@ pub fn build(spec: &LayoutSpec) -> Result<Box<dyn Layout>, LayoutError> {
         LayoutKind::RaidX {
             chunks_per_bundle,
             level,
-        } => Box::new(RaidX::new(sizes, c, *chunks_per_bundle, *level)?),
+            weights,
+        } => Box::new(RaidX::with_weights(
+            sizes,
+            c,
+            *chunks_per_bundle,
+            *level,
+            weights,
+        )?),
         LayoutKind::Hpda => Box::new(Hpda::new(sizes, c, &spec.kinds_or_default())?),
         LayoutKind::Preset(p) => p.build(sizes, c, &spec.kinds_or_default())?,
     };
@@ -354,9 +364,19 @@ pub fn parse_kind(
                 LayoutError::Invalid("raidx needs --chunks-per-bundle c (1 or more)".into())
             })?;
             let level = raidx_level.map(RaidXLevel::parse).transpose()?;
+            let parity = matches!(
+                level.unwrap_or(RaidXLevel::default_for(c)),
+                RaidXLevel::X5 | RaidXLevel::X6
+            );
+            if weights.is_some() && !parity {
+                return Err(LayoutError::Invalid(
+                    "--weights places parity: it applies to raidh and to raidx at levels 5 and 6, not to this raidx".into(),
+                ));
+            }
             LayoutKind::RaidX {
                 chunks_per_bundle: c,
                 level,
+                weights: weights.clone().unwrap_or_default(),
             }
         }
         "hpda" => LayoutKind::Hpda,
@@ -370,12 +390,56 @@ pub fn parse_kind(
             }
         },
     };
-    if has_weights && !matches!(kind, LayoutKind::RaidH { .. }) {
+    if has_weights && !matches!(kind, LayoutKind::RaidH { .. } | LayoutKind::RaidX { .. }) {
         return Err(LayoutError::Invalid(format!(
-            "--weights applies to raidh only, not to '{name}'"
+            "--weights applies to raidh and raidx5/6 only, not to '{name}'"
         )));
     }
     Ok(kind)
+}
+
+impl LayoutKind {
+    /// Does where chunks and parity go depend on the member kinds? (The
+    /// presets put parity on SSDs; HPDA needs SSDs and HDDs; RAIDX5/6 take
+    /// their parity weights from the kinds at create, see
+    /// [`weights_from_kinds`].) Elsewhere kinds are recorded (status, read
+    /// balancing, the cost policy) but do not move a byte.
+    pub fn geometry_uses_kinds(&self) -> bool {
+        match self {
+            LayoutKind::Preset(_) | LayoutKind::Hpda => true,
+            LayoutKind::RaidX {
+                chunks_per_bundle,
+                level,
+                weights,
+            } => {
+                weights.is_empty()
+                    && matches!(
+                        level.unwrap_or(RaidXLevel::default_for(*chunks_per_bundle)),
+                        RaidXLevel::X5 | RaidXLevel::X6
+                    )
+            }
+            _ => false,
+        }
+    }
+}
+
+/// RAIDX5/6 created with member kinds and no `--weights`: parity goes to
+/// the solid-state members where a bundle has one (weight 1 for ssd and
+/// nvram, 0 for hdd), as RAID4S and RAIDH put it on the SSD. None when the
+/// kinds say nothing (all disks) or the layout is not RAIDX5/6. Called at
+/// create (and by the simulator's setup), and the result stored as the
+/// array's weights: an array's layout never changes with a later reading of
+/// its kinds.
+pub fn weights_from_kinds(kind: &LayoutKind, kinds: &[MemberKind]) -> Option<Vec<u64>> {
+    if !matches!(kind, LayoutKind::RaidX { .. }) || !kind.geometry_uses_kinds() {
+        return None;
+    }
+    kinds.iter().any(|k| *k != MemberKind::Hdd).then(|| {
+        kinds
+            .iter()
+            .map(|k| u64::from(*k != MemberKind::Hdd))
+            .collect()
+    })
 }
 
 /// Stripes [`survives`] reads at most before it answers "no" to be safe.

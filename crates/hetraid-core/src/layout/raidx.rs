@@ -47,7 +47,7 @@ impl RaidXLevel {
         }
     }
 
-    fn default_for(c: usize) -> Self {
+    pub fn default_for(c: usize) -> Self {
         match c {
             1 => Self::X0,
             2 => Self::X1,
@@ -88,6 +88,9 @@ pub struct RaidX {
     level: RaidXLevel,
     /// bundles * c entries: bundle b's chunks, members ascending.
     table: Vec<ChunkLoc>,
+    /// RAIDX5/6 with weights: per bundle, the position of P within it (Q
+    /// is the next position); empty: P rotates (`c - 1 - b % c`).
+    parity_at: Vec<u8>,
 }
 
 impl RaidX {
@@ -135,7 +138,71 @@ impl RaidX {
             chunk,
             level,
             table,
+            parity_at: Vec::new(),
         })
+    }
+
+    /// [`RaidX::new`] with parity weights (RAIDX5/6): each bundle's parity
+    /// goes to the member of the bundle with the highest weight per parity
+    /// chunk it already holds, `w / (held + 1)` (D'Hondt: members get parity
+    /// in proportion to their weights where the bundles allow); weight 0
+    /// takes parity only where no member of the bundle weighs more. RAIDX6's
+    /// Q goes to the bundle's next position after P. Empty weights: rotation.
+    pub fn with_weights(
+        sizes: &[u64],
+        chunk: u64,
+        c: usize,
+        level: Option<RaidXLevel>,
+        weights: &[u64],
+    ) -> Result<Self, LayoutError> {
+        let mut x = Self::new(sizes, chunk, c, level)?;
+        if weights.is_empty() {
+            return Ok(x);
+        }
+        if weights.len() != sizes.len() {
+            return Err(LayoutError::Invalid(format!(
+                "--weights lists {} weights for {} members; give one per member",
+                weights.len(),
+                sizes.len()
+            )));
+        }
+        if !matches!(x.level, RaidXLevel::X5 | RaidXLevel::X6) {
+            return Err(LayoutError::Invalid(
+                "--weights places parity: it applies to raidx at levels 5 and 6".into(),
+            ));
+        }
+        let mut held = vec![0u64; sizes.len()];
+        let bundles = x.table.len() / c;
+        let mut parity_at = Vec::with_capacity(bundles);
+        for b in 0..bundles {
+            let members = &x.table[b * c..(b + 1) * c];
+            let rotation = c - 1 - b % c;
+            // Highest quotient; ties to the rotation's position, then the
+            // lowest position (deterministic).
+            let pos = (0..c)
+                .max_by(|&i, &j| {
+                    let (mi, mj) = (members[i].member, members[j].member);
+                    // w_i / (h_i + 1) vs w_j / (h_j + 1), in integers.
+                    let l = weights[mi] as u128 * (held[mj] + 1) as u128;
+                    let r = weights[mj] as u128 * (held[mi] + 1) as u128;
+                    l.cmp(&r)
+                        .then((i == rotation).cmp(&(j == rotation)))
+                        .then(j.cmp(&i))
+                })
+                .expect("a bundle has chunks");
+            held[members[pos].member] += 1;
+            parity_at.push(pos as u8);
+        }
+        x.parity_at = parity_at;
+        Ok(x)
+    }
+
+    /// Where bundle `s`'s P is (its position in the bundle).
+    fn p_at(&self, s: u64) -> usize {
+        match self.parity_at.get(s as usize) {
+            Some(&p) => p as usize,
+            None => self.c - 1 - (s % self.c as u64) as usize,
+        }
     }
 
     pub fn level(&self) -> RaidXLevel {
@@ -216,7 +283,7 @@ impl Layout for RaidX {
             RaidXLevel::X0 => (b.to_vec(), vec![], vec![]),
             RaidXLevel::X1 => (vec![b[0]], vec![], vec![b[1..].to_vec()]),
             RaidXLevel::X5 => {
-                let p = c - 1 - (s % c as u64) as usize;
+                let p = self.p_at(s);
                 (
                     b.iter()
                         .enumerate()
@@ -228,7 +295,7 @@ impl Layout for RaidX {
                 )
             }
             RaidXLevel::X6 => {
-                let p = c - 1 - (s % c as u64) as usize;
+                let p = self.p_at(s);
                 let q = (p + 1) % c;
                 let data = (0..c - 2).map(|i| b[(q + 1 + i) % c]).collect();
                 (data, vec![b[p], b[q]], vec![])
@@ -280,5 +347,50 @@ mod tests {
         assert_eq!(max_bundles(&[1000, 250, 250], 2), 500);
         let l = RaidX::new(&sizes, unit, 3, Some(RaidXLevel::X0)).unwrap();
         assert_eq!(l.stripe_count(), max_bundles(&chunks, 3));
+    }
+
+    #[test]
+    fn weights_put_parity_where_they_say() {
+        // Five members, bundles of 3 (RAIDX5): member 4 is an SSD with all
+        // the weight; every bundle it is in puts its parity there, the
+        // others rotate among the disks (weight 0: ties go to the rotation).
+        let sizes = vec![8 * 4096u64; 5];
+        let w = [0, 0, 0, 0, 1];
+        let x = RaidX::with_weights(&sizes, 4096, 3, Some(RaidXLevel::X5), &w).unwrap();
+        let mut parity = [0u64; 5];
+        for s in 0..x.stripe_count() {
+            let st = x.stripe(s);
+            let p = st.parity[0].member;
+            parity[p] += 1;
+            if st.all().any(|c| c.member == 4) {
+                assert_eq!(p, 4, "bundle {s} holds the SSD but put parity on {p}");
+            }
+            assert!(!st.data.iter().any(|c| c.member == p));
+        }
+        let with_ssd = (0..x.stripe_count())
+            .filter(|&s| x.stripe(s).all().any(|c| c.member == 4))
+            .count() as u64;
+        assert_eq!(parity[4], with_ssd);
+        // Equal weights spread parity evenly (within one per member).
+        let x = RaidX::with_weights(&sizes, 4096, 3, Some(RaidXLevel::X5), &[1; 5]).unwrap();
+        let mut parity = [0u64; 5];
+        (0..x.stripe_count()).for_each(|s| parity[x.stripe(s).parity[0].member] += 1);
+        let (lo, hi) = (parity.iter().min().unwrap(), parity.iter().max().unwrap());
+        assert!(hi - lo <= 1, "{parity:?}");
+        // Wrong counts and levels without parity are refused.
+        assert!(RaidX::with_weights(&sizes, 4096, 3, Some(RaidXLevel::X5), &[1; 4]).is_err());
+        assert!(RaidX::with_weights(&sizes, 4096, 2, Some(RaidXLevel::X1), &[1; 5]).is_err());
+        // Kinds give the weights at create (SSDs 1, disks 0), and only there.
+        use crate::member::MemberKind::{Hdd, Ssd};
+        let kind = crate::layout::LayoutKind::RaidX {
+            chunks_per_bundle: 3,
+            level: Some(RaidXLevel::X5),
+            weights: vec![],
+        };
+        assert_eq!(
+            crate::layout::weights_from_kinds(&kind, &[Hdd, Hdd, Hdd, Hdd, Ssd]),
+            Some(vec![0, 0, 0, 0, 1])
+        );
+        assert_eq!(crate::layout::weights_from_kinds(&kind, &[Hdd; 5]), None);
     }
 }

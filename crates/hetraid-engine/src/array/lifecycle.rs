@@ -22,6 +22,19 @@ pub(crate) fn region_start(layout: &dyn Layout, slot: usize, data_size: u64) -> 
         .map_or(data_size, |r| r.offset)
 }
 
+/// The layout record an array is created with: RAIDX5/6 given member kinds
+/// and no `--weights` take their parity weights from the kinds (core
+/// `weights_from_kinds`: parity on the SSDs), and the weights are stored
+/// with the array, so its layout never depends on a later reading of kinds.
+pub(crate) fn created_record(rec: &LayoutRecord, kinds: &[MemberKind]) -> Result<LayoutRecord> {
+    let kind = rec.kind().map_err(EngineError::Layout)?;
+    let mut rec = rec.clone();
+    if let Some(w) = hetraid_core::layout::weights_from_kinds(&kind, kinds) {
+        rec.weights = w;
+    }
+    Ok(rec)
+}
+
 /// Wrap members in block checksums when the superblock says so.
 pub(crate) fn with_checksums(m: Arc<dyn Member>, sb: &Superblock) -> Arc<dyn Member> {
     if sb.checksums {
@@ -285,7 +298,8 @@ impl Array {
                     .min(crate::format::MEMBER_DATA_MAX)
             })
             .collect();
-        let kind = opts.layout.kind().map_err(EngineError::Layout)?;
+        let record = created_record(&opts.layout, &kinds)?;
+        let kind = record.kind().map_err(EngineError::Layout)?;
         let spec = LayoutSpec {
             kind,
             chunk_bytes: opts.chunk_bytes,
@@ -312,7 +326,7 @@ impl Array {
             checksums: area.is_some(),
             chunk_bytes: opts.chunk_bytes,
             bitmap_stripes: spb as u32,
-            layout: opts.layout.clone(),
+            layout: record,
             roles: (0..n)
                 .map(|i| MemberRole {
                     state: RoleState::Active,
