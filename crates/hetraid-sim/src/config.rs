@@ -192,6 +192,11 @@ pub struct RunConfig {
     /// default md).
     #[serde(default)]
     pub read_policy: Option<String>,
+    /// A write buffer of this many bytes in front of the members (the
+    /// RAIDX paper's): a write is acknowledged once buffered and drained to
+    /// the members meanwhile, so bursts keep every member busy.
+    #[serde(default)]
+    pub write_buffer: Option<Size>,
     /// Fill every SSD once before the run (steady state).
     #[serde(default)]
     pub precondition: bool,

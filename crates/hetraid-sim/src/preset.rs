@@ -45,6 +45,31 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ),
     ("wd2500yd", include_str!("../../../presets/wd2500yd.toml")),
     ("nvram-1g", include_str!("../../../presets/nvram-1g.toml")),
+    (
+        "raidx-297g",
+        include_str!("../../../presets/raidx-297g.toml"),
+    ),
+    (
+        "raidx-148g-a",
+        include_str!("../../../presets/raidx-148g-a.toml"),
+    ),
+    (
+        "raidx-148g-b",
+        include_str!("../../../presets/raidx-148g-b.toml"),
+    ),
+    (
+        "raidx-148g-c",
+        include_str!("../../../presets/raidx-148g-c.toml"),
+    ),
+    (
+        "raidx-148g-d",
+        include_str!("../../../presets/raidx-148g-d.toml"),
+    ),
+    (
+        "raidx-139g",
+        include_str!("../../../presets/raidx-139g.toml"),
+    ),
+    ("raidx-74g", include_str!("../../../presets/raidx-74g.toml")),
 ];
 
 /// One device description.

@@ -266,6 +266,17 @@ impl Setup {
                 })
             }
         };
+        // A buffer of 0 bytes is none (a sweep's grid may say so).
+        let buffered = cfg.write_buffer.is_some_and(|b| b.0 > 0);
+        if buffered && cfg.log.is_some() {
+            return Err("write_buffer and a write log do not go together: the log decides when a write is acknowledged".into());
+        }
+        if buffered && hpda {
+            return Err(
+                "write_buffer does not apply to hpda: its log decides when a write is acknowledged"
+                    .into(),
+            );
+        }
         let mirrored = matches!(layout.redundancy(), hetraid_core::Redundancy::Mirror { .. });
         let read_policy = match cfg.read_policy.as_deref() {
             Some(_) if !mirrored => {

@@ -421,4 +421,6 @@ fn reproductions_run_and_keep_their_published_direction() {
     assert!(get("HDD RAID5 / HPDA mean response, Financial1") > 2.0);
     assert!(get("HDD RAID5 / HPDA mean response, Financial2") > 2.0);
     assert!(get("HDD RAID5 / HPDA rebuild time (best trace)") > 1.0);
+    // RAIDX (issue 14): two copies beat seven on writes.
+    assert!(get("RAIDX1 / MD RAID1, writes") > 2.0);
 }

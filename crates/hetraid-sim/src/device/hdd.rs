@@ -48,6 +48,10 @@ pub struct HddParams {
     /// `media_mbps` at offset 0). Default: one rate everywhere.
     #[serde(default)]
     pub media_mbps_inner: Option<f64>,
+    /// Media rate of writes where it differs from reads' (old drives that
+    /// verify or remap as they write), MB/s at the same place.
+    #[serde(default)]
+    pub write_media_mbps: Option<f64>,
     /// Host interface rate for cache hits and write-back, MB/s.
     #[serde(default = "default_interface")]
     pub interface_mbps: f64,
@@ -101,6 +105,11 @@ impl HddParams {
             return Err(
                 "hdd seek times must satisfy seek_single_ms <= seek_avg_ms <= seek_full_ms".into(),
             );
+        }
+        if let Some(w) = self.write_media_mbps {
+            if !(w > 0.0 && w.is_finite()) {
+                return Err("hdd write_media_mbps must be a positive rate".into());
+            }
         }
         if let Some(inner) = self.media_mbps_inner {
             if !(inner > 0.0 && inner <= self.media_mbps) {
@@ -335,6 +344,16 @@ impl Hdd {
     }
 
     /// Media transfer cost per byte at `off`.
+    /// A write's media time per byte at `off`: the read rate's, scaled by
+    /// `write_media_mbps` where given.
+    fn write_ns_per_byte_at(&self, off: u64) -> f64 {
+        let r = self.media_ns_per_byte_at(off);
+        match self.p.write_media_mbps {
+            Some(w) => r * self.p.media_mbps / w,
+            None => r,
+        }
+    }
+
     fn media_ns_per_byte_at(&self, off: u64) -> f64 {
         match &self.zones {
             Some(z) => 1e9 / z.rate(z.cylinder_of(off)),
@@ -414,7 +433,11 @@ impl Hdd {
             self.cyl = self.cylinder_of(io.offset + io.len.max(1) - 1);
             let on_media = at + wait;
             // A read from the media starts a stream; anything else ends it.
-            let ns_per_byte = self.media_ns_per_byte_at(io.offset);
+            let ns_per_byte = if io.write {
+                self.write_ns_per_byte_at(io.offset)
+            } else {
+                self.media_ns_per_byte_at(io.offset)
+            };
             self.stream = (!io.write).then_some(Stream {
                 origin_ns: on_media,
                 origin_pos: io.offset,

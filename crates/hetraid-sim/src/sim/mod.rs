@@ -51,6 +51,9 @@ enum JobKind {
     User {
         req: Request,
         arrived: Ns,
+        /// Acknowledged when it entered the write buffer; the job is the
+        /// buffer draining it to the members.
+        buffered: bool,
     },
     Rebuild {
         stream: usize,
@@ -128,6 +131,11 @@ struct Runner<'a> {
     /// ends (what reads balance on).
     dev_pending: Vec<u32>,
     dev_head: Vec<u64>,
+    /// The write buffer: its size (0: none), bytes in it, and the writes
+    /// waiting for room (request, arrival).
+    wbuf_cap: u64,
+    wbuf_used: u64,
+    wbuf_waiting: VecDeque<(Request, Ns)>,
 }
 
 /// Run one simulation.
@@ -263,6 +271,9 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
         dev_pending: vec![0; n_devices],
         // Heads start at the outer edge (offset 0).
         dev_head: vec![0; n_devices],
+        wbuf_cap: s.cfg.write_buffer.map_or(0, |b| b.0),
+        wbuf_used: 0,
+        wbuf_waiting: VecDeque::new(),
         planner: Planner::new(s.layout.as_ref(), s.policy, service.clone()),
         service,
         s,
@@ -532,10 +543,78 @@ impl Runner<'_> {
             }
             self.hpda_wake_later(now);
         }
+        // The write buffer: a write is acknowledged once it is in the
+        // buffer (when it has room; otherwise it waits for room), and the
+        // buffer drains it to the members meanwhile.
+        if req.op == Op::Write && self.wbuf_cap > 0 {
+            if self.wbuf_used > 0 && self.wbuf_used + req.len > self.wbuf_cap {
+                self.wbuf_waiting.push_back((req, now));
+                return Ok(());
+            }
+            return self.buffer_write(req, now);
+        }
+        self.launch(req, now, to_log, false)
+    }
+
+    /// A user request is done (for a buffered write: acknowledged): its
+    /// response time, the counters, and the next request of the load.
+    fn user_done(&mut self, req: Request, arrived: Ns, now: Ns) -> Result<(), String> {
+        let rt = now - arrived;
+        self.resp.push(rt);
+        if self
+            .rebuild
+            .as_ref()
+            .is_some_and(|r| r.finished_at.is_none())
+        {
+            self.resp_rebuild.push(rt);
+        }
+        self.bytes += req.len;
+        match req.op {
+            Op::Read => self.reads += 1,
+            Op::Write => self.writes += 1,
+        }
+        self.inflight -= 1;
+        if self.inflight == 0 {
+            self.array_busy_ns += now - self.busy_since;
+        }
+        self.last_user_done = now;
+        match &self.source {
+            Source::Closed(_) => {
+                self.next_closed()?;
+            }
+            Source::Replay(r) if !r.timed => {
+                self.next_replay()?;
+            }
+            Source::Replay(_) => {}
+        }
+        Ok(())
+    }
+
+    /// A write enters the buffer: acknowledged now (after `arrived`), drained
+    /// by a job of its own.
+    fn buffer_write(&mut self, req: Request, arrived: Ns) -> Result<(), String> {
+        self.wbuf_used += req.len;
+        self.launch(req, arrived, false, true)?;
+        let now = self.k.now();
+        self.user_done(req, arrived, now)
+    }
+
+    /// Plan and start a user request's job.
+    fn launch(
+        &mut self,
+        req: Request,
+        arrived: Ns,
+        to_log: bool,
+        buffered: bool,
+    ) -> Result<(), String> {
         let io = self.plan(&req)?;
         let j = self.alloc(Job {
             logged: false,
-            kind: JobKind::User { req, arrived: now },
+            kind: JobKind::User {
+                req,
+                arrived,
+                buffered,
+            },
             io,
             pending: 0,
             phase: Phase::Reads,
@@ -803,36 +882,26 @@ impl Runner<'_> {
         let now = self.k.now();
         self.end = self.end.max(now);
         match job.kind {
-            JobKind::User { req, arrived } => {
-                let rt = now - arrived;
-                self.resp.push(rt);
-                if self
-                    .rebuild
-                    .as_ref()
-                    .is_some_and(|r| r.finished_at.is_none())
-                {
-                    self.resp_rebuild.push(rt);
-                }
-                self.bytes += req.len;
-                match req.op {
-                    Op::Read => self.reads += 1,
-                    Op::Write => self.writes += 1,
-                }
-                self.inflight -= 1;
-                if self.inflight == 0 {
-                    self.array_busy_ns += now - self.busy_since;
-                }
-                self.last_user_done = now;
-                match &self.source {
-                    Source::Closed(_) => {
-                        self.next_closed()?;
+            JobKind::User {
+                req,
+                buffered: true,
+                ..
+            } => {
+                // Drained: room for the writes waiting, in order. The load
+                // is not over until its writes are on the members (as a
+                // final flush waits): throughput counts the drain.
+                self.wbuf_used -= req.len;
+                self.last_user_done = self.last_user_done.max(now);
+                // Bounded by the writes waiting.
+                while let Some(&(w, at)) = self.wbuf_waiting.front() {
+                    if self.wbuf_used > 0 && self.wbuf_used + w.len > self.wbuf_cap {
+                        break;
                     }
-                    Source::Replay(r) if !r.timed => {
-                        self.next_replay()?;
-                    }
-                    Source::Replay(_) => {}
+                    self.wbuf_waiting.pop_front();
+                    self.buffer_write(w, at)?;
                 }
             }
+            JobKind::User { req, arrived, .. } => self.user_done(req, arrived, now)?,
             JobKind::Reclaim { .. } => {}
             JobKind::Rebuild { stream, batch } => {
                 let rb = self.rebuild.as_mut().unwrap();
