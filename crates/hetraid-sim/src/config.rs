@@ -197,6 +197,10 @@ pub struct RunConfig {
     /// the members meanwhile, so bursts keep every member busy.
     #[serde(default)]
     pub write_buffer: Option<Size>,
+    /// Random request sizes: each request `size` to `size_max` bytes,
+    /// uniform in 512-byte steps (fio's bsrange).
+    #[serde(default)]
+    pub size_max: Option<Size>,
     /// Fill every SSD once before the run (steady state).
     #[serde(default)]
     pub precondition: bool,

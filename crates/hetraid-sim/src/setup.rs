@@ -365,9 +365,17 @@ impl Setup {
             Some(d) => Some((d * NS_PER_S as f64) as Ns),
             None => None,
         };
-        Ok(Source::Closed(Closed::new(
-            pattern, rf, size, align, self.span, c.qd, total, until,
-        )))
+        let mut closed = Closed::new(pattern, rf, size, align, self.span, c.qd, total, until);
+        if let Some(max) = c.size_max {
+            if max.0 < size || max.0 > self.span {
+                return Err(format!(
+                    "size_max {} must be between the request size {size} and the addressed span {}",
+                    max.0, self.span
+                ));
+            }
+            closed.size_max = Some(max.0);
+        }
+        Ok(Source::Closed(closed))
     }
 }
 

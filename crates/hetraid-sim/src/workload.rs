@@ -23,6 +23,10 @@ pub struct Closed {
     pub qd: u32,
     pub total_bytes: Option<u64>,
     pub until_ns: Option<Ns>,
+    /// Random sizes: each request `size` to `size_max` bytes, uniform in
+    /// steps of `size_step` (None: every request `size`).
+    pub size_max: Option<u64>,
+    pub size_step: u64,
     issued_bytes: u64,
     cursor: u64,
 }
@@ -48,6 +52,8 @@ impl Closed {
             qd,
             total_bytes,
             until_ns,
+            size_max: None,
+            size_step: 512,
             issued_bytes: 0,
             cursor: 0,
         }
@@ -60,14 +66,20 @@ impl Closed {
         {
             return None;
         }
+        let len = match self.size_max {
+            Some(max) => {
+                self.size + rng.below((max - self.size) / self.size_step + 1) * self.size_step
+            }
+            None => self.size,
+        };
         let offset = match self.pattern {
-            Pattern::Random => rng.below((self.span - self.size) / self.align + 1) * self.align,
+            Pattern::Random => rng.below((self.span - len) / self.align + 1) * self.align,
             Pattern::Sequential => {
-                if self.cursor + self.size > self.span {
+                if self.cursor + len > self.span {
                     self.cursor = 0;
                 }
                 let o = self.cursor;
-                self.cursor += self.size;
+                self.cursor += len;
                 o
             }
         };
@@ -79,12 +91,8 @@ impl Closed {
         } else {
             Op::Write
         };
-        self.issued_bytes += self.size;
-        Some(Request {
-            op,
-            offset,
-            len: self.size,
-        })
+        self.issued_bytes += len;
+        Some(Request { op, offset, len })
     }
 }
 

@@ -97,6 +97,9 @@ pub struct SimCmd {
     /// acknowledged once buffered and drained meanwhile.
     #[arg(long, value_name = "SIZE")]
     pub write_buffer: Option<Size>,
+    /// Random request sizes from --size to SIZE (512-byte steps).
+    #[arg(long, value_name = "SIZE")]
+    pub size_max: Option<Size>,
     /// A write log on its own device(s), e.g. x25e-64 or x25e-64*2 (mirrored).
     #[arg(long)]
     pub log: Option<String>,
@@ -151,7 +154,7 @@ impl SimCmd {
              duration => duration_s, span => span, member_size => member_size, trace => trace,
              trace_format => trace_format, failed => failed, scheduler => scheduler,
              write_cache => write_cache, log => log, log_mode => log_mode, log_size => log_size,
-             read_policy => read_policy, write_buffer => write_buffer);
+             read_policy => read_policy, write_buffer => write_buffer, size_max => size_max);
         self.params.apply_to(&mut c);
         c.rebuild |= self.rebuild;
         c.to_spare |= self.to_spare;
