@@ -25,6 +25,7 @@ mod hpda;
 mod presets;
 mod raidh;
 mod raidx;
+pub mod raidx_grow;
 mod remap;
 mod s2;
 

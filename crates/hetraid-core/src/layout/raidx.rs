@@ -155,15 +155,21 @@ impl RaidX {
         level: Option<RaidXLevel>,
         weights: &[u64],
     ) -> Result<Self, LayoutError> {
-        let mut x = Self::new(sizes, chunk, c, level)?;
+        let x = Self::new(sizes, chunk, c, level)?;
         if weights.is_empty() {
             return Ok(x);
         }
-        if weights.len() != sizes.len() {
+        Self::weigh(x, weights)
+    }
+
+    /// Parity positions by `weights` over the table `x` has.
+    fn weigh(mut x: Self, weights: &[u64]) -> Result<Self, LayoutError> {
+        let c = x.c;
+        if weights.len() != x.n {
             return Err(LayoutError::Invalid(format!(
                 "--weights lists {} weights for {} members; give one per member",
                 weights.len(),
-                sizes.len()
+                x.n
             )));
         }
         if !matches!(x.level, RaidXLevel::X5 | RaidXLevel::X6) {
@@ -171,7 +177,7 @@ impl RaidX {
                 "--weights places parity: it applies to raidx at levels 5 and 6".into(),
             ));
         }
-        let mut held = vec![0u64; sizes.len()];
+        let mut held = vec![0u64; x.n];
         let bundles = x.table.len() / c;
         let mut parity_at = Vec::with_capacity(bundles);
         for b in 0..bundles {
@@ -193,6 +199,64 @@ impl RaidX {
             held[members[pos].member] += 1;
             parity_at.push(pos as u8);
         }
+        x.parity_at = parity_at;
+        Ok(x)
+    }
+
+    /// The bundle table as (member, slot) places, positions in order (what
+    /// a grow plans from, `raidx_grow`).
+    pub fn places(&self) -> Vec<Vec<super::raidx_grow::Place>> {
+        self.table
+            .chunks(self.c)
+            .map(|b| {
+                b.iter()
+                    .map(|l| (l.member, l.offset / self.chunk))
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Each bundle's P position (empty: the rotation, `c - 1 - b % c`).
+    /// Positions, not members: a chunk moved by a grow keeps its role, so
+    /// these are stored with the table and never recomputed for existing
+    /// bundles.
+    pub fn parity_positions(&self) -> &[u8] {
+        &self.parity_at
+    }
+
+    /// A RAIDX over the members of capacities `caps` (in chunks) from a
+    /// bundle table (a grown array's, as stored), checked: `c` chunks a
+    /// bundle on distinct members, each slot inside its member and used
+    /// once; `parity_at` as [`RaidX::parity_positions`] gives them.
+    pub fn from_places(
+        places: &[Vec<super::raidx_grow::Place>],
+        caps: &[u64],
+        chunk: u64,
+        c: usize,
+        level: Option<RaidXLevel>,
+        parity_at: Vec<u8>,
+    ) -> Result<Self, LayoutError> {
+        super::raidx_grow::check_table(places, caps, c).map_err(LayoutError::Invalid)?;
+        if !parity_at.is_empty()
+            && (parity_at.len() != places.len() || parity_at.iter().any(|&p| p as usize >= c))
+        {
+            return Err(LayoutError::Invalid(format!(
+                "{} parity positions for {} bundles of {c}",
+                parity_at.len(),
+                places.len()
+            )));
+        }
+        let sizes: Vec<u64> = caps.iter().map(|c| c * chunk).collect();
+        // A fresh layout for the parameter checks; its table is replaced.
+        let mut x = Self::new(&sizes, chunk, c, level)?;
+        x.table = places
+            .iter()
+            .flatten()
+            .map(|&(member, slot)| ChunkLoc {
+                member,
+                offset: slot * chunk,
+            })
+            .collect();
         x.parity_at = parity_at;
         Ok(x)
     }
@@ -392,5 +456,51 @@ mod tests {
             Some(vec![0, 0, 0, 0, 1])
         );
         assert_eq!(crate::layout::weights_from_kinds(&kind, &[Hdd; 5]), None);
+    }
+
+    #[test]
+    fn a_table_round_trips_and_a_grown_one_keeps_its_data_in_place() {
+        let sizes = vec![6 * 4096u64, 6 * 4096, 9 * 4096, 3 * 4096];
+        let caps: Vec<u64> = sizes.iter().map(|s| s / 4096).collect();
+        let x = RaidX::with_weights(&sizes, 4096, 3, Some(RaidXLevel::X5), &[1, 0, 2, 0]).unwrap();
+        let y = RaidX::from_places(
+            &x.places(),
+            &caps,
+            4096,
+            3,
+            Some(RaidXLevel::X5),
+            x.parity_positions().to_vec(),
+        )
+        .unwrap();
+        for s in 0..x.stripe_count() {
+            assert_eq!(x.stripe(s), y.stripe(s));
+        }
+        // Grown by a member: existing bundles keep their roles (each data
+        // chunk's logical place), only where a moved chunk lives changes.
+        let grown = vec![6u64, 6, 9, 3, 8];
+        let plan = super::super::raidx_grow::plan_grow(&x.places(), &grown, 3).unwrap();
+        let after = plan.apply(&x.places());
+        let mut parity = x.parity_positions().to_vec();
+        parity.extend((x.stripe_count()..after.len() as u64).map(|b| (2 - b % 3) as u8));
+        let z = RaidX::from_places(&after, &grown, 4096, 3, Some(RaidXLevel::X5), parity).unwrap();
+        assert_eq!(z.stripe_count(), max_bundles(&grown, 3));
+        for s in 0..x.stripe_count() {
+            let (a, b) = (x.stripe(s), z.stripe(s));
+            assert_eq!(a.data.len(), b.data.len());
+            for (i, (da, db)) in a.data.iter().zip(&b.data).enumerate() {
+                let moved = plan
+                    .moves
+                    .iter()
+                    .any(|m| m.bundle == s && m.to == (db.member, db.offset / 4096));
+                assert!(
+                    da == db || moved,
+                    "bundle {s} data {i} changed without a move"
+                );
+            }
+        }
+        // A table that puts two chunks of a bundle on one member is refused.
+        let mut bad = x.places();
+        bad[0][1] = (bad[0][0].0, 5);
+        assert!(RaidX::from_places(&bad, &caps, 4096, 3, Some(RaidXLevel::X5), vec![]).is_err());
     }
 }
