@@ -111,14 +111,6 @@ pub fn plan_grow(bundles: &[Vec<Place>], caps: &[u64], c: usize) -> Result<GrowP
     let new = b_after - b_now;
     // Chunks each member holds in the end: a fresh allocation's counts.
     let target = fresh_counts(caps, c, b_after);
-    // Lowest free slot of a member (bounded by its capacity).
-    let take_free = |m: usize, taken: &mut Vec<std::collections::BTreeSet<u64>>| -> u64 {
-        let s = (0..caps[m])
-            .find(|s| !taken[m].contains(s))
-            .expect("the targets leave the member a free slot");
-        taken[m].insert(s);
-        s
-    };
     // How many existing chunks each member keeps in the end (`keep`): as
     // close to what it holds as the targets allow — at most its target, and
     // at least its target less the new bundle count (a member joins each new
@@ -145,12 +137,151 @@ pub fn plan_grow(bundles: &[Vec<Place>], caps: &[u64], c: usize) -> Result<GrowP
         keep[m] += 1;
         sum += 1;
     }
-    // Donors hand chunks to receivers along paths of members: u passes a
-    // chunk of a bundle v is not in to v (v keeps its count when it passes
-    // one on in turn). Usually a path is one step; when every receiver
-    // shares every bundle of the donor, a breadth-first search over members
-    // finds a longer one. A path is carried out from its receiver end, so
-    // each member on it takes the chunk into the slot it has just given up.
+    let mut count = used.clone();
+    let moves = relocate(bundles, caps, &keep, &mut taken, &mut count)?;
+    // New bundles: what each member's target leaves, c members a bundle,
+    // the most left first (ties: lowest member), as the fresh allocator.
+    let mut left: Vec<u64> = (0..n).map(|m| target[m] - count[m]).collect();
+    let mut added = Vec::with_capacity(new as usize);
+    let mut order: Vec<usize> = (0..n).collect();
+    for _ in 0..new {
+        order.sort_by(|&a, &b| left[b].cmp(&left[a]).then(a.cmp(&b)));
+        let mut pick: Vec<usize> = order[..c].to_vec();
+        if pick.iter().any(|&m| left[m] == 0) {
+            return Err(LayoutError::Invalid(
+                "the grown members cannot form the new bundles (a hetraid bug: please report the member sizes)".into(),
+            ));
+        }
+        pick.sort_unstable();
+        added.push(
+            pick.iter()
+                .map(|&m| {
+                    left[m] -= 1;
+                    (m, take_free(caps, m, &mut taken))
+                })
+                .collect(),
+        );
+    }
+    Ok(GrowPlan { moves, added })
+}
+
+/// What re-redundancy after losing a member does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemovePlan {
+    /// Bundles kept (the rest, at the end of the array, are dropped: the
+    /// user shrank what sits above first).
+    pub bundles: u64,
+    /// In order. A move from the lost member is a reconstruction (its chunk
+    /// is rebuilt from the rest of its bundle into the new place); the
+    /// others are copies that make room.
+    pub moves: Vec<Move>,
+}
+
+impl RemovePlan {
+    /// The bundles after the plan.
+    pub fn apply(&self, bundles: &[Vec<Place>]) -> Vec<Vec<Place>> {
+        let mut out = bundles[..self.bundles as usize].to_vec();
+        for m in &self.moves {
+            debug_assert_eq!(out[m.bundle as usize][m.pos], m.from);
+            out[m.bundle as usize][m.pos] = m.to;
+        }
+        out
+    }
+}
+
+/// Plan re-placing the chunks of member `lost` (gone, or being removed) into
+/// free slots on the other members, keeping the first `keep_bundles`
+/// bundles (the array shrunk to them), so every kept bundle has `c` chunks
+/// on distinct surviving members again — full redundancy before any
+/// replacement arrives (SPEC §10). `caps` are the members' capacities in
+/// chunks (the lost one's is ignored). Refused, saying how far to shrink,
+/// when the survivors cannot hold that many bundles.
+pub fn plan_remove(
+    bundles: &[Vec<Place>],
+    caps: &[u64],
+    c: usize,
+    lost: usize,
+    keep_bundles: u64,
+) -> Result<RemovePlan, LayoutError> {
+    let n = caps.len();
+    if lost >= n {
+        return Err(LayoutError::Invalid(format!(
+            "member {lost} does not exist"
+        )));
+    }
+    if keep_bundles > bundles.len() as u64 {
+        return Err(LayoutError::Invalid(format!(
+            "the array holds {} bundles; it cannot keep {keep_bundles}",
+            bundles.len()
+        )));
+    }
+    let mut caps_after = caps.to_vec();
+    caps_after[lost] = 0;
+    let most = max_bundles(&caps_after, c);
+    if keep_bundles > most {
+        return Err(LayoutError::Invalid(format!(
+            "the surviving members can hold {most} bundles, not {keep_bundles}: shrink the array to at most {most} bundles first"
+        )));
+    }
+    let kept = &bundles[..keep_bundles as usize];
+    let mut count = vec![0u64; n];
+    let mut taken: Vec<std::collections::BTreeSet<u64>> = vec![Default::default(); n];
+    for places in kept {
+        for &(m, slot) in places {
+            count[m] += 1;
+            if m != lost {
+                taken[m].insert(slot);
+            }
+        }
+    }
+    // The lost member keeps nothing; every other member keeps what it holds
+    // and takes a share of the lost chunks where it has room (at most one
+    // chunk per bundle: at most `keep_bundles`), the most room first.
+    let hi: Vec<u64> = (0..n)
+        .map(|m| {
+            if m == lost {
+                0
+            } else {
+                caps[m].min(keep_bundles)
+            }
+        })
+        .collect();
+    let mut keep: Vec<u64> = (0..n).map(|m| count[m].min(hi[m])).collect();
+    let total = keep_bundles * c as u64;
+    let mut sum: u64 = keep.iter().sum();
+    // Bounded: each step adds one.
+    while sum < total {
+        let m = (0..n)
+            .filter(|&m| keep[m] < hi[m])
+            .max_by_key(|&m| (hi[m] - keep[m], std::cmp::Reverse(m)))
+            .expect("max_bundles says the survivors hold them");
+        keep[m] += 1;
+        sum += 1;
+    }
+    let moves = relocate(kept, caps, &keep, &mut taken, &mut count)?;
+    Ok(RemovePlan {
+        bundles: keep_bundles,
+        moves,
+    })
+}
+
+/// Move chunks so each member holds `keep` of them (from `count`, updated):
+/// donors (above) hand chunks to receivers (below) along paths of members —
+/// u passes a chunk of a bundle v is not in to v, and v, keeping its count,
+/// passes one on in turn. Usually a path is one step; when every receiver
+/// shares every bundle of the donor, a breadth-first search over members
+/// finds a longer one. A path is carried out from its receiver end, so each
+/// member on it takes the chunk into the slot it has just given up; the
+/// receiver takes its lowest free slot (`taken` tracks them).
+fn relocate(
+    bundles: &[Vec<Place>],
+    caps: &[u64],
+    keep: &[u64],
+    taken: &mut [std::collections::BTreeSet<u64>],
+    count: &mut [u64],
+) -> Result<Vec<Move>, LayoutError> {
+    let n = caps.len();
+    let total: u64 = count.iter().sum();
     let mut current: Vec<Vec<Place>> = bundles.to_vec();
     let mut of_member: Vec<Vec<u64>> = vec![Vec::new(); n];
     for (b, places) in current.iter().enumerate() {
@@ -158,7 +289,6 @@ pub fn plan_grow(bundles: &[Vec<Place>], caps: &[u64], c: usize) -> Result<GrowP
             of_member[m].push(b as u64);
         }
     }
-    let mut count = used.clone();
     let mut moves: Vec<Move> = Vec::new();
     // Bounded: each round moves one chunk off a donor for good.
     for _ in 0..=total {
@@ -180,7 +310,7 @@ pub fn plan_grow(bundles: &[Vec<Place>], caps: &[u64], c: usize) -> Result<GrowP
                 .expect("the bundle holds the member");
             let slot = match vacated.take() {
                 Some(s) => s,
-                None => take_free(to, &mut taken),
+                None => take_free(caps, to, taken),
             };
             let old = current[b as usize][pos];
             current[b as usize][pos] = (to, slot);
@@ -205,30 +335,16 @@ pub fn plan_grow(bundles: &[Vec<Place>], caps: &[u64], c: usize) -> Result<GrowP
             count[m], keep[m]
         )));
     }
-    // New bundles: what each member's target leaves, c members a bundle,
-    // the most left first (ties: lowest member), as the fresh allocator.
-    let mut left: Vec<u64> = (0..n).map(|m| target[m] - count[m]).collect();
-    let mut added = Vec::with_capacity(new as usize);
-    let mut order: Vec<usize> = (0..n).collect();
-    for _ in 0..new {
-        order.sort_by(|&a, &b| left[b].cmp(&left[a]).then(a.cmp(&b)));
-        let mut pick: Vec<usize> = order[..c].to_vec();
-        if pick.iter().any(|&m| left[m] == 0) {
-            return Err(LayoutError::Invalid(
-                "the grown members cannot form the new bundles (a hetraid bug: please report the member sizes)".into(),
-            ));
-        }
-        pick.sort_unstable();
-        added.push(
-            pick.iter()
-                .map(|&m| {
-                    left[m] -= 1;
-                    (m, take_free(m, &mut taken))
-                })
-                .collect(),
-        );
-    }
-    Ok(GrowPlan { moves, added })
+    Ok(moves)
+}
+
+/// The lowest free slot of member `m` (bounded by its capacity), taken.
+fn take_free(caps: &[u64], m: usize, taken: &mut [std::collections::BTreeSet<u64>]) -> u64 {
+    let s = (0..caps[m])
+        .find(|s| !taken[m].contains(s))
+        .expect("the targets leave the member a free slot");
+    taken[m].insert(s);
+    s
 }
 
 /// A shortest path of members from `m` to one `receiver` accepts: steps
@@ -391,5 +507,55 @@ mod tests {
     fn shrinking_is_refused() {
         let t = fresh(&[4, 4, 4], 2);
         assert!(plan_grow(&t, &[4, 4, 2], 2).is_err());
+    }
+
+    #[test]
+    fn losing_a_member_re_places_its_chunks_on_the_survivors() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let mut refused = 0;
+        for _ in 0..3000 {
+            let c = 1 + next(4) as usize;
+            let n = c + 1 + next(4) as usize;
+            let caps: Vec<u64> = (0..n).map(|_| 1 + next(12)).collect();
+            let t = fresh(&caps, c);
+            let lost = next(n as u64) as usize;
+            let mut survivors = caps.clone();
+            survivors[lost] = 0;
+            let most = max_bundles(&survivors, c).min(t.len() as u64);
+            // Keeping more than the survivors hold is refused, saying so.
+            if most < t.len() as u64 {
+                let e = plan_remove(&t, &caps, c, lost, t.len() as u64).unwrap_err();
+                assert!(e.to_string().contains("shrink"), "{e}");
+                refused += 1;
+            }
+            let keep = most - next(most / 2 + 1);
+            let p = plan_remove(&t, &caps, c, lost, keep)
+                .unwrap_or_else(|e| panic!("{caps:?} c={c} lost {lost} keep {keep}: {e}"));
+            let after = p.apply(&t);
+            assert_eq!(after.len() as u64, keep);
+            check_table(&after, &survivors, c)
+                .unwrap_or_else(|e| panic!("{caps:?} c={c} lost {lost} keep {keep}: {e}"));
+            // Run in order, no chunk lands on another.
+            let mut occupied: std::collections::HashSet<Place> =
+                t[..keep as usize].iter().flatten().copied().collect();
+            for m in &p.moves {
+                assert!(occupied.remove(&m.from));
+                assert!(occupied.insert(m.to), "{m:?}");
+            }
+            // Only the lost member's chunks and what made room for them move.
+            let lost_chunks = t[..keep as usize]
+                .iter()
+                .flatten()
+                .filter(|p| p.0 == lost)
+                .count();
+            assert!(p.moves.iter().filter(|m| m.from.0 == lost).count() == lost_chunks);
+        }
+        assert!(refused > 100, "{refused}");
     }
 }
