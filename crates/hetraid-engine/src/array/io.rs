@@ -7,6 +7,17 @@ use super::*;
 impl Array {
     /// Read `buf.len()` bytes at `offset`.
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        if let Some(wb) = self.wbuf.get() {
+            // Buffered writes are newer than the members (looked up first).
+            let pieces = self.buffer_pieces(wb, offset, buf.len() as u64);
+            self.read_members(offset, buf)?;
+            for p in pieces {
+                let at = (p.start - offset) as usize;
+                let n = (p.end - p.start) as usize;
+                buf[at..at + n].copy_from_slice(&p.handle[p.at as usize..p.at as usize + n]);
+            }
+            return Ok(());
+        }
         let Some(log) = self.log.as_ref().filter(|l| l.mode() == LogMode::WriteBack) else {
             return self.read_members(offset, buf);
         };
@@ -91,6 +102,14 @@ impl Array {
 
     /// Write `data` at `offset` (durable after [`Array::flush`]).
     pub fn write(&self, offset: u64, data: &[u8]) -> Result<()> {
+        match self.wbuf.get() {
+            Some(wb) if !self.read_only => self.buffered_write(wb, offset, data),
+            _ => self.write_now(offset, data),
+        }
+    }
+
+    /// A write to the members now (the write buffer's drainers call it).
+    pub(crate) fn write_now(&self, offset: u64, data: &[u8]) -> Result<()> {
         if self.read_only {
             return Err(EngineError::Refused(
                 "the array was opened read-only; nothing was written".into(),
@@ -517,6 +536,10 @@ impl Array {
     pub fn flush(&self) -> Result<()> {
         if self.read_only {
             return Ok(());
+        }
+        // Buffered writes first reach the members.
+        if let Some(wb) = self.wbuf.get() {
+            self.wait_drained(wb)?;
         }
         let live = self.live_members();
         let ops: Vec<(usize, IoOp)> = live.iter().map(|&m| (m, IoOp::Flush)).collect();

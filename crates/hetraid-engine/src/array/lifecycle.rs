@@ -475,6 +475,7 @@ impl Array {
                 .then(super::hpda::HpdaRuntime::new),
             read_policy: std::sync::atomic::AtomicU8::new(0),
             kinds: spec.kinds_or_default(),
+            wbuf: std::sync::OnceLock::new(),
             balance_reads: AtomicBool::new(false),
             marked_dirty: AtomicBool::new(false),
             checksum_errors: (0..n).map(|_| Default::default()).collect(),
@@ -1120,6 +1121,7 @@ impl Array {
 
     /// Flush and mark the array clean (a restart then needs no resync).
     pub fn close(&self) -> Result<()> {
+        self.stop_write_buffer()?;
         self.flush()?;
         if self.read_only {
             return Ok(());

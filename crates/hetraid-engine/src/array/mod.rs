@@ -29,6 +29,7 @@ mod hpda;
 mod io;
 mod lifecycle;
 mod status;
+mod wbuf;
 
 pub use hpda::HpdaStatus;
 pub(crate) use lifecycle::{region_start, with_checksums};
@@ -149,6 +150,8 @@ pub struct Array {
     pub(crate) balance_reads: AtomicBool,
     /// Member kinds (fixed for the array's life).
     kinds: Vec<MemberKind>,
+    /// The write buffer, once started (`serve --write-buffer`).
+    pub(crate) wbuf: std::sync::OnceLock<Arc<wbuf::WriteBuffer>>,
     /// The superblock says dirty (log arrays mark it on their first write;
     /// this spares the write path the superblock's lock afterwards).
     pub(crate) marked_dirty: AtomicBool,
