@@ -5,6 +5,7 @@
 #   engine raid5 4+1 rand-write 4K qd16 journal(ssd): X IOPS, bitmap Y IOPS, ratio R
 #   engine raid5 4+1 rand-write 4K qd16 write-back(ssd): X IOPS, bitmap Y IOPS, ratio R
 #   engine hpda 3+2 rand-write 4K qd16: X IOPS, ssd raid5 4+1 Y IOPS, ratio R
+#   engine raidx1 7 mixed disks rand-write 1M qd1: write buffer X MB/s, none Y MB/s, ratio R
 #   log recovery: a full 64 MiB journal ... scanned and replayed in T s
 #   rebuild 9 x emulated hdd ...: raid5 in place A s, s2raid5 into spare space B s, ratio R
 # seq-write is the median of 3 alternating passes; rand-read the median of 3 runs,
@@ -54,6 +55,10 @@ awk -v w="$w" -v b="$b" 'BEGIN {printf "engine raid5 4+1 rand-write 4K qd16 writ
 # against SSD RAID5 4+1 of the same SSDs, 4 KiB random writes at QD16.
 read -r h r routed < <($B hpda-rand-write "$DIR" 64 16 "${HPDA_SECS:-2}")
 awk -v h="$h" -v r="$r" -v n="$routed" 'BEGIN {printf "engine hpda 3+2 rand-write 4K qd16: %d IOPS, ssd raid5 4+1 %d IOPS, ratio %.2f (%d writes to the log)\n", h, r, h / r, n}'
+# RAIDX write buffer (issue 14): RAIDX1 on 7 emulated mixed disks, one writer
+# of 1 MiB random writes, 16 MiB buffer vs none (the final drain counted).
+read -r wb plain < <($B raidx-write-buffer "$DIR" 64 1 "${RAIDX_SECS:-4}")
+awk -v b="$wb" -v p="$plain" 'BEGIN {printf "engine raidx1 7 mixed disks rand-write 1M qd1: write buffer %.2f MB/s, none %.2f MB/s, ratio %.2f\n", b, p, b / p}'
 read -r t used ring records < <($B log-recovery "$DIR" 64)
 awk -v t="$t" -v u="$used" -v r="$ring" -v n="$records" 'BEGIN {printf "log recovery: a full %d MiB journal (%d MiB, %d records in use) scanned and replayed in %.3f s (%.0f MB/s)\n", r / 1048576, u / 1048576, n, t, u / t / 1e6}'
 

@@ -9,12 +9,15 @@
 //!              4 KiB random writes at queue depth Q, with a write log on an
 //!              emulated SSD (journal mode) vs the same with the bitmap, and
 //!              write-back mode while its log has room: "journal bitmap wb"
+//!   raidx-write-buffer: RAIDX1 over 7 emulated mixed disks, one writer of
+//!              1 MiB random writes, with a 16 MiB write buffer and without:
+//!              "buffered plain" (MB/s, the final drain included)
 //!   hpda-rand-write: HPDA 3+2 (emulated OCZ Core V2 SSDs, WD2500YD disks)
 //!              vs SSD RAID5 4+1 of the same SSDs, 4 KiB random writes at
 //!              queue depth Q: "hpda raid5 writes-to-the-log"
 //!   log-recovery: a full 64 MiB write log (file on DIR): time to scan and
 //!              read it back, as assembly after a crash does
-//! `engine_bench seq-write|rand-read|seq-write-checksums|rand-read-checksums|rand-write-journal|hpda-rand-write|log-recovery [DIR] [MIB_PER_MEMBER] [QD] [SECONDS]`
+//! `engine_bench seq-write|rand-read|seq-write-checksums|rand-read-checksums|rand-write-journal|raidx-write-buffer|hpda-rand-write|log-recovery [DIR] [MIB_PER_MEMBER] [QD] [SECONDS]`
 //! prints one number (GB/s or IOPS) per line: "<engine> <baseline>".
 
 use hetraid_core::MemberKind;
@@ -199,6 +202,74 @@ fn main() {
             drop((ac, ap));
             plain.iter().for_each(|p| drop(std::fs::remove_file(p)));
             format!("{:.0} {:.0}", median(cs), median(ps))
+        }
+        "raidx-write-buffer" => {
+            // RAIDX1 (bundles of 2) over seven members emulated with the
+            // raidx-* presets' timing (the RAIDX paper's mixed disks: average
+            // seek plus half a turn, and each disk's write rate), one writer
+            // of 1 MiB random writes, with a 16 MiB write buffer (8 drainers)
+            // and without.
+            let disks: [(f64, f64, u64); 7] = [
+                (8.9, 7200.0, 14_000_000),
+                (8.9, 7200.0, 12_000_000),
+                (8.9, 7200.0, 10_000_000),
+                (8.9, 7200.0, 6_950_000),
+                (9.5, 7200.0, 5_000_000),
+                (8.5, 7200.0, 21_600_000),
+                (12.0, 5400.0, 2_200_000),
+            ];
+            let run = |buffer: bool| -> f64 {
+                let tag = if buffer { "rxb" } else { "rx" };
+                let paths = make(&dir, tag, 7, 64 * MIB);
+                let members: Vec<Arc<dyn Member>> = open(&paths)
+                    .into_iter()
+                    .zip(disks)
+                    .map(|(m, (seek, rpm, bps))| {
+                        let model = hetraid_core::ServiceModel {
+                            position_ns: (seek * 1e6 + 30e9 / rpm) as u64,
+                            bytes_per_s: bps,
+                        };
+                        Arc::new(SlowMember::new(m, model)) as Arc<dyn Member>
+                    })
+                    .collect();
+                let o = CreateOptions {
+                    layout: LayoutRecord {
+                        name: "raidx".into(),
+                        chunks_per_bundle: Some(2),
+                        ..Default::default()
+                    },
+                    chunk_bytes: 64 << 10,
+                    policy: WritePolicy::Md,
+                    kinds: vec![],
+                    assume_clean: true,
+                    force: true,
+                    checksums: false,
+                    read_policy: None,
+                    log: None,
+                };
+                let a = Arc::new(Array::create(members, &o).unwrap());
+                if buffer {
+                    a.start_write_buffer(16 * MIB, 8).unwrap();
+                }
+                let buf = vec![0x6du8; MIB as usize];
+                let cap = a.capacity() / MIB;
+                let mut x = X(5);
+                let t = Instant::now();
+                let mut n = 0u64;
+                while t.elapsed().as_secs_f64() < secs {
+                    a.write(x.next() % cap * MIB, &buf).unwrap();
+                    n += 1;
+                }
+                // The drain counts: a flush at the end.
+                a.flush().unwrap();
+                let mbps = n as f64 * MIB as f64 / t.elapsed().as_secs_f64() / 1e6;
+                a.close().unwrap();
+                drop(a);
+                paths.iter().for_each(|p| drop(std::fs::remove_file(p)));
+                mbps
+            };
+            let (b, p) = (run(true), run(false));
+            format!("{b:.2} {p:.2}")
         }
         "hpda-rand-write" => {
             // HPDA 3+2 against SSD RAID5 4+1, members emulated with their

@@ -24,6 +24,11 @@ pub struct ServeCmd {
     /// first, raidx1..raidx4); the superblock's otherwise.
     #[arg(long, value_name = "POLICY")]
     pub read_policy: Option<String>,
+    /// Acknowledge writes once in SIZE of memory and write them to the
+    /// members meanwhile (the RAIDX paper's write buffer); a flush waits for
+    /// them. Not with a write log.
+    #[arg(long, value_name = "SIZE", value_parser = crate::args::size)]
+    pub write_buffer: Option<u64>,
     /// While a write payload is arriving, poll for the rest this long before
     /// sleeping (microseconds; 0 = always sleep).
     #[arg(long, default_value_t = 50)]
@@ -59,6 +64,9 @@ impl ServeCmd {
         let array = Arc::new(super::array::assemble(&self.members)?);
         if let Some(p) = read_policy {
             array.set_read_policy(p, false).map_err(|e| e.to_string())?;
+        }
+        if let Some(b) = self.write_buffer {
+            array.start_write_buffer(b, 16).map_err(|e| e.to_string())?;
         }
         if self.reclaim_idle.is_some() && !array.has_write_back_log() {
             return Err(
