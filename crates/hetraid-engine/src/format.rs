@@ -124,6 +124,9 @@ pub struct Superblock {
     pub log: Option<LogRecord>,
     /// Layouts with copies: how reads choose one (byte 2427).
     pub read_policy: ReadPolicy,
+    /// RAIDX: each member keeps its bundle table past its data area (byte
+    /// 4042; `crate::bundles`).
+    pub bundle_table: bool,
 }
 
 use hetraid_core::readbalance::ReadPolicy;
@@ -344,6 +347,7 @@ impl Superblock {
         b[44] = self.clean as u8;
         b[45] = POLICIES.iter().position(|p| *p == self.policy).unwrap() as u8;
         b[2427] = read_policy_code(self.read_policy);
+        b[4042] = self.bundle_table as u8;
         put_u64(&mut b, 48, self.data_offset);
         put_u64(&mut b, 56, self.chunk_bytes);
         put_u32(&mut b, 64, self.bitmap_stripes);
@@ -554,6 +558,11 @@ impl Superblock {
                 .get(b[45] as usize)
                 .ok_or(FormatError::Field("write policy"))?,
             read_policy: read_policy_of(b[2427]).ok_or(FormatError::Field("read policy"))?,
+            bundle_table: match b[4042] {
+                0 => false,
+                1 => true,
+                _ => return Err(FormatError::Field("bundle table")),
+            },
             data_offset,
             checksums,
             chunk_bytes: u64_at(b, 56),
@@ -642,6 +651,7 @@ mod tests {
             clean: false,
             policy: WritePolicy::Modthresh,
             read_policy: ReadPolicy::Raidx4,
+            bundle_table: true,
             data_offset: DATA_OFFSET,
             checksums: false,
             chunk_bytes: 65536,

@@ -3,6 +3,7 @@
 
 pub mod array;
 pub mod bitmap;
+pub mod bundles;
 pub mod error;
 pub mod format;
 pub mod log;

@@ -94,6 +94,12 @@ impl Array {
                     crate::array::region_start(self.layout(), i, sb.roles[i].data_size) + r.bytes
                 }
                 _ => sb.roles[i].data_size,
+            }
+            // RAIDX: and its bundle table past the data area.
+            + if sb.bundle_table {
+                crate::bundles::table_bytes(sb.roles[i].data_size / sb.chunk_bytes)
+            } else {
+                0
             };
         if new.len() < need {
             return Err(EngineError::Refused(format!(
@@ -140,6 +146,23 @@ impl Array {
                 member: new.name(),
                 source: e,
             })?;
+        // RAIDX: the new device gets the slot's bundle table first.
+        if sb.bundle_table {
+            let size = sb.roles[i].data_size;
+            let places = self.layout_places()?;
+            let entries = crate::bundles::entries_of(&places, i, size / sb.chunk_bytes);
+            crate::bundles::write_table(
+                raw.as_ref(),
+                sb.data_offset + size,
+                sb.uuid,
+                i as u32,
+                &entries,
+            )
+            .map_err(|e| EngineError::Io {
+                member: raw.name(),
+                source: e,
+            })?;
+        }
         let old = self.member(i);
         self.set_slot(i, new);
         let r = self.transition(hetraid_core::membership::Transition::Attach { slot: i, device });

@@ -7,6 +7,7 @@ mod common;
 use common::*;
 use hetraid_core::MemberKind;
 use hetraid_engine::format::LayoutRecord;
+use hetraid_engine::member::Member;
 use hetraid_engine::Array;
 
 #[test]
@@ -52,4 +53,89 @@ fn raidx5_with_kinds_stores_ssd_parity_weights_and_survives_the_ssd() {
     let mut out = vec![0u8; data.len()];
     a.read(0, &mut out).unwrap();
     assert!(out == data, "read without the SSD differs");
+}
+
+/// Each member keeps its bundle table past its data area (issue 14):
+/// assembly checks it against the array's table and names a damaged one;
+/// a replacement gets its slot's table; the overhead stays far under 0.3 %.
+#[test]
+fn bundle_tables_are_stored_checked_and_follow_replacements() {
+    use hetraid_engine::format::DATA_OFFSET;
+    let chunk = 65536;
+    let sizes = vec![
+        MIB + 300 * chunk,
+        MIB + 200 * chunk,
+        MIB + 150 * chunk,
+        MIB + 120 * chunk,
+    ];
+    let (faults, members) = fault_members_sized("b", &sizes, |i| 40 + i as u64);
+    let mut o = opts("raidx", chunk);
+    o.layout = LayoutRecord {
+        name: "raidx".into(),
+        chunks_per_bundle: Some(2),
+        ..Default::default()
+    };
+    let a = Array::create(members.clone(), &o).unwrap();
+    let sb = a.superblock();
+    assert!(sb.bundle_table);
+    for (i, r) in sb.roles.iter().enumerate() {
+        let table = hetraid_engine::bundles::table_bytes(r.data_size / chunk);
+        let overhead = table as f64 / (r.data_size + table) as f64;
+        assert!(overhead < 0.003, "member {i}: {overhead}");
+        assert!(DATA_OFFSET + r.data_size + table <= sizes[i]);
+    }
+    let data = Rng(8).bytes(a.capacity() as usize);
+    a.write(0, &data).unwrap();
+    a.close().unwrap();
+    drop(a);
+    let a = Array::assemble(members.clone()).unwrap();
+    // Replace member 2: the new device gets the slot's table.
+    a.fail(2).unwrap();
+    let new: std::sync::Arc<dyn Member> = std::sync::Arc::new(
+        hetraid_engine::member::FaultMember::new("b2-new", sizes[2], 77),
+    );
+    a.replace(2, new.clone(), false).unwrap();
+    a.rebuild(
+        hetraid_engine::RebuildOptions {
+            max_speed: 0,
+            ..Default::default()
+        },
+        &|_| {},
+    )
+    .unwrap();
+    a.close().unwrap();
+    drop(a);
+    let mut now = members.clone();
+    now[2] = new;
+    let a = Array::assemble(now.clone()).unwrap();
+    let mut out = vec![0u8; data.len()];
+    a.read(0, &mut out).unwrap();
+    assert!(out == data);
+    drop(a);
+    // A damaged entry on member 1: refused, naming it; status shows it.
+    let sb = Array::assemble(now.clone()).unwrap().superblock();
+    let at = sb.data_offset + sb.roles[1].data_size + 4096 + 3 * 16;
+    let mut b = [0u8; 1];
+    faults[1].read_at(&mut b, at).unwrap();
+    b[0] ^= 0x40;
+    faults[1].write_at(&b, at).unwrap();
+    let e = match Array::assemble(now.clone()) {
+        Ok(_) => panic!("a damaged bundle table was accepted"),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains("b1") && e.contains("bundle table"), "{e}");
+    let st = Array::assemble_with(
+        now,
+        hetraid_engine::AssembleOptions {
+            access: hetraid_engine::Access::Inspect,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+    .status();
+    assert!(
+        st.warnings.iter().any(|w| w.contains("bundle table")),
+        "{:?}",
+        st.warnings
+    );
 }

@@ -35,6 +35,74 @@ pub(crate) fn created_record(rec: &LayoutRecord, kinds: &[MemberKind]) -> Result
     Ok(rec)
 }
 
+/// The data area a member of `len` bytes (as the array sees it, past any
+/// checksums) gives with chunks of `chunk`: RAIDX keeps its bundle table
+/// past the data area (`crate::bundles`), room for one entry per slot.
+pub(crate) fn data_area(len: u64, chunk: u64, reserved: u64, raidx: bool) -> u64 {
+    let room = len.saturating_sub(DATA_OFFSET + reserved);
+    let table = if raidx {
+        crate::bundles::table_bytes(room / chunk)
+    } else {
+        0
+    };
+    (room.saturating_sub(table) / chunk * chunk).min(crate::format::MEMBER_DATA_MAX)
+}
+
+/// A RAIDX layout's bundle table as (member, slot) places, positions in
+/// order (the allocator's).
+pub(crate) fn raidx_places(
+    spec: &LayoutSpec,
+) -> Result<Vec<Vec<hetraid_core::layout::raidx_grow::Place>>> {
+    let hetraid_core::layout::LayoutKind::RaidX {
+        chunks_per_bundle,
+        level,
+        ..
+    } = &spec.kind
+    else {
+        return Err(EngineError::Layout("not a RAIDX layout".into()));
+    };
+    let x =
+        hetraid_core::layout::RaidX::new(&spec.sizes, spec.chunk_bytes, *chunks_per_bundle, *level)
+            .map_err(|e| EngineError::Layout(e.to_string()))?;
+    Ok(x.places())
+}
+
+/// Check each member's bundle table against the table the array has (the
+/// allocator's, while chunks do not move): damage is named with its member.
+pub(crate) fn check_bundle_tables(
+    spec: &LayoutSpec,
+    sb: &Superblock,
+    raw_by_slot: &[Option<Arc<dyn Member>>],
+) -> Result<()> {
+    let places = raidx_places(spec)?;
+    for (i, m) in raw_by_slot.iter().enumerate() {
+        let Some(m) = m else { continue };
+        let size = sb.roles[i].data_size;
+        let slots = size / sb.chunk_bytes;
+        let found =
+            crate::bundles::read_table(m.as_ref(), sb.data_offset + size, sb.uuid, i as u32, slots)
+                .map_err(EngineError::Refused)?;
+        let want = crate::bundles::entries_of(&places, i, slots);
+        let key = |e: &Option<crate::bundles::Entry>| e.map(|e| (e.bundle, e.pos));
+        if let Some(k) = (0..slots as usize).find(|&k| key(&found[k]) != key(&want[k])) {
+            return Err(EngineError::Refused(format!(
+                "the bundle table on {} says slot {k} holds {}, but the array's table says {}: the table is damaged; replace the member (hetraid replace) to rebuild it",
+                m.name(),
+                found[k].map_or("nothing".into(), |e| format!("bundle {} position {}", e.bundle, e.pos)),
+                want[k].map_or("nothing".into(), |e| format!("bundle {} position {}", e.bundle, e.pos)),
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn is_raidx(rec: &LayoutRecord) -> bool {
+    matches!(
+        rec.kind(),
+        Ok(hetraid_core::layout::LayoutKind::RaidX { .. })
+    )
+}
+
 /// Wrap members in block checksums when the superblock says so.
 pub(crate) fn with_checksums(m: Arc<dyn Member>, sb: &Superblock) -> Arc<dyn Member> {
     if sb.checksums {
@@ -89,9 +157,10 @@ impl Array {
                 "a member of {short} bytes is too small: each needs at least {need} (1 MiB of metadata plus one chunk)"
             )));
         }
+        let raidx = is_raidx(&opts.layout);
         let sizes: Vec<u64> = lens
             .iter()
-            .map(|l| ((l - DATA_OFFSET) / chunk * chunk).min(crate::format::MEMBER_DATA_MAX))
+            .map(|&l| data_area(l, chunk, 0, raidx))
             .collect();
         let kind = opts.layout.kind().map_err(EngineError::Layout)?;
         if kind == hetraid_core::layout::LayoutKind::Hpda {
@@ -290,13 +359,11 @@ impl Array {
                 )));
             }
         }
+        let raidx = is_raidx(&opts.layout);
         let sizes: Vec<u64> = members
             .iter()
             .enumerate()
-            .map(|(i, m)| {
-                ((m.len() - DATA_OFFSET - region_of(i)) / opts.chunk_bytes * opts.chunk_bytes)
-                    .min(crate::format::MEMBER_DATA_MAX)
-            })
+            .map(|(i, m)| data_area(m.len(), opts.chunk_bytes, region_of(i), raidx))
             .collect();
         let record = created_record(&opts.layout, &kinds)?;
         let kind = record.kind().map_err(EngineError::Layout)?;
@@ -322,6 +389,7 @@ impl Array {
             clean: true,
             policy: opts.policy,
             read_policy: opts.read_policy.unwrap_or_default(),
+            bundle_table: raidx,
             data_offset: DATA_OFFSET + area.unwrap_or(0),
             checksums: area.is_some(),
             chunk_bytes: opts.chunk_bytes,
@@ -380,6 +448,23 @@ impl Array {
             }
             _ => None,
         };
+        // RAIDX: every member's bundle table, before any superblock says
+        // there is one.
+        if raidx {
+            let places = raidx_places(&spec)?;
+            for (i, m) in raw.iter().enumerate() {
+                let slots = sizes[i] / opts.chunk_bytes;
+                let entries = crate::bundles::entries_of(&places, i, slots);
+                crate::bundles::write_table(
+                    m.as_ref(),
+                    sb.data_offset + sizes[i],
+                    sb.uuid,
+                    i as u32,
+                    &entries,
+                )
+                .map_err(|e| io_err(m.as_ref(), e))?;
+            }
+        }
         let zero = AlignedBuf::zeroed((DATA_OFFSET - BITMAP_OFFSET) as usize);
         for (i, m) in members.iter().enumerate() {
             m.write_at(&zero, BITMAP_OFFSET)
@@ -661,7 +746,19 @@ impl Array {
         sb.clean = a.clean;
         let slots: Vec<Option<Arc<dyn Member>>> =
             a.used.iter().map(|u| u.map(|i| given[i].clone())).collect();
+        let mut table_warning = None;
+        if sb.bundle_table {
+            let raw_slots: Vec<Option<Arc<dyn Member>>> =
+                a.used.iter().map(|u| u.map(|i| raw[i].clone())).collect();
+            match check_bundle_tables(&spec, &sb, &raw_slots) {
+                Ok(()) => {}
+                // `status` shows the array with the damage named.
+                Err(e) if inspect => table_warning = Some(e.to_string()),
+                Err(e) => return Err(e),
+            }
+        }
         let mut array = Self::from_parts(sb, spec, layout, slots)?;
+        array.warnings.lock().unwrap().extend(table_warning);
         array.read_only = opts.access != Access::ReadWrite;
         array.warnings.lock().unwrap().extend(warnings);
         // The bitmap: a region is dirty when any member used says so (a crash

@@ -378,6 +378,21 @@ impl Array {
         self.holds.get(i).copied().unwrap_or(false)
     }
 
+    /// RAIDX: the bundle table as (member, slot) places (the allocator's,
+    /// while chunks do not move).
+    pub(crate) fn layout_places(
+        &self,
+    ) -> Result<Vec<Vec<hetraid_core::layout::raidx_grow::Place>>> {
+        let sb = self.superblock();
+        let spec = LayoutSpec {
+            kind: sb.layout.kind().map_err(EngineError::Layout)?,
+            chunk_bytes: sb.chunk_bytes,
+            sizes: sb.roles.iter().map(|r| r.data_size).collect(),
+            kinds: sb.roles.iter().map(|r| r.kind).collect(),
+        };
+        lifecycle::raidx_places(&spec)
+    }
+
     /// The read policy in force.
     pub fn read_policy(&self) -> hetraid_core::readbalance::ReadPolicy {
         hetraid_core::readbalance::ReadPolicy::from_code(self.read_policy.load(Ordering::Relaxed))

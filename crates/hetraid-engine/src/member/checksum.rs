@@ -40,8 +40,9 @@ const PER_PAGE: u64 = BLOCK / 4;
 /// writers of its pages and the write-overlap markers readers check.
 const PAGE_LOCKS: u64 = 64;
 /// Reads of a block retried while writes to its shard keep overlapping them
-/// (each retry yields first); after that the mismatch is reported.
-const RACE_RETRIES_MAX: usize = 64;
+/// (64 yields, then pauses growing to a millisecond: about 1.5 s in all);
+/// after that the mismatch is reported.
+const RACE_RETRIES_MAX: usize = 1600;
 
 /// Writes to one shard: how many are between their data write and their
 /// entry update, and how many have finished.
@@ -294,7 +295,7 @@ impl ChecksumMember {
     fn read_verified(&self, buf: &mut [u8], first: u64) -> io::Result<()> {
         let count = buf.len() as u64 / BLOCK;
         self.prefetch(first, count)?;
-        for _ in 0..RACE_RETRIES_MAX {
+        for attempt in 0..RACE_RETRIES_MAX {
             let before = self.snapshot(first, count);
             self.inner.read_at(buf, META + self.area + first * BLOCK)?;
             let Some(b) = self.first_bad(first, buf)? else {
@@ -304,7 +305,14 @@ impl ChecksumMember {
             if before.0 == 0 && after.0 == 0 && before.1 == after.1 {
                 return Err(self.bad(b));
             }
-            std::thread::yield_now();
+            // Yield first; a writer that keeps the shard busy (a loaded
+            // machine) gets growing pauses, up to a millisecond.
+            if attempt < 64 {
+                std::thread::yield_now();
+            } else {
+                let us = 1u64 << (attempt - 64).min(10);
+                std::thread::sleep(std::time::Duration::from_micros(us));
+            }
         }
         // Writes kept overlapping: report the block as it reads now.
         self.verify(first, buf)
