@@ -660,22 +660,26 @@ impl Array {
         Ok(())
     }
 
-    /// Write-back: the write is acknowledged once durable in the log. When
-    /// the log is past its high-water mark the writer reclaims first; when it
-    /// is full, the writer waits for (or does) a reclaim.
-    pub(crate) fn write_back(&self, log: &crate::log::Log, offset: u64, data: &[u8]) -> Result<()> {
+    /// A request of `len` bytes at `offset` must lie inside the array (a
+    /// write acknowledged before it reaches the planner checks here).
+    pub(crate) fn check_range(&self, offset: u64, len: u64) -> Result<()> {
         let cap = self.capacity();
-        if offset
-            .checked_add(data.len() as u64)
-            .is_none_or(|e| e > cap)
-        {
+        if offset.checked_add(len).is_none_or(|e| e > cap) {
             return Err(hetraid_core::PlanError::OutOfRange {
                 offset,
-                len: data.len() as u64,
+                len,
                 capacity: cap,
             }
             .into());
         }
+        Ok(())
+    }
+
+    /// Write-back: the write is acknowledged once durable in the log. When
+    /// the log is past its high-water mark the writer reclaims first; when it
+    /// is full, the writer waits for (or does) a reclaim.
+    pub(crate) fn write_back(&self, log: &crate::log::Log, offset: u64, data: &[u8]) -> Result<()> {
+        self.check_range(offset, data.len() as u64)?;
         if data.is_empty() {
             return Ok(());
         }

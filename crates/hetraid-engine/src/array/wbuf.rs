@@ -98,18 +98,7 @@ impl Array {
     /// A write into the buffer: waits for room (a write larger than the
     /// buffer waits for it to empty), then is acknowledged.
     pub(crate) fn buffered_write(&self, wb: &WriteBuffer, offset: u64, data: &[u8]) -> Result<()> {
-        let cap = self.capacity();
-        if offset
-            .checked_add(data.len() as u64)
-            .is_none_or(|e| e > cap)
-        {
-            return Err(hetraid_core::PlanError::OutOfRange {
-                offset,
-                len: data.len() as u64,
-                capacity: cap,
-            }
-            .into());
-        }
+        self.check_range(offset, data.len() as u64)?;
         if data.is_empty() {
             return Ok(());
         }
