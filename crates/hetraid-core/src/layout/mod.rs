@@ -27,6 +27,7 @@ mod raidh;
 mod raidx;
 pub mod raidx_grow;
 mod remap;
+pub mod reshape;
 mod s2;
 
 pub use classic::{ParityOrder, Raid0, Raid1, Raid10, Raid4, Raid5, Raid6};
