@@ -285,6 +285,59 @@ proptest! {
         }
     }
 
+    /// RAIDX living (issue 14): after any sequence of members added,
+    /// enlarged and lost (with the array shrunk to what the survivors hold),
+    /// the bundle count is the brute-force maximum for the member set, no
+    /// bundle has two chunks on one member, and no slot is used twice.
+    #[test]
+    fn raidx_adds_and_removes_keep_the_maximum(
+        start in proptest::collection::vec(1u64..4, 3..5),
+        c in 1usize..4,
+        ops in proptest::collection::vec((0u8..3, any::<prop::sample::Index>(), 1u64..3), 1..4),
+    ) {
+        use hetraid_core::layout::raidx_grow::{check_table, plan_grow, plan_remove, Place};
+        prop_assume!(start.len() >= c);
+        let x = hetraid_core::layout::RaidX::new(
+            &start.iter().map(|s| s * 4096).collect::<Vec<_>>(), 4096, c, Some(RaidXLevel::X0),
+        );
+        prop_assume!(x.is_ok());
+        let mut table: Vec<Vec<Place>> = x.unwrap().places();
+        let mut caps = start.clone();
+        for (op, which, amount) in ops {
+            // Small sets: the brute force is exponential.
+            match op {
+                0 if caps.len() < 5 => caps.push(amount),
+                0 => continue,
+                1 => {
+                    let m = which.index(caps.len());
+                    caps[m] += amount;
+                }
+                _ => {
+                    // Lose a member still holding chunks, keeping what the
+                    // survivors can hold.
+                    let live: Vec<usize> = (0..caps.len()).filter(|&m| caps[m] > 0).collect();
+                    if live.len() <= c {
+                        continue;
+                    }
+                    let lost = live[which.index(live.len())];
+                    let mut survivors = caps.clone();
+                    survivors[lost] = 0;
+                    let keep = brute_force_bundles(&survivors, c).min(table.len() as u64);
+                    let p = plan_remove(&table, &caps, c, lost, keep).unwrap();
+                    table = p.apply(&table);
+                    caps = survivors;
+                    prop_assert_eq!(table.len() as u64, keep);
+                    prop_assert!(check_table(&table, &caps, c).is_ok());
+                    // Then grow back into the room the loss left.
+                }
+            }
+            let p = plan_grow(&table, &caps, c).unwrap();
+            table = p.apply(&table);
+            prop_assert_eq!(table.len() as u64, brute_force_bundles(&caps, c), "caps {:?} c {}", caps, c);
+            prop_assert!(check_table(&table, &caps, c).is_ok());
+        }
+    }
+
     /// S2-RAID5: for any single failed member the affected subRAIDs' survivors are
     /// pairwise disjoint, and the scheduler makes one stream per affected subRAID.
     #[test]
@@ -314,7 +367,27 @@ proptest! {
 }
 
 fn brute_force_bundles(sizes: &[u64], c: usize) -> u64 {
-    fn go(free: &mut Vec<u64>, c: usize) -> u64 {
+    // Every subset of members tried as the next bundle, remembered by the
+    // (sorted) free counts: the answer depends on nothing else.
+    fn go(
+        free: &mut Vec<u64>,
+        c: usize,
+        memo: &mut std::collections::HashMap<Vec<u64>, u64>,
+    ) -> u64 {
+        let mut key = free.clone();
+        key.sort_unstable();
+        if let Some(&b) = memo.get(&key) {
+            return b;
+        }
+        let b = search(free, c, memo);
+        memo.insert(key, b);
+        b
+    }
+    fn search(
+        free: &mut Vec<u64>,
+        c: usize,
+        memo: &mut std::collections::HashMap<Vec<u64>, u64>,
+    ) -> u64 {
         let n = free.len();
         let mut best = 0;
         // Try every c-subset of members with free space as the next bundle.
@@ -322,7 +395,7 @@ fn brute_force_bundles(sizes: &[u64], c: usize) -> u64 {
         loop {
             if idx.iter().all(|&i| free[i] > 0) {
                 idx.iter().for_each(|&i| free[i] -= 1);
-                best = best.max(1 + go(free, c));
+                best = best.max(1 + go(free, c, memo));
                 idx.iter().for_each(|&i| free[i] += 1);
             }
             // next combination
@@ -345,7 +418,7 @@ fn brute_force_bundles(sizes: &[u64], c: usize) -> u64 {
             }
         }
     }
-    go(&mut sizes.to_vec(), c)
+    go(&mut sizes.to_vec(), c, &mut Default::default())
 }
 
 #[test]
