@@ -139,3 +139,83 @@ fn bundle_tables_are_stored_checked_and_follow_replacements() {
         st.warnings
     );
 }
+
+/// Read balancing in the engine (issue 14): a 4-way RAID1 read by eight
+/// threads at random spreads its reads over the copies with the default
+/// policy (MD's), where `first` reads one member only.
+#[test]
+fn raid1_reads_spread_over_the_copies_in_the_engine() {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    struct Counted {
+        inner: std::sync::Arc<dyn Member>,
+        reads: AtomicU64,
+    }
+    impl Member for Counted {
+        fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
+            if off >= hetraid_engine::format::DATA_OFFSET {
+                self.reads.fetch_add(1, Relaxed);
+            }
+            // A disk takes time: the in-flight counts matter.
+            std::thread::sleep(std::time::Duration::from_micros(200));
+            self.inner.read_at(buf, off)
+        }
+        fn write_at(&self, buf: &[u8], off: u64) -> std::io::Result<()> {
+            self.inner.write_at(buf, off)
+        }
+        fn flush(&self) -> std::io::Result<()> {
+            self.inner.flush()
+        }
+        fn len(&self) -> u64 {
+            self.inner.len()
+        }
+        fn name(&self) -> String {
+            self.inner.name()
+        }
+    }
+    for policy in [None, Some(hetraid_core::readbalance::ReadPolicy::First)] {
+        let (_f, raw) = fault_members_sized("r", &[4 * MIB; 4], |i| 60 + i as u64);
+        let counted: Vec<std::sync::Arc<Counted>> = raw
+            .iter()
+            .map(|m| {
+                std::sync::Arc::new(Counted {
+                    inner: m.clone(),
+                    reads: AtomicU64::new(0),
+                })
+            })
+            .collect();
+        let members: Vec<std::sync::Arc<dyn Member>> = counted
+            .iter()
+            .map(|c| c.clone() as std::sync::Arc<dyn Member>)
+            .collect();
+        let mut o = opts("raid1", 65536);
+        o.read_policy = policy;
+        let a = Array::create(members, &o).unwrap();
+        let cap = a.capacity();
+        let before: Vec<u64> = counted.iter().map(|c| c.reads.load(Relaxed)).collect();
+        std::thread::scope(|s| {
+            for t in 0..8u64 {
+                let a = &a;
+                s.spawn(move || {
+                    let mut rng = Rng(t + 1);
+                    let mut buf = vec![0u8; 4096];
+                    for _ in 0..100 {
+                        a.read(rng.below(cap / 4096) * 4096, &mut buf).unwrap();
+                    }
+                });
+            }
+        });
+        let reads: Vec<u64> = counted
+            .iter()
+            .zip(&before)
+            .map(|(c, b)| c.reads.load(Relaxed) - b)
+            .collect();
+        assert_eq!(reads.iter().sum::<u64>(), 800, "{reads:?}");
+        match policy {
+            None => assert!(
+                reads.iter().all(|&r| r >= 100),
+                "md: every copy takes a share: {reads:?}"
+            ),
+            Some(_) => assert_eq!(reads[0], 800, "first: {reads:?}"),
+        }
+    }
+}
