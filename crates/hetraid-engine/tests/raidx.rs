@@ -78,6 +78,8 @@ fn bundle_tables_are_stored_checked_and_follow_replacements() {
     let a = Array::create(members.clone(), &o).unwrap();
     let sb = a.superblock();
     assert!(sb.bundle_table);
+    let shown = a.status().bundle_table_bytes.unwrap();
+    assert!(shown > 0 && shown * 300 < a.capacity(), "{shown}");
     for (i, r) in sb.roles.iter().enumerate() {
         let table = hetraid_engine::bundles::table_bytes(r.data_size / chunk);
         let overhead = table as f64 / (r.data_size + table) as f64;

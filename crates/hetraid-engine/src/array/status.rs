@@ -33,6 +33,10 @@ pub struct Status {
     pub log: Option<LogStatus>,
     /// HPDA: the director and the monitor.
     pub hpda: Option<super::HpdaStatus>,
+    /// RAIDX: the bundle table each member keeps past its data area (bytes
+    /// on all members together), when it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bundle_table_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -180,6 +184,12 @@ impl Array {
                 }
             }),
             hpda: self.hpda_status(),
+            bundle_table_bytes: sb.bundle_table.then(|| {
+                sb.roles
+                    .iter()
+                    .map(|r| crate::bundles::table_bytes(r.data_size / sb.chunk_bytes))
+                    .sum()
+            }),
         }
     }
 }

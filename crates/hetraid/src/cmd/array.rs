@@ -592,6 +592,14 @@ pub fn print_status(st: &hetraid_engine::Status) {
     if let Ok(v) = serde_json::to_value(st) {
         print_hpda(&v);
     }
+    if let Some(t) = st.bundle_table_bytes {
+        let data: u64 = st.member_states.iter().map(|m| m.data_bytes).sum();
+        println!(
+            "bundle table: on every member, {} in all ({:.3} % of the data areas)",
+            format_size(t),
+            t as f64 * 100.0 / data.max(1) as f64
+        );
+    }
     println!(
         "{:>6}  {:<10}  {:<5}  {:>10}  {:>5}  {:>5}  path",
         "member", "state", "kind", "data", "read", "cksum"
