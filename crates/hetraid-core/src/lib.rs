@@ -23,6 +23,7 @@ pub mod readbalance;
 pub mod rebuild;
 pub mod scrub;
 pub mod units;
+pub mod wbuf;
 
 pub use error::{LayoutError, PlanError};
 pub use layout::{build, ChunkLoc, Layout, LayoutKind, LayoutSpec, Redundancy, Stripe};

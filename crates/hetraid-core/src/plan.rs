@@ -462,13 +462,11 @@ impl<'a> Planner<'a> {
     /// Does choosing among copies apply (a mirrored layout, a policy other
     /// than `first`)?
     fn balances(&self) -> bool {
-        matches!(
-            self.layout.redundancy(),
-            crate::layout::Redundancy::Mirror { .. }
-        ) && self
-            .reads
-            .as_ref()
-            .is_some_and(|r| r.policy != crate::readbalance::ReadPolicy::First)
+        crate::readbalance::keeps_copies(self.layout)
+            && self
+                .reads
+                .as_ref()
+                .is_some_and(|r| r.policy != crate::readbalance::ReadPolicy::First)
     }
 
     /// Where a read of `len` bytes at `co` into data chunk `i` of stripe `s`

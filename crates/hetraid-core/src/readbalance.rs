@@ -67,6 +67,26 @@ impl ReadPolicy {
     }
 }
 
+/// Does `layout` keep copies a read may choose among?
+pub fn keeps_copies(layout: &dyn crate::layout::Layout) -> bool {
+    matches!(
+        layout.redundancy(),
+        crate::layout::Redundancy::Mirror { .. }
+    )
+}
+
+/// A read policy applies to layouts that keep copies; the sentence saying
+/// why not otherwise (the caller names its option).
+pub fn applies(layout: &dyn crate::layout::Layout) -> Result<(), String> {
+    if keeps_copies(layout) {
+        return Ok(());
+    }
+    Err(format!(
+        "applies to layouts that keep copies (raid1, raid10, s2raid10, raidx1/10); {} has none",
+        layout.name()
+    ))
+}
+
 /// One member's state when a read is placed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct MemberLoad {

@@ -277,15 +277,12 @@ impl Setup {
                     .into(),
             );
         }
-        let mirrored = matches!(layout.redundancy(), hetraid_core::Redundancy::Mirror { .. });
         let read_policy = match cfg.read_policy.as_deref() {
-            Some(_) if !mirrored => {
-                return Err(format!(
-                    "read_policy applies to layouts that keep copies (raid1, raid10, s2raid10, raidx1/10); {} has none",
-                    cfg.layout
-                ))
+            Some(p) => {
+                hetraid_core::readbalance::applies(layout.as_ref())
+                    .map_err(|e| format!("read_policy {e}"))?;
+                hetraid_core::readbalance::ReadPolicy::parse(p)?
             }
-            Some(p) => hetraid_core::readbalance::ReadPolicy::parse(p)?,
             None => hetraid_core::readbalance::ReadPolicy::default(),
         };
         let setup = Self {

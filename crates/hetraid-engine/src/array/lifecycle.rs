@@ -199,13 +199,9 @@ impl Array {
                 false => e.to_string(),
             })
         })?;
-        if opts.read_policy.is_some()
-            && !matches!(layout.redundancy(), hetraid_core::Redundancy::Mirror { .. })
-        {
-            return Err(EngineError::Refused(format!(
-                "--read-policy applies to layouts that keep copies (raid1, raid10, s2raid10, raidx1/10); {} has none",
-                layout.name()
-            )));
+        if opts.read_policy.is_some() {
+            hetraid_core::readbalance::applies(layout.as_ref())
+                .map_err(|e| EngineError::Refused(format!("--read-policy {e}")))?;
         }
         Ok(())
     }

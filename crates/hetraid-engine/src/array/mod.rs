@@ -401,10 +401,7 @@ impl Array {
 
     /// Does the layout keep copies (reads may choose one)?
     pub fn keeps_copies(&self) -> bool {
-        matches!(
-            self.layout.redundancy(),
-            hetraid_core::Redundancy::Mirror { .. }
-        )
+        hetraid_core::readbalance::keeps_copies(self.layout.as_ref())
     }
 
     /// Use `policy` for reads from now on (`persist`: record it in the
@@ -415,12 +412,8 @@ impl Array {
         policy: hetraid_core::readbalance::ReadPolicy,
         persist: bool,
     ) -> Result<()> {
-        if !self.keeps_copies() {
-            return Err(EngineError::Refused(format!(
-                "--read-policy applies to layouts that keep copies (raid1, raid10, s2raid10, raidx1/10); {} has none",
-                self.layout.name()
-            )));
-        }
+        hetraid_core::readbalance::applies(self.layout.as_ref())
+            .map_err(|e| EngineError::Refused(format!("--read-policy {e}")))?;
         self.apply_read_policy(policy);
         if persist && !self.read_only {
             let mut sb = self.sb.lock().unwrap();

@@ -105,7 +105,7 @@ impl Array {
         let len = data.len() as u64;
         let data = Arc::new(data.to_vec());
         let mut st = wb.state.lock().unwrap();
-        while st.used > 0 && st.used + len > wb.capacity && !st.stop {
+        while !hetraid_core::wbuf::admits(st.used, len, wb.capacity) && !st.stop {
             st = wb.changed.wait(st).unwrap();
         }
         let ticket = st.next_ticket;

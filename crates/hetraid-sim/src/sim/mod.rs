@@ -480,10 +480,7 @@ impl Runner<'_> {
     fn plan(&mut self, req: &Request) -> Result<RequestIo, String> {
         if req.op == Op::Read
             && self.s.read_policy != hetraid_core::readbalance::ReadPolicy::First
-            && matches!(
-                self.s.layout.redundancy(),
-                hetraid_core::Redundancy::Mirror { .. }
-            )
+            && hetraid_core::readbalance::keeps_copies(self.s.layout.as_ref())
         {
             let loads = self.member_loads();
             self.planner.reads = Some(hetraid_core::plan::ReadBalance {
@@ -547,7 +544,7 @@ impl Runner<'_> {
         // buffer (when it has room; otherwise it waits for room), and the
         // buffer drains it to the members meanwhile.
         if req.op == Op::Write && self.wbuf_cap > 0 {
-            if self.wbuf_used > 0 && self.wbuf_used + req.len > self.wbuf_cap {
+            if !hetraid_core::wbuf::admits(self.wbuf_used, req.len, self.wbuf_cap) {
                 self.wbuf_waiting.push_back((req, now));
                 return Ok(());
             }
@@ -894,7 +891,7 @@ impl Runner<'_> {
                 self.last_user_done = self.last_user_done.max(now);
                 // Bounded by the writes waiting.
                 while let Some(&(w, at)) = self.wbuf_waiting.front() {
-                    if self.wbuf_used > 0 && self.wbuf_used + w.len > self.wbuf_cap {
+                    if !hetraid_core::wbuf::admits(self.wbuf_used, w.len, self.wbuf_cap) {
                         break;
                     }
                     self.wbuf_waiting.pop_front();
