@@ -127,6 +127,52 @@ pub struct Superblock {
     /// RAIDX: each member keeps its bundle table past its data area (byte
     /// 4042; `crate::bundles`).
     pub bundle_table: bool,
+    /// RAIDX: how its bundle table came to be (created, grown, members
+    /// removed) and any change in progress (bytes 2432..4032, where other
+    /// layouts keep relocations). None: arrays written before it, whose
+    /// table is the allocator's over the member sizes.
+    pub raidx_history: Option<hetraid_core::layout::raidx_history::History>,
+}
+
+/// RAIDX history (bytes 2432..4032 when the layout is raidx): changes done
+/// (u16), initial slot count (u8), a change pending (u8), reserved (4),
+/// moves done of the pending change (u64), the pending change (16), the
+/// initial members' chunk slots (64 x u64), then the changes, 16 bytes each.
+const HISTORY_AT: usize = RELOC_TABLE;
+const HISTORY_CAPS: usize = HISTORY_AT + 32;
+const HISTORY_CHANGES: usize = HISTORY_CAPS + 8 * MAX_MEMBERS;
+/// Most changes a RAIDX history holds.
+pub const HISTORY_MAX: usize = (REGION_AT - HISTORY_CHANGES) / 16;
+
+fn put_change(b: &mut [u8], at: usize, c: &hetraid_core::layout::raidx_history::Change) {
+    use hetraid_core::layout::raidx_history::Change;
+    let (ty, slot, v) = match *c {
+        Change::Grow { slot, chunks } => (1u8, slot, chunks),
+        Change::Remove { slot, keep_bundles } => (2u8, slot, keep_bundles),
+    };
+    b[at] = ty;
+    b[at + 1] = slot as u8;
+    put_u64(b, at + 8, v);
+}
+
+fn change_at(
+    b: &[u8],
+    at: usize,
+) -> Result<hetraid_core::layout::raidx_history::Change, FormatError> {
+    use hetraid_core::layout::raidx_history::Change;
+    let slot = b[at + 1] as usize;
+    if slot >= MAX_MEMBERS {
+        return Err(FormatError::Field("raidx history slot"));
+    }
+    let v = u64_at(b, at + 8);
+    match b[at] {
+        1 => Ok(Change::Grow { slot, chunks: v }),
+        2 => Ok(Change::Remove {
+            slot,
+            keep_bundles: v,
+        }),
+        _ => Err(FormatError::Field("raidx history change")),
+    }
 }
 
 use hetraid_core::readbalance::ReadPolicy;
@@ -390,6 +436,23 @@ impl Superblock {
             put_u64(&mut b, at + 16, r.to_offset);
             put_u64(&mut b, at + 24, r.len);
         }
+        if let Some(h) = &self.raidx_history {
+            assert!(self.relocations.is_empty() && h.initial.len() <= MAX_MEMBERS);
+            assert!(h.changes.len() <= HISTORY_MAX && !h.initial.is_empty());
+            put_u16(&mut b, HISTORY_AT, h.changes.len() as u16);
+            b[HISTORY_AT + 2] = h.initial.len() as u8;
+            if let Some(p) = h.pending {
+                b[HISTORY_AT + 3] = 1;
+                put_u64(&mut b, HISTORY_AT + 8, p.moves_done);
+                put_change(&mut b, HISTORY_AT + 16, &p.change);
+            }
+            for (i, c) in h.initial.iter().enumerate() {
+                put_u64(&mut b, HISTORY_CAPS + 8 * i, *c);
+            }
+            for (i, c) in h.changes.iter().enumerate() {
+                put_change(&mut b, HISTORY_CHANGES + 16 * i, c);
+            }
+        }
         if let Some(r) = self.last_scrub {
             put_u64(&mut b, SCRUB_AT, r.finished_unix_s);
             put_u64(&mut b, SCRUB_AT + 8, r.duration_ms);
@@ -445,7 +508,35 @@ impl Superblock {
                 device: u64_at(b, at + 24),
             });
         }
-        let rn = u16_at(b, RELOC_COUNT) as usize;
+        let raidx_history = if &name == "raidx" && b[HISTORY_AT + 2] != 0 {
+            use hetraid_core::layout::raidx_history::{History, Pending};
+            let h = u16_at(b, HISTORY_AT) as usize;
+            let n0 = b[HISTORY_AT + 2] as usize;
+            if h > HISTORY_MAX || n0 > n {
+                return Err(FormatError::Field("raidx history"));
+            }
+            Some(History {
+                initial: (0..n0).map(|i| u64_at(b, HISTORY_CAPS + 8 * i)).collect(),
+                changes: (0..h)
+                    .map(|i| change_at(b, HISTORY_CHANGES + 16 * i))
+                    .collect::<Result<_, _>>()?,
+                pending: match b[HISTORY_AT + 3] {
+                    0 => None,
+                    1 => Some(Pending {
+                        moves_done: u64_at(b, HISTORY_AT + 8),
+                        change: change_at(b, HISTORY_AT + 16)?,
+                    }),
+                    _ => return Err(FormatError::Field("raidx history pending")),
+                },
+            })
+        } else {
+            None
+        };
+        let rn = if raidx_history.is_some() {
+            0
+        } else {
+            u16_at(b, RELOC_COUNT) as usize
+        };
         if rn > MAX_RELOCATIONS {
             return Err(FormatError::Field("relocation count"));
         }
@@ -546,7 +637,18 @@ impl Superblock {
             mismatched_stripes: u32_at(b, SCRUB_AT + 24),
             repaired_stripes: u32_at(b, SCRUB_AT + 28),
         });
+        if let Some(h) = &raidx_history {
+            if h.slots() > n
+                || h.initial
+                    .iter()
+                    .chain(roles.iter().map(|r| &r.data_size))
+                    .any(|&c| c > MEMBER_DATA_MAX)
+            {
+                return Err(FormatError::Field("raidx history slots"));
+            }
+        }
         Ok(Self {
+            raidx_history,
             last_scrub,
             log,
             relocations,
@@ -693,7 +795,42 @@ mod tests {
                 to_offset: 1 << 20,
                 len: 65536,
             }],
+            raidx_history: None,
         }
+    }
+
+    #[test]
+    fn a_raidx_history_round_trips() {
+        use hetraid_core::layout::raidx_history::{Change, History, Pending};
+        let mut s = sample();
+        s.relocations.clear();
+        s.layout = LayoutRecord {
+            name: "raidx".into(),
+            chunks_per_bundle: Some(3),
+            ..Default::default()
+        };
+        s.raidx_history = Some(History {
+            initial: vec![100, 90, 80],
+            changes: vec![
+                Change::Grow {
+                    slot: 3,
+                    chunks: 120,
+                },
+                Change::Remove {
+                    slot: 1,
+                    keep_bundles: 77,
+                },
+            ],
+            pending: Some(Pending {
+                change: Change::Grow { slot: 4, chunks: 5 },
+                moves_done: 9,
+            }),
+        });
+        assert_eq!(Superblock::decode(&s.encode()).unwrap(), s);
+        // A history naming more slots than the member table is damage.
+        let mut bad = s.clone();
+        bad.roles.truncate(4);
+        assert!(Superblock::decode(&bad.encode()).is_err());
     }
 
     #[test]

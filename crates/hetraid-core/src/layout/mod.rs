@@ -26,6 +26,7 @@ mod presets;
 mod raidh;
 mod raidx;
 pub mod raidx_grow;
+pub mod raidx_history;
 mod remap;
 pub mod reshape;
 mod s2;
@@ -34,7 +35,7 @@ pub use classic::{ParityOrder, Raid0, Raid1, Raid10, Raid4, Raid5, Raid6};
 pub use hpda::{Hpda, LogRegion};
 pub use presets::{Permuted, Preset};
 pub use raidh::{swrr_cycle, RaidH};
-pub use raidx::{max_bundles, RaidX, RaidXLevel};
+pub use raidx::{max_bundles, position_roles, PositionRole, RaidX, RaidXLevel};
 pub use remap::{Move, Remapped};
 pub use s2::{S2Raid10, S2Raid5};
 

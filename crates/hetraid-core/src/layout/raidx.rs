@@ -280,6 +280,61 @@ impl RaidX {
     }
 }
 
+/// What a bundle position holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PositionRole {
+    /// Data chunk i of the bundle (logical order).
+    Data(usize),
+    P,
+    Q,
+    /// A copy of data chunk i.
+    Copy(usize),
+}
+
+/// The role of every position of a bundle of `c` at `level` whose P is at
+/// `p_at` (ignored without parity): what [`Layout::stripe`] says of a RAIDX
+/// bundle, position by position (a chunk rebuilt elsewhere keeps its role).
+pub fn position_roles(level: RaidXLevel, c: usize, p_at: usize) -> Vec<PositionRole> {
+    use PositionRole::*;
+    match level {
+        RaidXLevel::X0 => (0..c).map(Data).collect(),
+        RaidXLevel::X1 => (0..c)
+            .map(|i| if i == 0 { Data(0) } else { Copy(0) })
+            .collect(),
+        RaidXLevel::X5 => (0..c)
+            .map(|i| match i.cmp(&p_at) {
+                std::cmp::Ordering::Less => Data(i),
+                std::cmp::Ordering::Equal => P,
+                std::cmp::Ordering::Greater => Data(i - 1),
+            })
+            .collect(),
+        RaidXLevel::X6 => {
+            let q = (p_at + 1) % c;
+            (0..c)
+                .map(|i| {
+                    if i == p_at {
+                        P
+                    } else if i == q {
+                        Q
+                    } else {
+                        Data((i + c - q - 1) % c)
+                    }
+                })
+                .collect()
+        }
+        RaidXLevel::X10 => (0..c)
+            .map(|i| if i % 2 == 0 { Data(i / 2) } else { Copy(i / 2) })
+            .collect(),
+    }
+}
+
+impl RaidX {
+    /// Each position's role in bundle `b`.
+    pub fn roles(&self, b: u64) -> Vec<PositionRole> {
+        position_roles(self.level, self.c, self.p_at(b))
+    }
+}
+
 /// Greedy: each bundle takes the c members with the most free chunks (ties: lowest
 /// index). Taking from the fullest members first keeps the largest ones from being
 /// left alone, and reaches `max_bundles` (checked against brute force in tests).
@@ -384,6 +439,34 @@ mod tests {
     use super::*;
 
     const GB: u64 = 1 << 30;
+
+    #[test]
+    fn position_roles_say_what_stripe_says() {
+        let sizes = vec![64 * 4096u64; 6];
+        for (level, c) in [
+            (RaidXLevel::X0, 3),
+            (RaidXLevel::X1, 3),
+            (RaidXLevel::X5, 4),
+            (RaidXLevel::X6, 5),
+            (RaidXLevel::X10, 4),
+        ] {
+            let x = RaidX::new(&sizes, 4096, c, Some(level)).unwrap();
+            for b in 0..x.stripe_count() {
+                let st = x.stripe(b);
+                let locs = x.bundle(b);
+                for (pos, role) in x.roles(b).into_iter().enumerate() {
+                    let l = locs[pos];
+                    let ok = match role {
+                        PositionRole::Data(i) => st.data[i] == l,
+                        PositionRole::P => st.parity[0] == l,
+                        PositionRole::Q => st.parity[1] == l,
+                        PositionRole::Copy(i) => st.mirrors[i].contains(&l),
+                    };
+                    assert!(ok, "{level:?} bundle {b} position {pos}: {role:?}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn paper_capacity_example() {

@@ -48,35 +48,24 @@ pub(crate) fn data_area(len: u64, chunk: u64, reserved: u64, raidx: bool) -> u64
     (room.saturating_sub(table) / chunk * chunk).min(crate::format::MEMBER_DATA_MAX)
 }
 
-/// A RAIDX layout's bundle table as (member, slot) places, positions in
-/// order (the allocator's).
-pub(crate) fn raidx_places(
-    spec: &LayoutSpec,
-) -> Result<Vec<Vec<hetraid_core::layout::raidx_grow::Place>>> {
-    let hetraid_core::layout::LayoutKind::RaidX {
-        chunks_per_bundle,
-        level,
-        ..
-    } = &spec.kind
-    else {
-        return Err(EngineError::Layout("not a RAIDX layout".into()));
-    };
-    let x =
-        hetraid_core::layout::RaidX::new(&spec.sizes, spec.chunk_bytes, *chunks_per_bundle, *level)
-            .map_err(|e| EngineError::Layout(e.to_string()))?;
-    Ok(x.places())
-}
-
 /// Check each member's bundle table against the table the array has (the
 /// allocator's, while chunks do not move): damage is named with its member.
 pub(crate) fn check_bundle_tables(
-    spec: &LayoutSpec,
     sb: &Superblock,
     raw_by_slot: &[Option<Arc<dyn Member>>],
 ) -> Result<()> {
-    let places = raidx_places(spec)?;
+    let (table, pending) = super::living::table_now(sb)?;
+    // While a change runs the superblock's history is the truth; the
+    // tables are rewritten when it completes.
+    if pending.is_some() {
+        return Ok(());
+    }
+    let places = table.places;
     for (i, m) in raw_by_slot.iter().enumerate() {
         let Some(m) = m else { continue };
+        if sb.roles[i].state == RoleState::Removed {
+            continue;
+        }
         let size = sb.roles[i].data_size;
         let slots = size / sb.chunk_bytes;
         let found =
@@ -402,6 +391,11 @@ impl Array {
                 .collect(),
             relocations: vec![],
             last_scrub: None,
+            raidx_history: raidx.then(|| {
+                hetraid_core::layout::raidx_history::History::new(
+                    sizes.iter().map(|s| s / opts.chunk_bytes).collect(),
+                )
+            }),
             log: log_spec.map(|l| {
                 let copies = match &region {
                     Some((_, s)) => s.len(),
@@ -447,7 +441,7 @@ impl Array {
         // RAIDX: every member's bundle table, before any superblock says
         // there is one.
         if raidx {
-            let places = raidx_places(&spec)?;
+            let places = super::living::table_now(&sb)?.0.places;
             for (i, m) in raw.iter().enumerate() {
                 let slots = sizes[i] / opts.chunk_bytes;
                 let entries = crate::bundles::entries_of(&places, i, slots);
@@ -514,10 +508,12 @@ impl Array {
         let in_sync = state.members.iter().all(|m| *m == MemberState::InSync);
         let mut holds = vec![sb.relocations.is_empty(); n];
         // HPDA's HDD-2 holds no chunk, only a log copy.
-        if !sb.relocations.is_empty() || !layout.log_regions().is_empty() {
+        // RAIDX: a slot emptied by a remove holds nothing.
+        let raidx = layout.bundles().is_some();
+        if !sb.relocations.is_empty() || !layout.log_regions().is_empty() || raidx {
             holds = vec![false; n];
             // Without relocations the pattern repeats every parity cycle.
-            let scan = if sb.relocations.is_empty() {
+            let scan = if sb.relocations.is_empty() && !raidx {
                 layout.parity_cycle().min(layout.stripe_count())
             } else {
                 layout.stripe_count()
@@ -632,6 +628,7 @@ impl Array {
             }
         }
         let fresh = sbs.iter().max_by_key(|s| s.events).unwrap().clone();
+        super::living::upgrade_for_grow(&mut sbs, &fresh);
         // The members as given (a log region is read past the checksum layer).
         let raw = given.clone();
         let given: Vec<Arc<dyn Member>> = given
@@ -648,7 +645,11 @@ impl Array {
             sizes,
             kinds,
         };
-        let layout = build(&spec).map_err(|e| EngineError::Layout(e.to_string()))?;
+        let layout = if fresh.raidx_history.is_some() {
+            super::living::raidx_layout(&fresh)?
+        } else {
+            build(&spec).map_err(|e| EngineError::Layout(e.to_string()))?
+        };
         let layout = relocated(layout, &fresh);
         let nbits = layout.stripe_count().div_ceil(fresh.bitmap_stripes as u64);
         if nbits.div_ceil(8) > DATA_OFFSET - BITMAP_OFFSET {
@@ -746,7 +747,7 @@ impl Array {
         if sb.bundle_table {
             let raw_slots: Vec<Option<Arc<dyn Member>>> =
                 a.used.iter().map(|u| u.map(|i| raw[i].clone())).collect();
-            match check_bundle_tables(&spec, &sb, &raw_slots) {
+            match check_bundle_tables(&sb, &raw_slots) {
                 Ok(()) => {}
                 // `status` shows the array with the damage named.
                 Err(e) if inspect => table_warning = Some(e.to_string()),

@@ -28,6 +28,8 @@ mod failure;
 mod hpda;
 mod io;
 mod lifecycle;
+mod living;
+pub use living::{ChangeProgress, ChangeReport};
 mod status;
 mod wbuf;
 
@@ -383,14 +385,7 @@ impl Array {
     pub(crate) fn layout_places(
         &self,
     ) -> Result<Vec<Vec<hetraid_core::layout::raidx_grow::Place>>> {
-        let sb = self.superblock();
-        let spec = LayoutSpec {
-            kind: sb.layout.kind().map_err(EngineError::Layout)?,
-            chunk_bytes: sb.chunk_bytes,
-            sizes: sb.roles.iter().map(|r| r.data_size).collect(),
-            kinds: sb.roles.iter().map(|r| r.kind).collect(),
-        };
-        lifecycle::raidx_places(&spec)
+        Ok(living::table_now(&self.superblock())?.0.places)
     }
 
     /// The read policy in force.

@@ -1,0 +1,426 @@
+//! A living RAIDX array's bundle table as a history (issue 14): the
+//! allocator's table over the members it was created with, then every
+//! change since — a member added or enlarged ([`Change::Grow`], planned by
+//! [`super::raidx_grow::plan_grow`]), a member lost or removed with the
+//! array shrunk to what the others hold ([`Change::Remove`], planned by
+//! [`super::raidx_grow::plan_remove`]) — and at most one change in
+//! progress, of which the first `moves_done` chunk moves are on the members.
+//! The plans are deterministic, so the superblock stores the history (a few
+//! bytes a change) and every assembly recomputes the same table; the bundle
+//! tables the members keep are checked against it.
+//!
+//! Crash safety of a change (the engine's part, decided here): moves run in
+//! [`ChangePlan::batches`]; no move of a batch writes a slot another move of
+//! the same batch reads, so a batch cut short by a crash is simply run again
+//! from its first move, and `moves_done` is made durable after each batch.
+
+use super::raidx::{RaidX, RaidXLevel};
+use super::raidx_grow::{plan_grow, plan_remove, Move, Place};
+use crate::error::LayoutError;
+
+/// One change of the member set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// Slot `slot` (an existing one, or the next new one) now has `chunks`
+    /// chunk slots (at least what it had).
+    Grow { slot: usize, chunks: u64 },
+    /// Slot `slot` is emptied: its chunks go to free slots of the others,
+    /// and the array keeps its first `keep_bundles` bundles.
+    Remove { slot: usize, keep_bundles: u64 },
+}
+
+/// A change in progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pending {
+    pub change: Change,
+    /// Moves of its plan already on the members (a batch boundary).
+    pub moves_done: u64,
+}
+
+/// The table's history, as the superblock keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct History {
+    /// Chunk slots of each member at create.
+    pub initial: Vec<u64>,
+    pub changes: Vec<Change>,
+    pub pending: Option<Pending>,
+}
+
+/// A bundle table with what it was made over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Table {
+    /// Per bundle, its chunks' places in position order.
+    pub places: Vec<Vec<Place>>,
+    /// Chunk slots per member slot (0: removed).
+    pub caps: Vec<u64>,
+    /// RAIDX5/6 with weights: each bundle's P position (empty: rotation).
+    pub parity_at: Vec<u8>,
+}
+
+/// What one change does to a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangePlan {
+    /// Bundles kept (all of them for a grow).
+    pub keep_bundles: u64,
+    pub moves: Vec<Move>,
+    /// Bundles added at the end (a grow); their chunks are zeroed before
+    /// they join, so their redundancy holds from the start.
+    pub added: Vec<Vec<Place>>,
+    pub caps_after: Vec<u64>,
+    /// Lost chunks (moves from `lost`) are rebuilt from their bundles.
+    pub lost: Option<usize>,
+}
+
+/// The RAIDX parameters a table is read with.
+#[derive(Debug, Clone, Copy)]
+pub struct Params<'a> {
+    pub chunk: u64,
+    pub c: usize,
+    pub level: Option<RaidXLevel>,
+    /// Parity weights per member slot (empty: rotation).
+    pub weights: &'a [u64],
+}
+
+impl Table {
+    /// The layout this table describes.
+    pub fn layout(&self, p: &Params<'_>) -> Result<RaidX, LayoutError> {
+        RaidX::from_places(
+            &self.places,
+            &self.caps,
+            p.chunk,
+            p.c,
+            p.level,
+            self.parity_at.clone(),
+        )
+    }
+}
+
+impl History {
+    /// The history of an array created over members of `caps` chunks.
+    pub fn new(caps: Vec<u64>) -> Self {
+        Self {
+            initial: caps,
+            changes: Vec::new(),
+            pending: None,
+        }
+    }
+
+    /// The table once every completed change is applied.
+    pub fn completed(&self, p: &Params<'_>) -> Result<Table, LayoutError> {
+        let sizes: Vec<u64> = self.initial.iter().map(|c| c * p.chunk).collect();
+        let x = RaidX::with_weights(
+            &sizes,
+            p.chunk,
+            p.c,
+            p.level,
+            weights_for(p.weights, sizes.len()),
+        )?;
+        let mut t = Table {
+            places: x.places(),
+            caps: self.initial.clone(),
+            parity_at: x.parity_positions().to_vec(),
+        };
+        for ch in &self.changes {
+            let plan = plan_change(&t, *ch, p)?;
+            t = plan.finish(&t, p);
+        }
+        Ok(t)
+    }
+
+    /// The table on the members now: the completed one, with the pending
+    /// change's first `moves_done` moves; and the pending change's plan.
+    pub fn current(&self, p: &Params<'_>) -> Result<(Table, Option<ChangePlan>), LayoutError> {
+        let t = self.completed(p)?;
+        let Some(pend) = self.pending else {
+            return Ok((t, None));
+        };
+        let plan = plan_change(&t, pend.change, p)?;
+        if pend.moves_done > plan.moves.len() as u64 {
+            return Err(LayoutError::Invalid(format!(
+                "the pending change records {} moves done of {}",
+                pend.moves_done,
+                plan.moves.len()
+            )));
+        }
+        let now = plan.partial(&t, pend.moves_done as usize);
+        Ok((now, Some(plan)))
+    }
+
+    /// Slots in use by the history (the initial members and any added).
+    pub fn slots(&self) -> usize {
+        let mut n = self.initial.len();
+        for ch in self
+            .changes
+            .iter()
+            .chain(self.pending.iter().map(|p| &p.change))
+        {
+            if let Change::Grow { slot, .. } = ch {
+                n = n.max(slot + 1);
+            }
+        }
+        n
+    }
+}
+
+fn weights_for(w: &[u64], n: usize) -> &[u64] {
+    if w.is_empty() {
+        w
+    } else {
+        &w[..n.min(w.len())]
+    }
+}
+
+/// Plan `change` on table `t`.
+pub fn plan_change(t: &Table, change: Change, p: &Params<'_>) -> Result<ChangePlan, LayoutError> {
+    match change {
+        Change::Grow { slot, chunks } => {
+            if slot > t.caps.len() {
+                return Err(LayoutError::Invalid(format!(
+                    "slot {slot} does not follow the {} slots of the array",
+                    t.caps.len()
+                )));
+            }
+            let mut caps = t.caps.clone();
+            if slot == caps.len() {
+                caps.push(chunks);
+            } else if chunks < caps[slot] {
+                return Err(LayoutError::Invalid(format!(
+                    "slot {slot} would shrink from {} to {chunks} chunks: a grow only adds room",
+                    caps[slot]
+                )));
+            } else {
+                caps[slot] = chunks;
+            }
+            let most = super::raidx::max_bundles(&caps, p.c);
+            if most > super::raidx::MAX_BUNDLES {
+                return Err(LayoutError::Invalid(format!(
+                    "{most} bundles exceed the {} limit of the in-memory table; use a larger chunk",
+                    super::raidx::MAX_BUNDLES
+                )));
+            }
+            let g = plan_grow(&t.places, &caps, p.c)?;
+            Ok(ChangePlan {
+                keep_bundles: t.places.len() as u64,
+                moves: g.moves,
+                added: g.added,
+                caps_after: caps,
+                lost: None,
+            })
+        }
+        Change::Remove { slot, keep_bundles } => {
+            let r = plan_remove(&t.places, &t.caps, p.c, slot, keep_bundles)?;
+            let mut caps = t.caps.clone();
+            caps[slot] = 0;
+            Ok(ChangePlan {
+                keep_bundles: r.bundles,
+                moves: r.moves,
+                added: Vec::new(),
+                caps_after: caps,
+                lost: Some(slot),
+            })
+        }
+    }
+}
+
+impl ChangePlan {
+    /// `t` with the first `done` moves (bundles past `keep_bundles`
+    /// dropped: a remove starts by shrinking; added bundles join only at
+    /// the end). Caps: the larger of before and after, so a slot being
+    /// emptied still holds its unmoved chunks.
+    pub fn partial(&self, t: &Table, done: usize) -> Table {
+        let keep = self.keep_bundles as usize;
+        let mut places = t.places[..keep].to_vec();
+        for m in &self.moves[..done] {
+            debug_assert_eq!(places[m.bundle as usize][m.pos], m.from);
+            places[m.bundle as usize][m.pos] = m.to;
+        }
+        let caps = (0..self.caps_after.len())
+            .map(|i| self.caps_after[i].max(t.caps.get(i).copied().unwrap_or(0)))
+            .collect();
+        let parity_at = if t.parity_at.is_empty() {
+            Vec::new()
+        } else {
+            t.parity_at[..keep].to_vec()
+        };
+        Table {
+            places,
+            caps,
+            parity_at,
+        }
+    }
+
+    /// The table after the whole change.
+    pub fn finish(&self, t: &Table, p: &Params<'_>) -> Table {
+        let mut out = self.partial(t, self.moves.len());
+        out.caps = self.caps_after.clone();
+        out.places.extend(self.added.iter().cloned());
+        if !out.parity_at.is_empty() {
+            let w = weights_for(p.weights, out.caps.len());
+            let mut held = vec![0u64; out.caps.len()];
+            for (b, ps) in out
+                .places
+                .iter()
+                .enumerate()
+                .take(self.keep_bundles as usize)
+            {
+                held[ps[out.parity_at[b] as usize].0] += 1;
+            }
+            for b in self.keep_bundles as usize..out.places.len() {
+                let ps = &out.places[b];
+                let rotation = p.c - 1 - b % p.c;
+                let weight = |i: usize| w.get(ps[i].0).copied().unwrap_or(0);
+                let pos = (0..p.c)
+                    .max_by(|&i, &j| {
+                        let l = weight(i) as u128 * (held[ps[j].0] + 1) as u128;
+                        let r = weight(j) as u128 * (held[ps[i].0] + 1) as u128;
+                        l.cmp(&r)
+                            .then((i == rotation).cmp(&(j == rotation)))
+                            .then(j.cmp(&i))
+                    })
+                    .expect("a bundle has chunks");
+                held[ps[pos].0] += 1;
+                out.parity_at.push(pos as u8);
+            }
+        }
+        out
+    }
+
+    /// The moves in crash-safe batches: a batch ends before a move that
+    /// writes a slot an earlier move of the batch reads (its own chunk, or —
+    /// a rebuilt chunk — the rest of its bundle in the table `t` the plan
+    /// starts from), so a batch is idempotent. At most `max` moves a batch.
+    pub fn batches(&self, t: &Table, max: usize) -> Vec<std::ops::Range<usize>> {
+        assert!(max > 0);
+        let mut out = Vec::new();
+        let mut places: Vec<Vec<Place>> = t.places[..self.keep_bundles as usize].to_vec();
+        let mut reads: std::collections::HashSet<Place> = Default::default();
+        let mut start = 0;
+        for (i, m) in self.moves.iter().enumerate() {
+            if i > start && (i - start >= max || reads.contains(&m.to)) {
+                out.push(start..i);
+                start = i;
+                reads.clear();
+            }
+            if Some(m.from.0) == self.lost {
+                reads.extend(
+                    places[m.bundle as usize]
+                        .iter()
+                        .copied()
+                        .filter(|p| *p != m.from),
+                );
+            } else {
+                reads.insert(m.from);
+            }
+            places[m.bundle as usize][m.pos] = m.to;
+        }
+        if start < self.moves.len() {
+            out.push(start..self.moves.len());
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(c: usize, weights: &[u64]) -> Params<'_> {
+        Params {
+            chunk: 4096,
+            c,
+            level: None,
+            weights,
+        }
+    }
+
+    #[test]
+    fn a_history_replays_to_the_same_table_and_batches_never_read_what_they_write() {
+        let p = params(3, &[]);
+        let mut h = History::new(vec![40, 40, 30, 20]);
+        h.changes.push(Change::Grow {
+            slot: 4,
+            chunks: 60,
+        });
+        h.changes.push(Change::Grow {
+            slot: 2,
+            chunks: 50,
+        });
+        let t = h.completed(&p).unwrap();
+        super::super::raidx_grow::check_table(&t.places, &t.caps, 3).unwrap();
+        assert_eq!(
+            t.places.len() as u64,
+            super::super::raidx::max_bundles(&t.caps, 3)
+        );
+        assert_eq!(h.completed(&p).unwrap(), t, "replay is deterministic");
+        // Remove member 1 keeping what the others hold.
+        let mut caps = t.caps.clone();
+        caps[1] = 0;
+        let keep = super::super::raidx::max_bundles(&caps, 3).min(t.places.len() as u64);
+        let ch = Change::Remove {
+            slot: 1,
+            keep_bundles: keep,
+        };
+        let plan = plan_change(&t, ch, &p).unwrap();
+        let after = plan.finish(&t, &p);
+        assert!(after.places.iter().flatten().all(|pl| pl.0 != 1));
+        for b in plan.batches(&t, 1000) {
+            let mut places = t.places[..keep as usize].to_vec();
+            for m in &plan.moves[..b.start] {
+                places[m.bundle as usize][m.pos] = m.to;
+            }
+            let mut read = std::collections::HashSet::new();
+            for m in &plan.moves[b.clone()] {
+                assert!(!read.contains(&m.to), "move into a slot its batch reads");
+                if m.from.0 == 1 {
+                    read.extend(places[m.bundle as usize].iter().copied());
+                } else {
+                    read.insert(m.from);
+                }
+                places[m.bundle as usize][m.pos] = m.to;
+            }
+        }
+        // Every prefix at a batch boundary is a valid table.
+        h.pending = Some(Pending {
+            change: ch,
+            moves_done: 0,
+        });
+        for b in plan.batches(&t, 3) {
+            h.pending = Some(Pending {
+                change: ch,
+                moves_done: b.end as u64,
+            });
+            let (now, _) = h.current(&p).unwrap();
+            super::super::raidx_grow::check_table(&now.places, &now.caps, 3).unwrap();
+        }
+    }
+
+    #[test]
+    fn weighted_parity_survives_a_grow_and_new_bundles_follow_the_weights() {
+        let w = [0, 0, 0, 1, 1];
+        let p = Params {
+            level: Some(RaidXLevel::X5),
+            ..params(3, &w)
+        };
+        let mut h = History::new(vec![20, 20, 20, 20]);
+        let before = h.completed(&p).unwrap();
+        h.changes.push(Change::Grow {
+            slot: 4,
+            chunks: 40,
+        });
+        let after = h.completed(&p).unwrap();
+        assert_eq!(
+            &after.parity_at[..before.places.len()],
+            &before.parity_at[..],
+            "existing bundles keep their parity position"
+        );
+        let on_ssd = (before.places.len()..after.places.len())
+            .filter(|&b| {
+                let m = after.places[b][after.parity_at[b] as usize].0;
+                w[m] == 1
+            })
+            .count();
+        let added = after.places.len() - before.places.len();
+        assert!(added > 0);
+        assert_eq!(on_ssd, added, "new bundles put parity on weighted members");
+    }
+}
