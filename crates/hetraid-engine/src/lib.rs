@@ -12,7 +12,9 @@ pub mod queue;
 pub mod rebuild;
 pub mod scrub;
 
-pub use array::{Access, Array, AssembleOptions, CreateOptions, LogSpec, Status};
+pub use array::{
+    Access, Array, AssembleOptions, ChangeProgress, ChangeReport, CreateOptions, LogSpec, Status,
+};
 pub use error::{EngineError, Result};
 pub use rebuild::{RebuildOptions, RebuildProgress, RebuildReport};
 pub use scrub::{ScrubMismatch, ScrubOptions, ScrubReport};

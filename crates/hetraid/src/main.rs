@@ -41,6 +41,14 @@ enum Command {
     Replace(cmd::array::MemberOpCmd),
     /// Add a new member into the first failed or missing slot (then run rebuild).
     Add(cmd::array::AddCmd),
+    /// Add a member to a RAIDX array (--add NEW): chunks move onto it and the
+    /// capacity grows by the bundles it allows; without --add, finish a grow
+    /// or shrink cut short. Crash-safe: run it again after a kill.
+    Grow(cmd::array::GrowCmd),
+    /// Shrink a RAIDX array to --size and re-place the chunks of slot
+    /// --member on the other members: full redundancy again, before any
+    /// replacement arrives. Shrink what sits on the array first.
+    Shrink(cmd::array::ShrinkCmd),
     /// Rebuild members being replaced, with MD-like speed limits and a progress bar.
     Rebuild(cmd::array::RebuildCmd),
     /// Check redundancy of every stripe; --repair rewrites mismatches.
@@ -86,6 +94,8 @@ fn main() {
         Command::Replace(c) => c.replace(),
         Command::Remove(c) => c.remove(),
         Command::Add(c) => c.run(),
+        Command::Grow(c) => c.run(),
+        Command::Shrink(c) => c.run(),
         Command::Rebuild(c) => c.run(),
         Command::Scrub(c) => c.run(),
         Command::Reclaim(c) => c.run(),

@@ -408,10 +408,6 @@ fn raw_by_slot(
     out
 }
 
-fn all_name(sb: &Superblock) -> String {
-    format!("slot {} of array {}", sb.member, sb.uuid_string())
-}
-
 /// Refuse a change on an array it cannot run on.
 fn check_changeable(a: &Array, sb: &Superblock) -> Result<()> {
     RaidxParams::of(sb)?;
@@ -452,6 +448,22 @@ impl Array {
         kind: MemberKind,
         force: bool,
     ) -> Result<ChangeReport> {
+        let all = Self::prepare_grow(given, new, kind, force)?;
+        Self::resume_change(all, None)?.ok_or_else(|| {
+            EngineError::Refused("the grow was recorded but did not run (a hetraid bug)".into())
+        })
+    }
+
+    /// The first half of [`Array::grow_add`]: the new slot recorded on
+    /// every member with the grow pending (no chunk moved yet). Returns the
+    /// members, the new one last. Run again after a crash (the new member
+    /// already holds its slot, the grow pending), it records nothing.
+    pub fn prepare_grow(
+        given: Vec<Arc<dyn Member>>,
+        new: Arc<dyn Member>,
+        kind: MemberKind,
+        force: bool,
+    ) -> Result<Vec<Arc<dyn Member>>> {
         // Run again after a crash: the new member already holds the slot.
         if let Ok(old) = read_sb(new.as_ref())? {
             let first = given.first().map(|g| read_sb(g.as_ref())).transpose()?;
@@ -460,13 +472,18 @@ impl Array {
                 .is_some_and(|f| f.uuid == old.uuid)
             {
                 let mut all = given;
-                all.push(new);
-                return Self::resume_change(all, None)?.ok_or_else(|| {
-                    EngineError::Refused(format!(
-                        "{} is already a member of this array and no grow is in progress",
-                        all_name(&old)
-                    ))
-                });
+                all.push(new.clone());
+                let a = Self::assemble(all.clone())?;
+                let pending = a.change_progress().is_some();
+                a.close()?;
+                if pending {
+                    return Ok(all);
+                }
+                return Err(EngineError::Refused(format!(
+                    "{} is already a member of this array (slot {}) and no grow is in progress",
+                    new.name(),
+                    old.member
+                )));
             }
         }
         let a = Self::assemble(given.clone())?;
@@ -580,9 +597,7 @@ impl Array {
         }
         let mut all = given;
         all.push(new);
-        Self::resume_change(all, None)?.ok_or_else(|| {
-            EngineError::Refused("the grow was recorded but did not run (a hetraid bug)".into())
-        })
+        Ok(all)
     }
 
     /// `hetraid shrink --member SLOT --size BYTES`: the array is shrunk to
@@ -597,6 +612,16 @@ impl Array {
         slot: usize,
         size: u64,
     ) -> Result<ChangeReport> {
+        Self::prepare_shrink(given.clone(), slot, size)?;
+        Self::resume_change(given, None)?.ok_or_else(|| {
+            EngineError::Refused("the shrink was recorded but did not run (a hetraid bug)".into())
+        })
+    }
+
+    /// The first half of [`Array::shrink_remove`]: the remove recorded
+    /// pending (no chunk moved yet); nothing when the same remove is
+    /// pending already (run again after a crash).
+    pub fn prepare_shrink(given: Vec<Arc<dyn Member>>, slot: usize, size: u64) -> Result<()> {
         let a = Self::assemble(given.clone())?;
         let sb = a.superblock();
         // Run again after a crash: the same remove resumes.
@@ -611,10 +636,7 @@ impl Array {
         {
             let bundle_bytes = sb.chunk_bytes * a.layout().data_per_stripe() as u64;
             if s == slot && keep_bundles * bundle_bytes == size {
-                drop(a);
-                return Self::resume_change(given, None)?.ok_or_else(|| {
-                    EngineError::Refused("the shrink did not run (a hetraid bug)".into())
-                });
+                return a.close();
             }
         }
         check_changeable(&a, &sb)?;
@@ -686,10 +708,7 @@ impl Array {
             sb.events += 1;
             a.persist(&mut sb)?;
         }
-        drop(a);
-        Self::resume_change(given, None)?.ok_or_else(|| {
-            EngineError::Refused("the shrink was recorded but did not run (a hetraid bug)".into())
-        })
+        a.close()
     }
 
     /// Assemble `given` and run the change in progress to its end (`None`:

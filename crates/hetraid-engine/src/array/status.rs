@@ -37,6 +37,10 @@ pub struct Status {
     /// on all members together), when it does.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bundle_table_bytes: Option<u64>,
+    /// RAIDX: a member being added or removed (`grow`, `shrink`) whose
+    /// chunk moves are not all done.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub change: Option<super::ChangeProgress>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -187,9 +191,11 @@ impl Array {
             bundle_table_bytes: sb.bundle_table.then(|| {
                 sb.roles
                     .iter()
+                    .filter(|r| r.state != crate::format::RoleState::Removed)
                     .map(|r| crate::bundles::table_bytes(r.data_size / sb.chunk_bytes))
                     .sum()
             }),
+            change: self.change_progress(),
         }
     }
 }

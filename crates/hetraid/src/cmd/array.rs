@@ -600,6 +600,12 @@ pub fn print_status(st: &hetraid_engine::Status) {
             t as f64 * 100.0 / data.max(1) as f64
         );
     }
+    if let Some(c) = &st.change {
+        println!(
+            "change: {} of slot {} in progress, {} of {} chunk moves done; finish it with hetraid grow and the same members",
+            c.change, c.slot, c.moves_done, c.moves
+        );
+    }
     println!(
         "{:>6}  {:<10}  {:<5}  {:>10}  {:>5}  {:>5}  path",
         "member", "state", "kind", "data", "read", "cksum"
@@ -978,6 +984,121 @@ impl AddCmd {
             p.display()
         );
         Ok(())
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct GrowCmd {
+    /// The array's member files.
+    #[arg(required = true)]
+    pub members: Vec<String>,
+    /// The new member (PATH[:hdd|ssd|nvram]): RAIDX moves chunks onto it so
+    /// the array holds the most bundles the members allow. Without --add,
+    /// a grow or shrink cut short (a crash) is finished.
+    #[arg(long, value_name = "NEW")]
+    pub add: Option<String>,
+    /// Overwrite a new member that holds another array's member.
+    #[arg(long)]
+    pub force: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn print_change(r: &hetraid_engine::ChangeReport, json: bool) -> Result<(), String> {
+    if json {
+        return super::print_json(&serde_json::to_value(r).map_err(|e| e.to_string())?);
+    }
+    let verb = if r.change == "grow" {
+        "added"
+    } else {
+        "removed"
+    };
+    println!(
+        "slot {} {verb}: {} chunk moves ({} rebuilt from their bundles) in {:.2} s; bundles {} -> {}; capacity {} -> {} ({} -> {} bytes)",
+        r.slot,
+        r.moves,
+        r.rebuilt,
+        r.seconds,
+        r.bundles_before,
+        r.bundles_after,
+        format_size(r.capacity_before),
+        format_size(r.capacity_after),
+        r.capacity_before,
+        r.capacity_after
+    );
+    Ok(())
+}
+
+/// The given paths opened as members (each once).
+fn open_all(paths: &[String]) -> Result<Vec<Arc<dyn Member>>, String> {
+    member_paths(paths)?
+        .iter()
+        .map(|p| open_member(p))
+        .collect()
+}
+
+impl GrowCmd {
+    pub fn run(&self) -> Result<(), String> {
+        if remote(&self.members, serde_json::json!({"verb": "status"})).is_some() {
+            return Err("the array is served: grow it through the server is not supported yet; stop hetraid serve (SIGTERM), grow, and serve again".into());
+        }
+        let given = open_all(&self.members)?;
+        let r = match &self.add {
+            Some(add) => {
+                let (p, kind) = split_member(add)?;
+                if self
+                    .members
+                    .iter()
+                    .any(|m| split_member(m).is_ok_and(|(q, _)| same_path(&q, &p)))
+                {
+                    return Err(format!(
+                        "{} is already listed as a member; --add takes a new device",
+                        p.display()
+                    ));
+                }
+                let new = open_member(&p)?;
+                Array::grow_add(given, new, kind.unwrap_or(MemberKind::Hdd), self.force)
+                    .map_err(|e| e.to_string())?
+            }
+            None => {
+                if self.force {
+                    return Err("--force applies with --add only".into());
+                }
+                Array::resume_change(given, None)
+                    .map_err(|e| e.to_string())?
+                    .ok_or("no grow or shrink is in progress: give --add NEW to add a member")?
+            }
+        };
+        print_change(&r, self.json)
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ShrinkCmd {
+    /// The array's member files (the member being removed may be left out
+    /// when it is gone).
+    #[arg(required = true)]
+    pub members: Vec<String>,
+    /// The slot whose chunks are re-placed on the other members: a member
+    /// failed or missing (its chunks are rebuilt), or one leaving (copied).
+    #[arg(long, value_name = "SLOT")]
+    pub member: usize,
+    /// The array's new size, after what sits on it (a filesystem) has been
+    /// shrunk to fit: a whole number of bundles the other members hold.
+    #[arg(long, value_parser = size)]
+    pub size: u64,
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl ShrinkCmd {
+    pub fn run(&self) -> Result<(), String> {
+        if remote(&self.members, serde_json::json!({"verb": "status"})).is_some() {
+            return Err("the array is served: shrink it through the server is not supported yet; stop hetraid serve (SIGTERM), shrink, and serve again".into());
+        }
+        let given = open_all(&self.members)?;
+        let r = Array::shrink_remove(given, self.member, self.size).map_err(|e| e.to_string())?;
+        print_change(&r, self.json)
     }
 }
 
