@@ -13,7 +13,8 @@ pub mod rebuild;
 pub mod scrub;
 
 pub use array::{
-    Access, Array, AssembleOptions, ChangeProgress, ChangeReport, CreateOptions, LogSpec, Status,
+    Access, Array, ArrayCell, AssembleOptions, ChangeOptions, ChangeProgress, ChangeReport,
+    CreateOptions, LogSpec, Reopen, Status,
 };
 pub use error::{EngineError, Result};
 pub use rebuild::{RebuildOptions, RebuildProgress, RebuildReport};

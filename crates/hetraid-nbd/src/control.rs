@@ -7,7 +7,7 @@
 //! Replies: `{"ok":true,"result":...}` or `{"ok":false,"error":"..."}`.
 
 use hetraid_engine::format::{Superblock, SB_SIZE};
-use hetraid_engine::Array;
+use hetraid_engine::{Array, ArrayCell};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -73,7 +73,11 @@ pub fn remote(member: &Path, request: &Value) -> Option<Result<Value, String>> {
 }
 
 /// Serve control requests for `array` until `stop`.
-pub fn serve_control(array: Arc<Array>, path: &Path, stop: Arc<AtomicBool>) -> std::io::Result<()> {
+pub fn serve_control(
+    array: Arc<ArrayCell>,
+    path: &Path,
+    stop: Arc<AtomicBool>,
+) -> std::io::Result<()> {
     crate::server::remove_stale_socket(path)?;
     let l = UnixListener::bind(path)?;
     l.set_nonblocking(true)?;
@@ -81,8 +85,8 @@ pub fn serve_control(array: Arc<Array>, path: &Path, stop: Arc<AtomicBool>) -> s
         match l.accept() {
             Ok((s, _)) => {
                 s.set_nonblocking(false)?;
-                let array = array.clone();
-                std::thread::spawn(move || handle(&array, s));
+                let cell = array.clone();
+                std::thread::spawn(move || handle(&cell, s));
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 std::thread::sleep(Duration::from_millis(20))
@@ -99,7 +103,7 @@ pub fn serve_control(array: Arc<Array>, path: &Path, stop: Arc<AtomicBool>) -> s
     Ok(())
 }
 
-fn handle(array: &Array, s: UnixStream) {
+fn handle(cell: &ArrayCell, s: UnixStream) {
     let mut line = String::new();
     if BufReader::new(&s)
         .take(1 << 16)
@@ -109,7 +113,7 @@ fn handle(array: &Array, s: UnixStream) {
         return;
     }
     let reply = match serde_json::from_str::<Value>(&line) {
-        Ok(req) => match run(array, &req) {
+        Ok(req) => match change(cell, &req).unwrap_or_else(|| run(&cell.get(), &req)) {
             Ok(v) => json!({"ok": true, "result": v}),
             Err(e) => json!({"ok": false, "error": e}),
         },
@@ -117,6 +121,51 @@ fn handle(array: &Array, s: UnixStream) {
     };
     let mut w = &s;
     let _ = w.write_all(format!("{reply}\n").as_bytes());
+}
+
+/// The verbs that change the members: they take the array from the cell
+/// batch by batch (`None`: another verb).
+fn change(cell: &ArrayCell, req: &Value) -> Option<Result<Value, String>> {
+    let opts = hetraid_engine::ChangeOptions {
+        max_speed: req["max_speed"]
+            .as_u64()
+            .unwrap_or(hetraid_engine::ChangeOptions::default().max_speed),
+    };
+    let report = |r: hetraid_engine::Result<hetraid_engine::ChangeReport>| {
+        r.map_err(|e| e.to_string())
+            .and_then(|r| serde_json::to_value(r).map_err(|e| e.to_string()))
+    };
+    match req["verb"].as_str() {
+        Some("grow") => Some((|| {
+            let Some(path) = req["add"].as_str() else {
+                return match cell.resume(opts) {
+                    Ok(Some(r)) => report(Ok(r)),
+                    Ok(None) => Err(
+                        "no grow or shrink is in progress: give --add NEW to add a member".into(),
+                    ),
+                    Err(e) => Err(e.to_string()),
+                };
+            };
+            let kind = match req["kind"].as_str() {
+                None => hetraid_core::MemberKind::Hdd,
+                Some(k) => hetraid_core::MemberKind::parse(k)?,
+            };
+            let new = hetraid_engine::member::FileMember::open(Path::new(path))
+                .map_err(|e| format!("cannot open member {path}: {e}"))?;
+            report(cell.grow_add(
+                Arc::new(new),
+                kind,
+                req["force"].as_bool().unwrap_or(false),
+                opts,
+            ))
+        })()),
+        Some("shrink") => Some((|| {
+            let slot = req["member"].as_u64().ok_or("shrink needs \"member\"")? as usize;
+            let size = req["size"].as_u64().ok_or("shrink needs \"size\"")?;
+            report(cell.shrink_remove(slot, size, opts))
+        })()),
+        _ => None,
+    }
 }
 
 fn run(array: &Array, req: &Value) -> Result<Value, String> {
@@ -192,7 +241,7 @@ fn run(array: &Array, req: &Value) -> Result<Value, String> {
             serde_json::to_value(r).map_err(|e| e.to_string())
         }
         other => Err(format!(
-            "unknown control verb {other:?}; use status, fail, remove, scrub, replace or rebuild"
+            "unknown control verb {other:?}; use status, fail, remove, scrub, replace, rebuild, reclaim, grow or shrink"
         )),
     }
 }

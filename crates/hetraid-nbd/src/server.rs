@@ -2,7 +2,7 @@
 //! transmission phase with requests served concurrently and answered out of order.
 
 use crate::proto::{self, Action, Export, Request};
-use hetraid_engine::Array;
+use hetraid_engine::{Array, ArrayCell};
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -122,7 +122,7 @@ pub struct Stats {
 /// Serve `array` until `stop` becomes true; then finish in-flight requests, close
 /// every connection and return (the caller flushes and closes the array).
 pub fn serve(
-    array: Arc<Array>,
+    array: Arc<ArrayCell>,
     listen: &Listen,
     cfg: Config,
     stop: Arc<AtomicBool>,
@@ -291,7 +291,10 @@ fn invalid(msg: &str) -> io::Error {
 }
 
 /// Handshake then transmission for one client.
-fn connection(mut c: Conn, array: &Arc<Array>, cfg: &Config, stats: &Stats) -> io::Result<()> {
+fn connection(mut c: Conn, cell: &Arc<ArrayCell>, cfg: &Config, stats: &Stats) -> io::Result<()> {
+    // The size and geometry this connection is offered: the array's now (a
+    // change completed later is seen by connections opened after it).
+    let array = cell.current();
     let mut export = Export {
         size: array.capacity(),
         read_only: cfg.read_only,
@@ -439,7 +442,7 @@ fn connection(mut c: Conn, array: &Arc<Array>, cfg: &Config, stats: &Stats) -> i
             }
         }
     }
-    transmission(c, array, export, cfg, stats)
+    transmission(c, cell, export, cfg, stats)
 }
 
 struct Job {
@@ -553,7 +556,7 @@ fn read_next(
 /// completion order.
 fn transmission(
     c: Conn,
-    array: &Arc<Array>,
+    cell: &Arc<ArrayCell>,
     export: Export,
     cfg: &Config,
     stats: &Stats,
@@ -600,7 +603,8 @@ fn transmission(
                     Action::Read { .. } => free_replies.lock().unwrap().pop().unwrap_or_default(),
                     _ => Vec::new(),
                 };
-                let (reply, start, failed) = execute(array, &export, &job, spare);
+                // Held for the request: a change of members waits for it.
+                let (reply, start, failed) = execute(&cell.get(), &export, &job, spare);
                 stats.requests.fetch_add(1, Ordering::Relaxed);
                 if failed {
                     stats.errors.fetch_add(1, Ordering::Relaxed);

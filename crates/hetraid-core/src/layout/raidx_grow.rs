@@ -89,7 +89,7 @@ pub fn check_table(bundles: &[Vec<Place>], caps: &[u64], c: usize) -> Result<(),
 pub fn plan_grow(bundles: &[Vec<Place>], caps: &[u64], c: usize) -> Result<GrowPlan, LayoutError> {
     let n = caps.len();
     let mut used = vec![0u64; n];
-    let mut taken: Vec<std::collections::BTreeSet<u64>> = vec![Default::default(); n];
+    let mut taken: Vec<Taken> = vec![Taken::default(); n];
     for places in bundles {
         for &(m, slot) in places {
             if m >= n || slot >= caps[m] {
@@ -225,7 +225,7 @@ pub fn plan_remove(
     }
     let kept = &bundles[..keep_bundles as usize];
     let mut count = vec![0u64; n];
-    let mut taken: Vec<std::collections::BTreeSet<u64>> = vec![Default::default(); n];
+    let mut taken: Vec<Taken> = vec![Taken::default(); n];
     for places in kept {
         for &(m, slot) in places {
             count[m] += 1;
@@ -277,16 +277,17 @@ fn relocate(
     bundles: &[Vec<Place>],
     caps: &[u64],
     keep: &[u64],
-    taken: &mut [std::collections::BTreeSet<u64>],
+    taken: &mut [Taken],
     count: &mut [u64],
 ) -> Result<Vec<Move>, LayoutError> {
     let n = caps.len();
     let total: u64 = count.iter().sum();
     let mut current: Vec<Vec<Place>> = bundles.to_vec();
-    let mut of_member: Vec<Vec<u64>> = vec![Vec::new(); n];
+    // Per member, its chunks: slot -> bundle.
+    let mut of_member: Vec<std::collections::BTreeMap<u64, u64>> = vec![Default::default(); n];
     for (b, places) in current.iter().enumerate() {
-        for &(m, _) in places {
-            of_member[m].push(b as u64);
+        for &(m, slot) in places {
+            of_member[m].insert(slot, b as u64);
         }
     }
     let mut moves: Vec<Move> = Vec::new();
@@ -314,8 +315,8 @@ fn relocate(
             };
             let old = current[b as usize][pos];
             current[b as usize][pos] = (to, slot);
-            of_member[from].retain(|&x| x != b);
-            of_member[to].push(b);
+            of_member[from].remove(&old.1);
+            of_member[to].insert(slot, b);
             moves.push(Move {
                 bundle: b,
                 pos,
@@ -325,7 +326,7 @@ fn relocate(
             vacated = Some(old.1);
         }
         // The donor's slot is free now.
-        taken[m].remove(&vacated.expect("a path has a step"));
+        taken[m].remove(vacated.expect("a path has a step"));
         count[m] -= 1;
         count[path.last().unwrap().1] += 1;
     }
@@ -338,12 +339,36 @@ fn relocate(
     Ok(moves)
 }
 
+/// A member's slots in use, with a mark below which every slot is in use
+/// (so finding the lowest free one does not scan from 0 each time).
+#[derive(Debug, Clone, Default)]
+struct Taken {
+    set: std::collections::BTreeSet<u64>,
+    low: u64,
+}
+
+impl Taken {
+    fn insert(&mut self, s: u64) {
+        self.set.insert(s);
+    }
+
+    fn remove(&mut self, s: u64) {
+        self.set.remove(&s);
+        self.low = self.low.min(s);
+    }
+}
+
 /// The lowest free slot of member `m` (bounded by its capacity), taken.
-fn take_free(caps: &[u64], m: usize, taken: &mut [std::collections::BTreeSet<u64>]) -> u64 {
-    let s = (0..caps[m])
-        .find(|s| !taken[m].contains(s))
-        .expect("the targets leave the member a free slot");
-    taken[m].insert(s);
+fn take_free(caps: &[u64], m: usize, taken: &mut [Taken]) -> u64 {
+    let t = &mut taken[m];
+    let mut s = t.low;
+    // Bounded by the capacity: every slot below `low` is in use.
+    while s < caps[m] && t.set.contains(&s) {
+        s += 1;
+    }
+    assert!(s < caps[m], "the targets leave the member a free slot");
+    t.set.insert(s);
+    t.low = s + 1;
     s
 }
 
@@ -355,7 +380,7 @@ fn find_path(
     m: usize,
     n: usize,
     bundles: &[Vec<Place>],
-    of_member: &[Vec<u64>],
+    of_member: &[std::collections::BTreeMap<u64, u64>],
     receiver: &dyn Fn(usize) -> bool,
 ) -> Option<Vec<(usize, usize, u64)>> {
     let mut prev: Vec<Option<(usize, u64)>> = vec![None; n];
@@ -369,14 +394,9 @@ fn find_path(
             }
             // A bundle of u without v, the one whose chunk on u is last.
             let b = of_member[u]
-                .iter()
-                .filter(|&&b| !bundles[b as usize].iter().any(|p| p.0 == v))
-                .max_by_key(|&&b| {
-                    bundles[b as usize]
-                        .iter()
-                        .find(|p| p.0 == u)
-                        .map_or(0, |p| p.1)
-                });
+                .values()
+                .rev()
+                .find(|&&b| !bundles[b as usize].iter().any(|p| p.0 == v));
             let Some(&b) = b else { continue };
             seen[v] = true;
             prev[v] = Some((u, b));

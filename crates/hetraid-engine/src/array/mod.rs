@@ -24,7 +24,9 @@ use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
+mod cell;
 mod failure;
+pub use cell::{ArrayCell, ChangeOptions, Reopen};
 mod hpda;
 mod io;
 mod lifecycle;

@@ -1000,8 +1000,28 @@ pub struct GrowCmd {
     /// Overwrite a new member that holds another array's member.
     #[arg(long)]
     pub force: bool,
+    /// Served array: chunk moves per second at most, in bytes (MD's
+    /// speed_limit_max; requests run between batches); 0 = unlimited.
+    #[arg(long, default_value = "200M", value_parser = size)]
+    pub max_speed: u64,
     #[arg(long)]
     pub json: bool,
+}
+
+/// A change report from the server's JSON.
+fn remote_change(v: serde_json::Value) -> Result<hetraid_engine::ChangeReport, String> {
+    let n = |k: &str| v[k].as_u64().unwrap_or(0);
+    Ok(hetraid_engine::ChangeReport {
+        change: v["change"].as_str().unwrap_or("?").into(),
+        slot: n("slot") as usize,
+        moves: n("moves"),
+        rebuilt: n("rebuilt"),
+        bundles_before: n("bundles_before"),
+        bundles_after: n("bundles_after"),
+        capacity_before: n("capacity_before"),
+        capacity_after: n("capacity_after"),
+        seconds: v["seconds"].as_f64().unwrap_or(0.0),
+    })
 }
 
 fn print_change(r: &hetraid_engine::ChangeReport, json: bool) -> Result<(), String> {
@@ -1030,7 +1050,7 @@ fn print_change(r: &hetraid_engine::ChangeReport, json: bool) -> Result<(), Stri
 }
 
 /// The given paths opened as members (each once).
-fn open_all(paths: &[String]) -> Result<Vec<Arc<dyn Member>>, String> {
+pub fn open_all(paths: &[String]) -> Result<Vec<Arc<dyn Member>>, String> {
     member_paths(paths)?
         .iter()
         .map(|p| open_member(p))
@@ -1039,35 +1059,53 @@ fn open_all(paths: &[String]) -> Result<Vec<Arc<dyn Member>>, String> {
 
 impl GrowCmd {
     pub fn run(&self) -> Result<(), String> {
-        if remote(&self.members, serde_json::json!({"verb": "status"})).is_some() {
-            return Err("the array is served: grow it through the server is not supported yet; stop hetraid serve (SIGTERM), grow, and serve again".into());
+        if let Some(add) = &self.add {
+            let (p, _) = split_member(add)?;
+            if self
+                .members
+                .iter()
+                .any(|m| split_member(m).is_ok_and(|(q, _)| same_path(&q, &p)))
+            {
+                return Err(format!(
+                    "{} is already listed as a member; --add takes a new device",
+                    p.display()
+                ));
+            }
+        }
+        if self.force && self.add.is_none() {
+            return Err("--force applies with --add only".into());
+        }
+        let mut req =
+            serde_json::json!({"verb": "grow", "force": self.force, "max_speed": self.max_speed});
+        if let Some(add) = &self.add {
+            let (p, kind) = split_member(add)?;
+            if !p.exists() {
+                return Err(format!(
+                    "new member {} does not exist; check the path",
+                    p.display()
+                ));
+            }
+            req["add"] = std::path::absolute(&p)
+                .map_err(|e| e.to_string())?
+                .display()
+                .to_string()
+                .into();
+            req["kind"] = kind.unwrap_or(MemberKind::Hdd).as_str().into();
+        }
+        if let Some(r) = remote(&self.members, req) {
+            return print_change(&remote_change(r?)?, self.json);
         }
         let given = open_all(&self.members)?;
         let r = match &self.add {
             Some(add) => {
                 let (p, kind) = split_member(add)?;
-                if self
-                    .members
-                    .iter()
-                    .any(|m| split_member(m).is_ok_and(|(q, _)| same_path(&q, &p)))
-                {
-                    return Err(format!(
-                        "{} is already listed as a member; --add takes a new device",
-                        p.display()
-                    ));
-                }
                 let new = open_member(&p)?;
                 Array::grow_add(given, new, kind.unwrap_or(MemberKind::Hdd), self.force)
                     .map_err(|e| e.to_string())?
             }
-            None => {
-                if self.force {
-                    return Err("--force applies with --add only".into());
-                }
-                Array::resume_change(given, None)
-                    .map_err(|e| e.to_string())?
-                    .ok_or("no grow or shrink is in progress: give --add NEW to add a member")?
-            }
+            None => Array::resume_change(given, None)
+                .map_err(|e| e.to_string())?
+                .ok_or("no grow or shrink is in progress: give --add NEW to add a member")?,
         };
         print_change(&r, self.json)
     }
@@ -1087,14 +1125,18 @@ pub struct ShrinkCmd {
     /// shrunk to fit: a whole number of bundles the other members hold.
     #[arg(long, value_parser = size)]
     pub size: u64,
+    /// Served array: chunk moves per second at most, in bytes; 0 = unlimited.
+    #[arg(long, default_value = "200M", value_parser = size)]
+    pub max_speed: u64,
     #[arg(long)]
     pub json: bool,
 }
 
 impl ShrinkCmd {
     pub fn run(&self) -> Result<(), String> {
-        if remote(&self.members, serde_json::json!({"verb": "status"})).is_some() {
-            return Err("the array is served: shrink it through the server is not supported yet; stop hetraid serve (SIGTERM), shrink, and serve again".into());
+        let req = serde_json::json!({"verb": "shrink", "member": self.member, "size": self.size, "max_speed": self.max_speed});
+        if let Some(r) = remote(&self.members, req) {
+            return print_change(&remote_change(r?)?, self.json);
         }
         let given = open_all(&self.members)?;
         let r = Array::shrink_remove(given, self.member, self.size).map_err(|e| e.to_string())?;

@@ -61,13 +61,24 @@ impl ServeCmd {
             .as_deref()
             .map(hetraid_core::readbalance::ReadPolicy::parse)
             .transpose()?;
-        let array = Arc::new(super::array::assemble(&self.members)?);
-        if let Some(p) = read_policy {
-            array.set_read_policy(p, false).map_err(|e| e.to_string())?;
-        }
-        if let Some(b) = self.write_buffer {
-            array.start_write_buffer(b, 16).map_err(|e| e.to_string())?;
-        }
+        let members = super::array::open_all(&self.members)?;
+        let first =
+            Arc::new(hetraid_engine::Array::assemble(members.clone()).map_err(|e| e.to_string())?);
+        // What every assembly of the served array gets (a change of members
+        // assembles it again, batch by batch).
+        let write_buffer = self.write_buffer;
+        let reopen: hetraid_engine::Reopen = Box::new(move |a: &Arc<hetraid_engine::Array>| {
+            if let Some(p) = read_policy {
+                a.set_read_policy(p, false)?;
+            }
+            if let Some(b) = write_buffer {
+                a.start_write_buffer(b, 16)?;
+            }
+            Ok(())
+        });
+        reopen(&first).map_err(|e| e.to_string())?;
+        let cell = Arc::new(hetraid_engine::ArrayCell::new(first, members, reopen));
+        let array = cell.current();
         if self.reclaim_idle.is_some() && !array.has_write_back_log() {
             return Err(
                 "--reclaim-idle applies to arrays with a write-back log only; this array has none"
@@ -95,9 +106,9 @@ impl ServeCmd {
         // The control socket: lifecycle verbs given these members reach this process.
         let ctl = hetraid_nbd::control::socket_path(&st.uuid);
         let ctl_thread = {
-            let (array, stop, ctl) = (array.clone(), stop.clone(), ctl.clone());
+            let (cell, stop, ctl) = (cell.clone(), stop.clone(), ctl.clone());
             std::thread::spawn(move || {
-                if let Err(e) = hetraid_nbd::control::serve_control(array, &ctl, stop) {
+                if let Err(e) = hetraid_nbd::control::serve_control(cell, &ctl, stop) {
                     eprintln!("hetraid: control socket {}: {e}", ctl.display());
                 }
             })
@@ -163,7 +174,8 @@ impl ServeCmd {
             workers: self.workers.max(1),
             payload_spin: std::time::Duration::from_micros(self.payload_spin_us),
         };
-        serve(array.clone(), &listen, cfg, stop.clone(), stats.clone())
+        drop(array);
+        serve(cell.clone(), &listen, cfg, stop.clone(), stats.clone())
             .map_err(|e| format!("cannot serve on {}: {e}", self.listen))?;
         let _ = ctl_thread.join();
         if let Some(t) = idle_thread {
@@ -172,7 +184,7 @@ impl ServeCmd {
         if let Some(t) = hpda_thread {
             let _ = t.join();
         }
-        array.close().map_err(|e| e.to_string())?;
+        cell.current().close().map_err(|e| e.to_string())?;
         eprintln!(
             "hetraid: stopped after {} connections and {} requests ({} failed); members flushed, array clean",
             stats.connections.load(Ordering::Relaxed),

@@ -1,0 +1,184 @@
+//! A served array whose members change under it (issue 14): the server
+//! holds an [`ArrayCell`], every request runs under a read guard of it, and
+//! a change (`grow --add`, `shrink`) runs batch by batch, each batch with
+//! the cell held for writing — in-flight requests finish first, the array
+//! is closed, one batch of the offline change runs (the same crash-safe code
+//! as `hetraid grow` on a stopped array), the array is assembled again with
+//! its new table and put back. Between batches requests flow; connections
+//! opened after the change see the new size, older ones keep theirs.
+
+use super::*;
+use std::sync::{RwLock, RwLockReadGuard};
+
+/// What the server re-applies to each array it assembles (read policy,
+/// write buffer).
+pub type Reopen = Box<dyn Fn(&Arc<Array>) -> Result<()> + Send + Sync>;
+
+pub struct ArrayCell {
+    cur: RwLock<Arc<Array>>,
+    /// The members as opened (no checksum layer), by the order given; a
+    /// change updates them.
+    members: std::sync::Mutex<Vec<Arc<dyn Member>>>,
+    reopen: Reopen,
+    /// One change at a time.
+    changing: std::sync::Mutex<()>,
+}
+
+/// How fast a served change may move chunks (MD's speed_limit_max).
+#[derive(Debug, Clone, Copy)]
+pub struct ChangeOptions {
+    /// Bytes a second of chunk moves at most (0: unlimited).
+    pub max_speed: u64,
+}
+
+impl Default for ChangeOptions {
+    fn default() -> Self {
+        Self {
+            max_speed: 200_000_000,
+        }
+    }
+}
+
+impl ArrayCell {
+    pub fn new(array: Arc<Array>, members: Vec<Arc<dyn Member>>, reopen: Reopen) -> Self {
+        Self {
+            cur: RwLock::new(array),
+            members: std::sync::Mutex::new(members),
+            reopen,
+            changing: std::sync::Mutex::new(()),
+        }
+    }
+
+    /// The array, held for one request: a change waits for it.
+    pub fn get(&self) -> RwLockReadGuard<'_, Arc<Array>> {
+        self.cur.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The array now (not held: for work that may span a change, take
+    /// [`ArrayCell::get`] instead).
+    pub fn current(&self) -> Arc<Array> {
+        self.get().clone()
+    }
+
+    /// The members as the server opened them.
+    pub fn members(&self) -> Vec<Arc<dyn Member>> {
+        self.members.lock().unwrap().clone()
+    }
+
+    /// Close the array in the cell, run `step` on the members, assemble
+    /// them again and put the result in the cell — all while no request
+    /// runs. When `step` fails the members are assembled again all the
+    /// same (the change is crash-safe, so whatever it left is a valid
+    /// array), and its error is returned.
+    fn swap<T>(&self, members: &[Arc<dyn Member>], step: impl FnOnce() -> Result<T>) -> Result<T> {
+        let mut g = self.cur.write().unwrap_or_else(|e| e.into_inner());
+        g.close()?;
+        let r = step();
+        let a = Arc::new(Array::assemble(members.to_vec())?);
+        (self.reopen)(&a)?;
+        *g = a;
+        r
+    }
+
+    /// `grow --add` on the served array.
+    pub fn grow_add(
+        &self,
+        new: Arc<dyn Member>,
+        kind: MemberKind,
+        force: bool,
+        opts: ChangeOptions,
+    ) -> Result<ChangeReport> {
+        let _one = self.changing.lock().unwrap();
+        let given = self.members();
+        let mut all = given.clone();
+        all.push(new.clone());
+        // The slot recorded, the array assembled with its new member.
+        let recorded = {
+            let mut g = self.cur.write().unwrap_or_else(|e| e.into_inner());
+            g.close()?;
+            match Array::prepare_grow(given.clone(), new, kind, force) {
+                Ok(a) => {
+                    let arr = Arc::new(Array::assemble(a.clone())?);
+                    (self.reopen)(&arr)?;
+                    *g = arr;
+                    Ok(a)
+                }
+                Err(e) => {
+                    let arr = Arc::new(Array::assemble(given.clone())?);
+                    (self.reopen)(&arr)?;
+                    *g = arr;
+                    Err(e)
+                }
+            }
+        }?;
+        *self.members.lock().unwrap() = recorded.clone();
+        self.run_batches(&recorded, opts)
+    }
+
+    /// `shrink --member --size` on the served array.
+    pub fn shrink_remove(
+        &self,
+        slot: usize,
+        size: u64,
+        opts: ChangeOptions,
+    ) -> Result<ChangeReport> {
+        let _one = self.changing.lock().unwrap();
+        let members = self.members();
+        self.swap(&members, || {
+            Array::prepare_shrink(members.clone(), slot, size)
+        })?;
+        let r = self.run_batches(&members, opts)?;
+        // The member that left is no longer the array's.
+        let uuid = self.current().superblock().uuid;
+        self.members.lock().unwrap().retain(|m| {
+            matches!(read_sb(m.as_ref()), Ok(Ok(sb)) if sb.uuid == uuid && sb.roles.get(sb.member as usize).is_some_and(|r| r.state != RoleState::Removed))
+        });
+        Ok(r)
+    }
+
+    /// Finish a change in progress, a batch at a time.
+    pub fn resume(&self, opts: ChangeOptions) -> Result<Option<ChangeReport>> {
+        let _one = self.changing.lock().unwrap();
+        if self.current().change_progress().is_none() {
+            return Ok(None);
+        }
+        let members = self.members();
+        self.run_batches(&members, opts).map(Some)
+    }
+
+    fn run_batches(
+        &self,
+        members: &[Arc<dyn Member>],
+        opts: ChangeOptions,
+    ) -> Result<ChangeReport> {
+        let start = std::time::Instant::now();
+        let chunk = self.current().layout().chunk_bytes();
+        let mut moves_before = self.current().change_progress().map_or(0, |p| p.moves_done);
+        let total = self.current().change_progress().map_or(0, |p| p.moves);
+        // Bounded: every batch moves at least one chunk or ends the change.
+        for _ in 0..=total + 1 {
+            let t = std::time::Instant::now();
+            let r = self.swap(members, || Array::resume_change(members.to_vec(), Some(1)))?;
+            if let Some(mut r) = r {
+                r.seconds = start.elapsed().as_secs_f64();
+                return Ok(r);
+            }
+            let Some(p) = self.current().change_progress() else {
+                return Err(EngineError::Refused(
+                    "the change ended without a report (a hetraid bug)".into(),
+                ));
+            };
+            let moved = p.moves_done.saturating_sub(moves_before) * chunk;
+            moves_before = p.moves_done;
+            if opts.max_speed > 0 {
+                let due = std::time::Duration::from_secs_f64(moved as f64 / opts.max_speed as f64);
+                if let Some(rest) = due.checked_sub(t.elapsed()) {
+                    std::thread::sleep(rest);
+                }
+            }
+        }
+        Err(EngineError::Refused(
+            "the change did not end after a batch per move (a hetraid bug)".into(),
+        ))
+    }
+}
