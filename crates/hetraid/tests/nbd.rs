@@ -1180,3 +1180,136 @@ fn a_write_buffer_serves_and_drains() {
         serde_json::from_slice(&hetraid(&argv("scrub", &m, &["--json"])).stdout).unwrap();
     assert_eq!(v["mismatches"], 0, "{v}");
 }
+
+/// Issue 14: a served RAIDX5 grows by a member (`grow --add` through the
+/// control socket) while a connection opened before stays open: it keeps
+/// reading the right bytes, a new connection sees the new size, nbdcopy out
+/// of the old range is identical to what was copied in. Then a member fails,
+/// `shrink` re-places its chunks (refused first with the largest size the
+/// others hold), and the stopped array scrubs clean.
+#[test]
+fn raidx_grows_and_shrinks_while_served() {
+    if !have("nbdcopy") || !have("nbdinfo") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let mut m = create(
+        d.path(),
+        &[
+            "--layout",
+            "raidx",
+            "--chunks-per-bundle",
+            "3",
+            "--raidx-level",
+            "5",
+            "--chunk",
+            "64K",
+        ],
+        4,
+        "24M",
+    );
+    let new = d.path().join("m4");
+    std::fs::File::create(&new)
+        .unwrap()
+        .set_len(40 << 20)
+        .unwrap();
+    let srv = Server::start(d.path(), &m, &[]);
+    let uri = srv.uri();
+    let size = |what: &str| -> u64 {
+        run(Command::new("nbdinfo").arg("--size").arg(&uri))
+            .trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("{what}: {e}"))
+    };
+    let size0 = size("before");
+    let input = d.path().join("in.bin");
+    let data = random_file(&input, size0 as usize, 14);
+    run(Command::new("nbdcopy").arg(&input).arg(&uri));
+    // A connection opened before the change, used after it.
+    let mut old = handshake(&srv.sock);
+    let read_old = |c: &mut UnixStream, off: u64, len: u32| -> Vec<u8> {
+        c.write_all(&request(0, 0, 9, off, len)).unwrap();
+        let (err, h) = reply(c);
+        assert_eq!((err, h), (0, 9));
+        let mut b = vec![0u8; len as usize];
+        c.read_exact(&mut b).unwrap();
+        b
+    };
+    assert!(read_old(&mut old, 4 << 20, 65536) == data[4 << 20..(4 << 20) + 65536]);
+    let add = format!("{}:ssd", new.display());
+    let o = hetraid(&argv("grow", &m, &["--add", &add, "--json"]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let grown = r["capacity_after"].as_u64().unwrap();
+    assert!(grown > size0 && r["moves"].as_u64().unwrap() > 0, "{r}");
+    m.push(new.display().to_string());
+    assert_eq!(
+        size("after the grow"),
+        grown,
+        "a new connection sees the new size"
+    );
+    let off = size0 - 65536;
+    assert!(
+        read_old(&mut old, off, 65536) == data[off as usize..],
+        "the old connection reads"
+    );
+    let out = d.path().join("out.bin");
+    run(Command::new("nbdcopy").arg(&uri).arg(&out));
+    let got = std::fs::read(&out).unwrap();
+    assert_eq!(got.len() as u64, grown);
+    assert!(
+        got[..size0 as usize] == data[..],
+        "the old range differs after the grow"
+    );
+    assert!(got[size0 as usize..].iter().all(|&b| b == 0));
+    // A member fails; the others take its chunks (the array shrinks first).
+    let o = hetraid(&argv("fail", &m, &["--member", "1"]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let left: Vec<String> = m
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 1)
+        .map(|(_, p)| p.clone())
+        .collect();
+    let o = hetraid(&argv(
+        "shrink",
+        &left,
+        &["--member", "1", "--size", &grown.to_string()],
+    ));
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr).to_string();
+    let most: u64 = e
+        .split("at most ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no size in: {e}"));
+    let o = hetraid(&argv(
+        "shrink",
+        &left,
+        &["--member", "1", "--size", &most.to_string()],
+    ));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("rebuilt from their bundles"));
+    assert_eq!(size("after the shrink"), most);
+    let out2 = d.path().join("out2.bin");
+    run(Command::new("nbdcopy").arg(&uri).arg(&out2));
+    let got2 = std::fs::read(&out2).unwrap();
+    let keep = (most.min(size0)) as usize;
+    assert!(
+        got2[..keep] == data[..keep],
+        "data differs after the shrink"
+    );
+    drop(old);
+    srv.stop();
+    let o = hetraid(&argv("scrub", &left, &[]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains(" 0 mismatched"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let v: serde_json::Value =
+        serde_json::from_slice(&hetraid(&argv("status", &left, &["--json"])).stdout).unwrap();
+    assert_eq!(v["state"], "optimal", "{v}");
+}
