@@ -132,6 +132,36 @@ pub struct Superblock {
     /// layouts keep relocations). None: arrays written before it, whose
     /// table is the allocator's over the member sizes.
     pub raidx_history: Option<hetraid_core::layout::raidx_history::History>,
+    /// RAID5/6, RAIDH: a restripe in progress (bytes 2432..2720, where
+    /// S²-RAID keeps relocations).
+    pub reshape: Option<ReshapeRecord>,
+}
+
+/// A restripe in progress (`grow --add` on RAID5/6/RAIDH, `grow --weights`
+/// on RAIDH): from the layout over the first `old_members` slots with
+/// `old_weights` to the one the superblock describes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReshapeRecord {
+    pub old_members: usize,
+    /// RAIDH: the weights before (empty for RAID5/6).
+    pub old_weights: Vec<u64>,
+    /// New-layout rows written (a step boundary).
+    pub mark_rows: u64,
+    /// The steps' window (the plan is recomputed from it).
+    pub window_rows: u64,
+    /// The step starting at this row overwrites data it has not copied:
+    /// every member's chunk of that row is in its backup area (below) and
+    /// is put back before the step runs again.
+    pub backup_row: Option<u64>,
+}
+
+/// Reshape record: 1 (u8), old member count (u8), old weight count (u16),
+/// reserved (4), mark rows (u64), window rows (u64), backup row + 1 (u64;
+/// 0 none), reserved (8), old weights (64 x u32).
+const RESHAPE_AT: usize = RELOC_TABLE;
+/// Layouts that restripe.
+fn restripes(name: &str) -> bool {
+    matches!(name, "raid5" | "raid6" | "raidh")
 }
 
 /// RAIDX history (bytes 2432..4032 when the layout is raidx): changes done
@@ -453,6 +483,18 @@ impl Superblock {
                 put_change(&mut b, HISTORY_CHANGES + 16 * i, c);
             }
         }
+        if let Some(r) = &self.reshape {
+            assert!(self.relocations.is_empty() && restripes(&self.layout.name));
+            b[RESHAPE_AT] = 1;
+            b[RESHAPE_AT + 1] = r.old_members as u8;
+            put_u16(&mut b, RESHAPE_AT + 2, r.old_weights.len() as u16);
+            put_u64(&mut b, RESHAPE_AT + 8, r.mark_rows);
+            put_u64(&mut b, RESHAPE_AT + 16, r.window_rows);
+            put_u64(&mut b, RESHAPE_AT + 24, r.backup_row.map_or(0, |x| x + 1));
+            for (i, w) in r.old_weights.iter().enumerate() {
+                put_u32(&mut b, RESHAPE_AT + 40 + 4 * i, *w as u32);
+            }
+        }
         if let Some(r) = self.last_scrub {
             put_u64(&mut b, SCRUB_AT, r.finished_unix_s);
             put_u64(&mut b, SCRUB_AT + 8, r.duration_ms);
@@ -532,7 +574,26 @@ impl Superblock {
         } else {
             None
         };
-        let rn = if raidx_history.is_some() {
+        let reshape = if restripes(&name) && b[RESHAPE_AT] == 1 {
+            let old_members = b[RESHAPE_AT + 1] as usize;
+            let wn = u16_at(b, RESHAPE_AT + 2) as usize;
+            let window_rows = u64_at(b, RESHAPE_AT + 16);
+            if old_members == 0 || old_members > n || wn > MAX_MEMBERS || window_rows == 0 {
+                return Err(FormatError::Field("reshape"));
+            }
+            Some(ReshapeRecord {
+                old_members,
+                old_weights: (0..wn)
+                    .map(|i| u32_at(b, RESHAPE_AT + 40 + 4 * i) as u64)
+                    .collect(),
+                mark_rows: u64_at(b, RESHAPE_AT + 8),
+                window_rows,
+                backup_row: u64_at(b, RESHAPE_AT + 24).checked_sub(1),
+            })
+        } else {
+            None
+        };
+        let rn = if raidx_history.is_some() || reshape.is_some() {
             0
         } else {
             u16_at(b, RELOC_COUNT) as usize
@@ -648,6 +709,7 @@ impl Superblock {
             }
         }
         Ok(Self {
+            reshape,
             raidx_history,
             last_scrub,
             log,
@@ -796,6 +858,7 @@ mod tests {
                 len: 65536,
             }],
             raidx_history: None,
+            reshape: None,
         }
     }
 

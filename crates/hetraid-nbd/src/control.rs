@@ -137,7 +137,29 @@ fn change(cell: &ArrayCell, req: &Value) -> Option<Result<Value, String>> {
     };
     match req["verb"].as_str() {
         Some("grow") => Some((|| {
-            let Some(path) = req["add"].as_str() else {
+            let weights: Option<Vec<u64>> = match &req["weights"] {
+                Value::Null => None,
+                w => Some(
+                    w.as_array()
+                        .ok_or("\"weights\" is a list of numbers")?
+                        .iter()
+                        .map(|x| x.as_u64().ok_or("\"weights\" is a list of numbers"))
+                        .collect::<Result<_, _>>()?,
+                ),
+            };
+            let new = match req["add"].as_str() {
+                None => None,
+                Some(path) => {
+                    let kind = match req["kind"].as_str() {
+                        None => hetraid_core::MemberKind::Hdd,
+                        Some(k) => hetraid_core::MemberKind::parse(k)?,
+                    };
+                    let m = hetraid_engine::member::FileMember::open(Path::new(path))
+                        .map_err(|e| format!("cannot open member {path}: {e}"))?;
+                    Some((Arc::new(m) as Arc<dyn hetraid_engine::member::Member>, kind))
+                }
+            };
+            if new.is_none() && weights.is_none() {
                 return match cell.resume(opts) {
                     Ok(Some(r)) => report(Ok(r)),
                     Ok(None) => Err(
@@ -145,19 +167,8 @@ fn change(cell: &ArrayCell, req: &Value) -> Option<Result<Value, String>> {
                     ),
                     Err(e) => Err(e.to_string()),
                 };
-            };
-            let kind = match req["kind"].as_str() {
-                None => hetraid_core::MemberKind::Hdd,
-                Some(k) => hetraid_core::MemberKind::parse(k)?,
-            };
-            let new = hetraid_engine::member::FileMember::open(Path::new(path))
-                .map_err(|e| format!("cannot open member {path}: {e}"))?;
-            report(cell.grow_add(
-                Arc::new(new),
-                kind,
-                req["force"].as_bool().unwrap_or(false),
-                opts,
-            ))
+            }
+            report(cell.grow(new, weights, req["force"].as_bool().unwrap_or(false), opts))
         })()),
         Some("shrink") => Some((|| {
             let slot = req["member"].as_u64().ok_or("shrink needs \"member\"")? as usize;

@@ -79,6 +79,129 @@ pub fn plan_reshape(old: &dyn Layout, new: &dyn Layout, window_rows: u64) -> Vec
     steps
 }
 
+/// Every step of a reshape: [`plan_reshape`]'s, then steps of up to
+/// `window_rows` rows with no bytes (written as zeros, parity included)
+/// over the new layout's rows past the data, so the room the reshape adds
+/// reads as zeros and its redundancy holds.
+pub fn reshape_steps(old: &dyn Layout, new: &dyn Layout, window_rows: u64) -> Vec<Step> {
+    let mut steps = plan_reshape(old, new, window_rows);
+    let total = old.capacity_bytes().min(new.capacity_bytes());
+    let mut a = steps.last().map_or(0, |s| s.rows.end);
+    // Bounded: each step advances `a` by at least one row.
+    while a < new.stripe_count() {
+        let b = (a + window_rows).min(new.stripe_count());
+        steps.push(Step {
+            rows: a..b,
+            bytes: total..total,
+            backup: false,
+        });
+        a = b;
+    }
+    steps
+}
+
+/// The layout of an array part-way through a reshape: new-layout rows
+/// `[0, mark_rows)` hold the logical chunks below the mark (what the steps
+/// copied), the old layout's rows from the one holding the mark onwards hold
+/// the rest; between them, rows the last step overwrote or that only held
+/// data already copied are not used. Stripes are numbered new rows first,
+/// then the old rows in use. The capacity stays the old one until the
+/// reshape ends. The engine runs I/O on it between steps.
+#[derive(Debug)]
+pub struct Reshaping {
+    old: Box<dyn Layout>,
+    new: Box<dyn Layout>,
+    mark_rows: u64,
+    mark_chunks: u64,
+    /// The first old row in use.
+    old_start: u64,
+    capacity: u64,
+}
+
+impl Reshaping {
+    /// `mark_rows`: new-layout rows written (a step boundary of
+    /// [`plan_reshape`], or past its last step).
+    pub fn new(old: Box<dyn Layout>, new: Box<dyn Layout>, mark_rows: u64) -> Self {
+        let chunk = new.chunk_bytes();
+        let capacity = old.capacity_bytes().min(new.capacity_bytes());
+        let total = capacity / chunk;
+        let mark_rows = mark_rows.min(new.stripe_count());
+        let mark_chunks = (mark_rows * new.data_per_stripe() as u64).min(total);
+        let old_start = if mark_chunks < total {
+            old.locate_chunk(mark_chunks).0
+        } else {
+            old.stripe_count()
+        };
+        debug_assert!(old_start >= mark_rows || mark_chunks == total);
+        Self {
+            old,
+            new,
+            mark_rows,
+            mark_chunks,
+            old_start: old_start.max(mark_rows),
+            capacity,
+        }
+    }
+
+    fn old_row(&self, s: u64) -> u64 {
+        s - self.mark_rows + self.old_start
+    }
+}
+
+impl Layout for Reshaping {
+    fn name(&self) -> String {
+        self.new.name()
+    }
+    fn members(&self) -> usize {
+        self.new.members()
+    }
+    fn chunk_bytes(&self) -> u64 {
+        self.new.chunk_bytes()
+    }
+    fn stripe_count(&self) -> u64 {
+        self.mark_rows + self.old.stripe_count().saturating_sub(self.old_start)
+    }
+    fn data_per_stripe(&self) -> usize {
+        self.old.data_per_stripe()
+    }
+    fn redundancy(&self) -> super::Redundancy {
+        self.new.redundancy()
+    }
+    fn stripe(&self, s: u64) -> super::Stripe {
+        if s < self.mark_rows {
+            return self.new.stripe(s);
+        }
+        let mut st = self.old.stripe(self.old_row(s));
+        st.index = s;
+        st
+    }
+    fn data_loc(&self, s: u64, idx: usize) -> super::ChunkLoc {
+        if s < self.mark_rows {
+            self.new.data_loc(s, idx)
+        } else {
+            self.old.data_loc(self.old_row(s), idx)
+        }
+    }
+    fn locate_chunk(&self, lc: u64) -> (u64, usize) {
+        if lc < self.mark_chunks {
+            self.new.locate_chunk(lc)
+        } else {
+            let (s, i) = self.old.locate_chunk(lc);
+            (s - self.old_start + self.mark_rows, i)
+        }
+    }
+    fn logical_chunk(&self, s: u64, i: usize) -> u64 {
+        if s < self.mark_rows {
+            self.new.logical_chunk(s, i)
+        } else {
+            self.old.logical_chunk(self.old_row(s), i)
+        }
+    }
+    fn capacity_bytes(&self) -> u64 {
+        self.capacity
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,6 +246,57 @@ mod tests {
             assert!(steps.iter().any(|s| s.rows.end - s.rows.start > 1));
             for crash_at in 0..steps.len() {
                 run_with(old.as_ref(), new.as_ref(), &steps, crash_at);
+            }
+        }
+    }
+
+    #[test]
+    fn the_reshaping_layout_reads_each_chunk_where_the_steps_left_it() {
+        let pair = |k: usize| match k {
+            0 => (raid5(4, 48), raid5(5, 48)),
+            _ => (
+                raidh(vec![1, 1, 1, 1, 1], 40),
+                raidh(vec![0, 0, 1, 1, 3], 40),
+            ),
+        };
+        for k in 0..2 {
+            let (old, new) = pair(k);
+            let steps = plan_reshape(old.as_ref(), new.as_ref(), 6);
+            let chunk = old.chunk_bytes();
+            for st in &steps {
+                // At the step's start: below it the new layout, above the old.
+                let (o, n) = pair(k);
+                let l = Reshaping::new(o, n, st.rows.start);
+                assert_eq!(l.capacity_bytes(), old.capacity_bytes());
+                let mut used = std::collections::HashSet::new();
+                for lc in 0..l.capacity_bytes() / chunk {
+                    let (s, i) = l.locate_chunk(lc);
+                    assert_eq!(l.logical_chunk(s, i), lc);
+                    let loc = l.data_loc(s, i);
+                    assert_eq!(l.stripe(s).data[i], loc);
+                    let want = if lc * chunk < st.bytes.start {
+                        let (s, i) = new.locate_chunk(lc);
+                        new.data_loc(s, i)
+                    } else {
+                        let (s, i) = old.locate_chunk(lc);
+                        old.data_loc(s, i)
+                    };
+                    assert_eq!(loc, want, "chunk {lc} at mark {}", st.rows.start);
+                    assert!(used.insert(loc), "two chunks at {loc:?}");
+                }
+                // The rows in use never include one the step overwrites
+                // while it still holds uncopied data, unless backed up.
+                if !st.backup {
+                    for s in 0..l.stripe_count() {
+                        for c in l.stripe(s).all() {
+                            let row = c.offset / chunk;
+                            assert!(
+                                s < st.rows.start || !st.rows.contains(&row),
+                                "stripe {s} uses row {row} the step writes"
+                            );
+                        }
+                    }
+                }
             }
         }
     }

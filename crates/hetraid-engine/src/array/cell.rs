@@ -80,23 +80,21 @@ impl ArrayCell {
         r
     }
 
-    /// `grow --add` on the served array.
-    pub fn grow_add(
+    /// `grow` (`--add`, `--weights`) on the served array.
+    pub fn grow(
         &self,
-        new: Arc<dyn Member>,
-        kind: MemberKind,
+        new: Option<(Arc<dyn Member>, MemberKind)>,
+        weights: Option<Vec<u64>>,
         force: bool,
         opts: ChangeOptions,
     ) -> Result<ChangeReport> {
         let _one = self.changing.lock().unwrap();
         let given = self.members();
-        let mut all = given.clone();
-        all.push(new.clone());
-        // The slot recorded, the array assembled with its new member.
+        // The change recorded, the array assembled with any new member.
         let recorded = {
             let mut g = self.cur.write().unwrap_or_else(|e| e.into_inner());
             g.close()?;
-            match Array::prepare_grow(given.clone(), new, kind, force) {
+            match Array::prepare_grow(given.clone(), new, weights, force) {
                 Ok(a) => {
                     let arr = Arc::new(Array::assemble(a.clone())?);
                     (self.reopen)(&arr)?;

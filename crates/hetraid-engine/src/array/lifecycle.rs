@@ -391,6 +391,7 @@ impl Array {
                 .collect(),
             relocations: vec![],
             last_scrub: None,
+            reshape: None,
             raidx_history: raidx.then(|| {
                 hetraid_core::layout::raidx_history::History::new(
                     sizes.iter().map(|s| s / opts.chunk_bytes).collect(),
@@ -647,6 +648,8 @@ impl Array {
         };
         let layout = if fresh.raidx_history.is_some() {
             super::living::raidx_layout(&fresh)?
+        } else if fresh.reshape.is_some() {
+            super::restripe::reshaping_layout(&fresh)?
         } else {
             build(&spec).map_err(|e| EngineError::Layout(e.to_string()))?
         };
@@ -796,6 +799,25 @@ impl Array {
         if a.changed && !array.read_only {
             let mut sb = array.sb.lock().unwrap();
             array.persist(&mut sb)?;
+        }
+        // A restripe step cut by a crash: its backed-up chunks go back first.
+        if array
+            .superblock()
+            .reshape
+            .as_ref()
+            .is_some_and(|r| r.backup_row.is_some())
+        {
+            match opts.access {
+                Access::ReadWrite => array.restore_reshape_backup()?,
+                Access::Inspect => array.warnings.lock().unwrap().push(
+                    "a restripe step was cut by a crash: assembling for writing puts its backed-up chunks back".into(),
+                ),
+                Access::ReadOnly => {
+                    return Err(EngineError::Refused(
+                        "a restripe step was cut by a crash and its chunks wait in the members' backup areas; reading now could return wrong data: assemble for writing once (hetraid assemble) to put them back".into(),
+                    ))
+                }
+            }
         }
         let raw_by_slot: Vec<Option<Arc<dyn Member>>> =
             a.used.iter().map(|u| u.map(|i| raw[i].clone())).collect();

@@ -129,6 +129,14 @@ impl Array {
     /// RAIDX: the change in progress, if any.
     pub fn change_progress(&self) -> Option<ChangeProgress> {
         let sb = self.superblock();
+        if let Some(r) = &sb.reshape {
+            return Some(ChangeProgress {
+                change: "restripe".into(),
+                slot: sb.roles.len() - 1,
+                moves_done: r.mark_rows,
+                moves: super::restripe::layouts(&sb).map_or(0, |(_, n)| n.stripe_count()),
+            });
+        }
         let pend = sb.raidx_history.as_ref()?.pending?;
         let (_, plan) = table_now(&sb).ok()?;
         let (name, slot) = change_name(&pend.change);
@@ -448,7 +456,19 @@ impl Array {
         kind: MemberKind,
         force: bool,
     ) -> Result<ChangeReport> {
-        let all = Self::prepare_grow(given, new, kind, force)?;
+        Self::grow(given, Some((new, kind)), None, force)
+    }
+
+    /// Grow: a member added (`new`), on RAIDX by moving chunks, on
+    /// RAID5/6/RAIDH by restriping; or RAIDH's parity `weights` changed
+    /// (with or without a member added). Offline; returns the report.
+    pub fn grow(
+        given: Vec<Arc<dyn Member>>,
+        new: Option<(Arc<dyn Member>, MemberKind)>,
+        weights: Option<Vec<u64>>,
+        force: bool,
+    ) -> Result<ChangeReport> {
+        let all = Self::prepare_grow(given, new, weights, force)?;
         Self::resume_change(all, None)?.ok_or_else(|| {
             EngineError::Refused("the grow was recorded but did not run (a hetraid bug)".into())
         })
@@ -460,10 +480,27 @@ impl Array {
     /// already holds its slot, the grow pending), it records nothing.
     pub fn prepare_grow(
         given: Vec<Arc<dyn Member>>,
-        new: Arc<dyn Member>,
-        kind: MemberKind,
+        new: Option<(Arc<dyn Member>, MemberKind)>,
+        weights: Option<Vec<u64>>,
         force: bool,
     ) -> Result<Vec<Arc<dyn Member>>> {
+        let first = given
+            .first()
+            .ok_or_else(|| EngineError::Refused("give the array's members".into()))?;
+        let raidx = matches!(read_sb(first.as_ref())?, Ok(s) if s.layout.name == "raidx");
+        if !raidx {
+            return Self::prepare_restripe(given, new, weights, force);
+        }
+        let Some((new, kind)) = new else {
+            return Err(EngineError::Refused(
+                "give --add NEW: a raidx array grows by a member".into(),
+            ));
+        };
+        if weights.is_some() {
+            return Err(EngineError::Refused(
+                "--weights on grow applies to raidh; a raidx array's parity follows the weights it was created with".into(),
+            ));
+        }
         // Run again after a crash: the new member already holds the slot.
         if let Ok(old) = read_sb(new.as_ref())? {
             let first = given.first().map(|g| read_sb(g.as_ref())).transpose()?;
@@ -720,7 +757,11 @@ impl Array {
         let a = Self::assemble(given.clone())?;
         let sb = a.superblock();
         let raw = raw_by_slot(&given, sb.uuid, sb.roles.len());
-        let r = a.run_change(&raw, batches_max)?;
+        let r = if sb.reshape.is_some() {
+            a.run_restripe(batches_max)?
+        } else {
+            a.run_change(&raw, batches_max)?
+        };
         a.close()?;
         Ok(r)
     }
@@ -731,11 +772,20 @@ impl Array {
 /// cut off by a crash while the new slot was recorded: it is the same
 /// array, and takes the freshest's superblock.
 pub(crate) fn upgrade_for_grow(sbs: &mut [Superblock], fresh: &Superblock) {
-    let Some(Pending {
-        change: Change::Grow { slot, .. },
-        moves_done: 0,
-    }) = fresh.raidx_history.as_ref().and_then(|h| h.pending)
-    else {
+    let raidx = match fresh.raidx_history.as_ref().and_then(|h| h.pending) {
+        Some(Pending {
+            change: Change::Grow { slot, .. },
+            moves_done: 0,
+        }) => Some(slot),
+        _ => None,
+    };
+    // A restripe gaining a member, no row written yet.
+    let restripe = fresh
+        .reshape
+        .as_ref()
+        .filter(|r| r.mark_rows == 0 && r.backup_row.is_none())
+        .map(|r| r.old_members);
+    let Some(slot) = raidx.or(restripe) else {
         return;
     };
     for sb in sbs.iter_mut() {

@@ -31,6 +31,7 @@ mod hpda;
 mod io;
 mod lifecycle;
 mod living;
+mod restripe;
 pub use living::{ChangeProgress, ChangeReport};
 mod status;
 mod wbuf;

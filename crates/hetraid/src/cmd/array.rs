@@ -997,6 +997,11 @@ pub struct GrowCmd {
     /// a grow or shrink cut short (a crash) is finished.
     #[arg(long, value_name = "NEW")]
     pub add: Option<String>,
+    /// RAIDH: the parity weights after the grow, one per member (a member
+    /// added included): the array restripes to them. Also how a member
+    /// replaced by a faster one gets a larger share of parity.
+    #[arg(long, value_delimiter = ',')]
+    pub weights: Option<Vec<u64>>,
     /// Overwrite a new member that holds another array's member.
     #[arg(long)]
     pub force: bool,
@@ -1027,6 +1032,21 @@ fn remote_change(v: serde_json::Value) -> Result<hetraid_engine::ChangeReport, S
 fn print_change(r: &hetraid_engine::ChangeReport, json: bool) -> Result<(), String> {
     if json {
         return super::print_json(&serde_json::to_value(r).map_err(|e| e.to_string())?);
+    }
+    if r.change == "restripe" {
+        println!(
+            "restriped onto {} members: {} rows written in {:.2} s; stripes {} -> {}; capacity {} -> {} ({} -> {} bytes)",
+            r.slot + 1,
+            r.moves,
+            r.seconds,
+            r.bundles_before,
+            r.bundles_after,
+            format_size(r.capacity_before),
+            format_size(r.capacity_after),
+            r.capacity_before,
+            r.capacity_after
+        );
+        return Ok(());
     }
     let verb = if r.change == "grow" {
         "added"
@@ -1092,20 +1112,27 @@ impl GrowCmd {
                 .into();
             req["kind"] = kind.unwrap_or(MemberKind::Hdd).as_str().into();
         }
+        if let Some(w) = &self.weights {
+            req["weights"] = w.clone().into();
+        }
         if let Some(r) = remote(&self.members, req) {
             return print_change(&remote_change(r?)?, self.json);
         }
         let given = open_all(&self.members)?;
-        let r = match &self.add {
-            Some(add) => {
-                let (p, kind) = split_member(add)?;
-                let new = open_member(&p)?;
-                Array::grow_add(given, new, kind.unwrap_or(MemberKind::Hdd), self.force)
-                    .map_err(|e| e.to_string())?
-            }
-            None => Array::resume_change(given, None)
+        let r = match (&self.add, &self.weights) {
+            (None, None) => Array::resume_change(given, None)
                 .map_err(|e| e.to_string())?
                 .ok_or("no grow or shrink is in progress: give --add NEW to add a member")?,
+            (add, weights) => {
+                let new = match add {
+                    Some(add) => {
+                        let (p, kind) = split_member(add)?;
+                        Some((open_member(&p)?, kind.unwrap_or(MemberKind::Hdd)))
+                    }
+                    None => None,
+                };
+                Array::grow(given, new, weights.clone(), self.force).map_err(|e| e.to_string())?
+            }
         };
         print_change(&r, self.json)
     }
