@@ -1313,3 +1313,101 @@ fn raidx_grows_and_shrinks_while_served() {
         serde_json::from_slice(&hetraid(&argv("status", &left, &["--json"])).stdout).unwrap();
     assert_eq!(v["state"], "optimal", "{v}");
 }
+
+/// Issue 14: fio writes and verifies a served RAID5 while it restripes onto
+/// a fifth member (`grow --add`, paced so the two overlap); fio's verify
+/// pass after the restripe finds every block, the data copied in before is
+/// intact, the new size is served, and the stopped array scrubs clean.
+#[test]
+fn fio_verify_while_raid5_restripes() {
+    if !have("fio") || !fio_has_nbd() || !have("nbdcopy") || !have("nbdinfo") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let mut m = create(d.path(), &["--layout", "raid5", "--chunk", "64K"], 4, "24M");
+    let new = d.path().join("m4");
+    std::fs::File::create(&new)
+        .unwrap()
+        .set_len(24 << 20)
+        .unwrap();
+    let srv = Server::start(d.path(), &m, &[]);
+    let uri = srv.uri();
+    // 16 MiB copied in first; fio writes the 32 MiB after it.
+    let input = d.path().join("in.bin");
+    let data = random_file(&input, 16 << 20, 5);
+    run(Command::new("nbdcopy").arg(&input).arg(&uri));
+    let job = [
+        "--name=r",
+        "--ioengine=nbd",
+        "--rw=randwrite",
+        "--bs=16k",
+        "--iodepth=8",
+        "--offset=16M",
+        "--size=32M",
+        "--verify=crc32c",
+        "--randrepeat=1",
+        "--do_verify=0",
+    ];
+    let fio = Command::new("fio")
+        .args(job)
+        .arg(format!("--uri={uri}"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Paced (rows of 320 KiB at 10 MB/s: about 2.5 s for the 384 rows) so
+    // the restripe runs while fio writes.
+    let grow = hetraid(&argv(
+        "grow",
+        &m,
+        &[
+            "--add",
+            &new.display().to_string(),
+            "--max-speed",
+            "10M",
+            "--json",
+        ],
+    ));
+    let o = fio.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "fio write: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        grow.status.success(),
+        "grow: {}",
+        String::from_utf8_lossy(&grow.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&grow.stdout).unwrap();
+    assert_eq!(r["change"], "restripe", "{r}");
+    m.push(new.display().to_string());
+    let size: u64 = run(Command::new("nbdinfo").arg("--size").arg(&uri))
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(size, r["capacity_after"].as_u64().unwrap());
+    let o = Command::new("fio")
+        .args(job)
+        .arg("--verify_only")
+        .arg(format!("--uri={uri}"))
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && !out.contains("verify: bad"),
+        "fio verify after the restripe: {out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out_file = d.path().join("out.bin");
+    run(Command::new("nbdcopy").arg(&uri).arg(&out_file));
+    let got = std::fs::read(&out_file).unwrap();
+    assert!(
+        got[..16 << 20] == data[..],
+        "the copied-in data differs after the restripe"
+    );
+    srv.stop();
+    let o = hetraid(&argv("scrub", &m, &[]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains(" 0 mismatched"));
+}
