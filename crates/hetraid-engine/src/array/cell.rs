@@ -89,28 +89,8 @@ impl ArrayCell {
         opts: ChangeOptions,
     ) -> Result<ChangeReport> {
         let _one = self.changing.lock().unwrap();
-        let given = self.members();
-        // The change recorded, the array assembled with any new member.
-        let recorded = {
-            let mut g = self.cur.write().unwrap_or_else(|e| e.into_inner());
-            g.close()?;
-            match Array::prepare_grow(given.clone(), new, weights, force) {
-                Ok(a) => {
-                    let arr = Arc::new(Array::assemble(a.clone())?);
-                    (self.reopen)(&arr)?;
-                    *g = arr;
-                    Ok(a)
-                }
-                Err(e) => {
-                    let arr = Arc::new(Array::assemble(given.clone())?);
-                    (self.reopen)(&arr)?;
-                    *g = arr;
-                    Err(e)
-                }
-            }
-        }?;
-        *self.members.lock().unwrap() = recorded.clone();
-        self.run_batches(&recorded, opts)
+        self.begin_grow(new, weights, force)?;
+        self.run_batches(opts)
     }
 
     /// `shrink --member --size` on the served array.
@@ -121,17 +101,8 @@ impl ArrayCell {
         opts: ChangeOptions,
     ) -> Result<ChangeReport> {
         let _one = self.changing.lock().unwrap();
-        let members = self.members();
-        self.swap(&members, || {
-            Array::prepare_shrink(members.clone(), slot, size)
-        })?;
-        let r = self.run_batches(&members, opts)?;
-        // The member that left is no longer the array's.
-        let uuid = self.current().superblock().uuid;
-        self.members.lock().unwrap().retain(|m| {
-            matches!(read_sb(m.as_ref()), Ok(Ok(sb)) if sb.uuid == uuid && sb.roles.get(sb.member as usize).is_some_and(|r| r.state != RoleState::Removed))
-        });
-        Ok(r)
+        self.begin_shrink(slot, size)?;
+        self.run_batches(opts)
     }
 
     /// Finish a change in progress, a batch at a time.
@@ -140,15 +111,55 @@ impl ArrayCell {
         if self.current().change_progress().is_none() {
             return Ok(None);
         }
-        let members = self.members();
-        self.run_batches(&members, opts).map(Some)
+        self.run_batches(opts).map(Some)
     }
 
-    fn run_batches(
+    /// Record a grow (no chunk moved yet) and serve the array with any new
+    /// member; [`ArrayCell::step`] runs it.
+    pub fn begin_grow(
         &self,
-        members: &[Arc<dyn Member>],
-        opts: ChangeOptions,
-    ) -> Result<ChangeReport> {
+        new: Option<(Arc<dyn Member>, MemberKind)>,
+        weights: Option<Vec<u64>>,
+        force: bool,
+    ) -> Result<()> {
+        let given = self.members();
+        let mut g = self.cur.write().unwrap_or_else(|e| e.into_inner());
+        g.close()?;
+        let (members, r) = match Array::prepare_grow(given.clone(), new, weights, force) {
+            Ok(all) => (all, Ok(())),
+            Err(e) => (given, Err(e)),
+        };
+        let arr = Arc::new(Array::assemble(members.clone())?);
+        (self.reopen)(&arr)?;
+        *g = arr;
+        *self.members.lock().unwrap() = members;
+        r
+    }
+
+    /// Record a shrink (no chunk moved yet); [`ArrayCell::step`] runs it.
+    pub fn begin_shrink(&self, slot: usize, size: u64) -> Result<()> {
+        let members = self.members();
+        self.swap(&members, || {
+            Array::prepare_shrink(members.clone(), slot, size)
+        })
+    }
+
+    /// One batch of the change in progress, while no request runs; the
+    /// report when it was the last.
+    pub fn step(&self) -> Result<Option<ChangeReport>> {
+        let members = self.members();
+        let r = self.swap(&members, || Array::resume_change(members.clone(), Some(1)))?;
+        if r.is_some() {
+            // A member that left is no longer the array's.
+            let uuid = self.current().superblock().uuid;
+            self.members.lock().unwrap().retain(|m| {
+                matches!(read_sb(m.as_ref()), Ok(Ok(sb)) if sb.uuid == uuid && sb.roles.get(sb.member as usize).is_some_and(|r| r.state != RoleState::Removed))
+            });
+        }
+        Ok(r)
+    }
+
+    fn run_batches(&self, opts: ChangeOptions) -> Result<ChangeReport> {
         let start = std::time::Instant::now();
         let chunk = self.current().layout().chunk_bytes();
         let mut moves_before = self.current().change_progress().map_or(0, |p| p.moves_done);
@@ -156,8 +167,7 @@ impl ArrayCell {
         // Bounded: every batch moves at least one chunk or ends the change.
         for _ in 0..=total + 1 {
             let t = std::time::Instant::now();
-            let r = self.swap(members, || Array::resume_change(members.to_vec(), Some(1)))?;
-            if let Some(mut r) = r {
+            if let Some(mut r) = self.step()? {
                 r.seconds = start.elapsed().as_secs_f64();
                 return Ok(r);
             }
