@@ -126,10 +126,10 @@ fn handle(cell: &ArrayCell, s: UnixStream) {
 /// The verbs that change the members: they take the array from the cell
 /// batch by batch (`None`: another verb).
 fn change(cell: &ArrayCell, req: &Value) -> Option<Result<Value, String>> {
+    let d = hetraid_engine::ChangeOptions::default();
     let opts = hetraid_engine::ChangeOptions {
-        max_speed: req["max_speed"]
-            .as_u64()
-            .unwrap_or(hetraid_engine::ChangeOptions::default().max_speed),
+        min_speed: req["min_speed"].as_u64().unwrap_or(d.min_speed),
+        max_speed: req["max_speed"].as_u64().unwrap_or(d.max_speed),
     };
     let report = |r: hetraid_engine::Result<hetraid_engine::ChangeReport>| {
         r.map_err(|e| e.to_string())

@@ -24,16 +24,21 @@ pub struct ArrayCell {
     changing: std::sync::Mutex<()>,
 }
 
-/// How fast a served change may move chunks (MD's speed_limit_max).
+/// How fast a served change may move chunks: MD's speed limits, by the
+/// core's pacer (`hetraid_core::pace`, the rebuild's): `min_speed` while
+/// requests arrive, up to `max_speed` when the array is idle.
 #[derive(Debug, Clone, Copy)]
 pub struct ChangeOptions {
-    /// Bytes a second of chunk moves at most (0: unlimited).
+    /// Bytes a second of chunk moves while users do I/O.
+    pub min_speed: u64,
+    /// Bytes a second at most (0: unlimited).
     pub max_speed: u64,
 }
 
 impl Default for ChangeOptions {
     fn default() -> Self {
         Self {
+            min_speed: 1_000_000,
             max_speed: 200_000_000,
         }
     }
@@ -162,11 +167,19 @@ impl ArrayCell {
     fn run_batches(&self, opts: ChangeOptions) -> Result<ChangeReport> {
         let start = std::time::Instant::now();
         let chunk = self.current().layout().chunk_bytes();
-        let mut moves_before = self.current().change_progress().map_or(0, |p| p.moves_done);
+        let first = self.current().change_progress().map_or(0, |p| p.moves_done);
         let total = self.current().change_progress().map_or(0, |p| p.moves);
+        let limits = hetraid_core::pace::PaceLimits {
+            min_bps: opts.min_speed,
+            max_bps: opts.max_speed,
+        };
         // Bounded: every batch moves at least one chunk or ends the change.
         for _ in 0..=total + 1 {
-            let t = std::time::Instant::now();
+            // Requests since the last batch ran on the array now in the cell.
+            let busy = self
+                .current()
+                .user_io
+                .swap(false, std::sync::atomic::Ordering::Relaxed);
             if let Some(mut r) = self.step()? {
                 r.seconds = start.elapsed().as_secs_f64();
                 return Ok(r);
@@ -176,13 +189,11 @@ impl ArrayCell {
                     "the change ended without a report (a hetraid bug)".into(),
                 ));
             };
-            let moved = p.moves_done.saturating_sub(moves_before) * chunk;
-            moves_before = p.moves_done;
-            if opts.max_speed > 0 {
-                let due = std::time::Duration::from_secs_f64(moved as f64 / opts.max_speed as f64);
-                if let Some(rest) = due.checked_sub(t.elapsed()) {
-                    std::thread::sleep(rest);
-                }
+            let bytes = p.moves_done.saturating_sub(first) * chunk;
+            let wait =
+                hetraid_core::pace::wait_ns(limits, bytes, start.elapsed().as_nanos() as u64, busy);
+            if wait > 0 {
+                std::thread::sleep(std::time::Duration::from_nanos(wait));
             }
         }
         Err(EngineError::Refused(

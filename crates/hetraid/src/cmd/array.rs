@@ -943,7 +943,7 @@ pub struct AddCmd {
 
 impl AddCmd {
     pub fn run(&self) -> Result<(), String> {
-        const NO_SLOT: &str = "the array has no failed or missing slot to add a member to (hot spares are not supported yet)";
+        const NO_SLOT: &str = "the array has no failed or missing slot to add a member to; to make the array larger with it use hetraid grow MEMBERS... --add NEW (raidx, raid5, raid6, raidh); hot spares are not supported yet";
         let free = |state: &str| matches!(state, "faulty" | "removed" | "missing");
         let (p, _) = split_member(&self.with)?;
         // A served array: find the slot in its status, attach through it.
@@ -1005,13 +1005,20 @@ pub struct GrowCmd {
     /// Overwrite a new member that holds another array's member.
     #[arg(long)]
     pub force: bool,
-    /// Served array: chunk moves per second at most, in bytes (MD's
-    /// speed_limit_max; requests run between batches); 0 = unlimited.
-    #[arg(long, default_value = "200M", value_parser = size)]
-    pub max_speed: u64,
+    /// Served array: bytes a second of chunk moves (per member) kept while
+    /// clients do I/O (MD's speed_limit_min; requests run between batches).
+    /// Default 1M.
+    #[arg(long, value_parser = size)]
+    pub min_speed: Option<u64>,
+    /// Served array: bytes a second at most when idle (MD's
+    /// speed_limit_max); 0 = unlimited. Default 200M.
+    #[arg(long, value_parser = size)]
+    pub max_speed: Option<u64>,
     #[arg(long)]
     pub json: bool,
 }
+
+const NOT_SERVED_SPEED: &str = "--min-speed and --max-speed pace the change of a served array (between client requests); this array is not served, and its change runs at full speed";
 
 /// A change report from the server's JSON.
 fn remote_change(v: serde_json::Value) -> Result<hetraid_engine::ChangeReport, String> {
@@ -1095,8 +1102,7 @@ impl GrowCmd {
         if self.force && self.add.is_none() {
             return Err("--force applies with --add only".into());
         }
-        let mut req =
-            serde_json::json!({"verb": "grow", "force": self.force, "max_speed": self.max_speed});
+        let mut req = serde_json::json!({"verb": "grow", "force": self.force, "min_speed": self.min_speed.unwrap_or(1_000_000), "max_speed": self.max_speed.unwrap_or(200_000_000)});
         if let Some(add) = &self.add {
             let (p, kind) = split_member(add)?;
             if !p.exists() {
@@ -1117,6 +1123,9 @@ impl GrowCmd {
         }
         if let Some(r) = remote(&self.members, req) {
             return print_change(&remote_change(r?)?, self.json);
+        }
+        if self.min_speed.is_some() || self.max_speed.is_some() {
+            return Err(NOT_SERVED_SPEED.into());
         }
         let given = open_all(&self.members)?;
         let r = match (&self.add, &self.weights) {
@@ -1152,18 +1161,27 @@ pub struct ShrinkCmd {
     /// shrunk to fit: a whole number of bundles the other members hold.
     #[arg(long, value_parser = size)]
     pub size: u64,
-    /// Served array: chunk moves per second at most, in bytes; 0 = unlimited.
-    #[arg(long, default_value = "200M", value_parser = size)]
-    pub max_speed: u64,
+    /// Served array: bytes a second of chunk moves (per member) kept while
+    /// clients do I/O (MD's speed_limit_min; requests run between batches).
+    /// Default 1M.
+    #[arg(long, value_parser = size)]
+    pub min_speed: Option<u64>,
+    /// Served array: bytes a second at most when idle (MD's
+    /// speed_limit_max); 0 = unlimited. Default 200M.
+    #[arg(long, value_parser = size)]
+    pub max_speed: Option<u64>,
     #[arg(long)]
     pub json: bool,
 }
 
 impl ShrinkCmd {
     pub fn run(&self) -> Result<(), String> {
-        let req = serde_json::json!({"verb": "shrink", "member": self.member, "size": self.size, "max_speed": self.max_speed});
+        let req = serde_json::json!({"verb": "shrink", "member": self.member, "size": self.size, "min_speed": self.min_speed.unwrap_or(1_000_000), "max_speed": self.max_speed.unwrap_or(200_000_000)});
         if let Some(r) = remote(&self.members, req) {
             return print_change(&remote_change(r?)?, self.json);
+        }
+        if self.min_speed.is_some() || self.max_speed.is_some() {
+            return Err(NOT_SERVED_SPEED.into());
         }
         let given = open_all(&self.members)?;
         let r = Array::shrink_remove(given, self.member, self.size).map_err(|e| e.to_string())?;
