@@ -83,6 +83,19 @@ impl Array {
                 sb.roles[i].state.as_str()
             )));
         }
+        // RAIDX: a slot a shrink emptied holds nothing any more; a device
+        // joins the array as a new slot (grow --add), where chunks move to it.
+        let emptied = sb
+            .raidx_history
+            .as_ref()
+            .is_some_and(|h| h.changes.iter().any(|c| matches!(c, hetraid_core::layout::raidx_history::Change::Remove { slot, .. } if *slot == i)));
+        if emptied {
+            return Err(EngineError::Refused(format!(
+                "slot {i} was emptied by a shrink: its chunks live on the other members now; add {} with hetraid grow MEMBERS... --add {} instead",
+                new.name(),
+                new.name()
+            )));
+        }
         // A slot holding a log region needs room for it too.
         let need = sb.data_offset
             + match sb.log.and_then(|l| l.region) {

@@ -185,3 +185,57 @@ fn restripes_killed_at_any_write_resume_and_lose_nothing() {
         }
     }
 }
+
+/// A member fails part-way through a restripe: the restripe stops saying
+/// why, the array still reads every byte (degraded, on the half-restriped
+/// layout), the member is replaced and rebuilt on that layout, and the
+/// restripe then finishes with every byte in place.
+#[test]
+fn a_member_failing_mid_restripe_is_replaced_and_the_restripe_finishes() {
+    let c = &cases()[0];
+    let size = MIB + 40 * CHUNK;
+    let (_f, mut devs) = fault_members_sized("mid-", &vec![size; c.n + 2], |i| i as u64);
+    let spare = devs.pop().unwrap();
+    let new = devs.pop().unwrap();
+    let a = Array::create(devs.clone(), &options(c)).unwrap();
+    let cap0 = a.capacity();
+    let data = Rng(9).bytes(cap0 as usize);
+    a.write(0, &data).unwrap();
+    a.close().unwrap();
+    drop(a);
+    let all = Array::prepare_grow(
+        devs.clone(),
+        Some((new.clone(), MemberKind::Hdd)),
+        None,
+        false,
+    )
+    .unwrap();
+    assert!(Array::resume_change(all.clone(), Some(2))
+        .unwrap()
+        .is_none());
+    let a = Array::assemble(all.clone()).unwrap();
+    let p = a.change_progress().unwrap();
+    assert!(p.moves_done > 0 && p.moves_done < p.moves, "{p:?}");
+    a.fail(2).unwrap();
+    assert!(read_all(&a) == data[..], "degraded read mid-restripe");
+    a.close().unwrap();
+    drop(a);
+    let e = Array::resume_change(all.clone(), None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("slot 2") && e.contains("replace"), "{e}");
+    let mut all2 = all.clone();
+    all2[2] = spare.clone();
+    let a = Array::assemble(all.clone()).unwrap();
+    a.replace(2, spare.clone(), false).unwrap();
+    a.rebuild(Default::default(), &|_| {}).unwrap();
+    assert!(read_all(&a) == data[..]);
+    a.close().unwrap();
+    drop(a);
+    let r = Array::resume_change(all2.clone(), None).unwrap().unwrap();
+    assert!(r.capacity_after > cap0);
+    let a = Array::assemble(all2).unwrap();
+    let got = read_all(&a);
+    assert!(got[..cap0 as usize] == data[..]);
+    assert_eq!(a.scrub(None).unwrap().mismatches, 0);
+}
