@@ -416,6 +416,43 @@ fn raw_by_slot(
     out
 }
 
+/// A device about to join the array: not one of its members, and not
+/// another array's member unless `force`.
+pub(crate) fn check_new_member(
+    given: &[Arc<dyn Member>],
+    new: &dyn Member,
+    force: bool,
+) -> Result<()> {
+    if given.iter().any(|g| g.name() == new.name()) {
+        return Err(EngineError::Refused(format!(
+            "{} is already a member of the array; give a new device to add",
+            new.name()
+        )));
+    }
+    if !force {
+        if let Ok(old) = read_sb(new)? {
+            return Err(EngineError::Refused(format!(
+                "{} already belongs to array {} (slot {}); use --force to overwrite it",
+                new.name(),
+                old.uuid_string(),
+                old.member
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Write superblock `sb` as slot `slot`'s on `m`, and flush.
+pub(crate) fn write_superblock(m: &dyn Member, sb: &Superblock, slot: usize) -> Result<()> {
+    let mut s = sb.clone();
+    s.member = slot as u32;
+    let mut b = AlignedBuf::zeroed(SB_SIZE);
+    b.copy_from_slice(&s.encode());
+    m.write_at(&b, 0)
+        .and_then(|_| m.flush())
+        .map_err(|e| io_err(m, e))
+}
+
 /// Refuse a change on an array it cannot run on.
 fn check_changeable(a: &Array, sb: &Superblock) -> Result<()> {
     RaidxParams::of(sb)?;
@@ -540,22 +577,7 @@ impl Array {
                 "the array has {n} member slots, the most it can have"
             )));
         }
-        if given.iter().any(|g| g.name() == new.name()) {
-            return Err(EngineError::Refused(format!(
-                "{} is already a member of the array; give a new device to add",
-                new.name()
-            )));
-        }
-        if !force {
-            if let Ok(old) = read_sb(new.as_ref())? {
-                return Err(EngineError::Refused(format!(
-                    "{} already belongs to array {} (slot {}); use --force to overwrite it",
-                    new.name(),
-                    old.uuid_string(),
-                    old.member
-                )));
-            }
-        }
+        check_new_member(&given, new.as_ref(), force)?;
         let area = sb.data_offset - DATA_OFFSET;
         let mut data_size =
             lifecycle::data_area(new.len().saturating_sub(area), sb.chunk_bytes, 0, true);
@@ -617,19 +639,10 @@ impl Array {
             &vec![None; (data_size / sb.chunk_bytes) as usize],
         )
         .map_err(|e| io(&new, e))?;
-        let write_sb = |m: &Arc<dyn Member>, slot: usize| -> Result<()> {
-            let mut s = next.clone();
-            s.member = slot as u32;
-            let mut b = AlignedBuf::zeroed(SB_SIZE);
-            b.copy_from_slice(&s.encode());
-            m.write_at(&b, 0)
-                .and_then(|_| m.flush())
-                .map_err(|e| io(m, e))
-        };
-        write_sb(&new, n)?;
+        write_superblock(new.as_ref(), &next, n)?;
         for (slot, m) in raw_by_slot(&given, sb.uuid, n).iter().enumerate() {
             if let Some(m) = m {
-                write_sb(m, slot)?;
+                write_superblock(m.as_ref(), &next, slot)?;
             }
         }
         let mut all = given;

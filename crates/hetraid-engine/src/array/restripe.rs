@@ -353,22 +353,7 @@ impl Array {
         }
         let mut next = sb.clone();
         if let Some((m, kind)) = &new {
-            if given.iter().any(|g| g.name() == m.name()) {
-                return Err(EngineError::Refused(format!(
-                    "{} is already a member of the array; give a new device to add",
-                    m.name()
-                )));
-            }
-            if !force {
-                if let Ok(old) = read_sb(m.as_ref())? {
-                    return Err(EngineError::Refused(format!(
-                        "{} already belongs to array {} (slot {}); use --force to overwrite it",
-                        m.name(),
-                        old.uuid_string(),
-                        old.member
-                    )));
-                }
-            }
+            super::living::check_new_member(&given, m.as_ref(), force)?;
             let size = sb.roles.iter().map(|r| r.data_size).min().unwrap_or(0);
             if m.len() < sb.data_offset + size {
                 return Err(EngineError::Refused(format!(
@@ -423,14 +408,8 @@ impl Array {
         drop(a);
         next.events = sb.events + 1;
         next.clean = true;
-        let write_sb = |m: &Arc<dyn Member>, slot: usize| -> Result<()> {
-            let mut s = next.clone();
-            s.member = slot as u32;
-            let mut b = AlignedBuf::zeroed(SB_SIZE);
-            b.copy_from_slice(&s.encode());
-            m.write_at(&b, 0)
-                .and_then(|_| m.flush())
-                .map_err(|e| io_err(m.as_ref(), e))
+        let write_sb = |m: &Arc<dyn Member>, slot: usize| {
+            super::living::write_superblock(m.as_ref(), &next, slot)
         };
         let mut all = given.clone();
         if let Some((m, _)) = &new {

@@ -1005,6 +1005,15 @@ pub struct GrowCmd {
     /// Overwrite a new member that holds another array's member.
     #[arg(long)]
     pub force: bool,
+    #[command(flatten)]
+    pub speed: ChangeSpeed,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// MD's two speed limits for a change on a served array.
+#[derive(Debug, Args)]
+pub struct ChangeSpeed {
     /// Served array: bytes a second of chunk moves (per member) kept while
     /// clients do I/O (MD's speed_limit_min; requests run between batches).
     /// Default 1M.
@@ -1014,11 +1023,23 @@ pub struct GrowCmd {
     /// speed_limit_max); 0 = unlimited. Default 200M.
     #[arg(long, value_parser = size)]
     pub max_speed: Option<u64>,
-    #[arg(long)]
-    pub json: bool,
 }
 
-const NOT_SERVED_SPEED: &str = "--min-speed and --max-speed pace the change of a served array (between client requests); this array is not served, and its change runs at full speed";
+impl ChangeSpeed {
+    /// Into a control request.
+    fn put(&self, req: &mut serde_json::Value) {
+        req["min_speed"] = self.min_speed.unwrap_or(1_000_000).into();
+        req["max_speed"] = self.max_speed.unwrap_or(200_000_000).into();
+    }
+
+    /// Offline, the limits do not apply: an error when given.
+    fn offline(&self) -> Result<(), String> {
+        if self.min_speed.is_some() || self.max_speed.is_some() {
+            return Err("--min-speed and --max-speed pace the change of a served array (between client requests); this array is not served, and its change runs at full speed".into());
+        }
+        Ok(())
+    }
+}
 
 /// A change report from the server's JSON.
 fn remote_change(v: serde_json::Value) -> Result<hetraid_engine::ChangeReport, String> {
@@ -1102,7 +1123,8 @@ impl GrowCmd {
         if self.force && self.add.is_none() {
             return Err("--force applies with --add only".into());
         }
-        let mut req = serde_json::json!({"verb": "grow", "force": self.force, "min_speed": self.min_speed.unwrap_or(1_000_000), "max_speed": self.max_speed.unwrap_or(200_000_000)});
+        let mut req = serde_json::json!({"verb": "grow", "force": self.force});
+        self.speed.put(&mut req);
         if let Some(add) = &self.add {
             let (p, kind) = split_member(add)?;
             if !p.exists() {
@@ -1124,9 +1146,7 @@ impl GrowCmd {
         if let Some(r) = remote(&self.members, req) {
             return print_change(&remote_change(r?)?, self.json);
         }
-        if self.min_speed.is_some() || self.max_speed.is_some() {
-            return Err(NOT_SERVED_SPEED.into());
-        }
+        self.speed.offline()?;
         let given = open_all(&self.members)?;
         let r = match (&self.add, &self.weights) {
             (None, None) => Array::resume_change(given, None)
@@ -1161,28 +1181,21 @@ pub struct ShrinkCmd {
     /// shrunk to fit: a whole number of bundles the other members hold.
     #[arg(long, value_parser = size)]
     pub size: u64,
-    /// Served array: bytes a second of chunk moves (per member) kept while
-    /// clients do I/O (MD's speed_limit_min; requests run between batches).
-    /// Default 1M.
-    #[arg(long, value_parser = size)]
-    pub min_speed: Option<u64>,
-    /// Served array: bytes a second at most when idle (MD's
-    /// speed_limit_max); 0 = unlimited. Default 200M.
-    #[arg(long, value_parser = size)]
-    pub max_speed: Option<u64>,
+    #[command(flatten)]
+    pub speed: ChangeSpeed,
     #[arg(long)]
     pub json: bool,
 }
 
 impl ShrinkCmd {
     pub fn run(&self) -> Result<(), String> {
-        let req = serde_json::json!({"verb": "shrink", "member": self.member, "size": self.size, "min_speed": self.min_speed.unwrap_or(1_000_000), "max_speed": self.max_speed.unwrap_or(200_000_000)});
+        let mut req =
+            serde_json::json!({"verb": "shrink", "member": self.member, "size": self.size});
+        self.speed.put(&mut req);
         if let Some(r) = remote(&self.members, req) {
             return print_change(&remote_change(r?)?, self.json);
         }
-        if self.min_speed.is_some() || self.max_speed.is_some() {
-            return Err(NOT_SERVED_SPEED.into());
-        }
+        self.speed.offline()?;
         let given = open_all(&self.members)?;
         let r = Array::shrink_remove(given, self.member, self.size).map_err(|e| e.to_string())?;
         print_change(&r, self.json)
