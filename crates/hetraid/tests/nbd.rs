@@ -1411,3 +1411,63 @@ fn fio_verify_while_raid5_restripes() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).contains(" 0 mismatched"));
 }
+
+/// A grow cut short (`--batches`) continues when the array is served, in the
+/// background between client requests, as MD resumes a reshape; the server
+/// then serves the new size to new connections, and the data copied in
+/// before reads back identical.
+#[test]
+fn serve_finishes_a_grow_cut_short() {
+    if !have("nbdcopy") || !have("nbdinfo") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let mut m = create(d.path(), &["--layout", "raid6", "--chunk", "64K"], 5, "16M");
+    let new = d.path().join("m5");
+    std::fs::File::create(&new)
+        .unwrap()
+        .set_len(16 << 20)
+        .unwrap();
+    let srv = Server::start(d.path(), &m, &[]);
+    let uri = srv.uri();
+    let size0: u64 = run(Command::new("nbdinfo").arg("--size").arg(&uri))
+        .trim()
+        .parse()
+        .unwrap();
+    let input = d.path().join("in.bin");
+    let data = random_file(&input, size0 as usize, 21);
+    run(Command::new("nbdcopy").arg(&input).arg(&uri));
+    srv.stop();
+    let o = hetraid(&argv(
+        "grow",
+        &m,
+        &["--add", &new.display().to_string(), "--batches", "1"],
+    ));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    m.push(new.display().to_string());
+    let srv = Server::start(d.path(), &m, &[]);
+    let uri = srv.uri();
+    let t = Instant::now();
+    let grown = loop {
+        let v: serde_json::Value =
+            serde_json::from_slice(&hetraid(&argv("status", &m, &["--json"])).stdout).unwrap();
+        if v.get("change").is_none() {
+            break v["capacity_bytes"].as_u64().unwrap();
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the restripe did not finish: {v}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(grown > size0);
+    let size: u64 = run(Command::new("nbdinfo").arg("--size").arg(&uri))
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(size, grown);
+    let out = d.path().join("out.bin");
+    run(Command::new("nbdcopy").arg(&uri).arg(&out));
+    assert!(std::fs::read(&out).unwrap()[..size0 as usize] == data[..]);
+    srv.stop();
+}

@@ -22,6 +22,9 @@ pub struct ArrayCell {
     reopen: Reopen,
     /// One change at a time.
     changing: std::sync::Mutex<()>,
+    /// The server is stopping: a change stops after its batch (it stays
+    /// recorded, and continues when the array is next served or assembled).
+    stopping: std::sync::atomic::AtomicBool,
 }
 
 /// How fast a served change may move chunks: MD's speed limits, by the
@@ -51,6 +54,7 @@ impl ArrayCell {
             members: std::sync::Mutex::new(members),
             reopen,
             changing: std::sync::Mutex::new(()),
+            stopping: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -63,6 +67,12 @@ impl ArrayCell {
     /// [`ArrayCell::get`] instead).
     pub fn current(&self) -> Arc<Array> {
         self.get().clone()
+    }
+
+    /// Stop a change running here after its current batch.
+    pub fn stop(&self) {
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// The members as the server opened them.
@@ -175,6 +185,11 @@ impl ArrayCell {
         };
         // Bounded: every batch moves at least one chunk or ends the change.
         for _ in 0..=total + 1 {
+            if self.stopping.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(EngineError::Refused(
+                    "the server is stopping: the change stays recorded and continues when the array is next served or assembled".into(),
+                ));
+            }
             // Requests since the last batch ran on the array now in the cell.
             let busy = self
                 .current()

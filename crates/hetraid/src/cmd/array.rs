@@ -765,11 +765,36 @@ impl MembersCmd {
             },
         )?;
         a.close().map_err(|e| e.to_string())?;
+        // A grow, restripe or shrink cut short continues, as MD resumes a
+        // reshape when the array starts.
+        let mut a = a;
+        let mut finished = None;
+        if let Some(p) = a.change_progress() {
+            drop(a);
+            match Array::resume_change(open_all(&self.members)?, None) {
+                Ok(r) => finished = r,
+                Err(e) => eprintln!(
+                    "hetraid: warning: the {} in progress ({} of {} done) cannot continue: {e}",
+                    p.change, p.moves_done, p.moves
+                ),
+            }
+            a = assemble_with(
+                &self.members,
+                AssembleOptions {
+                    force: self.force,
+                    access: Access::ReadWrite,
+                },
+            )?;
+            a.close().map_err(|e| e.to_string())?;
+        }
         let st = a.status();
         if self.json {
             return super::print_json(&serde_json::to_value(&st).map_err(|e| e.to_string())?);
         }
         print_warnings(&a);
+        if let Some(r) = &finished {
+            print_change(r, false)?;
+        }
         println!(
             "assembled {} array {}: {} ({} members)",
             st.layout, st.uuid, st.state, st.members
@@ -1005,6 +1030,10 @@ pub struct GrowCmd {
     /// Overwrite a new member that holds another array's member.
     #[arg(long)]
     pub force: bool,
+    /// Stop after N batches, the change left recorded (tests of resuming:
+    /// `assemble`, `serve` or `grow` finish it).
+    #[arg(long, hide = true)]
+    pub batches: Option<u64>,
     #[command(flatten)]
     pub speed: ChangeSpeed,
     #[arg(long)]
@@ -1123,6 +1152,11 @@ impl GrowCmd {
         if self.force && self.add.is_none() {
             return Err("--force applies with --add only".into());
         }
+        if self.batches.is_some()
+            && remote(&self.members, serde_json::json!({"verb": "status"})).is_some()
+        {
+            return Err("--batches applies to an array that is not served".into());
+        }
         let mut req = serde_json::json!({"verb": "grow", "force": self.force});
         self.speed.put(&mut req);
         if let Some(add) = &self.add {
@@ -1148,10 +1182,8 @@ impl GrowCmd {
         }
         self.speed.offline()?;
         let given = open_all(&self.members)?;
-        let r = match (&self.add, &self.weights) {
-            (None, None) => Array::resume_change(given, None)
-                .map_err(|e| e.to_string())?
-                .ok_or("no grow or shrink is in progress: give --add NEW to add a member")?,
+        let all = match (&self.add, &self.weights) {
+            (None, None) => given,
             (add, weights) => {
                 let new = match add {
                     Some(add) => {
@@ -1160,7 +1192,23 @@ impl GrowCmd {
                     }
                     None => None,
                 };
-                Array::grow(given, new, weights.clone(), self.force).map_err(|e| e.to_string())?
+                Array::prepare_grow(given, new, weights.clone(), self.force)
+                    .map_err(|e| e.to_string())?
+            }
+        };
+        let r = match Array::resume_change(all, self.batches).map_err(|e| e.to_string())? {
+            Some(r) => r,
+            None if self.batches.is_some() => {
+                println!(
+                    "stopped after {} batches; the change stays recorded",
+                    self.batches.unwrap_or(0)
+                );
+                return Ok(());
+            }
+            None => {
+                return Err(
+                    "no grow or shrink is in progress: give --add NEW to add a member".into(),
+                )
             }
         };
         print_change(&r, self.json)

@@ -168,6 +168,23 @@ impl ServeCmd {
                 }
             })
         });
+        // A change cut short continues in the background, as MD resumes a
+        // reshape: batch by batch between client requests.
+        let change_thread = cell.current().change_progress().map(|p| {
+            eprintln!(
+                "hetraid: the {} in progress ({} of {} done) continues",
+                p.change, p.moves_done, p.moves
+            );
+            let cell = cell.clone();
+            std::thread::spawn(move || match cell.resume(Default::default()) {
+                Ok(Some(r)) => eprintln!(
+                    "hetraid: the {} finished: capacity {} bytes (new connections see it)",
+                    r.change, r.capacity_after
+                ),
+                Ok(None) => {}
+                Err(e) => eprintln!("hetraid: the change in progress stopped: {e}"),
+            })
+        });
         let stats = Arc::new(Stats::default());
         let cfg = Config {
             read_only: self.read_only,
@@ -177,7 +194,11 @@ impl ServeCmd {
         drop(array);
         serve(cell.clone(), &listen, cfg, stop.clone(), stats.clone())
             .map_err(|e| format!("cannot serve on {}: {e}", self.listen))?;
+        cell.stop();
         let _ = ctl_thread.join();
+        if let Some(t) = change_thread {
+            let _ = t.join();
+        }
         if let Some(t) = idle_thread {
             let _ = t.join();
         }

@@ -1,0 +1,216 @@
+//! Living arrays from the command line (issue 14): `grow --add`, `grow
+//! --weights` and `shrink --member` on files, what they refuse (one
+//! sentence, exit 2, nothing changed), and a change cut short that
+//! `assemble` finishes, as MD resumes a reshape.
+
+mod common;
+use common::{args, hetraid, json, run_stdin};
+
+fn files(d: &std::path::Path, mib: &[u64]) -> Vec<String> {
+    mib.iter()
+        .enumerate()
+        .map(|(i, &m)| {
+            let p = d.join(format!("m{i}"));
+            std::fs::File::create(&p).unwrap().set_len(m << 20).unwrap();
+            p.display().to_string()
+        })
+        .collect()
+}
+
+fn create(m: &[String], layout: &[&str]) {
+    let mut a = vec!["create"];
+    a.extend_from_slice(layout);
+    a.extend(["--chunk", "64K"]);
+    a.extend(m.iter().map(|s| s.as_str()));
+    let (code, _, err) = hetraid(&a);
+    assert_eq!(code, 0, "{err}");
+}
+
+fn fill(m: &[String], seed: u64) -> Vec<u8> {
+    let cap = json(&args("status", m, &["--json"]))["capacity_bytes"]
+        .as_u64()
+        .unwrap();
+    let data = common::bytes(cap as usize, seed);
+    let mut a = vec!["write".to_string()];
+    a.extend(m.iter().cloned());
+    a.extend(["--offset".into(), "0".into()]);
+    let (code, _, err) = run_stdin(&a, Some(&data));
+    assert_eq!(code, 0, "{err}");
+    data
+}
+
+fn read(m: &[String], len: usize) -> Vec<u8> {
+    let mut a = vec!["read".to_string()];
+    a.extend(m.iter().cloned());
+    a.extend([
+        "--offset".into(),
+        "0".into(),
+        "--length".into(),
+        len.to_string(),
+    ]);
+    let (code, out, err) = run_stdin(&a, None);
+    assert_eq!(code, 0, "{err}");
+    out
+}
+
+fn sums(m: &[String]) -> Vec<Vec<u8>> {
+    m.iter().map(|p| std::fs::read(p).unwrap()).collect()
+}
+
+#[test]
+fn grow_and_shrink_refuse_what_they_cannot_do_and_change_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let m = files(d.path(), &[16, 16, 16, 16, 16]);
+    let (old, new) = (m[..4].to_vec(), m[4].clone());
+    create(
+        &old,
+        &[
+            "--layout",
+            "raidx",
+            "--chunks-per-bundle",
+            "3",
+            "--raidx-level",
+            "5",
+        ],
+    );
+    fill(&old, 1);
+    let before = sums(&m);
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            args("grow", &old, &["--add", &old[1]]),
+            "already listed as a member",
+        ),
+        (
+            args("grow", &old, &["--add", &new, "--weights", "1,1,1,1,1"]),
+            "--weights on grow applies to raidh",
+        ),
+        (
+            args("grow", &old, &["--add", &new, "--max-speed", "5M"]),
+            "pace the change of a served array",
+        ),
+        (
+            args("grow", &old, &["--force"]),
+            "--force applies with --add only",
+        ),
+        (args("grow", &old, &[]), "no grow or shrink is in progress"),
+        (
+            args("shrink", &old, &["--member", "9", "--size", "1M"]),
+            "slot 9 is not a member slot",
+        ),
+        (
+            args("shrink", &old, &["--member", "1", "--size", "1G"]),
+            "at most",
+        ),
+        (
+            args("shrink", &old, &["--member", "1", "--size", "100000"]),
+            "whole number of bundles",
+        ),
+    ];
+    for (a, want) in cases {
+        let (code, out, err) = hetraid(&a);
+        assert_eq!(code, 2, "{a:?}: {out}{err}");
+        assert!(err.contains(want), "{a:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "one sentence: {err}");
+        assert!(sums(&m) == before, "{a:?} changed a member");
+    }
+    // A RAID5 gains no weights; a raidh gaining a member needs them.
+    let d2 = tempfile::tempdir().unwrap();
+    let r = files(d2.path(), &[8, 8, 8, 8]);
+    create(&r[..3], &["--layout", "raid5"]);
+    let (code, _, err) = hetraid(&args("grow", &r[..3], &["--weights", "1,1,1"]));
+    assert_eq!(code, 2);
+    assert!(err.contains("--weights applies to raidh"), "{err}");
+    let d3 = tempfile::tempdir().unwrap();
+    let h = files(d3.path(), &[8, 8, 8, 8, 8]);
+    create(&h[..4], &["--layout", "raidh", "--weights", "1,1,1,1"]);
+    let (code, _, err) = hetraid(&args("grow", &h[..4], &["--add", &h[4]]));
+    assert_eq!(code, 2);
+    assert!(err.contains("needs --weights with 5"), "{err}");
+    let (code, _, err) = hetraid(&args("grow", &h[..4], &["--weights", "1,1,1,1"]));
+    assert_eq!(code, 2);
+    assert!(err.contains("these weights already"), "{err}");
+}
+
+#[test]
+fn a_grow_cut_short_is_finished_by_assemble_and_shrink_re_places_a_lost_member() {
+    let d = tempfile::tempdir().unwrap();
+    let m = files(d.path(), &[24, 24, 20, 16, 40]);
+    let (old, new) = (m[..4].to_vec(), m[4].clone());
+    create(
+        &old,
+        &[
+            "--layout",
+            "raidx",
+            "--chunks-per-bundle",
+            "3",
+            "--raidx-level",
+            "5",
+        ],
+    );
+    let data = fill(&old, 2);
+    let add = format!("{new}:ssd");
+    let (code, out, err) = hetraid(&args("grow", &old, &["--add", &add, "--batches", "2"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("stopped after 2 batches"), "{out}");
+    let v = json(&args("status", &m, &["--json"]));
+    assert_eq!(v["change"]["change"], "grow", "{v}");
+    let done = v["change"]["moves_done"].as_u64().unwrap();
+    assert!(
+        done > 0 && done < v["change"]["moves"].as_u64().unwrap(),
+        "{v}"
+    );
+    // The half-grown array reads right.
+    assert!(read(&m, data.len()) == data);
+    let (code, out, err) = hetraid(&args("assemble", &m, &[]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("slot 4 added"), "{out}");
+    let v = json(&args("status", &m, &["--json"]));
+    assert!(v.get("change").is_none(), "{v}");
+    let cap = v["capacity_bytes"].as_u64().unwrap();
+    assert!(cap > data.len() as u64);
+    assert!(read(&m, data.len()) == data);
+    // Member 1 fails; the others take its chunks.
+    let (code, _, err) = hetraid(&args("fail", &m, &["--member", "1"]));
+    assert_eq!(code, 0, "{err}");
+    let left: Vec<String> = m
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 1)
+        .map(|(_, p)| p.clone())
+        .collect();
+    let (code, _, err) = hetraid(&args(
+        "shrink",
+        &left,
+        &["--member", "1", "--size", &cap.to_string()],
+    ));
+    assert_eq!(code, 2);
+    let most = err
+        .split("at most ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("{err}"));
+    let (code, out, err) = hetraid(&args(
+        "shrink",
+        &left,
+        &["--member", "1", "--size", &most.to_string()],
+    ));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("slot 1 removed") && out.contains("rebuilt from their bundles"),
+        "{out}"
+    );
+    let v = json(&args("status", &left, &["--json"]));
+    assert_eq!(v["state"], "optimal", "{v}");
+    let keep = (most as usize).min(data.len());
+    assert!(read(&left, keep) == data[..keep]);
+    // Adding into the emptied slot is refused, pointing to grow --add.
+    let spare = d.path().join("spare");
+    std::fs::File::create(&spare)
+        .unwrap()
+        .set_len(24 << 20)
+        .unwrap();
+    let (code, _, err) = hetraid(&args("add", &left, &["--with", spare.to_str().unwrap()]));
+    assert_eq!(code, 2);
+    assert!(err.contains("grow MEMBERS... --add"), "{err}");
+}
