@@ -159,6 +159,10 @@ fn change(cell: &ArrayCell, req: &Value) -> Option<Result<Value, String>> {
                     Some((Arc::new(m) as Arc<dyn hetraid_engine::member::Member>, kind))
                 }
             };
+            if req["size"].as_str() == Some("max") {
+                let rs = cell.enlarge(opts).map_err(|e| e.to_string())?;
+                return serde_json::to_value(rs).map_err(|e| e.to_string());
+            }
             if new.is_none() && weights.is_none() {
                 return match cell.resume(opts) {
                     Ok(Some(r)) => report(Ok(r)),

@@ -151,6 +151,23 @@ impl ArrayCell {
         r
     }
 
+    /// `grow --size max` on the served array: every member with room for
+    /// more chunk slots gets them, one after the other.
+    pub fn enlarge(&self, opts: ChangeOptions) -> Result<Vec<ChangeReport>> {
+        let _one = self.changing.lock().unwrap();
+        let members = self.members();
+        let mut out = Vec::new();
+        // Bounded: each round grows one member to its whole size.
+        for _ in 0..=members.len() {
+            let slot = self.swap(&members, || Array::prepare_enlarge(members.clone()))?;
+            if slot.is_none() {
+                return Ok(out);
+            }
+            out.push(self.run_batches(opts)?);
+        }
+        Ok(out)
+    }
+
     /// Record a shrink (no chunk moved yet); [`ArrayCell::step`] runs it.
     pub fn begin_shrink(&self, slot: usize, size: u64) -> Result<()> {
         let members = self.members();

@@ -314,7 +314,10 @@ impl Array {
                     .map_err(|e| io_err(m.as_ref(), e))?;
             }
         }
-        let (name, slot) = change_name(&pend.change);
+        let (mut name, slot) = change_name(&pend.change);
+        if name == "grow" && slot < t.caps.len() {
+            name = "enlarge";
+        }
         Ok(Some(ChangeReport {
             change: name.into(),
             slot,
@@ -666,6 +669,65 @@ impl Array {
         Self::resume_change(given, None)?.ok_or_else(|| {
             EngineError::Refused("the shrink was recorded but did not run (a hetraid bug)".into())
         })
+    }
+
+    /// `grow --size max` on RAIDX: the first member whose device has room
+    /// for more chunk slots than its slot uses (one replaced by a larger
+    /// one) gets them, recorded as a pending grow of that slot (chunks then
+    /// move onto it as onto a new member). `None`: every member is used
+    /// whole. Run it until `None`.
+    pub fn prepare_enlarge(given: Vec<Arc<dyn Member>>) -> Result<Option<usize>> {
+        let a = Self::assemble(given.clone())?;
+        let sb = a.superblock();
+        if sb.layout.name != "raidx" {
+            return Err(EngineError::Refused(format!(
+                "--size max applies to raidx, whose chunks move onto the room a larger member brings; a {} array cannot grow its members yet",
+                sb.layout.name
+            )));
+        }
+        // Run again after a crash: the change in progress is finished first.
+        if let Some(p) = a.change_progress() {
+            a.close()?;
+            return Ok(Some(p.slot));
+        }
+        check_changeable(&a, &sb)?;
+        let (t, _) = table_now(&sb)?;
+        let area = sb.data_offset - DATA_OFFSET;
+        let raw = raw_by_slot(&given, sb.uuid, sb.roles.len());
+        let st = a.state();
+        for (i, m) in raw.iter().enumerate() {
+            let Some(m) = m else { continue };
+            if sb.roles[i].state != RoleState::Active || st.members[i] != MemberState::InSync {
+                continue;
+            }
+            let mut size =
+                lifecycle::data_area(m.len().saturating_sub(area), sb.chunk_bytes, 0, true);
+            if sb.checksums {
+                size = size.min(area / 4 * 4096 / sb.chunk_bytes * sb.chunk_bytes);
+            }
+            let chunks = size / sb.chunk_bytes;
+            if chunks <= t.caps[i] {
+                continue;
+            }
+            let change = Change::Grow { slot: i, chunks };
+            let params = RaidxParams::of(&sb)?;
+            plan_change(&t, change, &params.core())
+                .map_err(|e| EngineError::Refused(e.to_string()))?;
+            a.close()?;
+            let mut sb = a.sb.lock().unwrap();
+            let mut hist = history_of(&sb);
+            hist.pending = Some(Pending {
+                change,
+                moves_done: 0,
+            });
+            sb.raidx_history = Some(hist);
+            sb.roles[i].data_size = size;
+            sb.events += 1;
+            a.persist(&mut sb)?;
+            return Ok(Some(i));
+        }
+        a.close()?;
+        Ok(None)
     }
 
     /// The first half of [`Array::shrink_remove`]: the remove recorded

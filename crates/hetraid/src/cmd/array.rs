@@ -1030,6 +1030,10 @@ pub struct GrowCmd {
     /// Overwrite a new member that holds another array's member.
     #[arg(long)]
     pub force: bool,
+    /// `max`: RAIDX members with room for more chunk slots than they use
+    /// (replaced by larger ones) get them, chunks moving onto them.
+    #[arg(long, value_name = "max")]
+    pub size: Option<String>,
     /// Stop after N batches, the change left recorded (tests of resuming:
     /// `assemble`, `serve` or `grow` finish it).
     #[arg(long, hide = true)]
@@ -1105,10 +1109,10 @@ fn print_change(r: &hetraid_engine::ChangeReport, json: bool) -> Result<(), Stri
         );
         return Ok(());
     }
-    let verb = if r.change == "grow" {
-        "added"
-    } else {
-        "removed"
+    let verb = match r.change.as_str() {
+        "grow" => "added",
+        "enlarge" => "grown to its whole member",
+        _ => "removed",
     };
     println!(
         "slot {} {verb}: {} chunk moves ({} rebuilt from their bundles) in {:.2} s; bundles {} -> {}; capacity {} -> {} ({} -> {} bytes)",
@@ -1151,6 +1155,56 @@ impl GrowCmd {
         }
         if self.force && self.add.is_none() {
             return Err("--force applies with --add only".into());
+        }
+        if let Some(sz) = &self.size {
+            if sz != "max" {
+                return Err(format!(
+                    "--size {sz}: grow takes --size max (every member used whole)"
+                ));
+            }
+            if self.add.is_some() || self.weights.is_some() || self.batches.is_some() {
+                return Err(
+                    "--size max goes alone: give --add or --weights in a grow of their own".into(),
+                );
+            }
+            let mut req = serde_json::json!({"verb": "grow", "size": "max"});
+            self.speed.put(&mut req);
+            let rs: Vec<hetraid_engine::ChangeReport> = match remote(&self.members, req) {
+                Some(r) => match r? {
+                    serde_json::Value::Array(v) => {
+                        v.into_iter().map(remote_change).collect::<Result<_, _>>()?
+                    }
+                    other => return Err(format!("unexpected reply from the server: {other}")),
+                },
+                None => {
+                    self.speed.offline()?;
+                    let given = open_all(&self.members)?;
+                    let mut out = Vec::new();
+                    // Bounded: each round grows one member to its whole size.
+                    for _ in 0..=given.len() {
+                        if Array::prepare_enlarge(given.clone())
+                            .map_err(|e| e.to_string())?
+                            .is_none()
+                        {
+                            break;
+                        }
+                        out.extend(
+                            Array::resume_change(given.clone(), None).map_err(|e| e.to_string())?,
+                        );
+                    }
+                    out
+                }
+            };
+            if rs.is_empty() {
+                println!("every member is used whole already: nothing to grow");
+            }
+            if self.json {
+                return super::print_json(&serde_json::to_value(&rs).map_err(|e| e.to_string())?);
+            }
+            for r in &rs {
+                print_change(r, false)?;
+            }
+            return Ok(());
         }
         if self.batches.is_some()
             && remote(&self.members, serde_json::json!({"verb": "status"})).is_some()
