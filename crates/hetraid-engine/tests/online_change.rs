@@ -20,6 +20,8 @@ const CHUNK: u64 = 16384;
 
 enum What {
     Add,
+    /// A member added with new parity weights (RAIDH).
+    AddWeighted(Vec<u64>),
     Weights(Vec<u64>),
     /// Remove slot 1, its member gone.
     Remove,
@@ -80,6 +82,11 @@ fn cases() -> Vec<Case> {
         chunks: vec![200; 5],
         what: What::Weights(vec![3, 0, 0, 1, 1]),
     });
+    v.push(Case {
+        layout: named("raidh", vec![1, 1, 1, 1]),
+        chunks: vec![200; 5],
+        what: What::AddWeighted(vec![0, 0, 1, 1, 2]),
+    });
     v
 }
 
@@ -91,7 +98,7 @@ fn run(case: &Case, seed: u64) {
         .collect();
     let (_f, mut devs) =
         fault_members_sized(&format!("o{seed}-"), &sizes, |i| seed ^ (i as u64 * 13));
-    let new = matches!(case.what, What::Add).then(|| devs.pop().unwrap());
+    let new = matches!(case.what, What::Add | What::AddWeighted(_)).then(|| devs.pop().unwrap());
     let mut o = opts(&case.layout.name, CHUNK);
     o.layout = case.layout.clone();
     let a = Array::create(devs.clone(), &o).unwrap();
@@ -150,6 +157,11 @@ fn run(case: &Case, seed: u64) {
     match &case.what {
         What::Add => cell.begin_grow(Some((new.clone().unwrap(), MemberKind::Hdd)), None, false),
         What::Weights(w) => cell.begin_grow(None, Some(w.clone()), false),
+        What::AddWeighted(w) => cell.begin_grow(
+            Some((new.clone().unwrap(), MemberKind::Ssd)),
+            Some(w.clone()),
+            false,
+        ),
         What::Remove => cell.begin_shrink(1, keep.unwrap()),
     }
     .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
@@ -234,7 +246,8 @@ fn changes_with_io_killed_at_any_write_keep_every_flushed_byte() {
                     ..Default::default()
                 });
             }
-            let new = matches!(case.what, What::Add).then(|| devs.pop().unwrap());
+            let new =
+                matches!(case.what, What::Add | What::AddWeighted(_)).then(|| devs.pop().unwrap());
             let mut o = opts(&case.layout.name, CHUNK);
             o.layout = case.layout.clone();
             let a = Array::create(devs.clone(), &o).unwrap();
@@ -254,6 +267,11 @@ fn changes_with_io_killed_at_any_write_keep_every_flushed_byte() {
                     cell.begin_grow(Some((new.clone().unwrap(), MemberKind::Hdd)), None, false)
                 }
                 What::Weights(w) => cell.begin_grow(None, Some(w.clone()), false),
+                What::AddWeighted(w) => cell.begin_grow(
+                    Some((new.clone().unwrap(), MemberKind::Ssd)),
+                    Some(w.clone()),
+                    false,
+                ),
                 What::Remove => unreachable!(),
             }
             .unwrap();

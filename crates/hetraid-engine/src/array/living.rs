@@ -471,7 +471,7 @@ fn check_changeable(a: &Array, sb: &Superblock) -> Result<()> {
     }
     if let Some(p) = a.change_progress() {
         return Err(EngineError::Refused(format!(
-            "a {} of slot {} is in progress ({} of {} chunk moves done): finish it first with hetraid grow and the same members (no --add)",
+            "a {} of slot {} is in progress ({} of {} chunk moves done): finish it first with hetraid grow MEMBERS... (no --add), the members of the slots being changed among them",
             p.change, p.slot, p.moves_done, p.moves
         )));
     }
