@@ -70,10 +70,64 @@ pub(crate) fn history_of(sb: &Superblock) -> History {
 
 /// The bundle table on the members now, and the pending change's plan.
 pub(crate) fn table_now(sb: &Superblock) -> Result<(Table, Option<ChangePlan>)> {
+    let p = planned(sb)?;
+    let done = sb
+        .raidx_history
+        .as_ref()
+        .and_then(|h| h.pending)
+        .map_or(0, |x| x.moves_done);
+    let now = match &p.plan {
+        Some(plan) => {
+            if done > plan.moves.len() as u64 {
+                return Err(EngineError::Layout(format!(
+                    "the pending change records {done} moves done of {}",
+                    plan.moves.len()
+                )));
+            }
+            plan.partial(&p.completed, done as usize)
+        }
+        None => p.completed.clone(),
+    };
+    Ok((now, p.plan.clone()))
+}
+
+/// The table once the completed changes are replayed, and the pending
+/// change's plan.
+pub(crate) struct Planned {
+    pub completed: Table,
+    pub plan: Option<ChangePlan>,
+}
+
+type PlanKey = ([u8; 16], u64, usize, RaidXLevel, Vec<u64>, History);
+
+/// Replaying a history costs a plan per change; an array changing is
+/// assembled again after every batch (served), so the last few replays are
+/// kept, keyed by everything they depend on (the moves done excluded).
+static PLANS: std::sync::Mutex<Vec<(PlanKey, Arc<Planned>)>> = std::sync::Mutex::new(Vec::new());
+
+pub(crate) fn planned(sb: &Superblock) -> Result<Arc<Planned>> {
     let p = RaidxParams::of(sb)?;
-    history_of(sb)
-        .current(&p.core())
-        .map_err(|e| EngineError::Layout(e.to_string()))
+    let mut hist = history_of(sb);
+    if let Some(x) = hist.pending.as_mut() {
+        x.moves_done = 0;
+    }
+    let key: PlanKey = (sb.uuid, p.chunk, p.c, p.level, p.weights.clone(), hist.clone());
+    if let Some((_, v)) = PLANS.lock().unwrap().iter().find(|(k, _)| *k == key) {
+        return Ok(v.clone());
+    }
+    let err = |e: hetraid_core::error::LayoutError| EngineError::Layout(e.to_string());
+    let completed = hist.completed(&p.core()).map_err(err)?;
+    let plan = match hist.pending {
+        Some(x) => Some(plan_change(&completed, x.change, &p.core()).map_err(err)?),
+        None => None,
+    };
+    let v = Arc::new(Planned { completed, plan });
+    let mut cache = PLANS.lock().unwrap();
+    if cache.len() >= 4 {
+        cache.remove(0);
+    }
+    cache.push((key, v.clone()));
+    Ok(v)
 }
 
 /// A RAIDX array's layout from its history.
@@ -169,11 +223,11 @@ impl Array {
         let Some(pend) = hist.pending else {
             return Ok(None);
         };
-        let t = hist
-            .completed(&p)
-            .map_err(|e| EngineError::Layout(e.to_string()))?;
-        let plan =
-            plan_change(&t, pend.change, &p).map_err(|e| EngineError::Layout(e.to_string()))?;
+        let planned = planned(&sb0)?;
+        let t = &planned.completed;
+        let Some(plan) = planned.plan.as_ref() else {
+            return Ok(None);
+        };
         let chunk = sb0.chunk_bytes;
         let mut places = plan.partial(&t, pend.moves_done as usize).places;
         let parity_at = t.parity_at.clone();
@@ -793,7 +847,18 @@ impl Array {
                 most * bundle_bytes
             )));
         }
+        if most == 0 {
+            return Err(EngineError::Refused(format!(
+                "without slot {slot} the other members cannot hold a single bundle of {} chunks on distinct members; add a member first (hetraid grow --add), then remove this one",
+                params.c
+            )));
+        }
         let keep = size / bundle_bytes;
+        if keep == 0 {
+            return Err(EngineError::Refused(
+                "--size 0 would leave an empty array; give the size the filesystem above was shrunk to".into(),
+            ));
+        }
         if keep > most {
             return Err(EngineError::Refused(format!(
                 "the other members can hold {} bytes of the array's {}, not {size}: shrink the filesystem (or whatever sits on the array) to at most {} bytes, then give --size {}",
