@@ -229,7 +229,7 @@ impl Array {
             return Ok(None);
         };
         let chunk = sb0.chunk_bytes;
-        let mut places = plan.partial(&t, pend.moves_done as usize).places;
+        let mut places = plan.partial(t, pend.moves_done as usize).places;
         let parity_at = t.parity_at.clone();
         let p_at = |b: usize| -> usize {
             parity_at
@@ -243,7 +243,7 @@ impl Array {
         let mut rebuilt = 0u64;
         let mut batches_run = 0u64;
         let mut buf = AlignedBuf::zeroed(chunk as usize);
-        for batch in plan.batches(&t, BATCH_MOVES_MAX) {
+        for batch in plan.batches(t, BATCH_MOVES_MAX) {
             if (batch.end as u64) <= pend.moves_done {
                 continue;
             }
@@ -310,7 +310,7 @@ impl Array {
                 .flush()
                 .map_err(|e| io_err(self.slots[m].as_ref(), e))?;
         }
-        let after = plan.finish(&t, &p);
+        let after = plan.finish(t, &p);
         // Every member's table, then the superblock that makes it the truth
         // (while the change is pending, assembly does not check tables).
         for (i, m) in raw.iter().enumerate() {
