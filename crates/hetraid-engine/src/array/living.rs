@@ -111,7 +111,14 @@ pub(crate) fn planned(sb: &Superblock) -> Result<Arc<Planned>> {
     if let Some(x) = hist.pending.as_mut() {
         x.moves_done = 0;
     }
-    let key: PlanKey = (sb.uuid, p.chunk, p.c, p.level, p.weights.clone(), hist.clone());
+    let key: PlanKey = (
+        sb.uuid,
+        p.chunk,
+        p.c,
+        p.level,
+        p.weights.clone(),
+        hist.clone(),
+    );
     if let Some((_, v)) = PLANS.lock().unwrap().iter().find(|(k, _)| *k == key) {
         return Ok(v.clone());
     }
