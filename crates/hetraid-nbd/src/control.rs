@@ -1,10 +1,21 @@
 //! The control socket beside a served array, so lifecycle verbs act on the running
 //! array the way mdadm acts on a running md device. One JSON request line in, one
 //! JSON reply line out: `{"verb":"status"}`, `{"verb":"fail","member":2}`,
-//! `{"verb":"scrub","repair":false}`, `{"verb":"reclaim"}`, `{"verb":"replace","member":2,"with":"/abs/path"}`
-//! (the new member is attached to the running array), `{"verb":"rebuild",
-//! "min_speed":1000000,"max_speed":200000000}` (online, clients keep going).
+//! `{"verb":"scrub","repair":false}`, `{"verb":"reclaim"}`, `{"verb":"replace","member":2}`
+//! with the new member's open file passed along (`SCM_RIGHTS`, `fdpass`),
+//! `{"verb":"rebuild","min_speed":1000000,"max_speed":200000000}` (online, clients
+//! keep going), `{"verb":"grow",...}`, `{"verb":"shrink",...}`.
 //! Replies: `{"ok":true,"result":...}` or `{"ok":false,"error":"..."}`.
+//!
+//! Who may use it (issue 15): the socket lives in a private directory
+//! (`$XDG_RUNTIME_DIR/hetraid`, or `/tmp/hetraid-UID`, created 0700 and
+//! checked: a directory, not a link, owned by the user, no access for
+//! others), is made 0600, and the server checks every peer's credentials
+//! (`SO_PEERCRED`): root or the server's own user, anyone else is refused
+//! and logged. The command line checks the directory and the socket the
+//! same way, and the server's credentials once connected, before it sends
+//! anything; every call has a timeout. A new member is never opened by the
+//! server: the command opens it with the caller's rights and passes it.
 
 use hetraid_engine::format::{Superblock, SB_SIZE};
 use hetraid_engine::{Array, ArrayCell};
@@ -16,12 +27,142 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The user running this process.
+fn euid() -> u32 {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// The directory control sockets live in: `$XDG_RUNTIME_DIR/hetraid` when
+/// that is set, else `/tmp/hetraid-UID` (per user: a server run by root and
+/// a command run by another user never meet).
+pub fn control_dir() -> PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d).join("hetraid"),
+        _ => std::env::temp_dir().join(format!("hetraid-{}", euid())),
+    }
+}
+
+/// Is `dir` private to this user: a directory (not a link), owned by us,
+/// no permission for group or others? Why not, if not.
+fn check_private_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(dir)
+        .map_err(|e| format!("control directory {}: {e}", dir.display()))?;
+    if m.file_type().is_symlink() || !m.is_dir() {
+        return Err(format!(
+            "the control directory {} is not a directory (a link or a file): hetraid does not use it; remove it",
+            dir.display()
+        ));
+    }
+    if m.uid() != euid() || m.mode() & 0o077 != 0 {
+        return Err(format!(
+            "the control directory {} is not private (owner uid {}, mode {:o}; it must be uid {} and 0700): hetraid does not use it; remove it",
+            dir.display(),
+            m.uid(),
+            m.mode() & 0o7777,
+            euid()
+        ));
+    }
+    Ok(())
+}
+
+/// The control directory, created 0700 if missing, checked.
+fn private_dir() -> Result<PathBuf, String> {
+    let dir = control_dir();
+    if let Some(parent) = dir.parent() {
+        if !parent.exists() {
+            return Err(format!("{} does not exist", parent.display()));
+        }
+    }
+    use std::os::unix::fs::DirBuilderExt;
+    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
+    }
+    check_private_dir(&dir)?;
+    Ok(dir)
+}
+
 /// Where the control socket of array `uuid` lives.
 pub fn socket_path(uuid: &str) -> PathBuf {
-    let dir = std::env::var_os("XDG_RUNTIME_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
-    dir.join(format!("hetraid-{uuid}.ctl"))
+    control_dir().join(format!("{uuid}.ctl"))
+}
+
+/// The credentials (uid, pid) of the process at the other end of `s`.
+fn peer(s: &UnixStream) -> std::io::Result<(u32, i32)> {
+    use std::os::fd::AsRawFd;
+    let mut c = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `c` and `len` outlive the call; the buffer is a ucred.
+    let r = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut c as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((c.uid, c.pid))
+}
+
+/// May a peer of uid `uid` use a server run by `server`? Root, or the same user.
+fn allowed(uid: u32, server: u32) -> bool {
+    uid == 0 || uid == server
+}
+
+/// Connect to the control socket of array `uuid`: `None` when it is not
+/// served (no socket, or a stale one nobody answers), an error when what is
+/// there is not to be trusted (then nothing is sent, and the caller must
+/// not go on as if the array were not served).
+fn connect(uuid: &str) -> Option<Result<UnixStream, String>> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let dir = control_dir();
+    if !dir.exists() && std::fs::symlink_metadata(&dir).is_err() {
+        return None;
+    }
+    if let Err(e) = check_private_dir(&dir) {
+        return Some(Err(e));
+    }
+    let path = socket_path(uuid);
+    let m = std::fs::symlink_metadata(&path).ok()?;
+    if !m.file_type().is_socket() || !allowed(m.uid(), euid()) || m.mode() & 0o077 != 0 {
+        return Some(Err(format!(
+            "{} is not a control socket this user can trust (owner uid {}, mode {:o}): it is not used; remove it",
+            path.display(),
+            m.uid(),
+            m.mode() & 0o7777
+        )));
+    }
+    let s = UnixStream::connect(&path).ok()?;
+    match peer(&s) {
+        Ok((uid, _)) if allowed(uid, euid()) => Some(Ok(s)),
+        Ok((uid, pid)) => Some(Err(format!(
+            "the server answering on {} runs as uid {uid} (pid {pid}), neither root nor this user: nothing was sent",
+            path.display()
+        ))),
+        Err(e) => Some(Err(format!("control socket {}: {e}", path.display()))),
+    }
+}
+
+/// How long a control call may take: verbs that work through the whole
+/// array may run for hours; the others answer at once.
+fn reply_timeout(req: &Value) -> Duration {
+    match req["verb"].as_str() {
+        Some("rebuild" | "scrub" | "grow" | "shrink" | "reclaim") => {
+            Duration::from_secs(7 * 86_400)
+        }
+        _ => Duration::from_secs(60),
+    }
 }
 
 /// The UUID of the array `member` belongs to, read without taking its lock.
@@ -41,23 +182,47 @@ pub fn array_uuid(member: &Path) -> Option<String> {
         .map(|h| h.uuid_string())
 }
 
-/// Is array `uuid` being served (does its control socket answer)?
-pub fn is_served(uuid: &str) -> bool {
-    UnixStream::connect(socket_path(uuid)).is_ok()
+/// Is array `uuid` being served? An error when its control socket is not
+/// to be trusted.
+pub fn is_served(uuid: &str) -> Result<bool, String> {
+    match connect(uuid) {
+        None => Ok(false),
+        Some(Ok(_)) => Ok(true),
+        Some(Err(e)) => Err(e),
+    }
 }
 
-/// If the array of `member` (or of a log device) is being served, send `request` to its server.
-pub fn remote(member: &Path, request: &Value) -> Option<Result<Value, String>> {
+/// If the array of `member` (or of a log device) is being served, send
+/// `request` to its server, with `file` passed along when given.
+pub fn remote(
+    member: &Path,
+    request: &Value,
+    file: Option<&std::fs::File>,
+) -> Option<Result<Value, String>> {
     let uuid = array_uuid(member)?;
-    let mut s = UnixStream::connect(socket_path(&uuid)).ok()?;
+    let s = match connect(&uuid)? {
+        Ok(s) => s,
+        Err(e) => return Some(Err(e)),
+    };
     let r = (|| {
+        use std::os::fd::AsRawFd;
+        s.set_write_timeout(Some(Duration::from_secs(10)))
+            .and_then(|_| s.set_read_timeout(Some(reply_timeout(request))))
+            .map_err(|e| e.to_string())?;
         let mut line = request.to_string();
         line.push('\n');
-        s.write_all(line.as_bytes()).map_err(|e| e.to_string())?;
+        crate::fdpass::send(&s, line.as_bytes(), file.map(|f| f.as_raw_fd()))
+            .map_err(|e| format!("control socket: {e}"))?;
         let mut reply = String::new();
         BufReader::new(&s)
+            .take(16 << 20)
             .read_line(&mut reply)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+                    "the server did not answer in time".to_string()
+                }
+                _ => e.to_string(),
+            })?;
         let v: Value =
             serde_json::from_str(&reply).map_err(|e| format!("bad reply from the server: {e}"))?;
         if v["ok"] == true {
@@ -72,60 +237,143 @@ pub fn remote(member: &Path, request: &Value) -> Option<Result<Value, String>> {
     Some(r)
 }
 
-/// Serve control requests for `array` until `stop`.
+/// Serve control requests for `array` (uuid `uuid`) until `stop`: the
+/// socket in the private control directory, made 0600; each peer checked
+/// and each request logged on stderr with the peer's uid and pid.
 pub fn serve_control(
     array: Arc<ArrayCell>,
-    path: &Path,
+    uuid: &str,
     stop: Arc<AtomicBool>,
-) -> std::io::Result<()> {
-    crate::server::remove_stale_socket(path)?;
-    let l = UnixListener::bind(path)?;
-    l.set_nonblocking(true)?;
+) -> Result<(), String> {
+    let dir = private_dir()?;
+    let path = dir.join(format!("{uuid}.ctl"));
+    crate::server::remove_stale_socket(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let l = UnixListener::bind(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    l.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let me = euid();
     while !stop.load(Ordering::SeqCst) {
         match l.accept() {
             Ok((s, _)) => {
-                s.set_nonblocking(false)?;
+                let _ = s.set_nonblocking(false);
+                let (uid, pid) = match peer(&s) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        eprintln!(
+                            "hetraid: control: a connection without credentials refused: {e}"
+                        );
+                        continue;
+                    }
+                };
+                if !allowed(uid, me) {
+                    eprintln!(
+                        "hetraid: control: refused uid {uid} (pid {pid}): only root and uid {me} may control this array"
+                    );
+                    let reply = json!({"ok": false, "error": format!("uid {uid} may not control this array (served by uid {me})")});
+                    let mut w = &s;
+                    let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
+                    let _ = w.write_all(format!("{reply}\n").as_bytes());
+                    continue;
+                }
                 let cell = array.clone();
-                std::thread::spawn(move || handle(&cell, s));
+                // A refused thread refuses this request, not the server.
+                let spawned = std::thread::Builder::new()
+                    .name("hetraid-control".into())
+                    .spawn(move || handle(&cell, s, uid, pid));
+                if let Err(e) = spawned {
+                    eprintln!("hetraid: control: request from uid {uid} dropped: {e}");
+                }
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 std::thread::sleep(Duration::from_millis(20))
             }
-            Err(_) => {}
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
         }
     }
-    if std::fs::symlink_metadata(path).is_ok_and(|m| {
+    if std::fs::symlink_metadata(&path).is_ok_and(|m| {
         use std::os::unix::fs::FileTypeExt;
         m.file_type().is_socket()
     }) {
-        let _ = std::fs::remove_file(path);
+        let _ = std::fs::remove_file(&path);
     }
     Ok(())
 }
 
-fn handle(cell: &ArrayCell, s: UnixStream) {
-    let mut line = String::new();
-    if BufReader::new(&s)
-        .take(1 << 16)
-        .read_line(&mut line)
-        .is_err()
-    {
-        return;
-    }
+fn handle(cell: &ArrayCell, s: UnixStream, uid: u32, pid: i32) {
+    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+    let (line, fd) = match crate::fdpass::recv_line(&s, 1 << 16) {
+        Ok(x) => x,
+        // A command checking whether the array is served connects and goes.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return,
+        Err(e) => {
+            eprintln!("hetraid: control: uid {uid} (pid {pid}): unreadable request: {e}");
+            let reply = json!({"ok": false, "error": format!("unreadable control request: {e}")});
+            let mut w = &s;
+            let _ = w.write_all(format!("{reply}\n").as_bytes());
+            return;
+        }
+    };
+    let file = fd.map(std::fs::File::from);
     let reply = match serde_json::from_str::<Value>(&line) {
-        Ok(req) => match change(cell, &req).unwrap_or_else(|| run(&cell.get(), &req)) {
-            Ok(v) => json!({"ok": true, "result": v}),
-            Err(e) => json!({"ok": false, "error": e}),
-        },
+        Ok(req) => {
+            let r = change(cell, &req, file).unwrap_or_else(|f| run(&cell.get(), &req, f));
+            eprintln!(
+                "hetraid: control: uid {uid} (pid {pid}): {}: {}",
+                describe(&req),
+                match &r {
+                    Ok(_) => "done".to_string(),
+                    Err(e) => format!("refused: {e}"),
+                }
+            );
+            match r {
+                Ok(v) => json!({"ok": true, "result": v}),
+                Err(e) => json!({"ok": false, "error": e}),
+            }
+        }
         Err(e) => json!({"ok": false, "error": format!("malformed control request: {e}")}),
     };
     let mut w = &s;
+    let _ = s.set_write_timeout(Some(Duration::from_secs(10)));
     let _ = w.write_all(format!("{reply}\n").as_bytes());
 }
 
+/// A request as the log shows it (status requests too: who looked).
+fn describe(req: &Value) -> String {
+    let verb = req["verb"].as_str().unwrap_or("?");
+    let mut parts = vec![verb.to_string()];
+    for k in ["member", "add", "size", "weights", "repair", "force"] {
+        if !req[k].is_null() {
+            parts.push(format!("{k}={}", req[k]));
+        }
+    }
+    parts.join(" ")
+}
+
+/// The new member a request passed (its open file), as a member named by
+/// the path the request gives for it.
+fn passed_member(
+    file: Option<std::fs::File>,
+    name: &str,
+    verb: &str,
+) -> Result<hetraid_engine::member::FileMember, String> {
+    let file = file.ok_or_else(|| {
+        format!(
+            "{verb} through the server takes the new member as the hetraid command opened it (passed with the request); a path alone is not opened on the caller's behalf"
+        )
+    })?;
+    hetraid_engine::member::FileMember::from_passed(file, PathBuf::from(name))
+        .map_err(|e| format!("new member {name}: {e}"))
+}
+
 /// The verbs that change the members: they take the array from the cell
-/// batch by batch (`None`: another verb).
-fn change(cell: &ArrayCell, req: &Value) -> Option<Result<Value, String>> {
+/// batch by batch (`Err`: another verb, the passed file handed back).
+fn change(
+    cell: &ArrayCell,
+    req: &Value,
+    file: Option<std::fs::File>,
+) -> Result<Result<Value, String>, Option<std::fs::File>> {
     let d = hetraid_engine::ChangeOptions::default();
     let opts = hetraid_engine::ChangeOptions {
         min_speed: req["min_speed"].as_u64().unwrap_or(d.min_speed),
@@ -136,7 +384,7 @@ fn change(cell: &ArrayCell, req: &Value) -> Option<Result<Value, String>> {
             .and_then(|r| serde_json::to_value(r).map_err(|e| e.to_string()))
     };
     match req["verb"].as_str() {
-        Some("grow") => Some((|| {
+        Some("grow") => Ok((|| {
             let weights: Option<Vec<u64>> = match &req["weights"] {
                 Value::Null => None,
                 w => Some(
@@ -154,8 +402,7 @@ fn change(cell: &ArrayCell, req: &Value) -> Option<Result<Value, String>> {
                         None => hetraid_core::MemberKind::Hdd,
                         Some(k) => hetraid_core::MemberKind::parse(k)?,
                     };
-                    let m = hetraid_engine::member::FileMember::open(Path::new(path))
-                        .map_err(|e| format!("cannot open member {path}: {e}"))?;
+                    let m = passed_member(file, path, "grow --add")?;
                     Some((Arc::new(m) as Arc<dyn hetraid_engine::member::Member>, kind))
                 }
             };
@@ -174,16 +421,16 @@ fn change(cell: &ArrayCell, req: &Value) -> Option<Result<Value, String>> {
             }
             report(cell.grow(new, weights, req["force"].as_bool().unwrap_or(false), opts))
         })()),
-        Some("shrink") => Some((|| {
+        Some("shrink") => Ok((|| {
             let slot = req["member"].as_u64().ok_or("shrink needs \"member\"")? as usize;
             let size = req["size"].as_u64().ok_or("shrink needs \"size\"")?;
             report(cell.shrink_remove(slot, size, opts))
         })()),
-        _ => None,
+        _ => Err(file),
     }
 }
 
-fn run(array: &Array, req: &Value) -> Result<Value, String> {
+fn run(array: &Array, req: &Value, file: Option<std::fs::File>) -> Result<Value, String> {
     let member = || {
         req["member"]
             .as_u64()
@@ -226,8 +473,7 @@ fn run(array: &Array, req: &Value) -> Result<Value, String> {
         }
         Some("replace") => {
             let path = req["with"].as_str().ok_or("replace needs \"with\"")?;
-            let new = hetraid_engine::member::FileMember::open(Path::new(path))
-                .map_err(|e| format!("cannot open member {path}: {e}"))?;
+            let new = passed_member(file, path, "replace")?;
             array
                 .replace(
                     member()?,

@@ -4,6 +4,7 @@
 //! connections at once. `proto` is pure (fuzzed); `server` does the I/O.
 
 pub mod control;
+pub mod fdpass;
 pub mod proto;
 pub mod server;
 

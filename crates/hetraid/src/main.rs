@@ -70,9 +70,37 @@ enum Command {
     Trace(cmd::trace::TraceCmd),
     /// Reliability (MTTDL), cost, power and the RAIDH model of a configuration.
     Analyze(cmd::analyze::AnalyzeCmd),
+    /// Send one raw JSON request to a control socket, without the command
+    /// line's checks, and print the reply (tests of the server's own checks).
+    #[command(hide = true)]
+    CtlRaw {
+        socket: std::path::PathBuf,
+        request: String,
+    },
     /// The whole life of an array in a temporary directory: create, write, fail,
     /// degraded I/O, rebuild, scrub, verify.
     Demo(cmd::demo::DemoCmd),
+}
+
+fn ctl_raw(socket: &std::path::Path, request: &str) -> Result<(), String> {
+    use std::io::{BufRead, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(socket)
+        .map_err(|e| format!("{}: {e}", socket.display()))?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .map_err(|e| e.to_string())?;
+    s.write_all(format!("{request}\n").as_bytes())
+        .map_err(|e| e.to_string())?;
+    let mut reply = String::new();
+    std::io::BufReader::new(&s)
+        .read_line(&mut reply)
+        .map_err(|e| e.to_string())?;
+    print!("{reply}");
+    let v: serde_json::Value = serde_json::from_str(&reply).map_err(|e| e.to_string())?;
+    if v["ok"] == true {
+        Ok(())
+    } else {
+        Err(v["error"].as_str().unwrap_or("refused").to_string())
+    }
 }
 
 fn main() {
@@ -107,6 +135,7 @@ fn main() {
         Command::Trace(c) => c.run(),
         Command::Analyze(c) => c.run(),
         Command::Serve(c) => c.run(),
+        Command::CtlRaw { socket, request } => ctl_raw(&socket, &request),
     };
     if let Err(e) = result {
         eprintln!("hetraid: {e}");

@@ -82,6 +82,9 @@ impl FileMember {
                 "not a regular file or block device",
             ));
         }
+        // A block device is opened exclusively for writing (as mdadm does):
+        // one that is mounted or in use elsewhere is refused (EBUSY).
+        let excl = if block && writable { libc::O_EXCL } else { 0 };
         // tmpfs and ramfs are the page cache itself: O_DIRECT would only add a copy.
         let direct = if in_memory_fs(path) {
             Err(io::Error::other("in-memory filesystem"))
@@ -89,13 +92,23 @@ impl FileMember {
             OpenOptions::new()
                 .read(true)
                 .write(writable)
-                .custom_flags(libc::O_DIRECT)
+                .custom_flags(libc::O_DIRECT | excl)
                 .open(path)
         };
         let (file, mut is_direct) = match direct {
             Ok(f) => (f, true),
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::ResourceBusy,
+                    "the device is mounted or in use (opened exclusively elsewhere)",
+                ))
+            }
             Err(_) => (
-                OpenOptions::new().read(true).write(writable).open(path)?,
+                OpenOptions::new()
+                    .read(true)
+                    .write(writable)
+                    .custom_flags(excl)
+                    .open(path)?,
                 false,
             ),
         };
@@ -114,7 +127,12 @@ impl FileMember {
         let file = if is_direct {
             file
         } else {
-            OpenOptions::new().read(true).write(writable).open(path)?
+            drop(file);
+            OpenOptions::new()
+                .read(true)
+                .write(writable)
+                .custom_flags(excl)
+                .open(path)?
         };
         // One process at a time: a served array's members cannot be assembled
         // again behind the server's back.
@@ -176,6 +194,58 @@ impl FileMember {
     /// Is O_DIRECT in use?
     pub fn direct(&self) -> bool {
         self.direct
+    }
+
+    /// The open file (to pass it to a server over the control socket).
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// A member from a file another process opened and passed over the
+    /// control socket (`SCM_RIGHTS`): the server uses the caller's access,
+    /// never a path opened on the caller's behalf. It must be open for
+    /// reading and writing; it is locked as [`FileMember::open`] locks
+    /// (the passing process already holds that lock on the same open file).
+    pub fn from_passed(file: File, path: PathBuf) -> io::Result<Self> {
+        use std::os::fd::AsRawFd;
+        let meta = file.metadata()?;
+        let block = meta.file_type().is_block_device();
+        if !block && !meta.is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a regular file or block device",
+            ));
+        }
+        // SAFETY: fcntl F_GETFL on a valid descriptor we own.
+        let flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) };
+        if flags < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if flags & libc::O_ACCMODE != libc::O_RDWR {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "the file passed is not open for reading and writing",
+            ));
+        }
+        // SAFETY: flock on a valid descriptor we own.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "in use by another hetraid process",
+            ));
+        }
+        let len = if block {
+            Self::block_len(&file)?
+        } else {
+            meta.len()
+        };
+        Ok(Self {
+            direct: flags & libc::O_DIRECT != 0,
+            file,
+            path,
+            len,
+            regular: !block,
+        })
     }
 
     pub fn path(&self) -> &Path {

@@ -647,10 +647,23 @@ pub fn remote(
     members: &[String],
     request: serde_json::Value,
 ) -> Option<Result<serde_json::Value, String>> {
+    remote_passing(members, request, None)
+}
+
+/// [`remote`], passing the server the new member at `new` as this user
+/// opens it (read-write, locked, exclusively for a block device): the
+/// server never opens a path on the caller's behalf.
+pub fn remote_passing(
+    members: &[String],
+    request: serde_json::Value,
+    new: Option<&Path>,
+) -> Option<Result<serde_json::Value, String>> {
     let first = split_member(members.first()?).ok()?.0;
     let uuid = hetraid_nbd::control::array_uuid(&first)?;
-    if !hetraid_nbd::control::is_served(&uuid) {
-        return None;
+    match hetraid_nbd::control::is_served(&uuid) {
+        Ok(false) => return None,
+        Ok(true) => {}
+        Err(e) => return Some(Err(e)),
     }
     // Every path given must be a member of the served array, each once: a
     // verb never acts on the served array because of the first path alone.
@@ -677,7 +690,15 @@ pub fn remote(
     if let Err(e) = check() {
         return Some(Err(e));
     }
-    hetraid_nbd::control::remote(&first, &request)
+    let opened = match new.map(|p| {
+        hetraid_engine::member::FileMember::open(p)
+            .map_err(|e| format!("cannot open new member {}: {e}", p.display()))
+    }) {
+        Some(Err(e)) => return Some(Err(e)),
+        Some(Ok(m)) => Some(m),
+        None => None,
+    };
+    hetraid_nbd::control::remote(&first, &request, opened.as_ref().map(|m| m.file()))
 }
 
 impl MembersCmd {
@@ -904,9 +925,10 @@ impl MemberOpCmd {
             (None, Some(c)) => return self.replace_log_copy(c, with),
             (Some(m), None) => m,
         };
-        if let Some(r) = remote(
+        if let Some(r) = remote_passing(
             &self.members,
             serde_json::json!({"verb": "replace", "member": member, "with": abs, "force": self.force}),
+            Some(&abs),
         ) {
             r?;
             println!("member {} attached to the served array from {}; run hetraid rebuild with the same members", member, abs.display());
@@ -982,9 +1004,10 @@ impl AddCmd {
                 .and_then(|m| m["device"].as_u64())
                 .ok_or(NO_SLOT)?;
             let abs = std::path::absolute(&p).map_err(|e| e.to_string())?;
-            remote(
+            remote_passing(
                 &self.members,
                 serde_json::json!({"verb": "replace", "member": slot, "with": abs, "force": self.force}),
+                Some(&abs),
             )
             .ok_or("the server went away")??;
             println!(
@@ -1231,7 +1254,13 @@ impl GrowCmd {
         if let Some(w) = &self.weights {
             req["weights"] = w.clone().into();
         }
-        if let Some(r) = remote(&self.members, req) {
+        let new_path = match &self.add {
+            Some(add) => {
+                Some(std::path::absolute(split_member(add)?.0).map_err(|e| e.to_string())?)
+            }
+            None => None,
+        };
+        if let Some(r) = remote_passing(&self.members, req, new_path.as_deref()) {
             return print_change(&remote_change(r?)?, self.json);
         }
         self.speed.offline()?;

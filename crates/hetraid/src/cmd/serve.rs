@@ -104,12 +104,13 @@ impl ServeCmd {
             if self.read_only { " read-only" } else { "" }
         );
         // The control socket: lifecycle verbs given these members reach this process.
-        let ctl = hetraid_nbd::control::socket_path(&st.uuid);
         let ctl_thread = {
-            let (cell, stop, ctl) = (cell.clone(), stop.clone(), ctl.clone());
+            let (cell, stop, uuid) = (cell.clone(), stop.clone(), st.uuid.clone());
             std::thread::spawn(move || {
-                if let Err(e) = hetraid_nbd::control::serve_control(cell, &ctl, stop) {
-                    eprintln!("hetraid: control socket {}: {e}", ctl.display());
+                if let Err(e) = hetraid_nbd::control::serve_control(cell, &uuid, stop) {
+                    eprintln!(
+                        "hetraid: control socket: {e}; lifecycle verbs cannot reach this server"
+                    );
                 }
             })
         };
