@@ -55,7 +55,43 @@ impl Conn {
             Self::Tcp(s) => s.shutdown(how),
         };
     }
+    fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        match self {
+            Self::Unix(s) => s.set_read_timeout(t),
+            Self::Tcp(s) => s.set_read_timeout(t),
+        }
+    }
+    fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        match self {
+            Self::Unix(s) => s.set_write_timeout(t),
+            Self::Tcp(s) => s.set_write_timeout(t),
+        }
+    }
+    /// Who is at the other end, for the log.
+    fn peer(&self) -> String {
+        match self {
+            Self::Unix(_) => "a local client".into(),
+            Self::Tcp(s) => s
+                .peer_addr()
+                .map_or_else(|_| "a TCP client".into(), |a| a.to_string()),
+        }
+    }
 }
+
+/// A client must finish its handshake within this.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// A reply that makes no progress for this long (the client stopped
+/// reading) ends the connection.
+pub const REPLY_STALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bytes of read replies a connection may have in flight: a client that
+/// stops reading holds at most this much of the server's memory.
+pub const REPLY_BYTES_MAX: u64 = 64 << 20;
+/// Option payload bytes read and thrown away to answer ERR_TOO_BIG; a
+/// larger one closes the connection.
+const OPTION_DISCARD_MAX: u64 = 32 << 20;
+/// After a stop, clients get this long to finish before their connections
+/// are closed.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 impl Conn {
     fn fd(&self) -> std::os::fd::RawFd {
@@ -95,6 +131,10 @@ impl Write for Conn {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub read_only: bool,
+    /// Connections served at once; more are refused (closed at once).
+    pub max_connections: usize,
+    /// A reply that makes no progress this long ends its connection.
+    pub stall_timeout: Duration,
     /// Requests served at once per connection.
     pub workers: usize,
     /// How long a worker polls for the rest of a write payload before sleeping.
@@ -105,10 +145,29 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             read_only: false,
+            max_connections: default_max_connections(),
+            stall_timeout: REPLY_STALL_TIMEOUT,
             workers: 8,
             payload_spin: Duration::from_micros(50),
         }
     }
+}
+
+/// Connections by default: a quarter of the descriptors this process may
+/// open (each takes two, the members and sockets need some), at least 16,
+/// at most 1,024.
+pub fn default_max_connections() -> usize {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `r` outlives the call.
+    let fds = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0 {
+        r.rlim_cur as usize
+    } else {
+        1024
+    };
+    (fds / 4).clamp(16, 1024)
 }
 
 /// Counters printed at shutdown.
@@ -117,6 +176,8 @@ pub struct Stats {
     pub connections: AtomicU64,
     pub requests: AtomicU64,
     pub errors: AtomicU64,
+    /// Clients refused: over --max-connections, or no thread for them.
+    pub refused: AtomicU64,
 }
 
 /// Serve `array` until `stop` becomes true; then finish in-flight requests, close
@@ -161,45 +222,94 @@ pub fn serve(
         };
         match accepted {
             Ok(conn) => {
-                if let Conn::Unix(s) = &conn {
-                    s.set_nonblocking(false)?;
-                    grow_send_buffer(s);
+                let nonblocking = match &conn {
+                    Conn::Unix(s) => s.set_nonblocking(false),
+                    Conn::Tcp(s) => s.set_nonblocking(false),
+                };
+                if nonblocking.is_err() {
+                    continue;
                 }
-                if let Conn::Tcp(s) = &conn {
-                    s.set_nonblocking(false)?;
+                let who = conn.peer();
+                // Over the limit: refused (closed at once), the server goes on.
+                if open.lock().unwrap().len() >= cfg.max_connections {
+                    stats.refused.fetch_add(1, Ordering::Relaxed);
+                    eprintln!(
+                        "hetraid serve: {who} refused: {} connections already (--max-connections)",
+                        cfg.max_connections
+                    );
+                    conn.shutdown(std::net::Shutdown::Both);
+                    continue;
+                }
+                if let Conn::Unix(s) = &conn {
+                    grow_send_buffer(s);
                 }
                 next_id += 1;
                 let id = next_id;
-                if let Ok(c) = conn.try_clone() {
-                    open.lock().unwrap().insert(id, c);
+                match conn.try_clone() {
+                    Ok(c) => {
+                        open.lock().unwrap().insert(id, c);
+                    }
+                    Err(_) => continue,
                 }
                 stats.connections.fetch_add(1, Ordering::Relaxed);
-                let (array, cfg, stats, open) =
+                if matches!(conn, Conn::Tcp(_)) {
+                    eprintln!("hetraid serve: connection from {who}");
+                }
+                let (array, cfg2, stats2, open2) =
                     (array.clone(), cfg.clone(), stats.clone(), open.clone());
-                threads.push(std::thread::spawn(move || {
-                    let closer = conn.try_clone();
-                    if let Err(e) = connection(conn, &array, &cfg, &stats) {
-                        if e.kind() != io::ErrorKind::UnexpectedEof {
-                            eprintln!("hetraid serve: connection closed: {e}");
+                let spawned =
+                    std::thread::Builder::new()
+                        .name("nbd-conn".into())
+                        .spawn(move || {
+                            let closer = conn.try_clone();
+                            if let Err(e) = connection(conn, &array, &cfg2, &stats2) {
+                                if e.kind() != io::ErrorKind::UnexpectedEof {
+                                    eprintln!("hetraid serve: connection closed: {e}");
+                                }
+                            }
+                            if let Ok(c) = closer {
+                                c.shutdown(std::net::Shutdown::Both);
+                            }
+                            open2.lock().unwrap().remove(&id);
+                        });
+                match spawned {
+                    Ok(t) => threads.push(t),
+                    Err(e) => {
+                        // No thread for this client: refuse it, keep serving.
+                        stats.refused.fetch_add(1, Ordering::Relaxed);
+                        eprintln!("hetraid serve: {who} refused: no thread for it ({e})");
+                        if let Some(c) = open.lock().unwrap().remove(&id) {
+                            c.shutdown(std::net::Shutdown::Both);
                         }
                     }
-                    if let Ok(c) = closer {
-                        c.shutdown(std::net::Shutdown::Both);
-                    }
-                    open.lock().unwrap().remove(&id);
-                }));
+                }
                 threads.retain(|t| !t.is_finished());
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 std::thread::sleep(Duration::from_millis(20))
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+            // Out of descriptors (EMFILE/ENFILE), a client gone before we
+            // took it (ECONNABORTED), out of memory: that client is lost,
+            // the server goes on.
+            Err(e) => {
+                eprintln!("hetraid serve: accept failed: {e}; still serving");
+                std::thread::sleep(Duration::from_millis(100));
+            }
         }
     }
     // Stop reading new requests; in-flight ones finish and are answered.
     for c in open.lock().unwrap().values() {
         c.shutdown(std::net::Shutdown::Read);
+    }
+    // Clients that do not take their replies get a grace period, then
+    // their connections are closed (the array is still closed clean).
+    let t = std::time::Instant::now();
+    while threads.iter().any(|t| !t.is_finished()) && t.elapsed() < SHUTDOWN_GRACE {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for c in open.lock().unwrap().values() {
+        c.shutdown(std::net::Shutdown::Both);
     }
     for t in threads {
         let _ = t.join();
@@ -295,6 +405,9 @@ fn connection(mut c: Conn, cell: &Arc<ArrayCell>, cfg: &Config, stats: &Stats) -
     // The size and geometry this connection is offered: the array's now (a
     // change completed later is seen by connections opened after it).
     let array = cell.current();
+    // A client that connects and says nothing does not hold a slot forever.
+    c.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
+    c.set_write_timeout(Some(cfg.stall_timeout))?;
     let mut export = Export {
         size: array.capacity(),
         read_only: cfg.read_only,
@@ -338,7 +451,14 @@ fn connection(mut c: Conn, cell: &Arc<ArrayCell>, cfg: &Config, stats: &Stats) -
         let opt = u32::from_be_bytes(h[8..12].try_into().unwrap());
         let len = u32::from_be_bytes(h[12..16].try_into().unwrap());
         if len > proto::MAX_OPTION {
-            return Err(invalid("option payload too large"));
+            // Answered, not a reset: the payload is read and dropped (up to
+            // a bound; past it the connection is closed).
+            if len as u64 > OPTION_DISCARD_MAX {
+                return Err(invalid("option payload too large to skip"));
+            }
+            discard(&mut c, len as u64)?;
+            c.write_all(&proto::option_reply(opt, proto::REP_ERR_TOO_BIG, &[]))?;
+            continue;
         }
         let mut data = vec![0u8; len as usize];
         c.read_exact(&mut data)?;
@@ -442,6 +562,9 @@ fn connection(mut c: Conn, cell: &Arc<ArrayCell>, cfg: &Config, stats: &Stats) -
             }
         }
     }
+    // Transmission: an idle client may stay (a mounted filesystem is idle
+    // for hours); a client that stops taking its replies is dropped.
+    c.set_read_timeout(None)?;
     transmission(c, cell, export, cfg, stats)
 }
 
@@ -562,6 +685,7 @@ fn transmission(
     stats: &Stats,
 ) -> io::Result<()> {
     let writer = Mutex::new(c.try_clone()?);
+    let closer = c.try_clone()?;
     // Buffered: with many requests in flight one read() brings in several small
     // requests (header and payload) instead of two system calls each; payloads
     // larger than the buffer are still read straight into their own buffer.
@@ -572,31 +696,65 @@ fn transmission(
     let free_replies: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
     let done = AtomicBool::new(false);
     let error: Mutex<Option<io::Error>> = Mutex::new(None);
+    // Read replies in flight, bounded: a client that stops reading holds
+    // at most REPLY_BYTES_MAX (then its writes stall and it is dropped).
+    let budget = (Mutex::new(REPLY_BYTES_MAX), std::sync::Condvar::new());
+    // The end of the connection wakes every worker: one blocked reading
+    // the next request, others waiting for reply room.
+    let finish = |e: Option<io::Error>| {
+        done.store(true, Ordering::SeqCst);
+        if let Some(e) = e {
+            error.lock().unwrap().get_or_insert(e);
+        }
+        closer.shutdown(std::net::Shutdown::Both);
+        budget.1.notify_all();
+    };
     std::thread::scope(|s| {
         for _ in 0..cfg.workers.max(1) {
             s.spawn(|| loop {
                 if done.load(Ordering::SeqCst) {
                     return;
                 }
-                let next = {
+                let job = {
                     let mut r = reader.lock().unwrap();
                     if done.load(Ordering::SeqCst) {
                         return;
                     }
-                    read_next(&mut r, &export, &free, cfg.payload_spin)
-                };
-                let job = match next {
-                    Ok(Next::Job(j)) => j,
-                    Ok(Next::Done) => {
-                        done.store(true, Ordering::SeqCst);
-                        return;
+                    // The end is marked before the read lock is let go, so
+                    // no other worker starts a read on a finished connection.
+                    match read_next(&mut r, &export, &free, cfg.payload_spin) {
+                        Ok(Next::Job(j)) => j,
+                        Ok(Next::Done) => {
+                            done.store(true, Ordering::SeqCst);
+                            return;
+                        }
+                        Err(e) => {
+                            done.store(true, Ordering::SeqCst);
+                            drop(r);
+                            finish(Some(e));
+                            return;
+                        }
                     }
-                    Err(e) => {
-                        done.store(true, Ordering::SeqCst);
-                        *error.lock().unwrap() = Some(e);
-                        return;
-                    }
                 };
+                let room = match job.action {
+                    Action::Read { len, .. } => (len as u64).min(REPLY_BYTES_MAX),
+                    _ => 0,
+                };
+                if room > 0 {
+                    let mut b = budget.0.lock().unwrap();
+                    // Bounded by the connection's end: finish() wakes it.
+                    while *b < room {
+                        if done.load(Ordering::SeqCst) {
+                            return;
+                        }
+                        b = budget
+                            .1
+                            .wait_timeout(b, Duration::from_millis(100))
+                            .unwrap()
+                            .0;
+                    }
+                    *b -= room;
+                }
                 // Only reads build their reply in a big buffer; other replies are
                 // 16 bytes and must not take (and then drop) a payload buffer.
                 let spare = match job.action {
@@ -609,8 +767,14 @@ fn transmission(
                 if failed {
                     stats.errors.fetch_add(1, Ordering::Relaxed);
                 }
-                if writer.lock().unwrap().write_all(&reply[start..]).is_err() {
-                    done.store(true, Ordering::SeqCst);
+                let sent = writer.lock().unwrap().write_all(&reply[start..]);
+                if room > 0 {
+                    *budget.0.lock().unwrap() += room;
+                    budget.1.notify_all();
+                }
+                if let Err(e) = sent {
+                    // Gone, or stalled past REPLY_STALL_TIMEOUT: dropped.
+                    finish(Some(e));
                     return;
                 }
                 let (pool, b) = match job.action {

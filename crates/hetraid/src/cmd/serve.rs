@@ -20,6 +20,14 @@ pub struct ServeCmd {
     /// Requests served at once per connection.
     #[arg(long, default_value_t = 8)]
     pub workers: usize,
+    /// Clients served at once; more are refused and logged, the server goes
+    /// on. Default: a quarter of the open-file limit (16..1024).
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// A client whose replies make no progress for this many seconds (it
+    /// stopped reading them) is dropped.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    pub stall_timeout: f64,
     /// Layouts with copies: how reads choose a copy while served (md,
     /// first, raidx1..raidx4); the superblock's otherwise.
     #[arg(long, value_name = "POLICY")]
@@ -187,7 +195,23 @@ impl ServeCmd {
             })
         });
         let stats = Arc::new(Stats::default());
+        if self.max_connections == Some(0) {
+            return Err("--max-connections 0 would refuse every client; give at least 1".into());
+        }
+        if !(self.stall_timeout.is_finite()
+            && self.stall_timeout > 0.0
+            && self.stall_timeout <= 86_400.0)
+        {
+            return Err(format!(
+                "--stall-timeout {} is not a number of seconds between 0 and 86400",
+                self.stall_timeout
+            ));
+        }
         let cfg = Config {
+            stall_timeout: std::time::Duration::from_secs_f64(self.stall_timeout),
+            max_connections: self
+                .max_connections
+                .unwrap_or_else(hetraid_nbd::server::default_max_connections),
             read_only: self.read_only,
             workers: self.workers.max(1),
             payload_spin: std::time::Duration::from_micros(self.payload_spin_us),
@@ -208,8 +232,9 @@ impl ServeCmd {
         }
         cell.current().close().map_err(|e| e.to_string())?;
         eprintln!(
-            "hetraid: stopped after {} connections and {} requests ({} failed); members flushed, array clean",
+            "hetraid: stopped after {} connections ({} refused) and {} requests ({} failed); members flushed, array clean",
             stats.connections.load(Ordering::Relaxed),
+            stats.refused.load(Ordering::Relaxed),
             stats.requests.load(Ordering::Relaxed),
             stats.errors.load(Ordering::Relaxed)
         );
