@@ -286,7 +286,20 @@ pub fn serve(
                 threads.retain(|t| !t.is_finished());
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(20))
+                // Wait for the next client (at once when one comes), looking
+                // at the stop flag every 100 ms.
+                use std::os::fd::AsRawFd;
+                let fd = match &l {
+                    L::U(u) => u.as_raw_fd(),
+                    L::T(t) => t.as_raw_fd(),
+                };
+                let mut p = libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd for the duration of the call.
+                unsafe { libc::poll(&mut p, 1, 100) };
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             // Out of descriptors (EMFILE/ENFILE), a client gone before we
