@@ -30,6 +30,7 @@ pub const CLIENT_NO_ZEROES: u32 = 1 << 1;
 
 pub const OPT_EXPORT_NAME: u32 = 1;
 pub const OPT_ABORT: u32 = 2;
+pub const OPT_STARTTLS: u32 = 5;
 pub const OPT_LIST: u32 = 3;
 pub const OPT_INFO: u32 = 6;
 pub const OPT_GO: u32 = 7;
@@ -42,7 +43,10 @@ pub const REP_SERVER: u32 = 2;
 pub const REP_INFO: u32 = 3;
 pub const REP_META_CONTEXT: u32 = 4;
 pub const REP_ERR_UNSUP: u32 = 0x8000_0001;
+pub const REP_ERR_POLICY: u32 = 0x8000_0002;
 pub const REP_ERR_INVALID: u32 = 0x8000_0003;
+pub const REP_ERR_TLS_REQD: u32 = 0x8000_0005;
+pub const REP_ERR_UNKNOWN: u32 = 0x8000_0006;
 pub const REP_ERR_TOO_BIG: u32 = 0x8000_0009;
 
 pub const INFO_EXPORT: u16 = 0;

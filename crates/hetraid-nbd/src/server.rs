@@ -131,6 +131,11 @@ impl Write for Conn {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub read_only: bool,
+    /// The export's name (`serve --name`, default empty): a client asking
+    /// for another is refused.
+    pub name: String,
+    /// TLS (`serve --tls-cert/--tls-key`): required of every client.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
     /// Connections served at once; more are refused (closed at once).
     pub max_connections: usize,
     /// A reply that makes no progress this long ends its connection.
@@ -145,12 +150,60 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             read_only: false,
+            name: String::new(),
+            tls: None,
             max_connections: default_max_connections(),
             stall_timeout: REPLY_STALL_TIMEOUT,
             workers: 8,
             payload_spin: Duration::from_micros(50),
         }
     }
+}
+
+/// The TLS configuration from a certificate chain and a private key, both
+/// PEM files (`serve --tls-cert/--tls-key`).
+pub fn tls_config(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> Result<Arc<rustls::ServerConfig>, String> {
+    let open = |p: &std::path::Path| {
+        std::fs::File::open(p)
+            .map(io::BufReader::new)
+            .map_err(|e| format!("{}: {e}", p.display()))
+    };
+    let certs: Vec<_> = rustls_pemfile::certs(&mut open(cert)?)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{}: not a PEM certificate file: {e}", cert.display()))?;
+    if certs.is_empty() {
+        return Err(format!("{} holds no certificate", cert.display()));
+    }
+    let key_der = rustls_pemfile::private_key(&mut open(key)?)
+        .map_err(|e| format!("{}: not a PEM key file: {e}", key.display()))?
+        .ok_or_else(|| format!("{} holds no private key", key.display()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let cfg = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(certs, key_der)
+        .map_err(|e| {
+            format!(
+                "{} and {} do not make a TLS identity: {e}",
+                cert.display(),
+                key.display()
+            )
+        })?;
+    Ok(Arc::new(cfg))
+}
+
+/// Does `addr` (HOST:PORT) name only loopback addresses?
+pub fn loopback_only(addr: &str) -> Result<bool, String> {
+    use std::net::ToSocketAddrs;
+    let addrs: Vec<_> = addr
+        .to_socket_addrs()
+        .map_err(|e| format!("tcp:{addr}: {e}"))?
+        .collect();
+    Ok(!addrs.is_empty() && addrs.iter().all(|a| a.ip().is_loopback()))
 }
 
 /// Connections by default: a quarter of the descriptors this process may
@@ -413,6 +466,30 @@ fn invalid(msg: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg.to_string())
 }
 
+/// What option haggling ended with.
+enum Outcome {
+    /// Transmission, with the export as negotiated.
+    Go,
+    /// The client asked for TLS and it was granted: haggle again over it.
+    StartTls,
+    /// The client went away politely.
+    Abort,
+}
+
+/// What a connection is offered, and what it negotiated so far.
+struct Offer {
+    export: Export,
+    flags: u16,
+    preferred: u32,
+    layout: String,
+    no_zeroes: bool,
+    /// The export's name (`serve --name`); other names are refused.
+    name: String,
+    /// TLS is configured: nothing but STARTTLS (or ABORT) before it.
+    tls_required: bool,
+    tls_active: bool,
+}
+
 /// Handshake then transmission for one client.
 fn connection(mut c: Conn, cell: &Arc<ArrayCell>, cfg: &Config, stats: &Stats) -> io::Result<()> {
     // The size and geometry this connection is offered: the array's now (a
@@ -421,12 +498,6 @@ fn connection(mut c: Conn, cell: &Arc<ArrayCell>, cfg: &Config, stats: &Stats) -
     // A client that connects and says nothing does not hold a slot forever.
     c.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
     c.set_write_timeout(Some(cfg.stall_timeout))?;
-    let mut export = Export {
-        size: array.capacity(),
-        read_only: cfg.read_only,
-        structured: false,
-        base_allocation: false,
-    };
     let mut flags = proto::TF_HAS_FLAGS
         | proto::TF_SEND_FLUSH
         | proto::TF_SEND_FUA
@@ -444,6 +515,22 @@ fn connection(mut c: Conn, cell: &Arc<ArrayCell>, cfg: &Config, stats: &Stats) -
     // stripe (3 data chunks of 16K: 32K; qemu refuses 48K).
     let stripe = (l.chunk_bytes() * l.data_per_stripe() as u64).min(proto::MAX_PAYLOAD as u64);
     let preferred = (1u64 << (63 - stripe.max(1).leading_zeros())) as u32;
+    let mut offer = Offer {
+        export: Export {
+            size: array.capacity(),
+            read_only: cfg.read_only,
+            structured: false,
+            base_allocation: false,
+        },
+        flags,
+        preferred,
+        layout: l.name(),
+        no_zeroes: false,
+        name: cfg.name.clone(),
+        tls_required: cfg.tls.is_some(),
+        tls_active: false,
+    };
+    drop(array);
     // Fixed newstyle greeting.
     let mut g = Vec::with_capacity(18);
     g.extend_from_slice(&proto::NBDMAGIC.to_be_bytes());
@@ -454,7 +541,39 @@ fn connection(mut c: Conn, cell: &Arc<ArrayCell>, cfg: &Config, stats: &Stats) -
     if client & !(proto::CLIENT_FIXED_NEWSTYLE | proto::CLIENT_NO_ZEROES) != 0 {
         return Err(invalid("client sent unknown handshake flags"));
     }
-    let no_zeroes = client & proto::CLIENT_NO_ZEROES != 0;
+    offer.no_zeroes = client & proto::CLIENT_NO_ZEROES != 0;
+    match negotiate(&mut c, &mut offer)? {
+        Outcome::Abort => Ok(()),
+        Outcome::Go => {
+            // Transmission: an idle client may stay (a mounted filesystem is
+            // idle for hours); a client that stops taking its replies is
+            // dropped.
+            c.set_read_timeout(None)?;
+            transmission(c, cell, offer.export, cfg, stats)
+        }
+        Outcome::StartTls => {
+            let tls = cfg
+                .tls
+                .clone()
+                .expect("STARTTLS is granted only with TLS set up");
+            let conn = rustls::ServerConnection::new(tls).map_err(io::Error::other)?;
+            let mut s = rustls::StreamOwned::new(conn, c);
+            offer.tls_active = true;
+            match negotiate(&mut s, &mut offer)? {
+                Outcome::Go => {
+                    s.sock.set_read_timeout(None)?;
+                    transmission_serial(s, cell, offer.export, stats)
+                }
+                _ => Ok(()),
+            }
+        }
+    }
+}
+
+/// Option haggling on `c` (the socket, or TLS over it).
+fn negotiate<S: Read + Write>(c: &mut S, o: &mut Offer) -> io::Result<Outcome> {
+    // Bounded: every round reads an option; the handshake timeout bounds
+    // a client that stops.
     loop {
         let mut h = [0u8; 16];
         c.read_exact(&mut h)?;
@@ -469,68 +588,104 @@ fn connection(mut c: Conn, cell: &Arc<ArrayCell>, cfg: &Config, stats: &Stats) -
             if len as u64 > OPTION_DISCARD_MAX {
                 return Err(invalid("option payload too large to skip"));
             }
-            discard(&mut c, len as u64)?;
+            discard(c, len as u64)?;
             c.write_all(&proto::option_reply(opt, proto::REP_ERR_TOO_BIG, &[]))?;
             continue;
         }
         let mut data = vec![0u8; len as usize];
         c.read_exact(&mut data)?;
+        // TLS required and not yet on: nothing else is answered.
+        if o.tls_required && !o.tls_active && !matches!(opt, proto::OPT_STARTTLS | proto::OPT_ABORT)
+        {
+            if opt == proto::OPT_EXPORT_NAME {
+                // No error reply exists for it: the spec says close.
+                return Err(invalid(
+                    "NBD_OPT_EXPORT_NAME before STARTTLS on a TLS server",
+                ));
+            }
+            c.write_all(&proto::option_reply(opt, proto::REP_ERR_TLS_REQD, &[]))?;
+            continue;
+        }
         match opt {
+            proto::OPT_STARTTLS => {
+                if len != 0 {
+                    c.write_all(&proto::option_reply(opt, proto::REP_ERR_INVALID, &[]))?;
+                } else if !o.tls_required {
+                    // This server was started without a certificate.
+                    c.write_all(&proto::option_reply(opt, proto::REP_ERR_UNSUP, &[]))?;
+                } else if o.tls_active {
+                    c.write_all(&proto::option_reply(opt, proto::REP_ERR_INVALID, &[]))?;
+                } else {
+                    c.write_all(&proto::option_reply(opt, proto::REP_ACK, &[]))?;
+                    c.flush()?;
+                    return Ok(Outcome::StartTls);
+                }
+            }
             proto::OPT_EXPORT_NAME => {
+                if String::from_utf8_lossy(&data) != o.name {
+                    return Err(invalid("unknown export name"));
+                }
                 let mut r = Vec::with_capacity(134);
-                r.extend_from_slice(&export.size.to_be_bytes());
-                r.extend_from_slice(&flags.to_be_bytes());
-                if !no_zeroes {
+                r.extend_from_slice(&o.export.size.to_be_bytes());
+                r.extend_from_slice(&o.flags.to_be_bytes());
+                if !o.no_zeroes {
                     r.extend_from_slice(&[0u8; 124]);
                 }
                 c.write_all(&r)?;
-                break;
+                c.flush()?;
+                return Ok(Outcome::Go);
             }
             proto::OPT_ABORT => {
                 c.write_all(&proto::option_reply(opt, proto::REP_ACK, &[]))?;
-                return Ok(());
+                c.flush()?;
+                return Ok(Outcome::Abort);
             }
             proto::OPT_LIST => {
                 if len != 0 {
                     c.write_all(&proto::option_reply(opt, proto::REP_ERR_INVALID, &[]))?;
                     continue;
                 }
-                let name = b"";
+                let name = o.name.as_bytes();
                 let mut d = (name.len() as u32).to_be_bytes().to_vec();
                 d.extend_from_slice(name);
                 c.write_all(&proto::option_reply(opt, proto::REP_SERVER, &d))?;
                 c.write_all(&proto::option_reply(opt, proto::REP_ACK, &[]))?;
             }
             proto::OPT_INFO | proto::OPT_GO => {
-                let Some((_name, infos)) = proto::parse_go(&data) else {
+                let Some((name, infos)) = proto::parse_go(&data) else {
                     c.write_all(&proto::option_reply(opt, proto::REP_ERR_INVALID, &[]))?;
                     continue;
                 };
+                if name != o.name {
+                    c.write_all(&proto::option_reply(opt, proto::REP_ERR_UNKNOWN, &[]))?;
+                    continue;
+                }
                 let mut out = proto::option_reply(
                     opt,
                     proto::REP_INFO,
-                    &proto::info_export(export.size, flags),
+                    &proto::info_export(o.export.size, o.flags),
                 );
                 // Block sizes are always sent: clients that did not ask may ignore them.
                 out.extend(proto::option_reply(
                     opt,
                     proto::REP_INFO,
-                    &proto::info_block_size(1, preferred, proto::MAX_PAYLOAD),
+                    &proto::info_block_size(1, o.preferred, proto::MAX_PAYLOAD),
                 ));
                 if infos.contains(&proto::INFO_DESCRIPTION) {
                     let mut d = proto::INFO_DESCRIPTION.to_be_bytes().to_vec();
-                    d.extend_from_slice(format!("hetraid {} array", l.name()).as_bytes());
+                    d.extend_from_slice(format!("hetraid {} array", o.layout).as_bytes());
                     out.extend(proto::option_reply(opt, proto::REP_INFO, &d));
                 }
                 if infos.contains(&proto::INFO_NAME) {
                     let mut d = proto::INFO_NAME.to_be_bytes().to_vec();
-                    d.extend_from_slice(_name.as_bytes());
+                    d.extend_from_slice(name.as_bytes());
                     out.extend(proto::option_reply(opt, proto::REP_INFO, &d));
                 }
                 out.extend(proto::option_reply(opt, proto::REP_ACK, &[]));
                 c.write_all(&out)?;
                 if opt == proto::OPT_GO {
-                    break;
+                    c.flush()?;
+                    return Ok(Outcome::Go);
                 }
             }
             proto::OPT_STRUCTURED_REPLY => {
@@ -538,7 +693,7 @@ fn connection(mut c: Conn, cell: &Arc<ArrayCell>, cfg: &Config, stats: &Stats) -
                     c.write_all(&proto::option_reply(opt, proto::REP_ERR_INVALID, &[]))?;
                     continue;
                 }
-                export.structured = true;
+                o.export.structured = true;
                 c.write_all(&proto::option_reply(opt, proto::REP_ACK, &[]))?;
             }
             proto::OPT_LIST_META_CONTEXT | proto::OPT_SET_META_CONTEXT => {
@@ -546,13 +701,13 @@ fn connection(mut c: Conn, cell: &Arc<ArrayCell>, cfg: &Config, stats: &Stats) -
                 // Meta contexts ride on structured replies (spec: SET without them
                 // is invalid).
                 let parsed = proto::parse_meta_context(&data);
-                let Some((_name, queries)) = parsed.filter(|_| export.structured || list) else {
+                let Some((_name, queries)) = parsed.filter(|_| o.export.structured || list) else {
                     c.write_all(&proto::option_reply(opt, proto::REP_ERR_INVALID, &[]))?;
                     continue;
                 };
                 let selected = proto::meta_matches(&queries, list);
                 if !list {
-                    export.base_allocation = selected;
+                    o.export.base_allocation = selected;
                 }
                 let mut out = Vec::new();
                 if selected {
@@ -564,21 +719,55 @@ fn connection(mut c: Conn, cell: &Arc<ArrayCell>, cfg: &Config, stats: &Stats) -
                 c.write_all(&out)?;
             }
             _ => {
-                // Unknown or unsupported (STARTTLS, extended headers): say so and
-                // carry on.
-                let typ = if len > proto::MAX_OPTION {
-                    proto::REP_ERR_TOO_BIG
-                } else {
-                    proto::REP_ERR_UNSUP
-                };
-                c.write_all(&proto::option_reply(opt, typ, &[]))?;
+                // Unknown or unsupported (extended headers): say so and carry on.
+                c.write_all(&proto::option_reply(opt, proto::REP_ERR_UNSUP, &[]))?;
             }
         }
+        c.flush()?;
     }
-    // Transmission: an idle client may stay (a mounted filesystem is idle
-    // for hours); a client that stops taking its replies is dropped.
-    c.set_read_timeout(None)?;
-    transmission(c, cell, export, cfg, stats)
+}
+
+/// Transmission over TLS: one request at a time on one thread (reads and
+/// writes share the TLS state), replies in order.
+fn transmission_serial<S: Read + Write>(
+    mut c: S,
+    cell: &Arc<ArrayCell>,
+    export: Export,
+    stats: &Stats,
+) -> io::Result<()> {
+    // Bounded by the client: every round reads a request or ends.
+    loop {
+        let mut hdr = [0u8; proto::REQUEST_LEN];
+        match c.read_exact(&mut hdr) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        let req = proto::parse_request(&hdr).map_err(|f| invalid(&f.to_string()))?;
+        let action = proto::decide(&req, &export);
+        let data = match action {
+            Action::Close(f) => return Err(invalid(&f.to_string())),
+            Action::Disconnect => return Ok(()),
+            Action::Write { len, .. } => {
+                let mut d = vec![0u8; len as usize];
+                c.read_exact(&mut d)?;
+                d
+            }
+            Action::Error { discard: n, .. } => {
+                discard(&mut c, n as u64)?;
+                Vec::new()
+            }
+            _ => Vec::new(),
+        };
+        let job = Job { req, action, data };
+        let (reply, start, failed) = execute(&cell.get(), &export, &job, Vec::new());
+        stats.requests.fetch_add(1, Ordering::Relaxed);
+        if failed {
+            stats.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        c.write_all(&reply[start..])?;
+        c.flush()?;
+    }
 }
 
 struct Job {

@@ -24,6 +24,20 @@ pub struct ServeCmd {
     /// on. Default: a quarter of the open-file limit (16..1024).
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,
+    /// The export's name; clients asking for another name are refused
+    /// (default: the empty name, what clients ask for without one).
+    #[arg(long, default_value = "")]
+    pub name: String,
+    /// TLS certificate chain (PEM): clients must STARTTLS (nbds://).
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// TLS private key (PEM) for --tls-cert.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
+    /// Serve TCP on a non-loopback address without TLS: anyone who reaches
+    /// it reads and writes the array.
+    #[arg(long)]
+    pub insecure_allow_remote: bool,
     /// A client whose replies make no progress for this many seconds (it
     /// stopped reading them) is dropped.
     #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
@@ -51,6 +65,33 @@ pub struct ServeCmd {
 impl ServeCmd {
     pub fn run(&self) -> Result<(), String> {
         let listen = Listen::parse(&self.listen)?;
+        let tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(c), Some(k)) => Some(hetraid_nbd::server::tls_config(c, k)?),
+            _ => None,
+        };
+        if let Listen::Tcp(addr) = &listen {
+            if tls.is_none()
+                && !self.insecure_allow_remote
+                && !hetraid_nbd::server::loopback_only(addr)?
+            {
+                return Err(format!(
+                    "--listen tcp:{addr} reaches beyond this machine and there is no TLS: anyone who reaches it could read and write the array; give --tls-cert and --tls-key, listen on 127.0.0.1, or say --insecure-allow-remote"
+                ));
+            }
+        }
+        let remote = match &listen {
+            Listen::Tcp(addr) => !hetraid_nbd::server::loopback_only(addr)?,
+            Listen::Unix(_) => false,
+        };
+        if self.insecure_allow_remote && !remote {
+            return Err("--insecure-allow-remote applies to --listen tcp: on an address beyond this machine".into());
+        }
+        if self.insecure_allow_remote && tls.is_some() {
+            return Err(
+                "--insecure-allow-remote does not go with TLS: the clients must use TLS anyway"
+                    .into(),
+            );
+        }
         // The socket path is checked before the array is touched: whatever is
         // there (a member, a user's file) is never removed.
         if let Listen::Unix(p) = &listen {
@@ -208,6 +249,8 @@ impl ServeCmd {
             ));
         }
         let cfg = Config {
+            name: self.name.clone(),
+            tls,
             stall_timeout: std::time::Duration::from_secs_f64(self.stall_timeout),
             max_connections: self
                 .max_connections
