@@ -140,8 +140,10 @@ pub struct Config {
     pub max_connections: usize,
     /// A reply that makes no progress this long ends its connection.
     pub stall_timeout: Duration,
-    /// Requests served at once per connection.
+    /// Requests of one connection served at once.
     pub workers: usize,
+    /// Worker threads shared by every connection beyond one each.
+    pub threads: usize,
     /// How long a worker polls for the rest of a write payload before sleeping.
     pub payload_spin: Duration,
 }
@@ -155,6 +157,7 @@ impl Default for Config {
             max_connections: default_max_connections(),
             stall_timeout: REPLY_STALL_TIMEOUT,
             workers: 8,
+            threads: default_threads(),
             payload_spin: Duration::from_micros(50),
         }
     }
@@ -204,6 +207,13 @@ pub fn loopback_only(addr: &str) -> Result<bool, String> {
         .map_err(|e| format!("tcp:{addr}: {e}"))?
         .collect();
     Ok(!addrs.is_empty() && addrs.iter().all(|a| a.ip().is_loopback()))
+}
+
+/// Shared worker threads by default: eight per CPU, 16..256 (requests
+/// block on member I/O, so more than the CPUs).
+pub fn default_threads() -> usize {
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    (cpus * 8).clamp(16, 256)
 }
 
 /// Connections by default: a quarter of the descriptors this process may
@@ -259,6 +269,7 @@ pub fn serve(
             L::T(t)
         }
     };
+    let shared_threads = Arc::new(ThreadBudget::new(cfg.threads));
     // Open connections (a clone of each, to stop their readers at shutdown);
     // removed when the connection ends so the socket really closes.
     let open: Arc<Mutex<std::collections::HashMap<u64, Conn>>> =
@@ -308,14 +319,19 @@ pub fn serve(
                 if matches!(conn, Conn::Tcp(_)) {
                     eprintln!("hetraid serve: connection from {who}");
                 }
-                let (array, cfg2, stats2, open2) =
-                    (array.clone(), cfg.clone(), stats.clone(), open.clone());
+                let (array, cfg2, stats2, open2, threads2) = (
+                    array.clone(),
+                    cfg.clone(),
+                    stats.clone(),
+                    open.clone(),
+                    shared_threads.clone(),
+                );
                 let spawned =
                     std::thread::Builder::new()
                         .name("nbd-conn".into())
                         .spawn(move || {
                             let closer = conn.try_clone();
-                            if let Err(e) = connection(conn, &array, &cfg2, &stats2) {
+                            if let Err(e) = connection(conn, &array, &cfg2, &stats2, &threads2) {
                                 if e.kind() != io::ErrorKind::UnexpectedEof {
                                     eprintln!("hetraid serve: connection closed: {e}");
                                 }
@@ -491,7 +507,13 @@ struct Offer {
 }
 
 /// Handshake then transmission for one client.
-fn connection(mut c: Conn, cell: &Arc<ArrayCell>, cfg: &Config, stats: &Stats) -> io::Result<()> {
+fn connection(
+    mut c: Conn,
+    cell: &Arc<ArrayCell>,
+    cfg: &Config,
+    stats: &Stats,
+    threads: &ThreadBudget,
+) -> io::Result<()> {
     // The size and geometry this connection is offered: the array's now (a
     // change completed later is seen by connections opened after it).
     let array = cell.current();
@@ -549,7 +571,7 @@ fn connection(mut c: Conn, cell: &Arc<ArrayCell>, cfg: &Config, stats: &Stats) -
             // idle for hours); a client that stops taking its replies is
             // dropped.
             c.set_read_timeout(None)?;
-            transmission(c, cell, offer.export, cfg, stats)
+            transmission(c, cell, offer.export, cfg, stats, threads)
         }
         Outcome::StartTls => {
             let tls = cfg
@@ -875,122 +897,261 @@ fn read_next(
     Ok(Next::Job(Job { req, action, data }))
 }
 
-/// Transmission phase, nbdkit-style: each worker takes the read half, reads one
-/// request, lets go, executes it and writes its reply under the write lock — no
-/// hand-off between a reader thread and the workers. Replies go out in
-/// completion order.
+/// Worker threads the server may run beyond one per connection, shared by
+/// every connection (`serve --threads`): a connection borrows one for each
+/// request it serves at once past the first, and gives it back when it
+/// has nothing more to do. Idle connections hold one thread each (waiting
+/// for their next request) and none from here.
+pub struct ThreadBudget {
+    available: std::sync::atomic::AtomicUsize,
+}
+
+impl ThreadBudget {
+    pub fn new(n: usize) -> Self {
+        Self {
+            available: std::sync::atomic::AtomicUsize::new(n),
+        }
+    }
+
+    fn take(&self) -> bool {
+        self.available
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
+    fn give(&self) {
+        self.available.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// One connection in transmission, shared by its workers.
+struct Transmission<'a> {
+    reader: Mutex<io::BufReader<Conn>>,
+    writer: Mutex<Conn>,
+    closer: Conn,
+    export: Export,
+    cfg: &'a Config,
+    stats: &'a Stats,
+    cell: &'a Arc<ArrayCell>,
+    threads: &'a ThreadBudget,
+    // Buffers reused across requests: write payloads, and read replies (kept
+    // apart so a big read never grows, and zeroes, a small payload buffer).
+    free: Mutex<Vec<Vec<u8>>>,
+    free_replies: Mutex<Vec<Vec<u8>>>,
+    done: AtomicBool,
+    error: Mutex<Option<io::Error>>,
+    /// Read replies in flight, bounded: a client that stops reading holds
+    /// at most REPLY_BYTES_MAX (then its writes stall and it is dropped).
+    room: (Mutex<u64>, std::sync::Condvar),
+    /// Workers waiting for or reading the next request.
+    reading: std::sync::atomic::AtomicUsize,
+    /// Workers of this connection (the first one included).
+    workers: std::sync::atomic::AtomicUsize,
+    /// Borrowed workers parked with nothing to do (idle count, wake-up
+    /// tickets): woken before a new one is brought in, gone after a second
+    /// parked, so a busy connection keeps its threads instead of spawning
+    /// one per request.
+    parked: (Mutex<(usize, usize)>, std::sync::Condvar),
+}
+
+impl Transmission<'_> {
+    /// The end of the connection wakes every worker: one blocked reading the
+    /// next request, others waiting for reply room.
+    fn finish(&self, e: Option<io::Error>) {
+        self.done.store(true, Ordering::SeqCst);
+        if let Some(e) = e {
+            self.error.lock().unwrap().get_or_insert(e);
+        }
+        self.closer.shutdown(std::net::Shutdown::Both);
+        self.room.1.notify_all();
+        self.parked.1.notify_all();
+    }
+}
+
+/// One worker: takes the read half, reads one request, lets go, executes it
+/// and writes its reply under the write lock — no hand-off between a reader
+/// and the workers (nbdkit's way). When it takes a request and no other
+/// worker is left waiting for the next one, it brings one in (up to
+/// `--workers` for the connection, while the shared budget allows); a
+/// borrowed worker leaves when it finds another one already waiting.
+fn worker<'scope, 'env>(
+    t: &'env Transmission<'env>,
+    s: &'scope std::thread::Scope<'scope, 'env>,
+    borrowed: bool,
+) {
+    let leave = || {
+        t.workers.fetch_sub(1, Ordering::SeqCst);
+        if borrowed {
+            t.threads.give();
+        }
+    };
+    // Bounded by the client: every round serves a request or ends.
+    loop {
+        if t.done.load(Ordering::SeqCst) {
+            return leave();
+        }
+        t.reading.fetch_add(1, Ordering::SeqCst);
+        let job = {
+            let mut r = t.reader.lock().unwrap();
+            if t.done.load(Ordering::SeqCst) {
+                t.reading.fetch_sub(1, Ordering::SeqCst);
+                return leave();
+            }
+            // The end is marked before the read lock is let go, so no other
+            // worker starts a read on a finished connection.
+            let next = read_next(&mut r, &t.export, &t.free, t.cfg.payload_spin);
+            t.reading.fetch_sub(1, Ordering::SeqCst);
+            match next {
+                Ok(Next::Job(j)) => j,
+                Ok(Next::Done) => {
+                    t.done.store(true, Ordering::SeqCst);
+                    t.parked.1.notify_all();
+                    return leave();
+                }
+                Err(e) => {
+                    t.done.store(true, Ordering::SeqCst);
+                    drop(r);
+                    t.finish(Some(e));
+                    return leave();
+                }
+            }
+        };
+        // Nobody left to read the next request: wake a parked worker, or
+        // bring in one.
+        let woke = t.reading.load(Ordering::SeqCst) < 2 && {
+            let mut p = t.parked.0.lock().unwrap();
+            if p.0 > p.1 {
+                p.1 += 1;
+                t.parked.1.notify_one();
+                true
+            } else {
+                false
+            }
+        };
+        if !woke
+            && t.reading.load(Ordering::SeqCst) < 2
+            && t.workers.load(Ordering::SeqCst) < t.cfg.workers.max(1)
+            && t.threads.take()
+        {
+            t.workers.fetch_add(1, Ordering::SeqCst);
+            let spawned = std::thread::Builder::new()
+                .name("nbd-worker".into())
+                .spawn_scoped(s, move || worker(t, s, true));
+            if spawned.is_err() {
+                // No thread: this connection goes on with the ones it has.
+                t.workers.fetch_sub(1, Ordering::SeqCst);
+                t.threads.give();
+            }
+        }
+        let room = match job.action {
+            Action::Read { len, .. } => (len as u64).min(REPLY_BYTES_MAX),
+            _ => 0,
+        };
+        if room > 0 {
+            let mut b = t.room.0.lock().unwrap();
+            // Bounded by the connection's end: finish() wakes it.
+            while *b < room {
+                if t.done.load(Ordering::SeqCst) {
+                    return leave();
+                }
+                b = t
+                    .room
+                    .1
+                    .wait_timeout(b, Duration::from_millis(100))
+                    .unwrap()
+                    .0;
+            }
+            *b -= room;
+        }
+        // Only reads build their reply in a big buffer; other replies are
+        // 16 bytes and must not take (and then drop) a payload buffer.
+        let spare = match job.action {
+            Action::Read { .. } => t.free_replies.lock().unwrap().pop().unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        // Held for the request: a change of members waits for it.
+        let (reply, start, failed) = execute(&t.cell.get(), &t.export, &job, spare);
+        t.stats.requests.fetch_add(1, Ordering::Relaxed);
+        if failed {
+            t.stats.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        let sent = t.writer.lock().unwrap().write_all(&reply[start..]);
+        if room > 0 {
+            *t.room.0.lock().unwrap() += room;
+            t.room.1.notify_all();
+        }
+        if let Err(e) = sent {
+            // Gone, or stalled past the stall timeout: dropped.
+            t.finish(Some(e));
+            return leave();
+        }
+        let (pool, b) = match job.action {
+            Action::Read { .. } => (&t.free_replies, reply),
+            _ => (&t.free, job.data),
+        };
+        {
+            let mut f = pool.lock().unwrap();
+            if b.capacity() > 0 && f.len() < 64 {
+                f.push(b);
+            }
+        }
+        // A borrowed worker with two others already waiting for the next
+        // request parks (one waiting behind the reader hands over at once
+        // when the request comes); parked a second with nothing to do, it
+        // goes home.
+        if borrowed && t.reading.load(Ordering::SeqCst) >= 2 {
+            let mut p = t.parked.0.lock().unwrap();
+            p.0 += 1;
+            let (mut p, _) = t
+                .parked
+                .1
+                .wait_timeout_while(p, Duration::from_secs(1), |p| {
+                    p.1 == 0 && !t.done.load(Ordering::SeqCst)
+                })
+                .unwrap();
+            p.0 -= 1;
+            if p.1 > 0 {
+                p.1 -= 1;
+            } else {
+                return leave();
+            }
+        }
+    }
+}
+
+/// Transmission phase: workers as `worker` says, the first one this thread.
 fn transmission(
     c: Conn,
     cell: &Arc<ArrayCell>,
     export: Export,
     cfg: &Config,
     stats: &Stats,
+    threads: &ThreadBudget,
 ) -> io::Result<()> {
-    let writer = Mutex::new(c.try_clone()?);
-    let closer = c.try_clone()?;
-    // Buffered: with many requests in flight one read() brings in several small
-    // requests (header and payload) instead of two system calls each; payloads
-    // larger than the buffer are still read straight into their own buffer.
-    let reader = Mutex::new(io::BufReader::with_capacity(16 << 10, c));
-    // Buffers reused across requests: write payloads, and read replies (kept
-    // apart so a big read never grows, and zeroes, a small payload buffer).
-    let free: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
-    let free_replies: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
-    let done = AtomicBool::new(false);
-    let error: Mutex<Option<io::Error>> = Mutex::new(None);
-    // Read replies in flight, bounded: a client that stops reading holds
-    // at most REPLY_BYTES_MAX (then its writes stall and it is dropped).
-    let budget = (Mutex::new(REPLY_BYTES_MAX), std::sync::Condvar::new());
-    // The end of the connection wakes every worker: one blocked reading
-    // the next request, others waiting for reply room.
-    let finish = |e: Option<io::Error>| {
-        done.store(true, Ordering::SeqCst);
-        if let Some(e) = e {
-            error.lock().unwrap().get_or_insert(e);
-        }
-        closer.shutdown(std::net::Shutdown::Both);
-        budget.1.notify_all();
+    let t = Transmission {
+        writer: Mutex::new(c.try_clone()?),
+        closer: c.try_clone()?,
+        // Buffered: with many requests in flight one read() brings in several
+        // small requests (header and payload) instead of two system calls
+        // each; payloads larger than the buffer are read straight into their
+        // own buffer.
+        reader: Mutex::new(io::BufReader::with_capacity(16 << 10, c)),
+        export,
+        cfg,
+        stats,
+        cell,
+        threads,
+        free: Mutex::new(Vec::new()),
+        free_replies: Mutex::new(Vec::new()),
+        done: AtomicBool::new(false),
+        error: Mutex::new(None),
+        room: (Mutex::new(REPLY_BYTES_MAX), std::sync::Condvar::new()),
+        reading: std::sync::atomic::AtomicUsize::new(0),
+        workers: std::sync::atomic::AtomicUsize::new(1),
+        parked: (Mutex::new((0, 0)), std::sync::Condvar::new()),
     };
-    std::thread::scope(|s| {
-        for _ in 0..cfg.workers.max(1) {
-            s.spawn(|| loop {
-                if done.load(Ordering::SeqCst) {
-                    return;
-                }
-                let job = {
-                    let mut r = reader.lock().unwrap();
-                    if done.load(Ordering::SeqCst) {
-                        return;
-                    }
-                    // The end is marked before the read lock is let go, so
-                    // no other worker starts a read on a finished connection.
-                    match read_next(&mut r, &export, &free, cfg.payload_spin) {
-                        Ok(Next::Job(j)) => j,
-                        Ok(Next::Done) => {
-                            done.store(true, Ordering::SeqCst);
-                            return;
-                        }
-                        Err(e) => {
-                            done.store(true, Ordering::SeqCst);
-                            drop(r);
-                            finish(Some(e));
-                            return;
-                        }
-                    }
-                };
-                let room = match job.action {
-                    Action::Read { len, .. } => (len as u64).min(REPLY_BYTES_MAX),
-                    _ => 0,
-                };
-                if room > 0 {
-                    let mut b = budget.0.lock().unwrap();
-                    // Bounded by the connection's end: finish() wakes it.
-                    while *b < room {
-                        if done.load(Ordering::SeqCst) {
-                            return;
-                        }
-                        b = budget
-                            .1
-                            .wait_timeout(b, Duration::from_millis(100))
-                            .unwrap()
-                            .0;
-                    }
-                    *b -= room;
-                }
-                // Only reads build their reply in a big buffer; other replies are
-                // 16 bytes and must not take (and then drop) a payload buffer.
-                let spare = match job.action {
-                    Action::Read { .. } => free_replies.lock().unwrap().pop().unwrap_or_default(),
-                    _ => Vec::new(),
-                };
-                // Held for the request: a change of members waits for it.
-                let (reply, start, failed) = execute(&cell.get(), &export, &job, spare);
-                stats.requests.fetch_add(1, Ordering::Relaxed);
-                if failed {
-                    stats.errors.fetch_add(1, Ordering::Relaxed);
-                }
-                let sent = writer.lock().unwrap().write_all(&reply[start..]);
-                if room > 0 {
-                    *budget.0.lock().unwrap() += room;
-                    budget.1.notify_all();
-                }
-                if let Err(e) = sent {
-                    // Gone, or stalled past REPLY_STALL_TIMEOUT: dropped.
-                    finish(Some(e));
-                    return;
-                }
-                let (pool, b) = match job.action {
-                    Action::Read { .. } => (&free_replies, reply),
-                    _ => (&free, job.data),
-                };
-                let mut f = pool.lock().unwrap();
-                if b.capacity() > 0 && f.len() < 64 {
-                    f.push(b);
-                }
-            });
-        }
-    });
-    match error.into_inner().unwrap() {
+    std::thread::scope(|s| worker(&t, s, false));
+    match t.error.into_inner().unwrap() {
         Some(e) => Err(e),
         None => Ok(()),
     }

@@ -20,6 +20,10 @@ pub struct ServeCmd {
     /// Requests served at once per connection.
     #[arg(long, default_value_t = 8)]
     pub workers: usize,
+    /// Worker threads shared by all connections beyond one each (default:
+    /// eight per CPU, 16..256); an idle connection holds one thread.
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
     /// Clients served at once; more are refused and logged, the server goes
     /// on. Default: a quarter of the open-file limit (16..1024).
     #[arg(long, value_name = "N")]
@@ -248,7 +252,13 @@ impl ServeCmd {
                 self.stall_timeout
             ));
         }
+        if self.workers == 0 {
+            return Err("--workers needs at least 1".into());
+        }
         let cfg = Config {
+            threads: self
+                .threads
+                .unwrap_or_else(hetraid_nbd::server::default_threads),
             name: self.name.clone(),
             tls,
             stall_timeout: std::time::Duration::from_secs_f64(self.stall_timeout),
