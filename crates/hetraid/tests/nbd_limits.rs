@@ -371,3 +371,51 @@ fn idle_clients_hold_one_thread_each() {
         assert_eq!(h[4..8], [0, 0, 0, 0]);
     }
 }
+
+/// SIGTERM with a client that stopped reading: the server gives it a grace
+/// period, closes it, and still closes the array clean.
+#[test]
+fn shutdown_closes_a_stuck_client_and_marks_the_array_clean() {
+    let d = tempfile::tempdir().unwrap();
+    let m = create(d.path(), 4, "64K");
+    let mut srv = Server::start(d.path(), &m, &["--stall-timeout", "600"], None);
+    let (mut c, _) = handshake(&srv.sock, None).unwrap();
+    c.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+    // A write to make the array dirty, then reads never taken.
+    let mut w = request(1, 1, 0, 4096);
+    w.extend_from_slice(&[7u8; 4096]);
+    c.write_all(&w).unwrap();
+    for i in 0..64u64 {
+        if c.write_all(&request(0, i + 2, 0, 1 << 20)).is_err() {
+            break;
+        }
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: kill with a pid of our child.
+    unsafe { libc::kill(srv.child.id() as i32, libc::SIGTERM) };
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = srv.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the server did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status}");
+    assert!(
+        t.elapsed() >= Duration::from_secs(4),
+        "no grace period: {:?}",
+        t.elapsed()
+    );
+    let o = Command::new(bin())
+        .args(["status", "--json"])
+        .args(&m)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["clean"], true, "{v}");
+    drop(c);
+}

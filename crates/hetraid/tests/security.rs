@@ -298,3 +298,89 @@ fn a_link_or_a_squatter_in_the_sockets_place_is_refused() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["member_states"][1]["state"], "active", "{v}");
 }
+
+/// A server run by an ordinary user: that user's `replace` with a file it
+/// cannot open for writing (root's 0600 image) is refused by its own open,
+/// nothing reaches the server, and the file is untouched.
+#[test]
+fn replace_with_a_file_the_caller_cannot_write_is_refused() {
+    if !second_user_possible() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    // Traversable, not listable: the user reaches its own directory only.
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let u = d.path().join("u");
+    std::fs::create_dir(&u).unwrap();
+    let m = members(&u);
+    let run = u.join("run");
+    std::fs::create_dir(&run).unwrap();
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
+    for p in m.iter().map(PathBuf::from).chain([u.clone(), run.clone()]) {
+        std::os::unix::fs::chown(&p, Some(65534), Some(65534)).unwrap();
+    }
+    let secret = d.path().join("secret.img");
+    let content: Vec<u8> = (0..16u32 << 20).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&secret, &content).unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let nobody = |a: &[&str]| {
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", bin()])
+            .args(a)
+            .env("XDG_RUNTIME_DIR", &run)
+            .output()
+            .unwrap()
+    };
+    let sock = u.join("nbd.sock");
+    let log = d.path().join("serve.log");
+    let mut srv = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            bin(),
+            "serve",
+        ])
+        .args(&m)
+        .arg("--listen")
+        .arg(format!("unix:{}", sock.display()))
+        .env("XDG_RUNTIME_DIR", &run)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while !sock.exists() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "server did not start: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let o = nobody(&args("fail", &m, &["--member", "1"]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = nobody(&args(
+        "replace",
+        &m,
+        &["--member", "1", "--with", secret.to_str().unwrap()],
+    ));
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("cannot open new member") && err.contains("ermission denied"),
+        "{err}"
+    );
+    let _ = srv.kill();
+    let _ = srv.wait();
+    let served = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        served.contains("fail member=1") && !served.contains("replace"),
+        "{served}"
+    );
+    assert!(
+        std::fs::read(&secret).unwrap() == content,
+        "the file was written"
+    );
+}
