@@ -480,6 +480,23 @@ fn raw_by_slot(
     out
 }
 
+/// Record `change` pending on every member of `a` (no move done yet), with
+/// slot `resize.0`'s data area now `resize.1` bytes when given.
+fn record_pending(a: &Array, change: Change, resize: Option<(usize, u64)>) -> Result<()> {
+    let mut sb = a.sb.lock().unwrap();
+    let mut hist = history_of(&sb);
+    hist.pending = Some(Pending {
+        change,
+        moves_done: 0,
+    });
+    sb.raidx_history = Some(hist);
+    if let Some((slot, size)) = resize {
+        sb.roles[slot].data_size = size;
+    }
+    sb.events += 1;
+    a.persist(&mut sb)
+}
+
 /// A device about to join the array: not one of its members, and not
 /// another array's member unless `force`.
 pub(crate) fn check_new_member(
@@ -775,16 +792,7 @@ impl Array {
             plan_change(&t, change, &params.core())
                 .map_err(|e| EngineError::Refused(e.to_string()))?;
             a.close()?;
-            let mut sb = a.sb.lock().unwrap();
-            let mut hist = history_of(&sb);
-            hist.pending = Some(Pending {
-                change,
-                moves_done: 0,
-            });
-            sb.raidx_history = Some(hist);
-            sb.roles[i].data_size = size;
-            sb.events += 1;
-            a.persist(&mut sb)?;
+            record_pending(&a, change, Some((i, size)))?;
             return Ok(Some(i));
         }
         a.close()?;
@@ -881,17 +889,7 @@ impl Array {
         };
         plan_change(&t, change, &params.core()).map_err(|e| EngineError::Refused(e.to_string()))?;
         a.close()?;
-        {
-            let mut sb = a.sb.lock().unwrap();
-            let mut hist = history_of(&sb);
-            hist.pending = Some(Pending {
-                change,
-                moves_done: 0,
-            });
-            sb.raidx_history = Some(hist);
-            sb.events += 1;
-            a.persist(&mut sb)?;
-        }
+        record_pending(&a, change, None)?;
         a.close()
     }
 

@@ -778,14 +778,18 @@ impl MembersCmd {
     }
 
     pub fn assemble(&self) -> Result<(), String> {
-        let a = assemble_with(
-            &self.members,
-            AssembleOptions {
-                force: self.force,
-                access: Access::ReadWrite,
-            },
-        )?;
-        a.close().map_err(|e| e.to_string())?;
+        let open = || -> Result<Array, String> {
+            let a = assemble_with(
+                &self.members,
+                AssembleOptions {
+                    force: self.force,
+                    access: Access::ReadWrite,
+                },
+            )?;
+            a.close().map_err(|e| e.to_string())?;
+            Ok(a)
+        };
+        let a = open()?;
         // A grow, restripe or shrink cut short continues, as MD resumes a
         // reshape when the array starts.
         let mut a = a;
@@ -799,14 +803,7 @@ impl MembersCmd {
                     p.change, p.moves_done, p.moves
                 ),
             }
-            a = assemble_with(
-                &self.members,
-                AssembleOptions {
-                    force: self.force,
-                    access: Access::ReadWrite,
-                },
-            )?;
-            a.close().map_err(|e| e.to_string())?;
+            a = open()?;
         }
         let st = a.status();
         if self.json {
