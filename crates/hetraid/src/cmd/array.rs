@@ -601,9 +601,18 @@ pub fn print_status(st: &hetraid_engine::Status) {
         );
     }
     if let Some(c) = &st.change {
+        let what = if c.change == "restripe" {
+            "new-layout rows written"
+        } else {
+            "chunk moves done"
+        };
         println!(
-            "change: {} of slot {} in progress, {} of {} chunk moves done; finish it with hetraid grow and the same members",
-            c.change, c.slot, c.moves_done, c.moves
+            "change: {} of slot {} in progress, {} of {} {what} ({:.1} %); hetraid assemble, serve or grow with the same members finishes it",
+            c.change,
+            c.slot,
+            c.moves_done,
+            c.moves,
+            c.moves_done as f64 * 100.0 / c.moves.max(1) as f64
         );
     }
     println!(
