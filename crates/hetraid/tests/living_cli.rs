@@ -214,3 +214,32 @@ fn a_grow_cut_short_is_finished_by_assemble_and_shrink_re_places_a_lost_member()
     assert_eq!(code, 2);
     assert!(err.contains("grow MEMBERS... --add"), "{err}");
 }
+
+/// Members by path (issue 16): `--member PATH` wherever a slot is taken;
+/// the message names the member by slot and path; a path that is not a
+/// member of this array is refused in one sentence.
+#[test]
+fn members_are_named_by_path() {
+    let d = tempfile::tempdir().unwrap();
+    let m = files(d.path(), &[8, 8, 8, 8]);
+    create(&m, &["--layout", "raid5"]);
+    let (code, out, err) = hetraid(&args("fail", &m, &["--member", &m[2]]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&format!("member 2 ({})", m[2])), "{out}");
+    let v = json(&args("status", &m, &["--json"]));
+    assert_eq!(v["member_states"][2]["state"], "faulty", "{v}");
+    let stranger = d.path().join("stranger");
+    std::fs::File::create(&stranger)
+        .unwrap()
+        .set_len(8 << 20)
+        .unwrap();
+    let (code, _, err) = hetraid(&args("fail", &m, &["--member", stranger.to_str().unwrap()]));
+    assert_eq!(code, 2);
+    assert!(err.contains("has no hetraid superblock"), "{err}");
+    let (code, out, err) = hetraid(&args("remove", &m, &["--member", &m[2]]));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(&format!("member 2 ({}) removed", m[2])),
+        "{out}"
+    );
+}

@@ -651,6 +651,45 @@ pub fn print_status(st: &hetraid_engine::Status) {
     }
 }
 
+/// `--member SLOT|PATH`: a slot number, or the path of a member of the
+/// array `members` belong to (its superblock says its slot; read without
+/// taking its lock, so it works on a served array too).
+pub fn slot_of(arg: &str, members: &[String]) -> Result<usize, String> {
+    if let Ok(n) = arg.parse::<usize>() {
+        return Ok(n);
+    }
+    let path = split_member(arg)?.0;
+    let first = members
+        .first()
+        .map(|m| split_member(m).map(|x| x.0))
+        .transpose()?
+        .ok_or("give the array's members")?;
+    let want = hetraid_nbd::control::array_uuid(&first);
+    let mut b = hetraid_engine::member::AlignedBuf::zeroed(4096);
+    let sb = std::fs::File::open(&path)
+        .and_then(|f| {
+            use std::os::unix::fs::FileExt;
+            f.read_exact_at(&mut b, 0)
+        })
+        .ok()
+        .and_then(|_| hetraid_engine::format::Superblock::decode(&b).ok())
+        .ok_or_else(|| {
+            format!(
+                "--member {arg}: {} has no hetraid superblock; give the member's slot number instead",
+                path.display()
+            )
+        })?;
+    if Some(sb.uuid_string()) != want {
+        return Err(format!(
+            "--member {arg}: {} belongs to array {}, not to the array of {}",
+            path.display(),
+            sb.uuid_string(),
+            first.display()
+        ));
+    }
+    Ok(sb.member as usize)
+}
+
 /// When the array of `members` is being served, run `request` in the server.
 pub fn remote(
     members: &[String],
@@ -835,9 +874,9 @@ pub struct MemberOpCmd {
     /// The array's member files.
     #[arg(required = true)]
     pub members: Vec<String>,
-    /// Member slot (0-based).
-    #[arg(long)]
-    pub member: Option<usize>,
+    /// The member: its slot (0-based) or its path (a member of this array).
+    #[arg(long, value_name = "SLOT|PATH")]
+    pub member: Option<String>,
     /// replace: the write log's copy (0 or 1) instead of a member; the new
     /// device receives the log's live records at once.
     #[arg(long, value_name = "I")]
@@ -856,15 +895,38 @@ impl MemberOpCmd {
     fn slot(&self, verb: &str) -> Result<usize, String> {
         if self.log_copy.is_some() {
             return Err(format!(
-                "--log-copy applies to replace only; {verb} takes --member I"
+                "--log-copy applies to replace only; {verb} takes --member SLOT|PATH"
             ));
         }
-        self.member
-            .ok_or_else(|| format!("{verb} needs --member I (the member's slot)"))
+        let m = self.member.as_deref().ok_or_else(|| {
+            format!("{verb} needs --member SLOT|PATH (the member's slot or path)")
+        })?;
+        slot_of(m, &self.members)
+    }
+
+    /// "SLOT (PATH)" for messages: the path given, or the given member
+    /// whose superblock holds the slot.
+    fn named(&self, slot: usize) -> String {
+        let path = match self.member.as_deref() {
+            Some(m) if m.parse::<usize>().is_err() => Some(m.to_string()),
+            _ => self
+                .members
+                .iter()
+                .find(|p| slot_of(p, &self.members) == Ok(slot))
+                .cloned(),
+        };
+        match path {
+            Some(p) => format!(
+                "{slot} ({})",
+                split_member(&p).map_or(p.clone(), |x| x.0.display().to_string())
+            ),
+            None => slot.to_string(),
+        }
     }
 
     pub fn fail(&self) -> Result<(), String> {
         let member = self.slot("fail")?;
+        let name = self.named(member);
         if let Some(r) = remote(
             &self.members,
             serde_json::json!({"verb": "fail", "member": member, "force": self.force}),
@@ -872,7 +934,7 @@ impl MemberOpCmd {
             let v = r?;
             println!(
                 "member {} marked faulty; array is {}",
-                member,
+                name,
                 v["state"].as_str().unwrap_or("?")
             );
             return Ok(());
@@ -887,7 +949,7 @@ impl MemberOpCmd {
         }
         println!(
             "member {} marked faulty; array is {}",
-            member,
+            name,
             a.status().state
         );
         Ok(())
@@ -902,6 +964,7 @@ impl MemberOpCmd {
             );
         }
         let member = self.slot("remove")?;
+        let name = self.named(member);
         if let Some(r) = remote(
             &self.members,
             serde_json::json!({"verb": "remove", "member": member}),
@@ -914,7 +977,7 @@ impl MemberOpCmd {
         }
         println!(
             "member {} removed; its slot is empty until hetraid add or replace fills it",
-            member
+            name
         );
         Ok(())
     }
@@ -925,11 +988,13 @@ impl MemberOpCmd {
             .as_deref()
             .ok_or("replace needs --with NEW_MEMBER")?;
         let abs = std::path::absolute(split_member(with)?.0).map_err(|e| e.to_string())?;
-        let member = match (self.member, self.log_copy) {
-            (Some(_), Some(_)) => return Err("give --member I or --log-copy I, not both".into()),
-            (None, None) => return Err("replace needs --member I or --log-copy I".into()),
+        let member = match (self.member.as_deref(), self.log_copy) {
+            (Some(_), Some(_)) => {
+                return Err("give --member SLOT|PATH or --log-copy I, not both".into())
+            }
+            (None, None) => return Err("replace needs --member SLOT|PATH or --log-copy I".into()),
             (None, Some(c)) => return self.replace_log_copy(c, with),
-            (Some(m), None) => m,
+            (Some(m), None) => slot_of(m, &self.members)?,
         };
         if let Some(r) = remote_passing(
             &self.members,
@@ -1312,8 +1377,8 @@ pub struct ShrinkCmd {
     pub members: Vec<String>,
     /// The slot whose chunks are re-placed on the other members: a member
     /// failed or missing (its chunks are rebuilt), or one leaving (copied).
-    #[arg(long, value_name = "SLOT")]
-    pub member: usize,
+    #[arg(long, value_name = "SLOT|PATH")]
+    pub member: String,
     /// The array's new size, after what sits on it (a filesystem) has been
     /// shrunk to fit: a whole number of bundles the other members hold.
     #[arg(long, value_parser = size)]
@@ -1326,15 +1391,15 @@ pub struct ShrinkCmd {
 
 impl ShrinkCmd {
     pub fn run(&self) -> Result<(), String> {
-        let mut req =
-            serde_json::json!({"verb": "shrink", "member": self.member, "size": self.size});
+        let mut req = serde_json::json!({"verb": "shrink", "member": slot_of(&self.member, &self.members)?, "size": self.size});
         self.speed.put(&mut req);
         if let Some(r) = remote(&self.members, req) {
             return print_change(&remote_change(r?)?, self.json);
         }
         self.speed.offline()?;
         let given = open_all(&self.members)?;
-        let r = Array::shrink_remove(given, self.member, self.size).map_err(|e| e.to_string())?;
+        let slot = slot_of(&self.member, &self.members)?;
+        let r = Array::shrink_remove(given, slot, self.size).map_err(|e| e.to_string())?;
         print_change(&r, self.json)
     }
 }
