@@ -243,3 +243,41 @@ fn members_are_named_by_path() {
         "{out}"
     );
 }
+
+/// Heterogeneous checks at create (issue 16, part): a preset without kinds
+/// says which member it takes as the SSD; members of different sizes under
+/// a layout that uses each as the smallest get a warning with the waste.
+#[test]
+fn create_says_what_a_preset_assumes_and_what_sizes_waste() {
+    let d = tempfile::tempdir().unwrap();
+    let m = files(d.path(), &[64, 256, 64, 1024]);
+    let mut a = vec!["create", "--layout", "raid5"];
+    a.extend(m.iter().map(|s| s.as_str()));
+    let (code, _, err) = hetraid(&a);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("the members differ in size") && err.contains("raidx"),
+        "{err}"
+    );
+    let mut a = vec!["create", "--layout", "raid4s", "--force"];
+    a.extend(m.iter().map(|s| s.as_str()));
+    let (code, _, err) = hetraid(&a);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(&format!("raid4s takes {} as its SSD", m[3])),
+        "{err}"
+    );
+    // Same sizes, kinds given: nothing to say.
+    let d2 = tempfile::tempdir().unwrap();
+    let e = files(d2.path(), &[16, 16, 16, 16]);
+    let k: Vec<String> = e
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("{p}:{}", if i == 3 { "ssd" } else { "hdd" }))
+        .collect();
+    let mut a = vec!["create", "--layout", "raid4s"];
+    a.extend(k.iter().map(|s| s.as_str()));
+    let (code, _, err) = hetraid(&a);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.is_empty(), "{err}");
+}

@@ -285,7 +285,23 @@ impl CreateCmd {
             (None, false) => {
                 match hetraid_core::layout::Preset::parse(&self.layout.layout.to_ascii_lowercase())
                 {
-                    Some(p) if paths.len() >= 2 => p.default_kinds(paths.len()),
+                    Some(p) if paths.len() >= 2 => {
+                        let k = p.default_kinds(paths.len());
+                        // Said, not silent: which members the preset takes as SSDs.
+                        let ssds: Vec<String> = k
+                            .iter()
+                            .zip(&paths)
+                            .filter(|(k, _)| **k != MemberKind::Hdd)
+                            .map(|(_, p)| p.display().to_string())
+                            .collect();
+                        eprintln!(
+                            "hetraid: warning: no member kinds given: {} takes {} as its SSD{} (parity goes there) and the others as disks; say which with --kinds or PATH:ssd",
+                            self.layout.layout,
+                            ssds.join(", "),
+                            if ssds.len() == 1 { "" } else { "s" }
+                        );
+                        k
+                    }
                     _ => vec![],
                 }
             }
@@ -475,6 +491,29 @@ impl CreateCmd {
         };
         array.close().map_err(|e| e.to_string())?;
         let st = array.status();
+        // Members of different sizes under a layout that uses each as the
+        // smallest: say how much is left unused, and what would use it.
+        if matches!(
+            st.layout.as_str(),
+            "raid0" | "raid1" | "raid4" | "raid5" | "raid6" | "raidh"
+        ) {
+            let used = st.stripe_count * st.chunk_bytes;
+            let waste: u64 = st
+                .member_states
+                .iter()
+                .map(|m| m.data_bytes.saturating_sub(used))
+                .sum();
+            let total: u64 = st.member_states.iter().map(|m| m.data_bytes).sum();
+            if waste > total / 100 {
+                eprintln!(
+                    "hetraid: warning: the members differ in size: {} of them ({:.0} %) is not used, as {} uses {} of each member (the smallest's); raidx uses members of any size (hetraid layout --layout raidx --sizes ... shows what it would hold)",
+                    format_size(waste),
+                    waste as f64 * 100.0 / total.max(1) as f64,
+                    st.layout,
+                    format_size(used)
+                );
+            }
+        }
         println!(
             "created {} array {} on {} members: capacity {} ({} bytes), chunk {}, policy {}",
             st.layout,
