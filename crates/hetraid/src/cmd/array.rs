@@ -659,14 +659,19 @@ pub fn print_status(st: &hetraid_engine::Status) {
         "member", "state", "kind", "data", "read", "cksum"
     );
     for m in &st.member_states {
-        let state = match m.rebuild_checkpoint {
-            Some(c) => format!("{} @{c}", m.state),
-            None => m.state.to_string(),
+        // A rebuild's checkpoint as a share of the stripes (and the stripe).
+        let progress = match m.rebuild_checkpoint {
+            Some(c) => format!(
+                "  (rebuilt {:.1} %: stripe {c} of {})",
+                c as f64 * 100.0 / st.stripe_count.max(1) as f64,
+                st.stripe_count
+            ),
+            None => String::new(),
         };
         println!(
-            "{:>6}  {:<10}  {:<5}  {:>10}  {:>5}  {:>5}  {}",
+            "{:>6}  {:<10}  {:<5}  {:>10}  {:>5}  {:>5}  {}{progress}",
             m.device,
-            state,
+            m.state,
             m.kind,
             format_size(m.data_bytes),
             m.read_errors,
