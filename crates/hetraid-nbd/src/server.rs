@@ -209,6 +209,22 @@ pub fn loopback_only(addr: &str) -> Result<bool, String> {
     Ok(!addrs.is_empty() && addrs.iter().all(|a| a.ip().is_loopback()))
 }
 
+/// A connection without a request for this long is parked.
+const IDLE_PARK: Duration = Duration::from_secs(1);
+
+/// Does `fd` have something to read (or an end) within `wait`?
+fn readable_within(fd: std::os::fd::RawFd, wait: Duration) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN | libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the duration of the call.
+    let n = unsafe { libc::poll(&mut p, 1, wait.as_millis() as i32) };
+    // An error is taken as readable: the read that follows reports it.
+    n != 0
+}
+
 /// Shared worker threads by default: eight per CPU, 16..256 (requests
 /// block on member I/O, so more than the CPUs).
 pub fn default_threads() -> usize {
@@ -269,13 +285,27 @@ pub fn serve(
             L::T(t)
         }
     };
-    let shared_threads = Arc::new(ThreadBudget::new(cfg.threads));
     // Open connections (a clone of each, to stop their readers at shutdown);
     // removed when the connection ends so the socket really closes.
     let open: Arc<Mutex<std::collections::HashMap<u64, Conn>>> =
         Arc::new(Mutex::new(Default::default()));
+    let ctx = Arc::new(Ctx {
+        cell: array.clone(),
+        cfg: cfg.clone(),
+        stats: stats.clone(),
+        budget: ThreadBudget::new(cfg.threads),
+        open: open.clone(),
+        idler: Idler::new()?,
+        running: Mutex::new(Vec::new()),
+    });
+    let idler_stop = Arc::new(AtomicBool::new(false));
+    let idler_thread = {
+        let (ctx, stop) = (ctx.clone(), idler_stop.clone());
+        std::thread::Builder::new()
+            .name("nbd-idler".into())
+            .spawn(move || run_idler(&ctx, &stop))?
+    };
     let mut next_id = 0u64;
-    let mut threads = Vec::new();
     while !stop.load(Ordering::SeqCst) {
         let accepted = match &l {
             L::U(u) => u.accept().map(|(s, _)| Conn::Unix(s)),
@@ -319,30 +349,17 @@ pub fn serve(
                 if matches!(conn, Conn::Tcp(_)) {
                     eprintln!("hetraid serve: connection from {who}");
                 }
-                let (array, cfg2, stats2, open2, threads2) = (
-                    array.clone(),
-                    cfg.clone(),
-                    stats.clone(),
-                    open.clone(),
-                    shared_threads.clone(),
-                );
+                let ctx2 = ctx.clone();
                 let spawned =
                     std::thread::Builder::new()
                         .name("nbd-conn".into())
                         .spawn(move || {
-                            let closer = conn.try_clone();
-                            if let Err(e) = connection(conn, &array, &cfg2, &stats2, &threads2) {
-                                if e.kind() != io::ErrorKind::UnexpectedEof {
-                                    eprintln!("hetraid serve: connection closed: {e}");
-                                }
-                            }
-                            if let Ok(c) = closer {
-                                c.shutdown(std::net::Shutdown::Both);
-                            }
-                            open2.lock().unwrap().remove(&id);
+                            let r =
+                                connection(conn, &ctx2.cell, &ctx2.cfg, &ctx2.stats, &ctx2.budget);
+                            end_or_park(&ctx2, r, id);
                         });
                 match spawned {
-                    Ok(t) => threads.push(t),
+                    Ok(t) => ctx.keep(t),
                     Err(e) => {
                         // No thread for this client: refuse it, keep serving.
                         stats.refused.fetch_add(1, Ordering::Relaxed);
@@ -352,7 +369,6 @@ pub fn serve(
                         }
                     }
                 }
-                threads.retain(|t| !t.is_finished());
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 // Wait for the next client (at once when one comes), looking
@@ -386,14 +402,27 @@ pub fn serve(
     }
     // Clients that do not take their replies get a grace period, then
     // their connections are closed (the array is still closed clean).
+    // (Parked connections wake up to their end of file and finish too.)
     let t = std::time::Instant::now();
-    while threads.iter().any(|t| !t.is_finished()) && t.elapsed() < SHUTDOWN_GRACE {
+    let busy = || {
+        !open.lock().unwrap().is_empty()
+            || ctx.running.lock().unwrap().iter().any(|t| !t.is_finished())
+    };
+    while busy() && t.elapsed() < SHUTDOWN_GRACE {
         std::thread::sleep(Duration::from_millis(20));
     }
     for c in open.lock().unwrap().values() {
         c.shutdown(std::net::Shutdown::Both);
     }
-    for t in threads {
+    // Bounded: every connection thread ends once its socket is shut down;
+    // the idler resumes what is still parked.
+    let t = std::time::Instant::now();
+    while busy() && t.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    idler_stop.store(true, Ordering::SeqCst);
+    let _ = idler_thread.join();
+    for t in std::mem::take(&mut *ctx.running.lock().unwrap()) {
         let _ = t.join();
     }
     if let Listen::Unix(p) = listen {
@@ -406,6 +435,147 @@ pub fn serve(
         }
     }
     Ok(())
+}
+
+/// What connection threads share: to serve a connection, and to resume one
+/// that was parked.
+struct Ctx {
+    cell: Arc<ArrayCell>,
+    cfg: Config,
+    stats: Arc<Stats>,
+    budget: ThreadBudget,
+    open: Arc<Mutex<std::collections::HashMap<u64, Conn>>>,
+    idler: Idler,
+    /// Connection threads (joined at shutdown; finished ones dropped).
+    running: Mutex<Vec<std::thread::JoinHandle<()>>>,
+}
+
+impl Ctx {
+    fn keep(&self, t: std::thread::JoinHandle<()>) {
+        let mut r = self.running.lock().unwrap();
+        r.retain(|t| !t.is_finished());
+        r.push(t);
+    }
+}
+
+/// A quiet connection: no thread of its own until its next request.
+struct Parked {
+    conn: Conn,
+    export: Export,
+    id: u64,
+}
+
+/// Quiet connections wait here (one `epoll` set for all of them), so an
+/// idle client holds no thread; the first byte of its next request brings
+/// a thread back for it.
+struct Idler {
+    epfd: std::os::fd::OwnedFd,
+    parked: Mutex<std::collections::HashMap<u64, Parked>>,
+}
+
+impl Idler {
+    fn new() -> io::Result<Self> {
+        use std::os::fd::FromRawFd;
+        // SAFETY: epoll_create1 returns a new descriptor or -1.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Self {
+            // SAFETY: `fd` is a new descriptor nothing else owns.
+            epfd: unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) },
+            parked: Mutex::new(Default::default()),
+        })
+    }
+
+    fn park(&self, p: Parked) -> Result<(), Parked> {
+        use std::os::fd::AsRawFd;
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLONESHOT) as u32,
+            u64: p.id,
+        };
+        let fd = p.conn.fd();
+        let mut parked = self.parked.lock().unwrap();
+        // SAFETY: both descriptors are open; `ev` outlives the call.
+        if unsafe { libc::epoll_ctl(self.epfd.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0
+        {
+            return Err(p);
+        }
+        parked.insert(p.id, p);
+        Ok(())
+    }
+}
+
+/// A connection's thread is done: parked (its socket goes to the idler) or
+/// ended (closed and forgotten).
+fn end_or_park(ctx: &Arc<Ctx>, r: io::Result<Option<(Conn, Export)>>, id: u64) {
+    match r {
+        Ok(Some((conn, export))) => {
+            if ctx.idler.park(Parked { conn, export, id }).is_ok() {
+                return;
+            }
+        }
+        Ok(None) => {}
+        Err(e) => {
+            if e.kind() != io::ErrorKind::UnexpectedEof {
+                eprintln!("hetraid serve: connection closed: {e}");
+            }
+        }
+    }
+    if let Some(c) = ctx.open.lock().unwrap().remove(&id) {
+        c.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+/// The idler: wakes parked connections when their next request comes (or
+/// their client goes), each on a thread of its own again.
+fn run_idler(ctx: &Arc<Ctx>, stop: &AtomicBool) {
+    use std::os::fd::AsRawFd;
+    let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 64];
+    // Bounded by the server's life: the stop flag is looked at every 100 ms.
+    while !stop.load(Ordering::SeqCst) {
+        // SAFETY: `evs` holds 64 entries for the duration of the call.
+        let n = unsafe { libc::epoll_wait(ctx.idler.epfd.as_raw_fd(), evs.as_mut_ptr(), 64, 100) };
+        for ev in evs.iter().take(n.max(0) as usize) {
+            let id = ev.u64;
+            let Some(p) = ctx.idler.parked.lock().unwrap().remove(&id) else {
+                continue;
+            };
+            // SAFETY: both descriptors are open.
+            unsafe {
+                libc::epoll_ctl(
+                    ctx.idler.epfd.as_raw_fd(),
+                    libc::EPOLL_CTL_DEL,
+                    p.conn.fd(),
+                    std::ptr::null_mut(),
+                )
+            };
+            let ctx2 = ctx.clone();
+            let spawned = std::thread::Builder::new()
+                .name("nbd-conn".into())
+                .spawn(move || {
+                    let Parked { conn, export, id } = p;
+                    let r = transmission(
+                        conn,
+                        &ctx2.cell,
+                        export,
+                        &ctx2.cfg,
+                        &ctx2.stats,
+                        &ctx2.budget,
+                    );
+                    end_or_park(&ctx2, r, id);
+                });
+            match spawned {
+                Ok(t) => ctx.keep(t),
+                Err(e) => {
+                    eprintln!("hetraid serve: a client's request waits: no thread for it ({e}); closing it");
+                    if let Some(c) = ctx.open.lock().unwrap().remove(&id) {
+                        c.shutdown(std::net::Shutdown::Both);
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Make room for a Unix socket at `p`: nothing there, or a socket nobody
@@ -513,7 +683,7 @@ fn connection(
     cfg: &Config,
     stats: &Stats,
     threads: &ThreadBudget,
-) -> io::Result<()> {
+) -> io::Result<Option<(Conn, Export)>> {
     // The size and geometry this connection is offered: the array's now (a
     // change completed later is seen by connections opened after it).
     let array = cell.current();
@@ -565,7 +735,7 @@ fn connection(
     }
     offer.no_zeroes = client & proto::CLIENT_NO_ZEROES != 0;
     match negotiate(&mut c, &mut offer)? {
-        Outcome::Abort => Ok(()),
+        Outcome::Abort => Ok(None),
         Outcome::Go => {
             // Transmission: an idle client may stay (a mounted filesystem is
             // idle for hours); a client that stops taking its replies is
@@ -584,9 +754,9 @@ fn connection(
             match negotiate(&mut s, &mut offer)? {
                 Outcome::Go => {
                     s.sock.set_read_timeout(None)?;
-                    transmission_serial(s, cell, offer.export, stats)
+                    transmission_serial(s, cell, offer.export, stats).map(|_| None)
                 }
-                _ => Ok(()),
+                _ => Ok(None),
             }
         }
     }
@@ -947,6 +1117,8 @@ struct Transmission<'a> {
     reading: std::sync::atomic::AtomicUsize,
     /// Workers of this connection (the first one included).
     workers: std::sync::atomic::AtomicUsize,
+    /// The connection went quiet: its socket goes to the idler.
+    parking: AtomicBool,
     /// Borrowed workers parked with nothing to do (idle count, wake-up
     /// tickets): woken before a new one is brought in, gone after a second
     /// parked, so a busy connection keeps its threads instead of spawning
@@ -989,6 +1161,16 @@ fn worker<'scope, 'env>(
     loop {
         if t.done.load(Ordering::SeqCst) {
             return leave();
+        }
+        // Alone, nothing in flight, nothing buffered, and a second without
+        // a request: the connection is parked with the idler and this
+        // thread ends (a quiet client holds no thread).
+        if !borrowed && t.workers.load(Ordering::SeqCst) == 1 {
+            let empty = t.reader.lock().unwrap().buffer().is_empty();
+            if empty && !readable_within(t.closer.fd(), IDLE_PARK) {
+                t.parking.store(true, Ordering::SeqCst);
+                return leave();
+            }
         }
         t.reading.fetch_add(1, Ordering::SeqCst);
         let job = {
@@ -1127,7 +1309,7 @@ fn transmission(
     cfg: &Config,
     stats: &Stats,
     threads: &ThreadBudget,
-) -> io::Result<()> {
+) -> io::Result<Option<(Conn, Export)>> {
     let t = Transmission {
         writer: Mutex::new(c.try_clone()?),
         closer: c.try_clone()?,
@@ -1149,12 +1331,17 @@ fn transmission(
         reading: std::sync::atomic::AtomicUsize::new(0),
         workers: std::sync::atomic::AtomicUsize::new(1),
         parked: (Mutex::new((0, 0)), std::sync::Condvar::new()),
+        parking: AtomicBool::new(false),
     };
     std::thread::scope(|s| worker(&t, s, false));
-    match t.error.into_inner().unwrap() {
-        Some(e) => Err(e),
-        None => Ok(()),
+    if let Some(e) = t.error.into_inner().unwrap() {
+        return Err(e);
     }
+    if t.parking.load(Ordering::SeqCst) {
+        let conn = t.reader.into_inner().unwrap().into_inner();
+        return Ok(Some((conn, t.export)));
+    }
+    Ok(None)
 }
 
 /// Every engine failure reaching a client is an I/O error: ranges were checked
