@@ -128,7 +128,10 @@ fn scrub_reports_and_repairs_corruption() {
     let mut f = std::fs::read(&m[0]).unwrap();
     f[(1 << 20) + 5000] ^= 0x55;
     std::fs::write(&m[0], f).unwrap();
-    let s: Value = serde_json::from_slice(&ok(&with("scrub", &m, &["--json"]), None)).unwrap();
+    // A mismatch left as it is: exit 1.
+    let (code, out, err) = run(&with("scrub", &m, &["--json"]), None);
+    assert_eq!(code, 1, "{err}");
+    let s: Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(s["mismatches"], 1);
     let s: Value =
         serde_json::from_slice(&ok(&with("scrub", &m, &["--repair", "--json"]), None)).unwrap();

@@ -281,3 +281,39 @@ fn create_says_what_a_preset_assumes_and_what_sizes_waste() {
     assert_eq!(code, 0, "{err}");
     assert!(err.is_empty(), "{err}");
 }
+
+/// Health exit codes (issue 16): `status --test` exits 0 optimal, 1
+/// degraded, 2 failed, 4 when the array cannot be read; `scrub` exits 1 when
+/// it leaves a mismatch (tested in `integrity_cli.rs`).
+#[test]
+fn status_test_exits_with_the_arrays_health() {
+    let d = tempfile::tempdir().unwrap();
+    let m = files(d.path(), &[8, 8, 8, 8]);
+    create(&m, &["--layout", "raid5"]);
+    let code = |a: &[&str]| hetraid(a).0;
+    assert_eq!(code(&args("status", &m, &["--test"])), 0);
+    assert_eq!(
+        code(&args("status", &m, &[])),
+        0,
+        "without --test: 0 when printed"
+    );
+    assert_eq!(hetraid(&args("fail", &m, &["--member", "1"])).0, 0);
+    assert_eq!(code(&args("status", &m, &["--test"])), 1);
+    assert_eq!(code(&args("status", &m, &["--test", "--json"])), 1);
+    assert_eq!(code(&args("status", &m, &[])), 0);
+    assert_eq!(
+        hetraid(&args("fail", &m, &["--member", "2", "--force"])).0,
+        0
+    );
+    assert_eq!(code(&args("status", &m, &["--test"])), 2);
+    let nothing = d.path().join("nothing");
+    std::fs::File::create(&nothing)
+        .unwrap()
+        .set_len(8 << 20)
+        .unwrap();
+    let n = vec![nothing.display().to_string()];
+    assert_eq!(code(&args("status", &n, &["--test"])), 4);
+    let (c, _, err) = hetraid(&args("assemble", &m, &["--test"]));
+    assert_eq!(c, 2);
+    assert!(err.contains("--test applies to status"), "{err}");
+}

@@ -554,6 +554,30 @@ pub struct MembersCmd {
     pub force: bool,
     #[arg(long)]
     pub json: bool,
+    /// status: exit with the array's health, as `mdadm --detail --test`:
+    /// 0 optimal, 1 degraded or rebuilding, 2 failed, 4 when it cannot be
+    /// read.
+    #[arg(long)]
+    pub test: bool,
+}
+
+/// The exit code of `status --test` for an array in `state`.
+pub fn health_code(state: &str) -> i32 {
+    match state {
+        "optimal" => 0,
+        "degraded" | "rebuilding" => 1,
+        _ => 2,
+    }
+}
+
+/// Exit now with `code` when it is not 0 (what was printed is flushed).
+pub fn exit_with(code: i32) -> Result<(), String> {
+    use std::io::Write;
+    if code != 0 {
+        let _ = std::io::stdout().flush();
+        std::process::exit(code);
+    }
+    Ok(())
 }
 
 /// Seconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS UTC` (the civil-from-
@@ -795,6 +819,20 @@ pub fn remote_passing(
 
 impl MembersCmd {
     pub fn status(&self) -> Result<(), String> {
+        if !self.test {
+            return self.status_printed().map(|_| ());
+        }
+        match self.status_printed() {
+            Ok(state) => exit_with(health_code(&state)),
+            Err(e) => {
+                eprintln!("hetraid: {e}");
+                exit_with(4)
+            }
+        }
+    }
+
+    /// Print the status; the array's state.
+    fn status_printed(&self) -> Result<String, String> {
         if self.force {
             return Err(
                 "--force applies to assemble, not to status (status never changes the array)"
@@ -803,8 +841,9 @@ impl MembersCmd {
         }
         if let Some(r) = remote(&self.members, serde_json::json!({"verb": "status"})) {
             let v = r?;
+            let state = v["state"].as_str().unwrap_or("?").to_string();
             if self.json {
-                return super::print_json(&v);
+                return super::print_json(&v).map(|_| state);
             }
             println!(
                 "array {}  {}  state {} (served)\ncapacity {} bytes, chunk {}, {} stripes, policy {}{}, events {}",
@@ -851,7 +890,7 @@ impl MembersCmd {
                     d["path"].as_str().unwrap_or("-")
                 );
             }
-            return Ok(());
+            return Ok(state);
         }
         let a = assemble_with(
             &self.members,
@@ -862,14 +901,18 @@ impl MembersCmd {
         )?;
         let st = a.status();
         if self.json {
-            return super::print_json(&serde_json::to_value(&st).map_err(|e| e.to_string())?);
+            return super::print_json(&serde_json::to_value(&st).map_err(|e| e.to_string())?)
+                .map(|_| st.state.to_string());
         }
         print_status(&st);
         print_warnings(&a);
-        Ok(())
+        Ok(st.state.to_string())
     }
 
     pub fn assemble(&self) -> Result<(), String> {
+        if self.test {
+            return Err("--test applies to status (it exits with the array's health)".into());
+        }
         let open = || -> Result<Array, String> {
             let a = assemble_with(
                 &self.members,
@@ -1659,8 +1702,11 @@ impl ScrubCmd {
             a.close().map_err(|e| e.to_string())?;
             serde_json::to_value(&r).map_err(|e| e.to_string())?
         };
+        // Mismatches left as they are: exit 1 (what was repaired is fine).
+        let left = v["mismatches"].as_u64().unwrap_or(0) > v["repaired"].as_u64().unwrap_or(0);
         if self.json {
-            return super::print_json(&v);
+            super::print_json(&v)?;
+            return exit_with(i32::from(left));
         }
         print!(
             "scrub: {} stripes checked, {} mismatched ({} pages)",
@@ -1693,7 +1739,7 @@ impl ScrubCmd {
                 "{unlocated} pages mismatch where this layout cannot tell which member is wrong; nothing was written there. To rewrite them, say which side to trust: --repair --trust-data (parity from data) or --repair --trust-member I (mirrors)"
             );
         }
-        Ok(())
+        exit_with(i32::from(left))
     }
 }
 
