@@ -53,6 +53,16 @@ fn read(m: &[String], len: usize) -> Vec<u8> {
     out
 }
 
+/// A RAIDX5 of bundles of three.
+const RAIDX5: &[&str] = &[
+    "--layout",
+    "raidx",
+    "--chunks-per-bundle",
+    "3",
+    "--raidx-level",
+    "5",
+];
+
 fn sums(m: &[String]) -> Vec<Vec<u8>> {
     m.iter().map(|p| std::fs::read(p).unwrap()).collect()
 }
@@ -62,17 +72,7 @@ fn grow_and_shrink_refuse_what_they_cannot_do_and_change_nothing() {
     let d = tempfile::tempdir().unwrap();
     let m = files(d.path(), &[16, 16, 16, 16, 16]);
     let (old, new) = (m[..4].to_vec(), m[4].clone());
-    create(
-        &old,
-        &[
-            "--layout",
-            "raidx",
-            "--chunks-per-bundle",
-            "3",
-            "--raidx-level",
-            "5",
-        ],
-    );
+    create(&old, RAIDX5);
     fill(&old, 1);
     let before = sums(&m);
     let cases: Vec<(Vec<&str>, &str)> = vec![
@@ -136,17 +136,7 @@ fn a_grow_cut_short_is_finished_by_assemble_and_shrink_re_places_a_lost_member()
     let d = tempfile::tempdir().unwrap();
     let m = files(d.path(), &[24, 24, 20, 16, 40]);
     let (old, new) = (m[..4].to_vec(), m[4].clone());
-    create(
-        &old,
-        &[
-            "--layout",
-            "raidx",
-            "--chunks-per-bundle",
-            "3",
-            "--raidx-level",
-            "5",
-        ],
-    );
+    create(&old, RAIDX5);
     let data = fill(&old, 2);
     let add = format!("{new}:ssd");
     let (code, out, err) = hetraid(&args("grow", &old, &["--add", &add, "--batches", "2"]));

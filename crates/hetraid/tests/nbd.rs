@@ -4,34 +4,13 @@
 //! (as `.ci/run` runs), where a missing client is a failure: a test that skips
 //! in CI passed without running.
 
+mod common;
+use common::{have, missing};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn have(tool: &str) -> bool {
-    let ok = Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        missing(&format!(
-            "{tool} is not installed (apt-get install libnbd-bin qemu-utils fio)"
-        ));
-    }
-    ok
-}
-
-/// A client the test needs is missing: skip locally, fail in CI.
-fn missing(what: &str) {
-    if std::env::var_os("CI").is_some() {
-        panic!("CI is set and {what}: the test cannot run");
-    }
-    eprintln!("skipping: {what}");
-}
 
 fn hetraid<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_hetraid"))

@@ -5,28 +5,14 @@
 //! without TLS refused unless `--insecure-allow-remote`. With `CI` set, a
 //! missing nbdcopy or nbdinfo fails the test.
 
+mod common;
+use common::have;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_hetraid")
-}
-
-fn have(tool: &str) -> bool {
-    let ok = Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        if std::env::var_os("CI").is_some() {
-            panic!("CI is set and {tool} is not installed (apt-get install libnbd-bin)");
-        }
-        eprintln!("skipping: {tool} is not installed");
-    }
-    ok
 }
 
 /// A test CA and a server certificate for localhost, as PEM files in

@@ -73,3 +73,28 @@ pub fn args<'a>(verb: &'a str, members: &'a [String], extra: &[&'a str]) -> Vec<
     v.extend_from_slice(extra);
     v
 }
+
+/// Is `tool` installed? When not: skipped locally, a failure with `CI` set
+/// (a test that skips in CI passed without running).
+pub fn have(tool: &str) -> bool {
+    let ok = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool}"))
+        .stdout(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        missing(&format!(
+            "{tool} is not installed (apt-get install libnbd-bin qemu-utils fio)"
+        ));
+    }
+    ok
+}
+
+/// A client the test needs is missing: skip locally, fail in CI.
+pub fn missing(what: &str) {
+    if std::env::var_os("CI").is_some() {
+        panic!("CI is set and {what}: the test cannot run");
+    }
+    eprintln!("skipping: {what}");
+}
