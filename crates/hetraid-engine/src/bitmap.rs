@@ -3,10 +3,11 @@
 //! region is idle. After a crash, assembly recomputes parity in dirty regions only,
 //! which closes the RAID-5 write hole for everything acknowledged by a flush.
 
-use crate::format::{BITMAP_OFFSET, DATA_OFFSET};
 use std::collections::HashMap;
 
-pub const BITMAP_BYTES: u64 = DATA_OFFSET - BITMAP_OFFSET;
+/// Room for new arrays' bitmaps: the metadata zone up to the annex (older
+/// arrays may use the zone up to the data offset, and then keep no annex).
+pub const BITMAP_BYTES: u64 = crate::annex::BITMAP_ROOM;
 const PAGE: u64 = 4096;
 
 #[derive(Debug, Clone)]

@@ -1,6 +1,7 @@
 //! hetraid's storage engine: executes `hetraid-core` plans with real bytes on real
 //! members. It makes no layout decision of its own.
 
+pub mod annex;
 pub mod array;
 pub mod bitmap;
 pub mod bundles;

@@ -10,6 +10,7 @@
 //! rebuilt reach the new member and writes to the others are rebuilt from the
 //! surviving members later: the rebuild is online.
 
+use crate::annex::EventKind;
 use crate::array::Array;
 use crate::error::{EngineError, Result};
 use crate::format::{RoleState, Superblock, SB_SIZE};
@@ -183,6 +184,8 @@ impl Array {
             self.put_back(i, old);
             return r;
         }
+        self.remember_path(i, raw.as_ref());
+        self.record_member(crate::annex::EventKind::Attached, i, [0; 3]);
         // A log region on this slot: the new device takes the log's copy,
         // with its live records, at once.
         if let Some((copy, region)) = sb.log.and_then(|l| {
@@ -322,18 +325,36 @@ impl Array {
             rstate.members[t] = MemberState::Failed;
         }
         let sched = hetraid_core::rebuild::schedule(self.layout(), &rstate, &targets, false)?;
+        let total = self.layout().stripe_count();
+        for &t in &targets {
+            self.record_member(EventKind::RebuildStarted, t, [start_at, total, 0]);
+        }
         let run = self.run_streams(
             &sched, &rstate, &targets, &devices, start_at, opts, progress,
         );
+        let stopped = |done: &[bool]| {
+            for &t in &targets {
+                self.record_member(EventKind::RebuildStopped, t, [prefix(done), total, 0]);
+            }
+        };
         if let Some(e) = run.error {
             let _ = self.checkpoint(&targets, &devices, prefix(&run.done));
+            stopped(&run.done);
             return Err(e);
         }
         self.flush()?;
         if run.completed {
             self.finish_rebuild(&targets, &devices)?;
+            for &t in &targets {
+                self.record_member(
+                    EventKind::RebuildFinished,
+                    t,
+                    [run.stripes, (run.seconds * 1000.0) as u64, run.bytes],
+                );
+            }
         } else {
             self.checkpoint(&targets, &devices, prefix(&run.done))?;
+            stopped(&run.done);
         }
         Ok(RebuildReport {
             members: targets,

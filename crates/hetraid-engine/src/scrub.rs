@@ -226,6 +226,12 @@ impl Array {
         };
         self.user_io
             .store(false, std::sync::atomic::Ordering::Relaxed);
+        self.record(
+            crate::annex::EventKind::ScrubStarted,
+            None,
+            [total, trust.is_some() as u64, 0],
+            "",
+        );
         for s in 0..total {
             let found = self.scrub_stripe(s, trust)?;
             r.stripes_checked += 1;
@@ -276,6 +282,20 @@ impl Array {
             repaired_stripes: r.repaired.min(u32::MAX as u64) as u32,
         };
         self.record_scrub(record)?;
+        self.record(
+            crate::annex::EventKind::ScrubFinished,
+            None,
+            [r.stripes_checked, r.mismatches, r.repaired],
+            "",
+        );
+        if r.mismatches > r.repaired {
+            self.record(
+                crate::annex::EventKind::ScrubMismatch,
+                None,
+                [r.mismatches - r.repaired, r.mismatches, 0],
+                "",
+            );
+        }
         Ok(r)
     }
 

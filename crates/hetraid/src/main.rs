@@ -70,6 +70,16 @@ enum Command {
     Trace(cmd::trace::TraceCmd),
     /// Reliability (MTTDL), cost, power and the RAIDH model of a configuration.
     Analyze(cmd::analyze::AnalyzeCmd),
+    /// Show the events the members keep (failures, rebuilds, scrubs, spares;
+    /// like zpool events), newest last; works on a served array too.
+    Events(cmd::events::EventsCmd),
+    /// Watch an array's events and run a program for each (mdadm --monitor).
+    Monitor(cmd::events::MonitorCmd),
+    /// Print a shell completion script: hetraid completions bash >
+    /// /etc/bash_completion.d/hetraid (bash, zsh, fish, elvish, powershell).
+    Completions { shell: clap_complete::Shell },
+    /// Print the manual page (roff): hetraid man | man -l -
+    Man,
     /// Send one raw JSON request to a control socket, without the command
     /// line's checks, and print the reply (tests of the server's own checks).
     #[command(hide = true)]
@@ -101,6 +111,31 @@ fn ctl_raw(socket: &std::path::Path, request: &str) -> Result<(), String> {
     } else {
         Err(v["error"].as_str().unwrap_or("refused").to_string())
     }
+}
+
+/// The manual page: the top command's, then one section per verb, from the
+/// same clap definitions `--help` prints.
+fn man() -> Result<(), String> {
+    use std::io::Write;
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let mut out = Vec::new();
+    clap_mangen::Man::new(cmd.clone())
+        .render(&mut out)
+        .map_err(|e| e.to_string())?;
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        writeln!(out, ".SH \"HETRAID {}\"", sub.get_name().to_uppercase()).ok();
+        let page =
+            clap_mangen::Man::new(sub.clone().bin_name(format!("hetraid {}", sub.get_name())));
+        let mut body = Vec::new();
+        page.render_description_section(&mut body).ok();
+        page.render_synopsis_section(&mut body).ok();
+        page.render_options_section(&mut body).ok();
+        page.render_extra_section(&mut body).ok();
+        // Each verb's sections become subsections of the one page.
+        let body = String::from_utf8_lossy(&body).replace(".SH ", ".SS ");
+        out.extend_from_slice(body.as_bytes());
+    }
+    std::io::stdout().write_all(&out).map_err(|e| e.to_string())
 }
 
 fn main() {
@@ -136,6 +171,14 @@ fn main() {
         Command::Analyze(c) => c.run(),
         Command::Serve(c) => c.run(),
         Command::CtlRaw { socket, request } => ctl_raw(&socket, &request),
+        Command::Events(c) => c.run(),
+        Command::Monitor(c) => c.run(),
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "hetraid", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Man => man(),
     };
     if let Err(e) = result {
         eprintln!("hetraid: {e}");

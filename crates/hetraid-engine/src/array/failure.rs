@@ -113,7 +113,10 @@ impl Array {
         }
         if e.kind() == std::io::ErrorKind::InvalidData {
             // A block that fails its checksum: a bad sector, corrected alike.
-            self.checksum_errors[i].fetch_add(1, Ordering::Relaxed);
+            if self.checksum_errors[i].fetch_add(1, Ordering::Relaxed) == 0 {
+                // The first of a member is an event at once; the count at close.
+                self.record_member(crate::annex::EventKind::ChecksumErrors, i, [1, 0, 0]);
+            }
         }
         let n = self.read_errors[i].fetch_add(1, Ordering::Relaxed) + 1;
         if n > MAX_READ_ERRORS {

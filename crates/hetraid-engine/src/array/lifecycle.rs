@@ -470,6 +470,13 @@ impl Array {
         let mut array =
             Self::from_parts(sb, spec, layout, members.into_iter().map(Some).collect())?;
         array.log = log;
+        array.load_annex(&[]);
+        array.record(
+            crate::annex::EventKind::Created,
+            None,
+            [n as u64, 0, 0],
+            &format!("{}, {n} members", array.layout.name()),
+        );
         if !opts.assume_clean {
             array.resync_all()?;
         }
@@ -560,6 +567,7 @@ impl Array {
             all_in_sync: AtomicBool::new(in_sync),
             healthy_state: ArrayState::healthy(n),
             warnings: Mutex::new(Vec::new()),
+            annex: Mutex::new(None),
         };
         // The superblock's read policy (layouts with copies).
         let policy = array.superblock().read_policy;
@@ -817,6 +825,20 @@ impl Array {
                         "a restripe step was cut by a crash and its chunks wait in the members' backup areas; reading now could return wrong data: assemble for writing once (hetraid assemble) to put them back".into(),
                     ))
                 }
+            }
+        }
+        array.load_annex(&raw);
+        if !array.read_only {
+            for &s in &a.recorded_missing {
+                array.record_member(crate::annex::EventKind::Missing, s, [0; 3]);
+            }
+            for f in &a.forced {
+                let c = &cands[f.candidate];
+                array.record_member(
+                    crate::annex::EventKind::Forced,
+                    c.slot,
+                    [c.table.events, a.table.events, 0],
+                );
             }
         }
         let raw_by_slot: Vec<Option<Arc<dyn Member>>> =
@@ -1186,7 +1208,10 @@ impl Array {
         edit(&mut sb);
         sb.set_table(&next);
         self.sync_state(&old, &next);
-        self.persist(&mut sb)
+        self.persist(&mut sb)?;
+        drop(sb);
+        self.record_transitions(ts);
+        Ok(())
     }
 
     /// The core names slots by number; operators name disks by path.
@@ -1263,6 +1288,14 @@ impl Array {
                 self.reclaim()?;
                 log.checkpoint(&|| self.flush_members())?;
                 self.record_log_copies(false)?;
+            }
+        }
+        // Checksum errors since assembly (the first of each member was
+        // recorded when it happened), once per run.
+        for i in 0..self.slots.len() {
+            let c = self.checksum_errors[i].load(Ordering::Relaxed);
+            if c > 1 && self.checksum_errors_recorded(i) < c {
+                self.record_member(crate::annex::EventKind::ChecksumErrors, i, [c as u64, 0, 0]);
             }
         }
         let mut sb = self.sb.lock().unwrap();

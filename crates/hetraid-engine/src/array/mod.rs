@@ -25,6 +25,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 mod cell;
+mod events;
+pub use events::log_event;
 mod failure;
 pub use cell::{ArrayCell, ChangeOptions, Reopen};
 mod hpda;
@@ -172,6 +174,9 @@ pub struct Array {
     all_in_sync: AtomicBool,
     healthy_state: ArrayState,
     warnings: Mutex<Vec<String>>,
+    /// Name, last known member paths, events (`crate::annex`); None when the
+    /// bitmap leaves no room for it.
+    pub(crate) annex: Mutex<Option<crate::annex::Annex>>,
     /// Does member i hold any chunk (false once all of it was relocated)?
     holds: Vec<bool>,
     /// Read errors per member since assembly (MD's read-error count).

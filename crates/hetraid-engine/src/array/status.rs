@@ -7,6 +7,8 @@ use super::*;
 #[derive(Debug, Clone, Serialize)]
 pub struct Status {
     pub uuid: String,
+    /// `create --name` ("" when none).
+    pub name: String,
     pub layout: String,
     pub members: usize,
     pub chunk_bytes: u64,
@@ -74,6 +76,9 @@ pub struct LogDeviceStatus {
 pub struct MemberStatus {
     pub device: usize,
     pub path: Option<String>,
+    /// Where the slot's device was last seen (absolute; kept after it failed,
+    /// was removed or went missing).
+    pub last_path: Option<String>,
     pub state: &'static str,
     pub kind: &'static str,
     pub data_bytes: u64,
@@ -111,6 +116,7 @@ impl Array {
         };
         Status {
             uuid: sb.uuid_string(),
+            name: self.name(),
             layout: self.layout.name(),
             members: sb.roles.len(),
             chunk_bytes: sb.chunk_bytes,
@@ -129,6 +135,7 @@ impl Array {
                 .map(|(i, r)| MemberStatus {
                     device: i,
                     path: self.slots[i].get().map(|m| m.name()),
+                    last_path: self.last_path(i),
                     state: if !self.slots[i].present() && r.state == RoleState::Active {
                         "missing"
                     } else {

@@ -173,6 +173,10 @@ pub struct CreateCmd {
     /// of the two fastest (two copies; the members need that much room).
     #[arg(long, value_parser = size, value_name = "SIZE")]
     pub log_region: Option<u64>,
+    /// A name for the array (at most 64 bytes), kept on every member:
+    /// status shows it, `assemble --scan` and `events` name the array by it.
+    #[arg(long)]
+    pub name: Option<String>,
     /// Member files or block devices, optionally PATH:kind (hdd, ssd, nvram).
     #[arg(required = true)]
     pub members: Vec<String>,
@@ -267,6 +271,17 @@ impl CreateCmd {
         }
         let record = self.layout.record()?;
         record.kind()?;
+        if let Some(n) = &self.name {
+            if n.is_empty()
+                || n.len() > hetraid_engine::annex::NAME_MAX
+                || n.chars().any(|c| c.is_control())
+            {
+                return Err(format!(
+                    "--name {n:?} is not usable: give 1 to {} bytes without control characters",
+                    hetraid_engine::annex::NAME_MAX
+                ));
+            }
+        }
         let mut paths = Vec::new();
         let mut kinds = Vec::new();
         for m in &self.members {
@@ -489,6 +504,9 @@ impl CreateCmd {
                 return Err(e.to_string());
             }
         };
+        if let Some(n) = &self.name {
+            array.set_name(n).map_err(|e| e.to_string())?;
+        }
         array.close().map_err(|e| e.to_string())?;
         let st = array.status();
         // Members of different sizes under a layout that uses each as the
@@ -515,8 +533,11 @@ impl CreateCmd {
             }
         }
         println!(
-            "created {} array {} on {} members: capacity {} ({} bytes), chunk {}, policy {}",
+            "created {} array {}{} on {} members: capacity {} ({} bytes), chunk {}, policy {}",
             st.layout,
+            self.name
+                .as_ref()
+                .map_or_else(String::new, |n| format!("{n} ")),
             st.uuid,
             st.members,
             format_size(st.capacity_bytes),
@@ -582,7 +603,7 @@ pub fn exit_with(code: i32) -> Result<(), String> {
 
 /// Seconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS UTC` (the civil-from-
 /// days algorithm; a date crate for one line of output is not worth it).
-fn utc(secs: u64) -> String {
+pub fn utc(secs: u64) -> String {
     let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
@@ -603,7 +624,12 @@ fn utc(secs: u64) -> String {
 
 pub fn print_status(st: &hetraid_engine::Status) {
     println!(
-        "array {}  {}  state {}{}",
+        "array {}{}  {}  state {}{}",
+        if st.name.is_empty() {
+            String::new()
+        } else {
+            format!("{} ", st.name)
+        },
         st.uuid,
         st.layout,
         st.state,
@@ -700,7 +726,11 @@ pub fn print_status(st: &hetraid_engine::Status) {
             format_size(m.data_bytes),
             m.read_errors,
             m.checksum_errors,
-            m.path.as_deref().unwrap_or("-")
+            match (&m.path, &m.last_path) {
+                (Some(p), _) => p.clone(),
+                (None, Some(p)) => format!("{p} (last seen)"),
+                (None, None) => "-".into(),
+            }
         );
     }
     if let Some(l) = &st.log {

@@ -1,6 +1,7 @@
 pub mod analyze;
 pub mod array;
 pub mod demo;
+pub mod events;
 pub mod layout;
 pub mod loadmap;
 pub mod plan;

@@ -1,0 +1,220 @@
+//! The array's name, last known member paths and events (the annex,
+//! `crate::annex`): kept on every live member, logged through `tracing` as
+//! they happen (`hetraid serve` prints them; `hetraid monitor` and
+//! `hetraid events` read them back from the members).
+
+#[allow(unused_imports)]
+use super::*;
+use crate::annex::{now_ms, Annex, Event, EventKind, ANNEX_AT, ANNEX_BYTES, BITMAP_ROOM};
+
+/// How a member is named in the annex: its absolute path when it has one
+/// (so `events` and `status` run from elsewhere still find it).
+pub fn absolute(name: &str) -> String {
+    std::fs::canonicalize(name)
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| name.to_string())
+}
+
+/// The annex each of `members` holds for array `uuid` (damaged or foreign
+/// copies skipped), the freshest first.
+pub(crate) fn read_annex(members: &[Arc<dyn Member>], uuid: [u8; 16]) -> Option<Annex> {
+    let copies = members.iter().filter_map(|m| {
+        if m.len() < DATA_OFFSET {
+            return None;
+        }
+        let mut b = AlignedBuf::zeroed(ANNEX_BYTES as usize);
+        m.read_at(&mut b, ANNEX_AT).ok()?;
+        Annex::decode(&b).filter(|a| a.uuid == uuid)
+    });
+    Annex::freshest(copies)
+}
+
+impl Array {
+    /// Does this array have room for an annex (a bitmap that leaves it)?
+    pub(crate) fn annex_room(sb: &Superblock, stripes: u64) -> bool {
+        stripes
+            .div_ceil(sb.bitmap_stripes.max(1) as u64)
+            .div_ceil(8)
+            <= BITMAP_ROOM
+    }
+
+    /// The annex as assembly finds it (or a new one for arrays written
+    /// before it), with the present members' paths.
+    pub(crate) fn load_annex(&self, given: &[Arc<dyn Member>]) {
+        let sb = self.superblock();
+        if !Self::annex_room(&sb, self.layout.stripe_count()) {
+            return;
+        }
+        let mut a = read_annex(given, sb.uuid).unwrap_or_else(|| Annex::new(sb.uuid, "", vec![]));
+        let mut changed = false;
+        for i in 0..self.slots.len() {
+            if let Some(m) = self.member(i) {
+                let p = absolute(&m.name());
+                if a.paths.get(i) != Some(&crate::annex::tail(&p, crate::annex::PATH_MAX)) {
+                    a.set_path(i, &p);
+                    changed = true;
+                }
+            }
+        }
+        *self.annex.lock().unwrap() = Some(a);
+        if changed {
+            self.write_annex();
+        }
+    }
+
+    /// Write the annex to every live member (after the superblock, which it
+    /// never contradicts). A member that cannot take it keeps its old copy:
+    /// the annex decides nothing, so the error is a warning, not a failure.
+    pub(crate) fn write_annex(&self) {
+        if self.read_only {
+            return;
+        }
+        let sb = self.superblock();
+        let Some(mut a) = self.annex.lock().unwrap().clone() else {
+            return;
+        };
+        a.sb_events = sb.events;
+        for (i, slot) in self.slots.iter().enumerate() {
+            let Some(m) = slot.get() else { continue };
+            if !sb.roles[i].state.is_in() {
+                continue;
+            }
+            let bytes = a.encode(i as u32);
+            let mut b = AlignedBuf::zeroed(bytes.len());
+            b.copy_from_slice(&bytes);
+            if let Err(e) = m.write_at(&b, ANNEX_AT).and_then(|_| m.flush()) {
+                self.warnings.lock().unwrap().push(format!(
+                    "member {i} ({}): its event log could not be written: {e}",
+                    m.name()
+                ));
+            }
+        }
+        if let Some(x) = self.annex.lock().unwrap().as_mut() {
+            x.sb_events = sb.events;
+        }
+    }
+
+    /// Record an event: kept in the annex of every live member and logged.
+    pub(crate) fn record(
+        &self,
+        kind: EventKind,
+        slot: Option<usize>,
+        values: [u64; 3],
+        detail: &str,
+    ) {
+        let uuid = self.superblock().uuid;
+        let e = {
+            let mut g = self.annex.lock().unwrap();
+            let a = g.get_or_insert_with(|| Annex::new(uuid, "", vec![]));
+            a.push(now_ms(), kind, slot, values, detail)
+        };
+        log_event(&self.superblock().uuid_string(), &self.name(), &e);
+        self.write_annex();
+    }
+
+    /// Record an event about member `slot`, named by its path (the device
+    /// in the slot, or its last known path).
+    pub(crate) fn record_member(&self, kind: EventKind, slot: usize, values: [u64; 3]) {
+        let path = self.path_of(slot).unwrap_or_default();
+        self.record(kind, Some(slot), values, &path);
+    }
+
+    /// Slot `slot`'s device now is `m`: its path becomes the last known one.
+    pub(crate) fn remember_path(&self, slot: usize, m: &dyn Member) {
+        if let Some(a) = self.annex.lock().unwrap().as_mut() {
+            a.set_path(slot, &absolute(&m.name()));
+        }
+    }
+
+    /// The path of the device in `slot`, or where it was last seen.
+    pub fn path_of(&self, slot: usize) -> Option<String> {
+        if let Some(m) = self.member(slot) {
+            return Some(absolute(&m.name()));
+        }
+        self.last_path(slot)
+    }
+
+    /// Where the device of `slot` was last seen (the annex).
+    pub fn last_path(&self, slot: usize) -> Option<String> {
+        self.annex
+            .lock()
+            .unwrap()
+            .as_ref()
+            .and_then(|a| a.paths.get(slot).filter(|p| !p.is_empty()).cloned())
+    }
+
+    /// The array's name ("" when it has none).
+    pub fn name(&self) -> String {
+        self.annex
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map_or_else(String::new, |a| a.name.clone())
+    }
+
+    /// Name the array (`create --name`); kept on every member.
+    pub fn set_name(&self, name: &str) -> Result<()> {
+        if name.len() > crate::annex::NAME_MAX || name.chars().any(|c| c.is_control()) {
+            return Err(EngineError::Refused(format!(
+                "the name {name:?} is not usable: give at most {} bytes without control characters",
+                crate::annex::NAME_MAX
+            )));
+        }
+        let sb = self.superblock();
+        if !Self::annex_room(&sb, self.layout.stripe_count()) {
+            return Err(EngineError::Refused(
+                "this array's bitmap fills the metadata zone and leaves no room for a name or events".into(),
+            ));
+        }
+        self.annex
+            .lock()
+            .unwrap()
+            .get_or_insert_with(|| Annex::new(sb.uuid, "", vec![]))
+            .name = name.to_string();
+        self.write_annex();
+        Ok(())
+    }
+
+    /// The events kept (oldest first).
+    pub fn events(&self) -> Vec<Event> {
+        self.annex
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map_or_else(Vec::new, |a| a.events.iter().cloned().collect())
+    }
+
+    /// The last checksum-error count recorded for `slot` in this run.
+    pub(crate) fn checksum_errors_recorded(&self, slot: usize) -> u32 {
+        self.events()
+            .iter()
+            .rev()
+            .find(|e| e.kind == EventKind::ChecksumErrors && e.slot == Some(slot as u16))
+            .map_or(0, |e| e.values[0] as u32)
+    }
+
+    /// Events for the transitions just written: members failed or removed.
+    pub(crate) fn record_transitions(&self, ts: &[Transition]) {
+        for &t in ts {
+            match t {
+                Transition::Fail { slot, .. } => {
+                    self.record_member(EventKind::Failed, slot, [0; 3])
+                }
+                Transition::Remove { slot } => self.record_member(EventKind::Removed, slot, [0; 3]),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Log an event through `tracing` (a warning for alarms), with its fields
+/// for `--log-format json`.
+pub fn log_event(uuid: &str, name: &str, e: &Event) {
+    let text = e.text();
+    let slot = e.slot.map_or(-1, i64::from);
+    if e.kind.is_alarm() {
+        tracing::warn!(target: "hetraid::event", array = uuid, name, event = e.kind.as_str(), seq = e.seq, slot, path = e.detail.as_str(), "{text}");
+    } else {
+        tracing::info!(target: "hetraid::event", array = uuid, name, event = e.kind.as_str(), seq = e.seq, slot, path = e.detail.as_str(), "{text}");
+    }
+}

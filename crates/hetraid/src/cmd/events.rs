@@ -1,0 +1,347 @@
+//! `hetraid events` (zpool events) and `hetraid monitor` (mdadm --monitor):
+//! both read the events every member keeps (`hetraid_engine::annex`), without
+//! assembling the array or taking its members' locks, so they work while the
+//! array is served, rebuilt or scrubbed by another process.
+
+use clap::Args;
+use hetraid_engine::annex::{read_member, Annex, Event};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The array behind `members`: its UUID, the freshest superblock, the
+/// freshest annex. One sentence when none of them can be read.
+struct Seen {
+    uuid: String,
+    sb: hetraid_engine::format::Superblock,
+    annex: Option<Annex>,
+}
+
+fn look(members: &[PathBuf]) -> Result<Seen, String> {
+    let mut best: Option<Seen> = None;
+    let mut errors = Vec::new();
+    for p in members {
+        match read_member(p) {
+            Ok((sb, annex)) => {
+                if let Some(b) = &best {
+                    if b.sb.uuid != sb.uuid {
+                        return Err(format!(
+                            "{} belongs to array {}, not to array {} of the other members; give the members of one array",
+                            p.display(),
+                            sb.uuid_string(),
+                            b.uuid
+                        ));
+                    }
+                }
+                let fresher = best.as_ref().is_none_or(|b| sb.events > b.sb.events);
+                let annex = Annex::freshest(
+                    best.as_mut()
+                        .and_then(|b| b.annex.take())
+                        .into_iter()
+                        .chain(annex),
+                );
+                if fresher {
+                    best = Some(Seen {
+                        uuid: sb.uuid_string(),
+                        sb,
+                        annex,
+                    });
+                } else if let Some(b) = best.as_mut() {
+                    b.annex = annex;
+                }
+            }
+            Err(e) => errors.push(format!("{}: {e}", p.display())),
+        }
+    }
+    best.ok_or_else(|| {
+        format!(
+            "no member could be read ({}); check the paths",
+            errors.join("; ")
+        )
+    })
+}
+
+fn paths(members: &[String]) -> Result<Vec<PathBuf>, String> {
+    members
+        .iter()
+        .map(|m| super::array::split_member(m).map(|x| x.0))
+        .collect()
+}
+
+fn event_json(uuid: &str, name: &str, e: &Event) -> serde_json::Value {
+    let mut v = serde_json::to_value(e).unwrap_or_default();
+    v["event"] = e.kind.as_str().into();
+    v["text"] = e.text().into();
+    v["array"] = uuid.into();
+    v["name"] = name.into();
+    v
+}
+
+fn event_line(e: &Event) -> String {
+    format!(
+        "{:>5}  {}.{:03}  {:<16}  {}",
+        e.seq,
+        super::array::utc(e.time_unix_ms / 1000).trim_end_matches(" UTC"),
+        e.time_unix_ms % 1000,
+        e.kind.as_str(),
+        e.text()
+    )
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Example:\n  hetraid events a.img b.img c.img d.img\n  hetraid events a.img b.img c.img d.img --json --since 12"
+)]
+pub struct EventsCmd {
+    /// The array's members (any that can be read; a served array's too).
+    #[arg(required = true)]
+    pub members: Vec<String>,
+    /// Only events after this sequence number.
+    #[arg(long, value_name = "SEQ", default_value_t = 0)]
+    pub since: u64,
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl EventsCmd {
+    pub fn run(&self) -> Result<(), String> {
+        let seen = look(&paths(&self.members)?)?;
+        let Some(a) = &seen.annex else {
+            return Err(format!(
+                "array {} keeps no events (created by an older hetraid, or its bitmap fills the metadata zone); they are kept from its next read-write assembly on",
+                seen.uuid
+            ));
+        };
+        let events: Vec<&Event> = a.events.iter().filter(|e| e.seq > self.since).collect();
+        if self.json {
+            let v: Vec<serde_json::Value> = events
+                .iter()
+                .map(|e| event_json(&seen.uuid, &a.name, e))
+                .collect();
+            return super::print_json(&serde_json::Value::Array(v));
+        }
+        println!(
+            "array {}{}: {} events kept (at most {}), numbered up to {}",
+            if a.name.is_empty() {
+                String::new()
+            } else {
+                format!("{} ", a.name)
+            },
+            seen.uuid,
+            a.events.len(),
+            hetraid_engine::annex::EVENTS_MAX,
+            a.next_seq.saturating_sub(1)
+        );
+        println!("{:>5}  {:<23}  {:<16}  what", "seq", "time (UTC)", "event");
+        for e in events {
+            println!("{}", event_line(e));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Example:\n  hetraid monitor a.img b.img c.img d.img --program /usr/local/bin/raid-alert --delay 10\n\nThe program runs once per event as PROGRAM EVENT ARRAY [MEMBER-PATH], with\nHETRAID_EVENT, HETRAID_ARRAY, HETRAID_NAME, HETRAID_SLOT, HETRAID_PATH,\nHETRAID_TEXT and HETRAID_EVENT_JSON in its environment (mdadm --monitor's\nPROGRAM EVENT MD-DEVICE [COMPONENT]). At start, a degraded or failed array\nis reported as degraded_array (mdadm's DegradedArray)."
+)]
+pub struct MonitorCmd {
+    /// The array's members (any that can be read; a served array's too).
+    #[arg(required = true)]
+    pub members: Vec<String>,
+    /// Run this program for every event.
+    #[arg(long, value_name = "CMD")]
+    pub program: Option<PathBuf>,
+    /// Seconds between looks at the members (mdadm's --delay).
+    #[arg(long, default_value_t = 5.0, value_name = "SECS")]
+    pub delay: f64,
+    /// Look once, report, and exit (mdadm's --oneshot).
+    #[arg(long)]
+    pub oneshot: bool,
+    /// Report a test_message event at start (mdadm's --test).
+    #[arg(long)]
+    pub test: bool,
+    /// Print each event as one JSON line.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl MonitorCmd {
+    pub fn run(&self) -> Result<(), String> {
+        if !(0.05..=86_400.0).contains(&self.delay) {
+            return Err(format!(
+                "--delay {} is out of range: give 0.05 to 86400 seconds",
+                self.delay
+            ));
+        }
+        if let Some(p) = &self.program {
+            if !p.exists() {
+                return Err(format!(
+                    "--program {} does not exist; give the path of an executable",
+                    p.display()
+                ));
+            }
+        }
+        let members = paths(&self.members)?;
+        let seen = look(&members)?;
+        let name = seen
+            .annex
+            .as_ref()
+            .map_or_else(String::new, |a| a.name.clone());
+        let label = if name.is_empty() {
+            seen.uuid.clone()
+        } else {
+            name.clone()
+        };
+        // Only events from now on; what happened before is `hetraid events`.
+        let mut last = seen
+            .annex
+            .as_ref()
+            .map_or(0, |a| a.next_seq.saturating_sub(1));
+        let synthetic = |kind: &str, text: String| {
+            serde_json::json!({
+                "seq": 0, "event": kind, "text": text, "array": seen.uuid, "name": name,
+                "slot": null, "detail": "", "time_unix_ms": hetraid_engine::annex::now_ms(),
+            })
+        };
+        if self.test {
+            self.report(
+                &label,
+                &synthetic("test_message", "test message from hetraid monitor".into()),
+            )?;
+        }
+        let out: Vec<usize> = seen
+            .sb
+            .roles
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.state != hetraid_engine::format::RoleState::Active)
+            .map(|(i, _)| i)
+            .collect();
+        if !out.is_empty() {
+            self.report(
+                &label,
+                &synthetic(
+                    "degraded_array",
+                    format!("array is degraded: members {out:?} are not active"),
+                ),
+            )?;
+        }
+        if self.oneshot {
+            return Ok(());
+        }
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            signal_hook::flag::register(sig, stop.clone()).map_err(|e| e.to_string())?;
+        }
+        let mut warned = false;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let step = Duration::from_millis(50);
+            let mut waited = Duration::ZERO;
+            while waited < Duration::from_secs_f64(self.delay)
+                && !stop.load(std::sync::atomic::Ordering::Relaxed)
+            {
+                std::thread::sleep(step);
+                waited += step;
+            }
+            let seen = match look(&members) {
+                Ok(s) => s,
+                Err(e) => {
+                    if !warned {
+                        eprintln!("hetraid: monitor: {e}; trying again every {} s", self.delay);
+                        warned = true;
+                    }
+                    continue;
+                }
+            };
+            warned = false;
+            let Some(a) = &seen.annex else { continue };
+            if a.events.front().is_some_and(|e| e.seq > last + 1) && last > 0 {
+                eprintln!(
+                    "hetraid: monitor: events {} to {} were dropped before they were seen (more than {} events between looks)",
+                    last + 1,
+                    a.events.front().unwrap().seq - 1,
+                    hetraid_engine::annex::EVENTS_MAX
+                );
+            }
+            let since = last;
+            for e in a.events.iter().filter(|e| e.seq > since) {
+                self.report(&label, &event_json(&seen.uuid, &a.name, e))?;
+                last = e.seq;
+            }
+        }
+        Ok(())
+    }
+
+    /// Print one event and run the program for it.
+    fn report(&self, label: &str, v: &serde_json::Value) -> Result<(), String> {
+        let kind = v["event"].as_str().unwrap_or("?");
+        let path = v["detail"]
+            .as_str()
+            .filter(|_| !v["slot"].is_null())
+            .unwrap_or("");
+        if self.json {
+            println!("{v}");
+        } else {
+            println!(
+                "{} {label} {kind}: {}",
+                super::array::utc(v["time_unix_ms"].as_u64().unwrap_or(0) / 1000),
+                v["text"].as_str().unwrap_or("")
+            );
+        }
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        let Some(p) = &self.program else {
+            return Ok(());
+        };
+        let mut cmd = std::process::Command::new(p);
+        cmd.arg(kind).arg(label);
+        if !path.is_empty() {
+            cmd.arg(path);
+        }
+        cmd.env("HETRAID_EVENT", kind)
+            .env("HETRAID_ARRAY", v["array"].as_str().unwrap_or(""))
+            .env("HETRAID_NAME", v["name"].as_str().unwrap_or(""))
+            .env(
+                "HETRAID_SLOT",
+                v["slot"]
+                    .as_u64()
+                    .map_or_else(String::new, |s| s.to_string()),
+            )
+            .env("HETRAID_PATH", path)
+            .env("HETRAID_TEXT", v["text"].as_str().unwrap_or(""))
+            .env("HETRAID_EVENT_JSON", v.to_string())
+            .stdin(std::process::Stdio::null());
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("hetraid: monitor: cannot run {}: {e}", p.display());
+                return Ok(());
+            }
+        };
+        // Bounded: a program that hangs is killed after a minute.
+        let t0 = std::time::Instant::now();
+        loop {
+            match child.try_wait() {
+                Ok(Some(st)) if !st.success() => {
+                    eprintln!("hetraid: monitor: {} {kind} exited with {st}", p.display());
+                    break;
+                }
+                Ok(Some(_)) => break,
+                Ok(None) if t0.elapsed() > Duration::from_secs(60) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    eprintln!(
+                        "hetraid: monitor: {} {kind} ran over 60 s and was killed",
+                        p.display()
+                    );
+                    break;
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                Err(e) => {
+                    eprintln!("hetraid: monitor: {}: {e}", p.display());
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+}
