@@ -51,7 +51,7 @@ pub struct RebuildProgress {
     pub elapsed_s: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct RebuildReport {
     pub members: Vec<usize>,
     pub streams: usize,
@@ -329,9 +329,13 @@ impl Array {
         for &t in &targets {
             self.record_member(EventKind::RebuildStarted, t, [start_at, total, 0]);
         }
-        let run = self.run_streams(
-            &sched, &rstate, &targets, &devices, start_at, opts, progress,
-        );
+        let track = |p: RebuildProgress| {
+            self.note_progress("rebuild", &p, start_at);
+            progress(p)
+        };
+        let progress_guard = self.progress_guard();
+        let run = self.run_streams(&sched, &rstate, &targets, &devices, start_at, opts, &track);
+        drop(progress_guard);
         let stopped = |done: &[bool]| {
             for &t in &targets {
                 self.record_member(EventKind::RebuildStopped, t, [prefix(done), total, 0]);

@@ -232,16 +232,19 @@ impl Array {
             [total, trust.is_some() as u64, 0],
             "",
         );
+        let _progress = self.progress_guard();
         for s in 0..total {
             let found = self.scrub_stripe(s, trust)?;
             r.stripes_checked += 1;
             let bytes = (s + 1) * chunk;
-            progress(RebuildProgress {
+            let p = RebuildProgress {
                 stripes_done: s + 1,
                 stripes_total: total,
                 bytes_done: bytes,
                 elapsed_s: t0.elapsed().as_secs_f64(),
-            });
+            };
+            self.note_progress("scrub", &p, 0);
+            progress(p);
             let busy = self
                 .user_io
                 .swap(false, std::sync::atomic::Ordering::Relaxed);

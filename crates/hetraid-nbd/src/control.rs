@@ -245,6 +245,18 @@ pub fn serve_control(
     uuid: &str,
     stop: Arc<AtomicBool>,
 ) -> Result<(), String> {
+    serve_control_for(array, uuid, stop, "serve")
+}
+
+/// [`serve_control`] for a process running `role` ("serve", or an offline
+/// "rebuild", "scrub", ...): `status` from another shell reaches it and says
+/// which process holds the array.
+pub fn serve_control_for(
+    array: Arc<ArrayCell>,
+    uuid: &str,
+    stop: Arc<AtomicBool>,
+    role: &'static str,
+) -> Result<(), String> {
     let dir = private_dir()?;
     let path = dir.join(format!("{uuid}.ctl"));
     crate::server::remove_stale_socket(&path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -261,15 +273,13 @@ pub fn serve_control(
                 let (uid, pid) = match peer(&s) {
                     Ok(p) => p,
                     Err(e) => {
-                        eprintln!(
-                            "hetraid: control: a connection without credentials refused: {e}"
-                        );
+                        tracing::info!("control: a connection without credentials refused: {e}");
                         continue;
                     }
                 };
                 if !allowed(uid, me) {
-                    eprintln!(
-                        "hetraid: control: refused uid {uid} (pid {pid}): only root and uid {me} may control this array"
+                    tracing::info!(
+                        "control: refused uid {uid} (pid {pid}): only root and uid {me} may control this array"
                     );
                     let reply = json!({"ok": false, "error": format!("uid {uid} may not control this array (served by uid {me})")});
                     let mut w = &s;
@@ -281,9 +291,9 @@ pub fn serve_control(
                 // A refused thread refuses this request, not the server.
                 let spawned = std::thread::Builder::new()
                     .name("hetraid-control".into())
-                    .spawn(move || handle(&cell, s, uid, pid));
+                    .spawn(move || handle(&cell, s, uid, pid, role));
                 if let Err(e) = spawned {
-                    eprintln!("hetraid: control: request from uid {uid} dropped: {e}");
+                    tracing::info!("control: request from uid {uid} dropped: {e}");
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -301,14 +311,14 @@ pub fn serve_control(
     Ok(())
 }
 
-fn handle(cell: &ArrayCell, s: UnixStream, uid: u32, pid: i32) {
+fn handle(cell: &ArrayCell, s: UnixStream, uid: u32, pid: i32, role: &'static str) {
     let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
     let (line, fd) = match crate::fdpass::recv_line(&s, 1 << 16) {
         Ok(x) => x,
         // A command checking whether the array is served connects and goes.
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return,
         Err(e) => {
-            eprintln!("hetraid: control: uid {uid} (pid {pid}): unreadable request: {e}");
+            tracing::info!("control: uid {uid} (pid {pid}): unreadable request: {e}");
             let reply = json!({"ok": false, "error": format!("unreadable control request: {e}")});
             let mut w = &s;
             let _ = w.write_all(format!("{reply}\n").as_bytes());
@@ -318,15 +328,24 @@ fn handle(cell: &ArrayCell, s: UnixStream, uid: u32, pid: i32) {
     let file = fd.map(std::fs::File::from);
     let reply = match serde_json::from_str::<Value>(&line) {
         Ok(req) => {
-            let r = change(cell, &req, file).unwrap_or_else(|f| run(&cell.get(), &req, f));
-            eprintln!(
-                "hetraid: control: uid {uid} (pid {pid}): {}: {}",
-                describe(&req),
-                match &r {
-                    Ok(_) => "done".to_string(),
-                    Err(e) => format!("refused: {e}"),
-                }
-            );
+            let mut r = change(cell, &req, file).unwrap_or_else(|f| run(&cell.get(), &req, f));
+            if let (Ok(v), Some("status")) = (&mut r, req["verb"].as_str()) {
+                v["process"] = role.into();
+                v["pid"] = std::process::id().into();
+            }
+            // A command holding the array offline logs what changes it
+            // (its own output stays readable); a server logs everything.
+            let quiet = role != "serve" && req["verb"] == "status" && r.is_ok();
+            if !quiet {
+                tracing::info!(
+                    "control: uid {uid} (pid {pid}): {}: {}",
+                    describe(&req),
+                    match &r {
+                        Ok(_) => "done".to_string(),
+                        Err(e) => format!("refused: {e}"),
+                    }
+                );
+            }
             match r {
                 Ok(v) => json!({"ok": true, "result": v}),
                 Err(e) => json!({"ok": false, "error": e}),

@@ -327,8 +327,8 @@ pub fn serve(
                 // Over the limit: refused (closed at once), the server goes on.
                 if open.lock().unwrap().len() >= cfg.max_connections {
                     stats.refused.fetch_add(1, Ordering::Relaxed);
-                    eprintln!(
-                        "hetraid serve: {who} refused: {} connections already (--max-connections)",
+                    tracing::info!(
+                        "serve: {who} refused: {} connections already (--max-connections)",
                         cfg.max_connections
                     );
                     conn.shutdown(std::net::Shutdown::Both);
@@ -347,7 +347,7 @@ pub fn serve(
                 }
                 stats.connections.fetch_add(1, Ordering::Relaxed);
                 if matches!(conn, Conn::Tcp(_)) {
-                    eprintln!("hetraid serve: connection from {who}");
+                    tracing::info!("serve: connection from {who}");
                 }
                 let ctx2 = ctx.clone();
                 let spawned =
@@ -363,7 +363,7 @@ pub fn serve(
                     Err(e) => {
                         // No thread for this client: refuse it, keep serving.
                         stats.refused.fetch_add(1, Ordering::Relaxed);
-                        eprintln!("hetraid serve: {who} refused: no thread for it ({e})");
+                        tracing::info!("serve: {who} refused: no thread for it ({e})");
                         if let Some(c) = open.lock().unwrap().remove(&id) {
                             c.shutdown(std::net::Shutdown::Both);
                         }
@@ -391,7 +391,7 @@ pub fn serve(
             // took it (ECONNABORTED), out of memory: that client is lost,
             // the server goes on.
             Err(e) => {
-                eprintln!("hetraid serve: accept failed: {e}; still serving");
+                tracing::info!("serve: accept failed: {e}; still serving");
                 std::thread::sleep(Duration::from_millis(100));
             }
         }
@@ -518,7 +518,7 @@ fn end_or_park(ctx: &Arc<Ctx>, r: io::Result<Option<(Conn, Export)>>, id: u64) {
         Ok(None) => {}
         Err(e) => {
             if e.kind() != io::ErrorKind::UnexpectedEof {
-                eprintln!("hetraid serve: connection closed: {e}");
+                tracing::info!("serve: connection closed: {e}");
             }
         }
     }
@@ -568,7 +568,9 @@ fn run_idler(ctx: &Arc<Ctx>, stop: &AtomicBool) {
             match spawned {
                 Ok(t) => ctx.keep(t),
                 Err(e) => {
-                    eprintln!("hetraid serve: a client's request waits: no thread for it ({e}); closing it");
+                    tracing::info!(
+                        "serve: a client's request waits: no thread for it ({e}); closing it"
+                    );
                     if let Some(c) = ctx.open.lock().unwrap().remove(&id) {
                         c.shutdown(std::net::Shutdown::Both);
                     }
@@ -1369,7 +1371,7 @@ fn execute(array: &Array, export: &Export, job: &Job, mut out: Vec<u8>) -> (Vec<
     let done = |r: Result<(), hetraid_engine::EngineError>| match r {
         Ok(()) => (proto::simple_reply(0, handle).to_vec(), 0, false),
         Err(e) => {
-            eprintln!("hetraid serve: request failed: {e}");
+            tracing::info!("serve: request failed: {e}");
             error(errno_of(&e))
         }
     };
@@ -1401,7 +1403,7 @@ fn execute(array: &Array, export: &Export, job: &Job, mut out: Vec<u8>) -> (Vec<
             match array.read(offset, &mut out[data..]) {
                 Ok(()) => (out, lead, false),
                 Err(e) => {
-                    eprintln!("hetraid serve: read failed: {e}");
+                    tracing::info!("serve: read failed: {e}");
                     error(errno_of(&e))
                 }
             }

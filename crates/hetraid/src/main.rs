@@ -3,6 +3,7 @@
 
 mod args;
 mod cmd;
+mod logging;
 
 use clap::{Parser, Subcommand};
 
@@ -146,6 +147,10 @@ fn main() {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = Cli::parse();
+    match &cli.command {
+        Command::Serve(c) => logging::init(c.log_format == "json", true),
+        _ => logging::init(false, false),
+    }
     let result = match cli.command {
         Command::Layout(c) => c.run(),
         Command::Plan(c) => c.run(),

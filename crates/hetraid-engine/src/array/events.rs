@@ -6,6 +6,7 @@
 #[allow(unused_imports)]
 use super::*;
 use crate::annex::{now_ms, Annex, Event, EventKind, ANNEX_AT, ANNEX_BYTES, BITMAP_ROOM};
+use serde::Serialize;
 
 /// How a member is named in the annex: its absolute path when it has one
 /// (so `events` and `status` run from elsewhere still find it).
@@ -216,5 +217,100 @@ pub fn log_event(uuid: &str, name: &str, e: &Event) {
         tracing::warn!(target: "hetraid::event", array = uuid, name, event = e.kind.as_str(), seq = e.seq, slot, path = e.detail.as_str(), "{text}");
     } else {
         tracing::info!(target: "hetraid::event", array = uuid, name, event = e.kind.as_str(), seq = e.seq, slot, path = e.detail.as_str(), "{text}");
+    }
+}
+
+/// A long operation running on the array (rebuild, scrub): where it is,
+/// how fast it goes, when it ends. `status` shows it, served or not.
+#[derive(Debug, Clone, Serialize)]
+pub struct OpProgress {
+    /// "rebuild" or "scrub".
+    pub op: &'static str,
+    pub stripes_done: u64,
+    pub stripes_total: u64,
+    pub percent: f64,
+    pub bytes_done: u64,
+    pub elapsed_s: f64,
+    /// Since the operation started.
+    pub rate_bytes_per_s: f64,
+    /// At that rate; None before anything is done.
+    pub eta_s: Option<f64>,
+}
+
+impl OpProgress {
+    pub fn of(op: &'static str, p: &crate::rebuild::RebuildProgress, start_stripe: u64) -> Self {
+        let rate = p.bytes_done as f64 / p.elapsed_s.max(1e-6);
+        let done_now = p.stripes_done.saturating_sub(start_stripe);
+        let left = p.stripes_total.saturating_sub(p.stripes_done);
+        Self {
+            op,
+            stripes_done: p.stripes_done,
+            stripes_total: p.stripes_total,
+            percent: p.stripes_done as f64 * 100.0 / p.stripes_total.max(1) as f64,
+            bytes_done: p.bytes_done,
+            elapsed_s: p.elapsed_s,
+            rate_bytes_per_s: rate,
+            eta_s: (done_now > 0).then(|| p.elapsed_s / done_now as f64 * left as f64),
+        }
+    }
+
+    /// "29.0 % (stripe 144 of 496), 52.1 MB/s, 3 s left"
+    pub fn text(&self) -> String {
+        format!(
+            "{:.1} % (stripe {} of {}), {:.1} MB/s, {}",
+            self.percent,
+            self.stripes_done,
+            self.stripes_total,
+            self.rate_bytes_per_s / 1e6,
+            match self.eta_s {
+                Some(s) if s < 3600.0 => format!("{:.0} s left", s.ceil()),
+                Some(s) => format!("{:.1} h left", s / 3600.0),
+                None => "time left unknown yet".into(),
+            }
+        )
+    }
+}
+
+impl Array {
+    /// The long operation running now, if any.
+    pub fn progress(&self) -> Option<OpProgress> {
+        self.progress.lock().unwrap().clone()
+    }
+
+    /// Note where `op` is; every tenth of the way is logged.
+    pub(crate) fn note_progress(
+        &self,
+        op: &'static str,
+        p: &crate::rebuild::RebuildProgress,
+        start_stripe: u64,
+    ) {
+        let now = OpProgress::of(op, p, start_stripe);
+        let mut g = self.progress.lock().unwrap();
+        let tenth = |x: &OpProgress| (x.percent / 10.0) as u64;
+        let log = g
+            .as_ref()
+            .is_none_or(|old| tenth(old) != tenth(&now) || old.op != op);
+        *g = Some(now.clone());
+        drop(g);
+        if log {
+            tracing::info!(target: "hetraid::progress", op, percent = now.percent, stripes_done = now.stripes_done, stripes_total = now.stripes_total, rate_bytes_per_s = now.rate_bytes_per_s, eta_s = now.eta_s.unwrap_or(-1.0), "{op}: {}", now.text());
+        }
+    }
+
+    pub(crate) fn end_progress(&self) {
+        *self.progress.lock().unwrap() = None;
+    }
+
+    /// Clears the progress when dropped (the operation ended, or failed).
+    pub(crate) fn progress_guard(&self) -> ProgressGuard<'_> {
+        ProgressGuard(self)
+    }
+}
+
+pub(crate) struct ProgressGuard<'a>(&'a Array);
+
+impl Drop for ProgressGuard<'_> {
+    fn drop(&mut self) {
+        self.0.end_progress();
     }
 }

@@ -568,6 +568,7 @@ impl Array {
             healthy_state: ArrayState::healthy(n),
             warnings: Mutex::new(Vec::new()),
             annex: Mutex::new(None),
+            progress: Mutex::new(None),
         };
         // The superblock's read policy (layouts with copies).
         let policy = array.superblock().read_policy;

@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 mod cell;
 mod events;
-pub use events::log_event;
+pub use events::{log_event, OpProgress};
 mod failure;
 pub use cell::{ArrayCell, ChangeOptions, Reopen};
 mod hpda;
@@ -177,6 +177,8 @@ pub struct Array {
     /// Name, last known member paths, events (`crate::annex`); None when the
     /// bitmap leaves no room for it.
     pub(crate) annex: Mutex<Option<crate::annex::Annex>>,
+    /// The rebuild or scrub running now (`status` shows it).
+    pub(crate) progress: Mutex<Option<events::OpProgress>>,
     /// Does member i hold any chunk (false once all of it was relocated)?
     holds: Vec<bool>,
     /// Read errors per member since assembly (MD's read-error count).

@@ -43,6 +43,9 @@ pub struct Status {
     /// chunk moves are not all done.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub change: Option<super::ChangeProgress>,
+    /// A rebuild or scrub running now: percentage, rate, ETA.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress: Option<super::OpProgress>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -203,6 +206,7 @@ impl Array {
                     .sum()
             }),
             change: self.change_progress(),
+            progress: self.progress(),
         }
     }
 }

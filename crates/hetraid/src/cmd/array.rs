@@ -689,6 +689,13 @@ pub fn print_status(st: &hetraid_engine::Status) {
             t as f64 * 100.0 / data.max(1) as f64
         );
     }
+    if let Some(p) = serde_json::to_value(st)
+        .ok()
+        .as_ref()
+        .and_then(progress_line)
+    {
+        println!("{p}");
+    }
     if let Some(c) = &st.change {
         let what = if c.change == "restripe" {
             "new-layout rows written"
@@ -875,8 +882,13 @@ impl MembersCmd {
             if self.json {
                 return super::print_json(&v).map(|_| state);
             }
+            let held_by = match v["process"].as_str() {
+                None | Some("serve") => "served".to_string(),
+                Some(p) => format!("hetraid {p} running, pid {}", v["pid"]),
+            };
             println!(
-                "array {}  {}  state {} (served)\ncapacity {} bytes, chunk {}, {} stripes, policy {}{}, events {}",
+                "array {}{}  {}  state {} ({held_by})\ncapacity {} bytes, chunk {}, {} stripes, policy {}{}, events {}",
+                v["name"].as_str().filter(|n| !n.is_empty()).map_or_else(String::new, |n| format!("{n} ")),
                 v["uuid"].as_str().unwrap_or("?"),
                 v["layout"].as_str().unwrap_or("?"),
                 v["state"].as_str().unwrap_or("?"),
@@ -902,13 +914,20 @@ impl MembersCmd {
                 None => println!("consistency: {}", v["consistency"].as_str().unwrap_or("?")),
             }
             print_hpda(&v);
+            if let Some(p) = progress_line(&v) {
+                println!("{p}");
+            }
             for m in v["member_states"].as_array().into_iter().flatten() {
+                let path = match (m["path"].as_str(), m["last_path"].as_str()) {
+                    (Some(p), _) => p.to_string(),
+                    (None, Some(p)) => format!("{p} (last seen)"),
+                    (None, None) => "-".into(),
+                };
                 println!(
-                    "{:>6}  {:<10}  {:<5}  {}",
+                    "{:>6}  {:<10}  {:<5}  {path}",
                     m["device"].to_string(),
                     m["state"].as_str().unwrap_or("?"),
                     m["kind"].as_str().unwrap_or("?"),
-                    m["path"].as_str().unwrap_or("-")
                 );
             }
             for d in v["log"]["devices"].as_array().into_iter().flatten() {
@@ -1534,6 +1553,130 @@ fn progress_bar(what: &str) -> indicatif::ProgressBar {
     bar
 }
 
+/// An array held by this command for a long operation, with a control
+/// socket open meanwhile: `status` (progress, rate, ETA), `fail`,
+/// `replace`... from another shell reach this process as they reach a
+/// served array.
+pub struct Held {
+    pub cell: Arc<hetraid_engine::ArrayCell>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Held {
+    pub fn open(paths: &[String], role: &'static str) -> Result<Self, String> {
+        let members = open_all(paths)?;
+        let a = Array::assemble(members.clone()).map_err(|e| e.to_string())?;
+        let uuid = a.status().uuid;
+        let cell = Arc::new(hetraid_engine::ArrayCell::new(
+            Arc::new(a),
+            members,
+            Box::new(|_| Ok(())),
+        ));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread = {
+            let (cell, stop) = (cell.clone(), stop.clone());
+            std::thread::spawn(move || {
+                if let Err(e) = hetraid_nbd::control::serve_control_for(cell, &uuid, stop, role) {
+                    eprintln!("hetraid: warning: no control socket ({e}): status from another shell cannot see this {role}");
+                }
+            })
+        };
+        Ok(Self {
+            cell,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Close the control socket, then the array.
+    pub fn close(mut self) -> Result<Arc<Array>, String> {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.cell.stop();
+        let a = self.cell.current();
+        a.close().map_err(|e| e.to_string())?;
+        Ok(a)
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Run a long `request` on a served array; on a terminal, draw a progress
+/// bar from the server's status meanwhile (another control connection,
+/// once a second).
+fn remote_with_bar(
+    members: &[String],
+    request: serde_json::Value,
+    what: &'static str,
+) -> Option<Result<serde_json::Value, String>> {
+    use std::io::IsTerminal;
+    let first = split_member(members.first()?).ok()?.0;
+    let uuid = hetraid_nbd::control::array_uuid(&first)?;
+    if !matches!(hetraid_nbd::control::is_served(&uuid), Ok(true)) {
+        return remote(members, request);
+    }
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = std::io::stderr().is_terminal().then(|| {
+        let (done, members) = (done.clone(), members.to_vec());
+        std::thread::spawn(move || {
+            let bar = progress_bar(what);
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Some(Ok(v)) = remote(&members, serde_json::json!({"verb": "status"})) {
+                    let p = &v["progress"];
+                    if p["op"] == what {
+                        let total = p["stripes_total"].as_u64().unwrap_or(0);
+                        let chunk = v["chunk_bytes"].as_u64().unwrap_or(0);
+                        bar.set_length(total * chunk);
+                        bar.set_position(p["bytes_done"].as_u64().unwrap_or(0));
+                    }
+                }
+                for _ in 0..20 {
+                    if done.load(std::sync::atomic::Ordering::Relaxed) {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+            }
+            bar.finish_and_clear();
+        })
+    });
+    let r = remote(members, request);
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Some(t) = watcher {
+        let _ = t.join();
+    }
+    r
+}
+
+/// The status line of a rebuild or scrub running (status JSON's
+/// `progress`), e.g. `rebuild: 29.0 % (stripe 144 of 496), 52.1 MB/s, 3 s left`.
+pub fn progress_line(v: &serde_json::Value) -> Option<String> {
+    let p = v.get("progress").filter(|p| !p.is_null())?;
+    let eta = match p["eta_s"].as_f64() {
+        Some(s) if s < 3600.0 => format!("{:.0} s left", s.ceil()),
+        Some(s) => format!("{:.1} h left", s / 3600.0),
+        None => "time left unknown yet".into(),
+    };
+    Some(format!(
+        "{}: {:.1} % (stripe {} of {}), {:.1} MB/s, {eta}",
+        p["op"].as_str().unwrap_or("?"),
+        p["percent"].as_f64().unwrap_or(0.0),
+        p["stripes_done"],
+        p["stripes_total"],
+        p["rate_bytes_per_s"].as_f64().unwrap_or(0.0) / 1e6
+    ))
+}
+
 #[derive(Debug, Args)]
 pub struct RebuildCmd {
     /// The array's member files, the new one included.
@@ -1555,15 +1698,43 @@ pub struct RebuildCmd {
 
 impl RebuildCmd {
     pub fn run(&self) -> Result<(), String> {
-        if let Some(r) = remote(
+        if let Some(r) = remote_with_bar(
             &self.members,
             serde_json::json!({"verb": "rebuild", "min_speed": self.min_speed, "max_speed": self.max_speed, "to_spare": self.to_spare}),
+            "rebuild",
         ) {
-            r?;
-            return Ok(());
+            let v = r?;
+            if self.json {
+                return super::print_json(&v);
+            }
+            return print_rebuilt(&serde_json::from_value(v).map_err(|e| e.to_string())?);
+        }
+        let bar = progress_bar("rebuild");
+        let opts = RebuildOptions {
+            min_speed: self.min_speed,
+            max_speed: self.max_speed,
+            stop_after: None,
+        };
+        if !self.to_spare {
+            let held = Held::open(&self.members, "rebuild")?;
+            let r = {
+                let a = held.cell.get();
+                let chunk = a.layout().chunk_bytes();
+                let show = |p: hetraid_engine::RebuildProgress| {
+                    bar.set_length(p.stripes_total * chunk);
+                    bar.set_position(p.bytes_done);
+                };
+                a.rebuild(opts, &show).map_err(|e| e.to_string())
+            };
+            bar.finish_and_clear();
+            held.close()?;
+            let r = r?;
+            if self.json {
+                return super::print_json(&serde_json::to_value(&r).map_err(|e| e.to_string())?);
+            }
+            return print_rebuilt(&r);
         }
         let a = assemble(&self.members)?;
-        let bar = progress_bar("rebuild");
         let chunk = a.layout().chunk_bytes();
         let opts = RebuildOptions {
             min_speed: self.min_speed,
@@ -1585,6 +1756,12 @@ impl RebuildCmd {
         if self.json {
             return super::print_json(&serde_json::to_value(&r).map_err(|e| e.to_string())?);
         }
+        print_rebuilt(&r)
+    }
+}
+
+fn print_rebuilt(r: &hetraid_engine::RebuildReport) -> Result<(), String> {
+    {
         if r.members.is_empty() {
             println!("nothing to rebuild: no member is in the rebuilding state (use hetraid replace first, or --to-spare)");
         } else {
@@ -1703,34 +1880,35 @@ impl ReclaimCmd {
 
 impl ScrubCmd {
     pub fn run(&self) -> Result<(), String> {
-        let v = if let Some(r) = remote(
+        let v = if let Some(r) = remote_with_bar(
             &self.members,
             serde_json::json!({"verb": "scrub", "repair": self.repair,
                 "trust_data": self.trust_data, "trust_member": self.trust_member,
                 "min_speed": self.min_speed, "max_speed": self.max_speed}),
+            "scrub",
         ) {
             r?
         } else {
-            let a = assemble(&self.members)?;
-            let trust = a
-                .scrub_trust(self.repair, self.trust_data, self.trust_member)
-                .map_err(|e| e.to_string())?;
+            let held = Held::open(&self.members, "scrub")?;
             let bar = progress_bar("scrub");
-            let chunk = a.layout().chunk_bytes();
-            let show = |p: hetraid_engine::RebuildProgress| {
-                bar.set_length(p.stripes_total * chunk);
-                bar.set_position(p.bytes_done);
+            let r = {
+                let a = held.cell.get();
+                let chunk = a.layout().chunk_bytes();
+                let show = |p: hetraid_engine::RebuildProgress| {
+                    bar.set_length(p.stripes_total * chunk);
+                    bar.set_position(p.bytes_done);
+                };
+                let opts = hetraid_engine::ScrubOptions {
+                    min_speed: self.min_speed,
+                    max_speed: self.max_speed,
+                };
+                a.scrub_trust(self.repair, self.trust_data, self.trust_member)
+                    .and_then(|trust| a.scrub_with(trust, opts, &show))
+                    .map_err(|e| e.to_string())
             };
-            let opts = hetraid_engine::ScrubOptions {
-                min_speed: self.min_speed,
-                max_speed: self.max_speed,
-            };
-            let r = a
-                .scrub_with(trust, opts, &show)
-                .map_err(|e| e.to_string())?;
             bar.finish_and_clear();
-            a.close().map_err(|e| e.to_string())?;
-            serde_json::to_value(&r).map_err(|e| e.to_string())?
+            held.close()?;
+            serde_json::to_value(r?).map_err(|e| e.to_string())?
         };
         // Mismatches left as they are: exit 1 (what was repaired is fine).
         let left = v["mismatches"].as_u64().unwrap_or(0) > v["repaired"].as_u64().unwrap_or(0);

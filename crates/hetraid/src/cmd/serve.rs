@@ -64,6 +64,10 @@ pub struct ServeCmd {
     /// log passes half full, and at shutdown).
     #[arg(long, value_name = "SECONDS")]
     pub reclaim_idle: Option<f64>,
+    /// The log on stderr: human lines, or one JSON object per line (with
+    /// the fields of each event: array, event, slot, path, seq).
+    #[arg(long, default_value = "human", value_parser = ["human", "json"])]
+    pub log_format: String,
 }
 
 impl ServeCmd {
@@ -139,7 +143,7 @@ impl ServeCmd {
             );
         }
         for w in array.warnings() {
-            eprintln!("hetraid: warning: {w}");
+            tracing::warn!("{w}");
         }
         let stop = Arc::new(AtomicBool::new(false));
         for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -147,8 +151,8 @@ impl ServeCmd {
                 .map_err(|e| format!("cannot handle signals: {e}"))?;
         }
         let st = array.status();
-        eprintln!(
-            "hetraid: serving {} array {} ({} bytes, {}) on {}{}",
+        tracing::info!(
+            "serving {} array {} ({} bytes, {}) on {}{}",
             st.layout,
             st.uuid,
             st.capacity_bytes,
@@ -161,9 +165,7 @@ impl ServeCmd {
             let (cell, stop, uuid) = (cell.clone(), stop.clone(), st.uuid.clone());
             std::thread::spawn(move || {
                 if let Err(e) = hetraid_nbd::control::serve_control(cell, &uuid, stop) {
-                    eprintln!(
-                        "hetraid: control socket: {e}; lifecycle verbs cannot reach this server"
-                    );
+                    tracing::info!("control socket: {e}; lifecycle verbs cannot reach this server");
                 }
             })
         };
@@ -190,13 +192,13 @@ impl ServeCmd {
                             Ok(0) => break,
                             Ok(n) => total += n,
                             Err(e) => {
-                                eprintln!("hetraid: reclaiming the write log failed: {e}");
+                                tracing::info!("reclaiming the write log failed: {e}");
                                 break;
                             }
                         }
                     }
                     if total > 0 {
-                        eprintln!("hetraid: {total} bytes of the write log written to the RAID4");
+                        tracing::info!("{total} bytes of the write log written to the RAID4");
                     }
                 }
             })
@@ -214,8 +216,8 @@ impl ServeCmd {
                     let pending = array.status().log.is_some_and(|l| l.unreclaimed_bytes > 0);
                     if quiet >= idle && pending {
                         match array.reclaim() {
-                            Ok(n) => eprintln!("hetraid: idle for {:.1} s: {n} bytes of the write log written to the members", quiet.as_secs_f64()),
-                            Err(e) => eprintln!("hetraid: reclaiming the write log failed: {e}"),
+                            Ok(n) => tracing::info!("idle for {:.1} s: {n} bytes of the write log written to the members", quiet.as_secs_f64()),
+                            Err(e) => tracing::info!("reclaiming the write log failed: {e}"),
                         }
                         quiet = std::time::Duration::ZERO;
                     }
@@ -225,18 +227,21 @@ impl ServeCmd {
         // A change cut short continues in the background, as MD resumes a
         // reshape: batch by batch between client requests.
         let change_thread = cell.current().change_progress().map(|p| {
-            eprintln!(
-                "hetraid: the {} in progress ({} of {} done) continues",
-                p.change, p.moves_done, p.moves
+            tracing::info!(
+                "the {} in progress ({} of {} done) continues",
+                p.change,
+                p.moves_done,
+                p.moves
             );
             let cell = cell.clone();
             std::thread::spawn(move || match cell.resume(Default::default()) {
-                Ok(Some(r)) => eprintln!(
-                    "hetraid: the {} finished: capacity {} bytes (new connections see it)",
-                    r.change, r.capacity_after
+                Ok(Some(r)) => tracing::info!(
+                    "the {} finished: capacity {} bytes (new connections see it)",
+                    r.change,
+                    r.capacity_after
                 ),
                 Ok(None) => {}
-                Err(e) => eprintln!("hetraid: the change in progress stopped: {e}"),
+                Err(e) => tracing::info!("the change in progress stopped: {e}"),
             })
         });
         let stats = Arc::new(Stats::default());
@@ -284,8 +289,8 @@ impl ServeCmd {
             let _ = t.join();
         }
         cell.current().close().map_err(|e| e.to_string())?;
-        eprintln!(
-            "hetraid: stopped after {} connections ({} refused) and {} requests ({} failed); members flushed, array clean",
+        tracing::info!(
+            "stopped after {} connections ({} refused) and {} requests ({} failed); members flushed, array clean",
             stats.connections.load(Ordering::Relaxed),
             stats.refused.load(Ordering::Relaxed),
             stats.requests.load(Ordering::Relaxed),
