@@ -175,7 +175,13 @@ impl Event {
             EventKind::Attached => format!("{who} attached, to be rebuilt"),
             EventKind::ReAdded => format!("{who} re-added: {a} bitmap regions to resync"),
             EventKind::SpareAdded => format!("spare {} added", self.detail),
-            EventKind::SpareActivated => format!("spare took the slot of {who}"),
+            EventKind::SpareActivated => match self.slot {
+                Some(s) => format!(
+                    "spare {} took the place of member {s}, to be rebuilt",
+                    self.detail
+                ),
+                None => format!("spare {} activated", self.detail),
+            },
             EventKind::RebuildStarted => format!("rebuild of {who} started at stripe {a} of {b}"),
             EventKind::RebuildFinished => {
                 format!(

@@ -135,7 +135,24 @@ pub struct Superblock {
     /// RAID5/6, RAIDH: a restripe in progress (bytes 2432..2720, where
     /// S²-RAID keeps relocations).
     pub reshape: Option<ReshapeRecord>,
+    /// Hot spares (byte 4043 counts them; entries after the member table's
+    /// n, state 5): devices that take a failed member's slot by themselves.
+    pub spares: Vec<SpareRole>,
 }
+
+/// A hot spare: a device of the array holding no slot, waiting for one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpareRole {
+    pub kind: MemberKind,
+    /// The device's whole size in bytes (what a slot it takes may need).
+    pub size: u64,
+    /// Random id, as a member's.
+    pub device: u64,
+}
+
+/// Where the spare count lives, and the state byte of a spare's entry.
+const SPARES_AT: usize = 4043;
+const SPARE_STATE: u8 = 5;
 
 /// A restripe in progress (`grow --add` on RAID5/6/RAIDH, `grow --weights`
 /// on RAIDH): from the layout over the first `old_members` slots with
@@ -456,6 +473,15 @@ impl Superblock {
             put_u64(&mut b, at + 16, r.rebuild_checkpoint);
             put_u64(&mut b, at + 24, r.device);
         }
+        assert!(self.roles.len() + self.spares.len() <= MAX_MEMBERS);
+        b[SPARES_AT] = self.spares.len() as u8;
+        for (i, r) in self.spares.iter().enumerate() {
+            let at = TABLE + ENTRY * (self.roles.len() + i);
+            b[at] = SPARE_STATE;
+            b[at + 1] = KINDS.iter().position(|k| *k == r.kind).unwrap() as u8;
+            put_u64(&mut b, at + 8, r.size);
+            put_u64(&mut b, at + 24, r.device);
+        }
         assert!(self.relocations.len() <= MAX_RELOCATIONS);
         put_u16(&mut b, RELOC_COUNT, self.relocations.len() as u16);
         for (i, r) in self.relocations.iter().enumerate() {
@@ -522,9 +548,27 @@ impl Superblock {
         if n == 0 || n > MAX_MEMBERS {
             return Err(FormatError::Field("member count"));
         }
+        let spare_count = b[SPARES_AT] as usize;
+        if n + spare_count > MAX_MEMBERS {
+            return Err(FormatError::Field("spare count"));
+        }
         let member = u32_at(b, 12);
-        if member as usize >= n {
+        if member as usize >= n + spare_count {
             return Err(FormatError::Field("member index"));
+        }
+        let mut spares = Vec::with_capacity(spare_count);
+        for i in 0..spare_count {
+            let at = TABLE + ENTRY * (n + i);
+            if b[at] != SPARE_STATE {
+                return Err(FormatError::Field("spare entry"));
+            }
+            spares.push(SpareRole {
+                kind: *KINDS
+                    .get(b[at + 1] as usize)
+                    .ok_or(FormatError::Field("spare kind"))?,
+                size: u64_at(b, at + 8),
+                device: u64_at(b, at + 24),
+            });
         }
         let name_raw = &b[72..104];
         let name_len = name_raw.iter().position(|c| *c == 0).unwrap_or(32);
@@ -709,6 +753,7 @@ impl Superblock {
             }
         }
         Ok(Self {
+            spares,
             reshape,
             raidx_history,
             last_scrub,
@@ -859,6 +904,11 @@ mod tests {
             }],
             raidx_history: None,
             reshape: None,
+            spares: vec![SpareRole {
+                kind: MemberKind::Ssd,
+                size: 1 << 30,
+                device: 99,
+            }],
         }
     }
 

@@ -68,6 +68,39 @@ impl Array {
     /// that left this array; anything else (another array's member, a file with
     /// data) is refused unless `force`.
     pub fn replace(&self, i: usize, new: Arc<dyn Member>, force: bool) -> Result<()> {
+        self.replace_editing(i, new, force, &|_| {})
+    }
+
+    /// Bytes a device needs to hold slot `i`: the data offset, its data
+    /// area, a log region on it, a RAIDX bundle table.
+    pub(crate) fn slot_need(&self, sb: &Superblock, i: usize) -> u64 {
+        sb.data_offset
+            + match sb.log.and_then(|l| l.region) {
+                Some(r)
+                    if r.slots[..sb.log.map_or(0, |l| l.copies as usize)]
+                        .iter()
+                        .any(|&s| s as usize == i) =>
+                {
+                    crate::array::region_start(self.layout(), i, sb.roles[i].data_size) + r.bytes
+                }
+                _ => sb.roles[i].data_size,
+            }
+            + if sb.bundle_table {
+                crate::bundles::table_bytes(sb.roles[i].data_size / sb.chunk_bytes)
+            } else {
+                0
+            }
+    }
+
+    /// [`Array::replace`], with `edit` applied to the superblock the attach
+    /// writes (a spare taken off the spare list in the same update).
+    pub(crate) fn replace_editing(
+        &self,
+        i: usize,
+        new: Arc<dyn Member>,
+        force: bool,
+        edit: &dyn Fn(&mut Superblock),
+    ) -> Result<()> {
         let sb = self.superblock();
         if i >= sb.roles.len() {
             return Err(EngineError::Refused(format!(
@@ -97,24 +130,7 @@ impl Array {
                 new.name()
             )));
         }
-        // A slot holding a log region needs room for it too.
-        let need = sb.data_offset
-            + match sb.log.and_then(|l| l.region) {
-                Some(r)
-                    if r.slots[..sb.log.map_or(0, |l| l.copies as usize)]
-                        .iter()
-                        .any(|&s| s as usize == i) =>
-                {
-                    crate::array::region_start(self.layout(), i, sb.roles[i].data_size) + r.bytes
-                }
-                _ => sb.roles[i].data_size,
-            }
-            // RAIDX: and its bundle table past the data area.
-            + if sb.bundle_table {
-                crate::bundles::table_bytes(sb.roles[i].data_size / sb.chunk_bytes)
-            } else {
-                0
-            };
+        let need = self.slot_need(&sb, i);
         if new.len() < need {
             return Err(EngineError::Refused(format!(
                 "replacement {} is {} bytes; slot {i} needs at least {need}",
@@ -149,6 +165,7 @@ impl Array {
             )
             .map_err(EngineError::Refused)?;
         let mut first = sb.clone();
+        edit(&mut first);
         first.set_table(&next);
         first.member = i as u32;
         first.clean = false;
@@ -179,7 +196,10 @@ impl Array {
         }
         let old = self.member(i);
         self.set_slot(i, new);
-        let r = self.transition(hetraid_core::membership::Transition::Attach { slot: i, device });
+        let r = self.transitions(
+            &[hetraid_core::membership::Transition::Attach { slot: i, device }],
+            edit,
+        );
         if r.is_err() {
             self.put_back(i, old);
             return r;
@@ -217,7 +237,12 @@ impl Array {
 
     /// Refuse to overwrite anything but an empty device or a member that left
     /// this array (MD wants --zero-superblock first; `force` is ours).
-    fn check_replacement(&self, new: &dyn Member, sb: &Superblock, force: bool) -> Result<()> {
+    pub(crate) fn check_replacement(
+        &self,
+        new: &dyn Member,
+        sb: &Superblock,
+        force: bool,
+    ) -> Result<()> {
         for j in 0..self.slot_count() {
             if self.member(j).is_some_and(|m| m.name() == new.name()) && sb.roles[j].state.is_in() {
                 return Err(EngineError::Refused(format!(
@@ -537,7 +562,7 @@ impl Array {
                         // Buffers reused from batch to batch.
                         let mut pool: Vec<StripeBufs> = Vec::new();
                         loop {
-                            if stop.load(Ordering::Relaxed) {
+                            if stop.load(Ordering::Relaxed) || self.cancel.load(Ordering::Relaxed) {
                                 return;
                             }
                             let lo = next_batch.fetch_add(1, Ordering::Relaxed) * batch_len;

@@ -328,7 +328,7 @@ fn handle(cell: &ArrayCell, s: UnixStream, uid: u32, pid: i32, role: &'static st
     let file = fd.map(std::fs::File::from);
     let reply = match serde_json::from_str::<Value>(&line) {
         Ok(req) => {
-            let mut r = change(cell, &req, file).unwrap_or_else(|f| run(&cell.get(), &req, f));
+            let mut r = change(cell, &req, file).unwrap_or_else(|f| run(cell, &req, f));
             if let (Ok(v), Some("status")) = (&mut r, req["verb"].as_str()) {
                 v["process"] = role.into();
                 v["pid"] = std::process::id().into();
@@ -362,7 +362,9 @@ fn handle(cell: &ArrayCell, s: UnixStream, uid: u32, pid: i32, role: &'static st
 fn describe(req: &Value) -> String {
     let verb = req["verb"].as_str().unwrap_or("?");
     let mut parts = vec![verb.to_string()];
-    for k in ["member", "add", "size", "weights", "repair", "force"] {
+    for k in [
+        "member", "with", "add", "size", "weights", "repair", "force",
+    ] {
         if !req[k].is_null() {
             parts.push(format!("{k}={}", req[k]));
         }
@@ -449,7 +451,9 @@ fn change(
     }
 }
 
-fn run(array: &Array, req: &Value, file: Option<std::fs::File>) -> Result<Value, String> {
+fn run(cell: &ArrayCell, req: &Value, file: Option<std::fs::File>) -> Result<Value, String> {
+    let array = cell.get();
+    let array: &Array = &array;
     let member = || {
         req["member"]
             .as_u64()
@@ -492,14 +496,31 @@ fn run(array: &Array, req: &Value, file: Option<std::fs::File>) -> Result<Value,
         }
         Some("replace") => {
             let path = req["with"].as_str().ok_or("replace needs \"with\"")?;
-            let new = passed_member(file, path, "replace")?;
+            let new: Arc<dyn hetraid_engine::member::Member> =
+                Arc::new(passed_member(file, path, "replace")?);
             array
-                .replace(
-                    member()?,
-                    Arc::new(new),
-                    req["force"].as_bool().unwrap_or(false),
-                )
+                .replace(member()?, new.clone(), req["force"].as_bool().unwrap_or(false))
                 .map_err(|e| e.to_string())?;
+            cell.adopt(new);
+            Ok(json!({"state": array.status().state}))
+        }
+        Some("add_spare") => {
+            let path = req["with"].as_str().ok_or("add_spare needs \"with\"")?;
+            let kind = match req["kind"].as_str() {
+                None => hetraid_core::MemberKind::Hdd,
+                Some(k) => hetraid_core::MemberKind::parse(k)?,
+            };
+            let new: Arc<dyn hetraid_engine::member::Member> =
+                Arc::new(passed_member(file, path, "add")?);
+            array
+                .add_spare(new.clone(), kind, req["force"].as_bool().unwrap_or(false))
+                .map_err(|e| e.to_string())?;
+            cell.adopt(new);
+            Ok(json!({"state": array.status().state, "spares": array.spare_status().len()}))
+        }
+        Some("remove_spare") => {
+            let path = req["with"].as_str().ok_or("remove_spare needs \"with\"")?;
+            array.remove_spare(path).map_err(|e| e.to_string())?;
             Ok(json!({"state": array.status().state}))
         }
         Some("remove") => {
@@ -521,7 +542,7 @@ fn run(array: &Array, req: &Value, file: Option<std::fs::File>) -> Result<Value,
             serde_json::to_value(r).map_err(|e| e.to_string())
         }
         other => Err(format!(
-            "unknown control verb {other:?}; use status, fail, remove, scrub, replace, rebuild, reclaim, grow or shrink"
+            "unknown control verb {other:?}; use status, fail, remove, scrub, replace, add_spare, remove_spare, rebuild, reclaim, grow or shrink"
         )),
     }
 }

@@ -75,6 +75,15 @@ impl ArrayCell {
             .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
+    /// A device the served array took since it was opened (a replacement,
+    /// a spare): later assemblies of a change include it.
+    pub fn adopt(&self, m: Arc<dyn Member>) {
+        let mut g = self.members.lock().unwrap();
+        if !g.iter().any(|x| x.name() == m.name()) {
+            g.push(m);
+        }
+    }
+
     /// The members as the server opened them.
     pub fn members(&self) -> Vec<Arc<dyn Member>> {
         self.members.lock().unwrap().clone()

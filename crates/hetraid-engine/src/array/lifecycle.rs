@@ -392,6 +392,7 @@ impl Array {
             relocations: vec![],
             last_scrub: None,
             reshape: None,
+            spares: vec![],
             raidx_history: raidx.then(|| {
                 hetraid_core::layout::raidx_history::History::new(
                     sizes.iter().map(|s| s / opts.chunk_bytes).collect(),
@@ -569,6 +570,8 @@ impl Array {
             warnings: Mutex::new(Vec::new()),
             annex: Mutex::new(None),
             progress: Mutex::new(None),
+            spares: Mutex::new(Vec::new()),
+            cancel: AtomicBool::new(false),
         };
         // The superblock's read policy (layouts with copies).
         let policy = array.superblock().read_policy;
@@ -636,6 +639,26 @@ impl Array {
                     given[0].name()
                 )));
             }
+        }
+        // Hot spares (a slot past the member table) are set aside: they
+        // hold no slot (`spares.rs`).
+        let mut spare_given = Vec::new();
+        let (given, mut sbs) = {
+            let (mut g, mut s) = (Vec::new(), Vec::new());
+            for (m, sb) in given.into_iter().zip(sbs) {
+                if sb.member as usize >= sb.roles.len() {
+                    spare_given.push((m, sb));
+                } else {
+                    g.push(m);
+                    s.push(sb);
+                }
+            }
+            (g, s)
+        };
+        if given.is_empty() {
+            return Err(EngineError::Refused(
+                "only spares were given; give the array's members too".into(),
+            ));
         }
         let fresh = sbs.iter().max_by_key(|s| s.events).unwrap().clone();
         super::living::upgrade_for_grow(&mut sbs, &fresh);
@@ -828,6 +851,7 @@ impl Array {
                 }
             }
         }
+        array.take_spares(spare_given);
         array.load_annex(&raw);
         if !array.read_only {
             for &s in &a.recorded_missing {

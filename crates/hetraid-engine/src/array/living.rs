@@ -602,6 +602,7 @@ impl Array {
         weights: Option<Vec<u64>>,
         force: bool,
     ) -> Result<Vec<Arc<dyn Member>>> {
+        Self::refuse_spares(&given)?;
         let first = given
             .first()
             .ok_or_else(|| EngineError::Refused("give the array's members".into()))?;
@@ -755,6 +756,7 @@ impl Array {
     /// move onto it as onto a new member). `None`: every member is used
     /// whole. Run it until `None`.
     pub fn prepare_enlarge(given: Vec<Arc<dyn Member>>) -> Result<Option<usize>> {
+        Self::refuse_spares(&given)?;
         let a = Self::assemble(given.clone())?;
         let sb = a.superblock();
         if sb.layout.name != "raidx" {
@@ -803,6 +805,7 @@ impl Array {
     /// pending (no chunk moved yet); nothing when the same remove is
     /// pending already (run again after a crash).
     pub fn prepare_shrink(given: Vec<Arc<dyn Member>>, slot: usize, size: u64) -> Result<()> {
+        Self::refuse_spares(&given)?;
         let a = Self::assemble(given.clone())?;
         let sb = a.superblock();
         // Run again after a crash: the same remove resumes.

@@ -26,7 +26,9 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 mod cell;
 mod events;
+mod spares;
 pub use events::{log_event, OpProgress};
+pub use spares::SpareStatus;
 mod failure;
 pub use cell::{ArrayCell, ChangeOptions, Reopen};
 mod hpda;
@@ -179,6 +181,11 @@ pub struct Array {
     pub(crate) annex: Mutex<Option<crate::annex::Annex>>,
     /// The rebuild or scrub running now (`status` shows it).
     pub(crate) progress: Mutex<Option<events::OpProgress>>,
+    /// Hot spares given at assembly (or added since) that the array lists.
+    pub(crate) spares: Mutex<Vec<spares::SpareDev>>,
+    /// Stop long operations (rebuild) at their next batch: the server is
+    /// shutting down. They checkpoint and can resume.
+    pub(crate) cancel: AtomicBool,
     /// Does member i hold any chunk (false once all of it was relocated)?
     holds: Vec<bool>,
     /// Read errors per member since assembly (MD's read-error count).
@@ -230,6 +237,12 @@ fn read_sb(m: &dyn Member) -> Result<std::result::Result<Superblock, crate::form
 }
 
 impl Array {
+    /// Ask running rebuilds to stop at their next batch (shutdown); they
+    /// record where they got and resume from there next time.
+    pub fn cancel_long_operations(&self) {
+        self.cancel.store(true, Ordering::Relaxed);
+    }
+
     pub fn layout(&self) -> &dyn Layout {
         self.layout.as_ref()
     }

@@ -46,6 +46,9 @@ pub struct Status {
     /// A rebuild or scrub running now: percentage, rate, ETA.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub progress: Option<super::OpProgress>,
+    /// Hot spares given with the members (and how many listed were not).
+    pub spares: Vec<super::SpareStatus>,
+    pub spares_missing: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -207,6 +210,8 @@ impl Array {
             }),
             change: self.change_progress(),
             progress: self.progress(),
+            spares: self.spare_status(),
+            spares_missing: self.spares_missing(),
         }
     }
 }

@@ -740,6 +740,7 @@ pub fn print_status(st: &hetraid_engine::Status) {
             }
         );
     }
+    print_spares(&serde_json::to_value(st).unwrap_or_default());
     if let Some(l) = &st.log {
         for d in &l.devices {
             println!(
@@ -930,6 +931,7 @@ impl MembersCmd {
                     m["kind"].as_str().unwrap_or("?"),
                 );
             }
+            print_spares(&v);
             for d in v["log"]["devices"].as_array().into_iter().flatten() {
                 println!(
                     "{:>6}  {:<10}  {:<5}  {}",
@@ -1099,6 +1101,43 @@ impl MemberOpCmd {
                 "remove takes no --force or --with; it detaches a faulty or missing member".into(),
             );
         }
+        // A hot spare named by its path is taken off the array.
+        if let Some(path) = self
+            .member
+            .as_deref()
+            .filter(|m| m.parse::<usize>().is_err())
+        {
+            let p = split_member(path)?.0;
+            if let Ok((sb, _)) = hetraid_engine::annex::read_member(&p) {
+                if sb.member as usize >= sb.roles.len() {
+                    let abs = std::path::absolute(&p).map_err(|e| e.to_string())?;
+                    if let Some(r) = remote(
+                        &self.members,
+                        serde_json::json!({"verb": "remove_spare", "with": abs}),
+                    ) {
+                        r?;
+                    } else {
+                        let mut all = self.members.clone();
+                        if !self
+                            .members
+                            .iter()
+                            .any(|m| split_member(m).is_ok_and(|x| same_path(&x.0, &p)))
+                        {
+                            all.push(path.to_string());
+                        }
+                        let a = assemble(&all)?;
+                        a.remove_spare(&p.display().to_string())
+                            .map_err(|e| e.to_string())?;
+                        a.close().map_err(|e| e.to_string())?;
+                    }
+                    println!(
+                        "spare {} removed from the array (its superblock cleared)",
+                        p.display()
+                    );
+                    return Ok(());
+                }
+            }
+        }
         let member = self.slot("remove")?;
         let name = self.named(member);
         if let Some(r) = remote(
@@ -1187,9 +1226,15 @@ pub struct AddCmd {
     /// The array's member files.
     #[arg(required = true)]
     pub members: Vec<String>,
-    /// The new member, put in the first failed or missing slot.
-    #[arg(long)]
+    /// The new device (PATH[:hdd|ssd|nvram]): put in the first failed,
+    /// missing or removed slot (then rebuild), or, when no slot wants one,
+    /// added as a hot spare.
+    #[arg(long, value_name = "PATH[:kind]")]
     pub with: String,
+    /// Add it as a hot spare even when a slot is failed (it then waits;
+    /// served, it takes the slot at once).
+    #[arg(long)]
+    pub spare: bool,
     /// Overwrite a device that holds data or another array's member.
     #[arg(long)]
     pub force: bool,
@@ -1197,9 +1242,9 @@ pub struct AddCmd {
 
 impl AddCmd {
     pub fn run(&self) -> Result<(), String> {
-        const NO_SLOT: &str = "the array has no failed or missing slot to add a member to; to make the array larger with it use hetraid grow MEMBERS... --add NEW (raidx, raid5, raid6, raidh); hot spares are not supported yet";
         let free = |state: &str| matches!(state, "faulty" | "removed" | "missing");
-        let (p, _) = split_member(&self.with)?;
+        let (p, kind) = split_member(&self.with)?;
+        let kind = kind.unwrap_or(MemberKind::Hdd);
         // A served array: find the slot in its status, attach through it.
         if let Some(r) = remote(&self.members, serde_json::json!({"verb": "status"})) {
             let v = r?;
@@ -1209,8 +1254,21 @@ impl AddCmd {
                 .flatten()
                 .find(|m| free(m["state"].as_str().unwrap_or("")))
                 .and_then(|m| m["device"].as_u64())
-                .ok_or(NO_SLOT)?;
+                .filter(|_| !self.spare);
             let abs = std::path::absolute(&p).map_err(|e| e.to_string())?;
+            let Some(slot) = slot else {
+                remote_passing(
+                    &self.members,
+                    serde_json::json!({"verb": "add_spare", "with": abs, "kind": kind.as_str(), "force": self.force}),
+                    Some(&abs),
+                )
+                .ok_or("the server went away")??;
+                println!(
+                    "{} added to the served array as a hot spare: it takes the slot of the next member to fail, and the rebuild starts by itself",
+                    p.display()
+                );
+                return Ok(());
+            };
             remote_passing(
                 &self.members,
                 serde_json::json!({"verb": "replace", "member": slot, "with": abs, "force": self.force}),
@@ -1230,7 +1288,18 @@ impl AddCmd {
             .iter()
             .find(|m| free(m.state))
             .map(|m| m.device)
-            .ok_or(NO_SLOT)?;
+            .filter(|_| !self.spare);
+        let Some(slot) = slot else {
+            let new = open_member(&p)?;
+            a.add_spare(new, kind, self.force)
+                .map_err(|e| e.to_string())?;
+            a.close().map_err(|e| e.to_string())?;
+            println!(
+                "{} added as a hot spare: list it with the members; a served array rebuilds onto it when a member fails, an offline hetraid rebuild uses it for a failed slot",
+                p.display()
+            );
+            return Ok(());
+        };
         a.replace(slot, open_member(&p)?, self.force)
             .map_err(|e| e.to_string())?;
         a.close().map_err(|e| e.to_string())?;
@@ -1658,6 +1727,34 @@ fn remote_with_bar(
     r
 }
 
+/// The spare lines of `status` (local or served: from the status JSON).
+fn print_spares(v: &serde_json::Value) {
+    for sp in v["spares"].as_array().into_iter().flatten() {
+        let fits: Vec<String> = sp["fits_slots"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|x| x.to_string())
+            .collect();
+        println!(
+            "{:>6}  {:<10}  {:<5}  {:>10}  {:>5}  {:>5}  {}  (can take slot{} {})",
+            "spare",
+            "spare",
+            sp["kind"].as_str().unwrap_or("?"),
+            format_size(sp["size_bytes"].as_u64().unwrap_or(0)),
+            "-",
+            "-",
+            sp["path"].as_str().unwrap_or("?"),
+            if fits.len() == 1 { "" } else { "s" },
+            fits.join(", ")
+        );
+    }
+    let missing = v["spares_missing"].as_u64().unwrap_or(0);
+    if missing > 0 {
+        println!("{missing} spare(s) the array lists were not given: give them with the members");
+    }
+}
+
 /// The status line of a rebuild or scrub running (status JSON's
 /// `progress`), e.g. `rebuild: 29.0 % (stripe 144 of 496), 52.1 MB/s, 3 s left`.
 pub fn progress_line(v: &serde_json::Value) -> Option<String> {
@@ -1717,6 +1814,12 @@ impl RebuildCmd {
         };
         if !self.to_spare {
             let held = Held::open(&self.members, "rebuild")?;
+            // No replacement given: hot spares take the failed slots.
+            let taken = held.cell.get().activate_spares().map_err(|e| e.to_string());
+            for (slot, path) in taken.as_deref().unwrap_or_default() {
+                eprintln!("hetraid: spare {path} takes the place of member {slot}");
+            }
+            taken?;
             let r = {
                 let a = held.cell.get();
                 let chunk = a.layout().chunk_bytes();

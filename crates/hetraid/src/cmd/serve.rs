@@ -244,6 +244,12 @@ impl ServeCmd {
                 Err(e) => tracing::info!("the change in progress stopped: {e}"),
             })
         });
+        // Hot spares: a member that fails (or a slot found failed at start)
+        // gets a spare and its rebuild at once, as MD does.
+        let spare_thread = {
+            let (cell, stop) = (cell.clone(), stop.clone());
+            std::thread::spawn(move || spare_watch(&cell, &stop))
+        };
         let stats = Arc::new(Stats::default());
         if self.max_connections == Some(0) {
             return Err("--max-connections 0 would refuse every client; give at least 1".into());
@@ -278,7 +284,9 @@ impl ServeCmd {
         serve(cell.clone(), &listen, cfg, stop.clone(), stats.clone())
             .map_err(|e| format!("cannot serve on {}: {e}", self.listen))?;
         cell.stop();
+        cell.current().cancel_long_operations();
         let _ = ctl_thread.join();
+        let _ = spare_thread.join();
         if let Some(t) = change_thread {
             let _ = t.join();
         }
@@ -297,5 +305,43 @@ impl ServeCmd {
             stats.errors.load(Ordering::Relaxed)
         );
         Ok(())
+    }
+}
+
+/// Watch the served array for slots that want a spare (a member failed,
+/// missing or removed) while spares wait: take one and rebuild onto it,
+/// at MD's default speeds (the rebuild yields to client I/O). Looks every
+/// half second; a rebuild already running is waited for.
+fn spare_watch(cell: &hetraid_engine::ArrayCell, stop: &AtomicBool) {
+    let mut pending = false;
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let a = cell.get();
+        if a.change_progress().is_some() {
+            continue;
+        }
+        let wanting = !a.slots_wanting().is_empty() && !a.spare_status().is_empty();
+        if wanting {
+            match a.activate_spares() {
+                Ok(taken) => {
+                    // Each is an event (logged by the engine).
+                    pending |= !taken.is_empty();
+                }
+                Err(e) => tracing::warn!("a spare could not take a failed member's place: {e}"),
+            }
+        }
+        if pending && !stop.load(Ordering::Relaxed) {
+            match a.rebuild(hetraid_engine::RebuildOptions::default(), &|_| {}) {
+                Ok(r) if r.completed => pending = false,
+                Ok(_) => {}
+                // Another rebuild runs (it may not include the spare's
+                // slot): look again once it is done.
+                Err(e) if e.to_string().contains("already running") => {}
+                Err(e) => {
+                    tracing::warn!("the rebuild onto a spare stopped: {e}");
+                    pending = false;
+                }
+            }
+        }
     }
 }
