@@ -98,6 +98,9 @@ pub struct MemberRole {
     /// Random id of the device in the slot, given when it entered it (0 =
     /// unknown, written by versions before ids).
     pub device: u64,
+    /// Rebuilding a member that left intact and came back (re-add): only
+    /// the regions the write-intent bitmap marks are rebuilt (entry byte 2).
+    pub resync: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -472,6 +475,7 @@ impl Superblock {
             put_u64(&mut b, at + 8, r.data_size);
             put_u64(&mut b, at + 16, r.rebuild_checkpoint);
             put_u64(&mut b, at + 24, r.device);
+            b[at + 2] = (r.resync && r.state == RoleState::Rebuilding) as u8;
         }
         assert!(self.roles.len() + self.spares.len() <= MAX_MEMBERS);
         b[SPARES_AT] = self.spares.len() as u8;
@@ -592,6 +596,7 @@ impl Superblock {
                 data_size: u64_at(b, at + 8),
                 rebuild_checkpoint: u64_at(b, at + 16),
                 device: u64_at(b, at + 24),
+                resync: b[at + 2] == 1,
             });
         }
         let raidx_history = if &name == "raidx" && b[HISTORY_AT + 2] != 0 {
@@ -840,6 +845,9 @@ impl Superblock {
                 SlotState::Missing => (RoleState::Missing, 0),
             };
             r.device = s.device;
+            if r.state != RoleState::Rebuilding {
+                r.resync = false;
+            }
         }
     }
 
@@ -885,6 +893,7 @@ mod tests {
                     data_size: 1 << 30,
                     rebuild_checkpoint: i,
                     device: 0x1234_5678 + i,
+                    resync: false,
                 })
                 .collect(),
             last_scrub: Some(ScrubRecord {

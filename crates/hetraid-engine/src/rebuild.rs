@@ -139,6 +139,12 @@ impl Array {
             )));
         }
         self.check_replacement(new.as_ref(), &sb, force)?;
+        let readd = self.is_readd(new.as_ref(), &sb, i);
+        let mark = move |s: &mut Superblock| s.roles[i].resync = readd;
+        let edit = &|s: &mut Superblock| {
+            edit(s);
+            mark(s);
+        };
         let raw = new.clone();
         let new = crate::array::with_checksums(new, &sb);
         // The new device's bitmap area is zeroed first; then one superblock
@@ -205,7 +211,17 @@ impl Array {
             return r;
         }
         self.remember_path(i, raw.as_ref());
-        self.record_member(crate::annex::EventKind::Attached, i, [0; 3]);
+        if readd {
+            // Its bitmap copy is the array's again (it was zeroed above).
+            let bm = self.bitmap.lock().unwrap();
+            let pages: Vec<u64> = (0..bm.bits.len() as u64).step_by(4096).collect();
+            self.write_bitmap_pages(&bm, &pages)?;
+            let regions = bm.dirty().len() as u64;
+            drop(bm);
+            self.record_member(crate::annex::EventKind::ReAdded, i, [regions, 0, 0]);
+        } else {
+            self.record_member(crate::annex::EventKind::Attached, i, [0; 3]);
+        }
         // A log region on this slot: the new device takes the log's copy,
         // with its live records, at once.
         if let Some((copy, region)) = sb.log.and_then(|l| {
@@ -233,6 +249,42 @@ impl Array {
             }
         }
         Ok(())
+    }
+
+    /// Is `new` the device that left slot `i` intact, with the array's
+    /// bitmap kept ever since (mdadm --re-add)? Then only the regions the
+    /// bitmap marks need rebuilding. Its superblock must be this array's,
+    /// name slot `i` and the device id the slot still records, and the
+    /// array must have kept its layout (no grow, restripe or relocation
+    /// since): anything else is rebuilt whole.
+    fn is_readd(&self, new: &dyn Member, sb: &Superblock, i: usize) -> bool {
+        let mut head = AlignedBuf::zeroed(SB_SIZE);
+        if new.read_at(&mut head, 0).is_err() {
+            return false;
+        }
+        let Ok(theirs) = Superblock::decode(&head) else {
+            return false;
+        };
+        let id = sb.roles[i].device;
+        theirs.uuid == sb.uuid
+            && theirs.member as usize == i
+            && theirs.roles.len() == sb.roles.len()
+            && id != 0
+            && theirs.roles[i].device == id
+            && !sb.roles[i].state.is_in()
+            && theirs.events < sb.events
+            && theirs.layout == sb.layout
+            && theirs.relocations == sb.relocations
+            && theirs.raidx_history == sb.raidx_history
+            && theirs.reshape.is_none()
+            && sb.reshape.is_none()
+            && theirs.data_offset == sb.data_offset
+            && theirs.chunk_bytes == sb.chunk_bytes
+            && theirs.bitmap_stripes == sb.bitmap_stripes
+            && theirs.checksums == sb.checksums
+            && theirs.roles[i].data_size == sb.roles[i].data_size
+            && sb.log.is_none()
+            && self.layout().redundancy() != hetraid_core::Redundancy::None
     }
 
     /// Refuse to overwrite anything but an empty device or a member that left
@@ -351,15 +403,51 @@ impl Array {
         }
         let sched = hetraid_core::rebuild::schedule(self.layout(), &rstate, &targets, false)?;
         let total = self.layout().stripe_count();
+        // Re-added members: only the stripes of regions the bitmap marks.
+        // The others are valid on them already: marked so at once, with
+        // every stripe lock held, so no write planned before sees them
+        // otherwise.
+        let clean: Option<Vec<bool>> = if targets.iter().all(|&t| sb.roles[t].resync) {
+            let _all = self.lock_stripes(0..(total.min(crate::array::LOCK_SHARDS as u64)));
+            let bm = self.bitmap.lock().unwrap();
+            let clean: Vec<bool> = (0..total).map(|s| !bm.is_set(bm.bit_of(s))).collect();
+            drop(bm);
+            let mut words = vec![0u64; total.div_ceil(64) as usize];
+            for (s, &c) in clean.iter().enumerate() {
+                if c || (s as u64) < start_at {
+                    words[s / 64] |= 1 << (s % 64);
+                }
+            }
+            let words = std::sync::Arc::new(words);
+            let mut st = self.state.write().unwrap();
+            for &t in &targets {
+                st.members[t] = MemberState::Rebuilding {
+                    valid_below_stripe: start_at,
+                    done: Some(words.clone()),
+                };
+            }
+            Some(clean)
+        } else {
+            None
+        };
         for &t in &targets {
             self.record_member(EventKind::RebuildStarted, t, [start_at, total, 0]);
         }
         let track = |p: RebuildProgress| {
-            self.note_progress("rebuild", &p, start_at);
+            self.note_progress("rebuild", &p, 0);
             progress(p)
         };
         let progress_guard = self.progress_guard();
-        let run = self.run_streams(&sched, &rstate, &targets, &devices, start_at, opts, &track);
+        let run = self.run_streams(
+            &sched,
+            &rstate,
+            &targets,
+            &devices,
+            start_at,
+            clean.as_deref(),
+            opts,
+            &track,
+        );
         drop(progress_guard);
         let stopped = |done: &[bool]| {
             for &t in &targets {
@@ -440,7 +528,7 @@ impl Array {
         }
         let sched =
             hetraid_core::rebuild::schedule_with_used(layout, &state, &failed, true, &used)?;
-        let run = self.run_streams(&sched, &state, &failed, &[], 0, opts, progress);
+        let run = self.run_streams(&sched, &state, &failed, &[], 0, None, opts, progress);
         if let Some(e) = run.error {
             return Err(e);
         }
@@ -505,18 +593,22 @@ impl Array {
         targets: &[usize],
         devices: &[u64],
         start_at: u64,
+        skip: Option<&[bool]>,
         opts: RebuildOptions,
         progress: &(dyn Fn(RebuildProgress) + Sync),
     ) -> StreamsRun {
         let layout = self.layout();
         let planner = Planner::new(layout, self.superblock().policy, vec![]);
+        // Stripes to rebuild: from the checkpoint on, less those `skip`
+        // says are valid already (a re-add).
+        let wanted = |x: u64| x >= start_at && !skip.is_some_and(|k| k[x as usize]);
         let total: u64 = sched
             .streams
             .iter()
-            .map(|s| s.stripes.iter().filter(|&&x| x >= start_at).count() as u64)
+            .map(|s| s.stripes.iter().filter(|&&x| wanted(x)).count() as u64)
             .sum();
         let done_flags: Mutex<Vec<bool>> =
-            Mutex::new((0..layout.stripe_count()).map(|s| s < start_at).collect());
+            Mutex::new((0..layout.stripe_count()).map(|s| !wanted(s)).collect());
         let done = AtomicU64::new(0);
         let bytes = AtomicU64::new(0);
         let stop = AtomicBool::new(false);
@@ -531,13 +623,7 @@ impl Array {
         let todos: Vec<Vec<u64>> = sched
             .streams
             .iter()
-            .map(|st| {
-                st.stripes
-                    .iter()
-                    .copied()
-                    .filter(|&s| s >= start_at)
-                    .collect()
-            })
+            .map(|st| st.stripes.iter().copied().filter(|&s| wanted(s)).collect())
             .collect();
         // Per stream, the next batch a lane takes.
         let cursors: Vec<AtomicUsize> = todos.iter().map(|_| AtomicUsize::new(0)).collect();

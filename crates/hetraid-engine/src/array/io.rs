@@ -554,6 +554,11 @@ impl Array {
                 "{failed} members failed"
             )));
         }
+        // While a member holding data is out, the bits stay: they are what a
+        // member coming back intact must resync (mdadm --re-add).
+        if self.keeps_bitmap() {
+            return Ok(());
+        }
         let mut bm = self.bitmap.lock().unwrap();
         let pages = bm.clear_idle();
         if !pages.is_empty() {

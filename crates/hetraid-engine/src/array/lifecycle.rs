@@ -387,6 +387,7 @@ impl Array {
                     data_size: sizes[i],
                     rebuild_checkpoint: 0,
                     device: new_device_id(),
+                    resync: false,
                 })
                 .collect(),
             relocations: vec![],
@@ -754,11 +755,11 @@ impl Array {
         let mut warnings = Vec::new();
         for l in &a.left_out {
             warnings.push(format!(
-                "member {} is left out: {}; to use it again: hetraid replace ... --member {} --with {} (it is rebuilt)",
+                "member {} is left out: {}; to use it again: hetraid add MEMBERS... --with {} (back in slot {}; if it left intact, only the regions written since are resynced)",
                 name(l.candidate),
                 l.reason,
-                cands[l.candidate].slot,
-                name(l.candidate)
+                name(l.candidate),
+                cands[l.candidate].slot
             ));
         }
         for f in &a.forced {
@@ -810,7 +811,13 @@ impl Array {
             bits.iter_mut().for_each(|b| *b = 0xff);
         }
         array.bitmap = Mutex::new(Bitmap::new(array.bitmap_stripes(), bits));
-        let dirty = array.bitmap.lock().unwrap().dirty().len();
+        // Bits of a clean array are regions written while a member was out
+        // (kept for its re-add), not writes cut by a crash.
+        let dirty = if a.clean {
+            0
+        } else {
+            array.bitmap.lock().unwrap().dirty().len()
+        };
         let degraded = array.out_members(true) > 0;
         if dirty > 0 && degraded && a.forced.is_empty() {
             let what = format!(
@@ -869,7 +876,7 @@ impl Array {
         let raw_by_slot: Vec<Option<Arc<dyn Member>>> =
             a.used.iter().map(|u| u.map(|i| raw[i].clone())).collect();
         array.open_log(logs, raw_by_slot, opts.access, opts.force)?;
-        if !array.read_only {
+        if !array.read_only && (!a.clean || !a.forced.is_empty()) {
             array.recover_dirty()?;
         }
         Ok(array)

@@ -697,6 +697,7 @@ impl Array {
             data_size,
             rebuild_checkpoint: 0,
             device: new_device_id(),
+            resync: false,
         });
         let mut hist = history_of(&sb);
         hist.pending = Some(Pending {

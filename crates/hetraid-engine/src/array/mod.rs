@@ -45,7 +45,7 @@ pub(crate) use lifecycle::{region_start, with_checksums};
 pub use status::{LogDeviceStatus, LogStatus, MemberStatus, Status};
 
 const PAGE: u64 = 4096;
-const LOCK_SHARDS: usize = 4096;
+pub(crate) const LOCK_SHARDS: usize = 4096;
 /// Most stripe buffer sets kept for reuse.
 const STRIPE_POOL_MAX: usize = 256;
 
@@ -141,9 +141,9 @@ pub struct Array {
     layout: Box<dyn Layout>,
     slots: Vec<Arc<crate::member::Slot>>,
     queues: Vec<Option<MemberQueue>>,
-    state: RwLock<ArrayState>,
+    pub(crate) state: RwLock<ArrayState>,
     locks: Vec<Mutex<()>>,
-    bitmap: Mutex<Bitmap>,
+    pub(crate) bitmap: Mutex<Bitmap>,
     /// Block checksums on every member (format version 2).
     pub(crate) checksums: bool,
     /// The write log (format version 3): every stripe update is logged
@@ -382,6 +382,17 @@ impl Array {
             st.members.iter().all(|m| *m == MemberState::InSync),
             Ordering::Release,
         );
+    }
+
+    /// Keep the bitmap's bits (no clearing after flushes): a member that
+    /// holds data is not in sync, so every region written meanwhile is one
+    /// it lacks if it comes back (re-add).
+    pub(crate) fn keeps_bitmap(&self) -> bool {
+        if self.all_in_sync.load(Ordering::Acquire) {
+            return false;
+        }
+        let st = self.state.read().unwrap();
+        (0..st.members.len()).any(|i| self.holds[i] && st.members[i] != MemberState::InSync)
     }
 
     /// Members that hold chunks but are failed (or, with `rebuilding`, not in sync).

@@ -371,6 +371,7 @@ impl Array {
                 data_size: size,
                 rebuild_checkpoint: 0,
                 device: new_device_id(),
+                resync: false,
             });
         }
         let old_weights = sb.layout.weights.clone();

@@ -89,6 +89,9 @@ pub struct MemberStatus {
     pub kind: &'static str,
     pub data_bytes: u64,
     pub rebuild_checkpoint: Option<u64>,
+    /// Rebuilding a member that came back intact (re-add): only the regions
+    /// the bitmap marks are rebuilt.
+    pub readd: bool,
     /// Since assembly: read errors (checksum mismatches included) and
     /// checksum mismatches (zpool status's READ and CKSUM columns).
     pub read_errors: u32,
@@ -151,6 +154,7 @@ impl Array {
                     data_bytes: r.data_size,
                     rebuild_checkpoint: (r.state == RoleState::Rebuilding)
                         .then_some(r.rebuild_checkpoint),
+                    readd: r.resync,
                     read_errors: self.read_errors[i].load(Ordering::Relaxed),
                     checksum_errors: self.checksum_errors[i].load(Ordering::Relaxed),
                 })

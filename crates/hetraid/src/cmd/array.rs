@@ -1283,11 +1283,20 @@ impl AddCmd {
         }
         let a = assemble(&self.members)?;
         let st = a.status();
-        let slot = st
-            .member_states
-            .iter()
-            .find(|m| free(m.state))
-            .map(|m| m.device)
+        // A device that left this array goes back into its own slot (a
+        // re-add: only what was written since it left is resynced).
+        let own = hetraid_engine::annex::read_member(&p)
+            .ok()
+            .filter(|(sb, _)| sb.uuid_string() == st.uuid)
+            .map(|(sb, _)| sb.member as usize)
+            .filter(|&k| st.member_states.get(k).is_some_and(|m| free(m.state)));
+        let slot = own
+            .or_else(|| {
+                st.member_states
+                    .iter()
+                    .find(|m| free(m.state))
+                    .map(|m| m.device)
+            })
             .filter(|_| !self.spare);
         let Some(slot) = slot else {
             let new = open_member(&p)?;
@@ -1302,11 +1311,20 @@ impl AddCmd {
         };
         a.replace(slot, open_member(&p)?, self.force)
             .map_err(|e| e.to_string())?;
+        let st = a.status();
         a.close().map_err(|e| e.to_string())?;
-        println!(
-            "{} added in slot {slot}; run hetraid rebuild with it among the members",
-            p.display()
-        );
+        if st.member_states[slot].readd {
+            println!(
+                "{} re-added in slot {slot}: it left intact, so only the {} regions written since are resynced; run hetraid rebuild with it among the members",
+                p.display(),
+                st.dirty_regions
+            );
+        } else {
+            println!(
+                "{} added in slot {slot}; run hetraid rebuild with it among the members",
+                p.display()
+            );
+        }
         Ok(())
     }
 }
