@@ -21,55 +21,109 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Print a layout's geometry: per stripe, data and parity members and offsets.
+    #[command(
+        after_help = "Example:\n  hetraid layout --layout s2raid5 --devices 9 --group 3 --stripes 9"
+    )]
     Layout(cmd::layout::LayoutCmd),
     /// Print the I/O plan of one read or write: per member reads and writes, and the
     /// RMW/RCW/full choice per page row.
+    #[command(
+        after_help = "Example:\n  hetraid plan --layout raid6 --devices 6 --chunk 64K --failed 1,2 --read 0+256K --json"
+    )]
     Plan(cmd::plan::PlanCmd),
     /// Enumerate a write of K chunks from every start position of one placement
     /// cycle and print each member's share of reads and writes.
+    #[command(
+        after_help = "Example:\n  hetraid loadmap --layout raide --devices 5 --write-chunks 5"
+    )]
     Loadmap(cmd::loadmap::LoadmapCmd),
     /// Create an array from member files or block devices.
+    #[command(
+        after_help = "Example:\n  hetraid create --layout raid4s --size 1G --name tank a.img b.img c.img d.img:ssd"
+    )]
     Create(cmd::array::CreateCmd),
     /// Assemble an array from its members (resyncing after a crash) and report it.
+    #[command(
+        after_help = "Example:\n  hetraid assemble a.img b.img c.img d.img\n  hetraid assemble --scan /srv/arrays"
+    )]
     Assemble(cmd::array::MembersCmd),
     /// Show an array's state and members.
+    #[command(
+        after_help = "Example:\n  hetraid status a.img b.img c.img d.img\n  hetraid status --test a.img b.img c.img d.img || echo \"needs attention: $?\""
+    )]
     Status(cmd::array::MembersCmd),
     /// Mark a member faulty.
+    #[command(after_help = "Example:\n  hetraid fail a.img b.img c.img d.img --member b.img")]
     Fail(cmd::array::MemberOpCmd),
     /// Detach a failed member (its slot stays degraded until add or replace).
+    #[command(after_help = "Example:\n  hetraid remove a.img b.img c.img d.img --member b.img")]
     Remove(cmd::array::MemberOpCmd),
     /// Put a new member in place of a failed one (then run rebuild).
+    #[command(
+        after_help = "Example:\n  hetraid replace a.img b.img c.img d.img --member b.img --with e.img\n  hetraid rebuild a.img e.img c.img d.img"
+    )]
     Replace(cmd::array::MemberOpCmd),
     /// Add a new member into the first failed or missing slot (then run rebuild).
+    #[command(
+        after_help = "Example:\n  hetraid add a.img c.img d.img --with b.img        # b.img back (re-add) or into a failed slot\n  hetraid add a.img b.img c.img d.img --with s.img  # a healthy array: a hot spare"
+    )]
     Add(cmd::array::AddCmd),
     /// Add a member to a RAIDX array (--add NEW): chunks move onto it and the
     /// capacity grows by the bundles it allows; without --add, finish a grow
     /// or shrink cut short. Crash-safe: run it again after a kill.
+    #[command(after_help = "Example:\n  hetraid grow a.img b.img c.img d.img --add e.img:ssd")]
     Grow(cmd::array::GrowCmd),
     /// Shrink a RAIDX array to --size and re-place the chunks of slot
     /// --member on the other members: full redundancy again, before any
     /// replacement arrives. Shrink what sits on the array first.
+    #[command(
+        after_help = "Example:\n  hetraid shrink a.img c.img d.img e.img --member 1 --size 100M"
+    )]
     Shrink(cmd::array::ShrinkCmd),
     /// Rebuild members being replaced, with MD-like speed limits and a progress bar.
+    #[command(after_help = "Example:\n  hetraid rebuild a.img e.img c.img d.img --max-speed 100M")]
     Rebuild(cmd::array::RebuildCmd),
     /// Check redundancy of every stripe; --repair rewrites mismatches.
+    #[command(after_help = "Example:\n  hetraid scrub a.img b.img c.img d.img --repair")]
     Scrub(cmd::array::ScrubCmd),
     /// Write everything a write-back log holds (hpda's, or --log-mode
     /// write-back) to the members and empty the log; online when served.
+    #[command(after_help = "Example:\n  hetraid reclaim s1.img s2.img h1.img h2.img")]
     Reclaim(cmd::array::ReclaimCmd),
     /// Write standard input into the array at --offset (flushed before exit).
+    #[command(
+        after_help = "Example:\n  hetraid write a.img b.img c.img d.img --offset 1M < data.bin"
+    )]
     Write(cmd::array::DataCmd),
     /// Read --length bytes at --offset to standard output.
+    #[command(
+        after_help = "Example:\n  hetraid read a.img b.img c.img d.img --offset 1M --length 4M > out.bin"
+    )]
     Read(cmd::array::DataCmd),
     /// Export an array over NBD (unix:PATH or tcp:HOST:PORT) until SIGINT/SIGTERM.
+    #[command(
+        after_help = "Example:\n  hetraid serve a.img b.img c.img d.img s.img --listen unix:/run/tank.sock --log-format json\n  nbdcopy nbd+unix:///?socket=/run/tank.sock out.img"
+    )]
     Serve(cmd::serve::ServeCmd),
     /// Simulate one run: a layout on HDD/SSD models under a workload or trace.
+    #[command(
+        after_help = "Example:\n  hetraid sim --layout raid5 --members 'caviar-black-640*5' --workload mixed --read-fraction 0.7 --size 64K --qd 10"
+    )]
     Sim(Box<cmd::sim::SimCmd>),
     /// Run a grid of simulations from a TOML file: CSV, JSON, SVG plots, summary.md.
+    #[command(
+        after_help = "Example:\n  hetraid sweep experiments/1-raid4s-random-writes.toml --out results/1"
+    )]
     Sweep(cmd::sweep::SweepCmd),
     /// Synthetic traces with published statistics, and trace statistics.
+    #[command(
+        after_help = "Example:\n  hetraid trace synth --profile financial1 > fin1.spc\n  hetraid trace stats fin1.spc"
+    )]
     Trace(cmd::trace::TraceCmd),
     /// Reliability (MTTDL), cost, power and the RAIDH model of a configuration.
+    #[command(
+        after_help = "Example:\n  hetraid analyze mttdl --layout raid4s --members 'caviar-black-640*4,x25e-64'"
+    )]
     Analyze(cmd::analyze::AnalyzeCmd),
     /// Show the events the members keep (failures, rebuilds, scrubs, spares;
     /// like zpool events), newest last; works on a served array too.
@@ -78,8 +132,12 @@ enum Command {
     Monitor(cmd::events::MonitorCmd),
     /// Print a shell completion script: hetraid completions bash >
     /// /etc/bash_completion.d/hetraid (bash, zsh, fish, elvish, powershell).
+    #[command(
+        after_help = "Example:\n  hetraid completions bash > /etc/bash_completion.d/hetraid"
+    )]
     Completions { shell: clap_complete::Shell },
     /// Print the manual page (roff): hetraid man | man -l -
+    #[command(after_help = "Example:\n  hetraid man > /usr/local/share/man/man1/hetraid.1")]
     Man,
     /// Send one raw JSON request to a control socket, without the command
     /// line's checks, and print the reply (tests of the server's own checks).
@@ -90,6 +148,7 @@ enum Command {
     },
     /// The whole life of an array in a temporary directory: create, write, fail,
     /// degraded I/O, rebuild, scrub, verify.
+    #[command(after_help = "Example:\n  hetraid demo")]
     Demo(cmd::demo::DemoCmd),
 }
 
@@ -139,6 +198,9 @@ fn man() -> Result<(), String> {
     std::io::stdout().write_all(&out).map_err(|e| e.to_string())
 }
 
+/// Exit code of a command line clap refuses (sysexits' EX_USAGE).
+const USAGE_ERROR: i32 = 64;
+
 fn main() {
     // Die quietly on a closed pipe (`hetraid status ... | head`) like other Unix
     // tools, instead of panicking in println!.
@@ -146,7 +208,17 @@ fn main() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let cli = Cli::parse();
+    // Usage errors (an unknown option, a missing argument, a bad value
+    // clap checks) exit 64 (EX_USAGE), apart from the array's health codes
+    // (`status --test`: 1, 2, 4) and refusals (2).
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { USAGE_ERROR } else { 0 };
+            let _ = e.print();
+            std::process::exit(code);
+        }
+    };
     match &cli.command {
         Command::Serve(c) => logging::init(c.log_format == "json", true),
         _ => logging::init(false, false),

@@ -448,6 +448,96 @@ pub fn weights_from_kinds(kind: &LayoutKind, kinds: &[MemberKind]) -> Option<Vec
 /// Stripes [`survives`] reads at most before it answers "no" to be safe.
 pub const SURVIVAL_SCAN_MAX: u64 = 1 << 20;
 
+/// How one member's chunks are used: data, and redundancy (parity or
+/// copies). `status` shows the redundancy share per member; heterogeneous
+/// layouts exist to put it where it costs least (RAID4S: all on the SSD).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct MemberUsage {
+    pub data_chunks: u64,
+    pub redundancy_chunks: u64,
+}
+
+impl MemberUsage {
+    pub fn chunks(&self) -> u64 {
+        self.data_chunks + self.redundancy_chunks
+    }
+
+    /// Redundancy chunks among the member's chunks (0 when it holds none).
+    pub fn redundancy_share(&self) -> f64 {
+        self.redundancy_chunks as f64 / self.chunks().max(1) as f64
+    }
+}
+
+/// Stripes counted one by one at most; beyond, one parity cycle is counted
+/// and scaled (layouts without bundles repeat it exactly).
+pub const USAGE_SCAN_MAX: u64 = 1 << 20;
+
+/// Per member, the chunks of every stripe it holds, by role.
+pub fn member_usage(layout: &dyn Layout) -> Vec<MemberUsage> {
+    let mut u = vec![MemberUsage::default(); layout.members()];
+    let total = layout.stripe_count();
+    let (scan, scale) = if total <= USAGE_SCAN_MAX || layout.bundles().is_some() {
+        (total, 1.0)
+    } else {
+        let c = layout.parity_cycle().clamp(1, total);
+        (c, total as f64 / c as f64)
+    };
+    for s in 0..scan {
+        let st = layout.stripe(s);
+        for c in &st.data {
+            u[c.member].data_chunks += 1;
+        }
+        for c in st.parity.iter().chain(st.mirrors.iter().flatten()) {
+            u[c.member].redundancy_chunks += 1;
+        }
+    }
+    if scale != 1.0 {
+        for x in &mut u {
+            x.data_chunks = (x.data_chunks as f64 * scale) as u64;
+            x.redundancy_chunks = (x.redundancy_chunks as f64 * scale) as u64;
+        }
+    }
+    u
+}
+
+#[cfg(test)]
+mod usage_tests {
+    use super::*;
+
+    #[test]
+    fn raid4s_puts_all_parity_on_the_ssd_and_raid5_spreads_it() {
+        let sizes = vec![64 << 20; 4];
+        let kinds = vec![
+            MemberKind::Hdd,
+            MemberKind::Hdd,
+            MemberKind::Hdd,
+            MemberKind::Ssd,
+        ];
+        let r4s = build(&LayoutSpec {
+            kind: LayoutKind::Preset(Preset::Raid4S),
+            chunk_bytes: 64 << 10,
+            sizes: sizes.clone(),
+            kinds: kinds.clone(),
+        })
+        .unwrap();
+        let u = member_usage(r4s.as_ref());
+        assert_eq!(u[3].redundancy_share(), 1.0);
+        assert!(u[..3].iter().all(|x| x.redundancy_chunks == 0));
+        let r5 = build(&LayoutSpec {
+            kind: LayoutKind::Raid5 {
+                order: ParityOrder::LeftSymmetric,
+            },
+            chunk_bytes: 64 << 10,
+            sizes,
+            kinds,
+        })
+        .unwrap();
+        for x in member_usage(r5.as_ref()) {
+            assert!((x.redundancy_share() - 0.25).abs() < 0.01, "{x:?}");
+        }
+    }
+}
+
 /// Can every byte of the array still be read with the members `out` unreadable?
 /// Within the redundancy's tolerance (counting only members that hold chunks)
 /// the answer is yes; beyond it, every stripe is looked at (RAID10 survives two

@@ -147,6 +147,34 @@ impl Preset {
         k
     }
 
+    /// Kinds given by the operator that contradict what the preset is:
+    /// one sentence saying what it needs and what was given. (Kinds not
+    /// given at all take `default_kinds`.)
+    pub fn check_kinds(self, kinds: &[MemberKind]) -> Result<(), String> {
+        let fast = kinds.iter().filter(|k| **k != MemberKind::Hdd).count();
+        let slow = kinds.len() - fast;
+        let (ok, need) = match self {
+            Self::Raid4S => (fast == 1, "exactly one SSD (it holds all the parity)"),
+            Self::Raid4N => (
+                fast == 1 && slow >= 2,
+                "exactly one SSD (a data member) and HDDs (one holds the parity)",
+            ),
+            Self::Raid5S => (fast == 1, "exactly one SSD among HDDs"),
+            Self::RaidF5 => (slow == 0, "SSDs only"),
+            Self::RaidE => (fast == 2, "exactly two SSDs (the edge positions)"),
+            Self::Raid5NSS => (fast == 2, "exactly two SSDs (the middle positions)"),
+        };
+        if ok {
+            return Ok(());
+        }
+        Err(format!(
+            "{} needs {need}, but the kinds given have {fast} SSD{} and {slow} HDD{}; give kinds that match (--kinds or PATH:ssd), or another layout",
+            self.name(),
+            if fast == 1 { "" } else { "s" },
+            if slow == 1 { "" } else { "s" }
+        ))
+    }
+
     fn min_members(self) -> usize {
         match self {
             Self::RaidE | Self::Raid5NSS => 4,

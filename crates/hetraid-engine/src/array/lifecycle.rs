@@ -573,6 +573,7 @@ impl Array {
             progress: Mutex::new(None),
             spares: Mutex::new(Vec::new()),
             cancel: AtomicBool::new(false),
+            usage: std::sync::OnceLock::new(),
         };
         // The superblock's read policy (layouts with copies).
         let policy = array.superblock().read_policy;

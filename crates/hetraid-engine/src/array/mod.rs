@@ -186,6 +186,8 @@ pub struct Array {
     /// Stop long operations (rebuild) at their next batch: the server is
     /// shutting down. They checkpoint and can resume.
     pub(crate) cancel: AtomicBool,
+    /// Per member, chunks by role (computed on first `status`).
+    pub(crate) usage: std::sync::OnceLock<Vec<hetraid_core::layout::MemberUsage>>,
     /// Does member i hold any chunk (false once all of it was relocated)?
     holds: Vec<bool>,
     /// Read errors per member since assembly (MD's read-error count).

@@ -92,6 +92,12 @@ pub struct MemberStatus {
     /// Rebuilding a member that came back intact (re-add): only the regions
     /// the bitmap marks are rebuilt.
     pub readd: bool,
+    /// Bytes of its data area the layout places chunks in, and the rest
+    /// (members larger than the layout uses).
+    pub used_bytes: u64,
+    pub unused_bytes: u64,
+    /// Share of its chunks that hold parity or copies.
+    pub redundancy_share: f64,
     /// Since assembly: read errors (checksum mismatches included) and
     /// checksum mismatches (zpool status's READ and CKSUM columns).
     pub read_errors: u32,
@@ -123,6 +129,9 @@ impl Array {
         } else {
             "optimal"
         };
+        let usage = self
+            .usage
+            .get_or_init(|| hetraid_core::layout::member_usage(self.layout()));
         Status {
             uuid: sb.uuid_string(),
             name: self.name(),
@@ -155,6 +164,11 @@ impl Array {
                     rebuild_checkpoint: (r.state == RoleState::Rebuilding)
                         .then_some(r.rebuild_checkpoint),
                     readd: r.resync,
+                    used_bytes: usage.get(i).map_or(0, |u| u.chunks() * sb.chunk_bytes),
+                    unused_bytes: r
+                        .data_size
+                        .saturating_sub(usage.get(i).map_or(0, |u| u.chunks() * sb.chunk_bytes)),
+                    redundancy_share: usage.get(i).map_or(0.0, |u| u.redundancy_share()),
                     read_errors: self.read_errors[i].load(Ordering::Relaxed),
                     checksum_errors: self.checksum_errors[i].load(Ordering::Relaxed),
                 })

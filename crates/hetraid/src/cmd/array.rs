@@ -289,6 +289,7 @@ impl CreateCmd {
             paths.push(p);
             kinds.push(k);
         }
+        let explicit_kinds = kinds.iter().any(|k| k.is_some());
         let kinds: Vec<MemberKind> = match (&self.layout.kinds, kinds.iter().any(|k| k.is_some())) {
             (Some(_), true) => {
                 return Err(
@@ -321,6 +322,25 @@ impl CreateCmd {
                 }
             }
         };
+        // Kinds given that contradict the preset are an error, not a
+        // silent re-ordering.
+        if self.layout.kinds.is_some()
+            || kinds.iter().any(|k| *k != MemberKind::Hdd)
+            || explicit_kinds
+        {
+            let name = self.layout.layout.to_ascii_lowercase();
+            if let Some(p) = hetraid_core::layout::Preset::parse(&name) {
+                p.check_kinds(&kinds)?;
+            } else if name == "hpda" {
+                let ssd = kinds.iter().filter(|k| **k != MemberKind::Hdd).count();
+                if ssd < 2 || kinds.len() - ssd != 2 {
+                    return Err(format!(
+                        "hpda needs at least two SSDs and exactly two HDDs, but the kinds given have {ssd} SSDs and {} HDDs; give kinds that match (--kinds or PATH:ssd)",
+                        kinds.len() - ssd
+                    ));
+                }
+            }
+        }
         // Validate everything before writing anything.
         let mut created = Vec::new();
         for p in &paths {
@@ -580,6 +600,49 @@ pub struct MembersCmd {
     /// read.
     #[arg(long)]
     pub test: bool,
+    /// assemble: the paths are directories (their files and block devices
+    /// are read) or devices; the members of each array found are grouped
+    /// by UUID and each array is assembled (mdadm --assemble --scan).
+    #[arg(long)]
+    pub scan: bool,
+    /// assemble --scan: only the array of this name (`create --name`).
+    #[arg(long, requires = "scan")]
+    pub name: Option<String>,
+}
+
+/// Devices under `paths` (directories read one level: regular files and
+/// block devices), each with the UUID of the array it belongs to.
+fn scan_devices(paths: &[String]) -> Result<Vec<(String, PathBuf)>, String> {
+    use std::os::unix::fs::FileTypeExt;
+    let mut found = Vec::new();
+    for p in paths {
+        let p = PathBuf::from(p);
+        let meta = std::fs::metadata(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        let mut candidates = Vec::new();
+        if meta.is_dir() {
+            let mut entries: Vec<PathBuf> = std::fs::read_dir(&p)
+                .map_err(|e| format!("{}: {e}", p.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .collect();
+            entries.sort();
+            candidates.extend(entries.into_iter().filter(|e| {
+                std::fs::metadata(e).is_ok_and(|m| m.is_file() || m.file_type().is_block_device())
+            }));
+        } else {
+            candidates.push(p);
+        }
+        for c in candidates {
+            if let Some(u) = hetraid_nbd::control::array_uuid(&c) {
+                if !found
+                    .iter()
+                    .any(|(_, q): &(String, PathBuf)| same_path(q, &c))
+                {
+                    found.push((u, c));
+                }
+            }
+        }
+    }
+    Ok(found)
 }
 
 /// The exit code of `status --test` for an array in `state`.
@@ -711,9 +774,11 @@ pub fn print_status(st: &hetraid_engine::Status) {
             c.moves_done as f64 * 100.0 / c.moves.max(1) as f64
         );
     }
+    // Per member: its data area, what the layout uses of it (and leaves
+    // unused when members differ in size), its share of parity or copies.
     println!(
-        "{:>6}  {:<10}  {:<5}  {:>10}  {:>5}  {:>5}  path",
-        "member", "state", "kind", "data", "read", "cksum"
+        "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>6}  {:>5}  {:>5}  path",
+        "member", "state", "kind", "data", "used", "unused", "parity", "read", "cksum"
     );
     for m in &st.member_states {
         // A rebuild's checkpoint as a share of the stripes (and the stripe).
@@ -726,11 +791,14 @@ pub fn print_status(st: &hetraid_engine::Status) {
             None => String::new(),
         };
         println!(
-            "{:>6}  {:<10}  {:<5}  {:>10}  {:>5}  {:>5}  {}{progress}",
+            "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>5.0}%  {:>5}  {:>5}  {}{progress}",
             m.device,
             m.state,
             m.kind,
             format_size(m.data_bytes),
+            format_size(m.used_bytes),
+            format_size(m.unused_bytes),
+            m.redundancy_share * 100.0,
             m.read_errors,
             m.checksum_errors,
             match (&m.path, &m.last_path) {
@@ -744,11 +812,14 @@ pub fn print_status(st: &hetraid_engine::Status) {
     if let Some(l) = &st.log {
         for d in &l.devices {
             println!(
-                "{:>6}  {:<10}  {:<5}  {:>10}  {:>5}  {:>5}  {}",
+                "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>6}  {:>5}  {:>5}  {}",
                 format!("log{}", d.copy),
                 d.state,
                 d.kind,
                 format_size(l.ring_bytes),
+                "-",
+                "-",
+                "-",
                 "-",
                 "-",
                 d.path
@@ -871,6 +942,9 @@ impl MembersCmd {
 
     /// Print the status; the array's state.
     fn status_printed(&self) -> Result<String, String> {
+        if self.scan {
+            return Err("--scan applies to assemble".into());
+        }
         if self.force {
             return Err(
                 "--force applies to assemble, not to status (status never changes the array)"
@@ -960,9 +1034,117 @@ impl MembersCmd {
         Ok(st.state.to_string())
     }
 
+    /// `assemble --scan`: every array found under the paths, by UUID.
+    fn assemble_scan(&self) -> Result<(), String> {
+        let found = scan_devices(&self.members)?;
+        let mut uuids: Vec<String> = found.iter().map(|(u, _)| u.clone()).collect();
+        uuids.sort();
+        uuids.dedup();
+        if uuids.is_empty() {
+            return Err(format!(
+                "no hetraid member found in {}; give the directories or devices that hold the members",
+                self.members.join(", ")
+            ));
+        }
+        let mut assembled = 0;
+        let mut failed = 0;
+        for u in &uuids {
+            let paths: Vec<String> = found
+                .iter()
+                .filter(|(x, _)| x == u)
+                .map(|(_, p)| p.display().to_string())
+                .collect();
+            let name = paths
+                .iter()
+                .find_map(|p| hetraid_engine::annex::read_member(Path::new(p)).ok())
+                .and_then(|(_, a)| a)
+                .map(|a| a.name)
+                .unwrap_or_default();
+            if self.name.as_ref().is_some_and(|n| *n != name) {
+                continue;
+            }
+            let label = if name.is_empty() {
+                u.clone()
+            } else {
+                format!("{name} ({u})")
+            };
+            let sub = MembersCmd {
+                members: paths.clone(),
+                force: self.force,
+                json: false,
+                test: false,
+                scan: false,
+                name: None,
+            };
+            match sub.assemble_quiet() {
+                Ok(st) => {
+                    assembled += 1;
+                    println!(
+                        "assembled {label}: {} {}, {} members{} from {}",
+                        st.layout,
+                        st.state,
+                        st.members,
+                        match st.spares.len() {
+                            0 => String::new(),
+                            1 => " and a spare".into(),
+                            k => format!(" and {k} spares"),
+                        },
+                        paths.join(" ")
+                    );
+                }
+                Err(e) => {
+                    failed += 1;
+                    eprintln!("hetraid: array {label} ({}): {e}", paths.join(" "));
+                }
+            }
+        }
+        if assembled + failed == 0 {
+            return Err(format!(
+                "no array named {} found in {}",
+                self.name.as_deref().unwrap_or(""),
+                self.members.join(", ")
+            ));
+        }
+        if failed > 0 {
+            return Err(format!(
+                "{failed} of {} arrays could not be assembled",
+                assembled + failed
+            ));
+        }
+        Ok(())
+    }
+
+    /// Assemble (finishing a change cut short) and close; the status.
+    fn assemble_quiet(&self) -> Result<hetraid_engine::Status, String> {
+        let open = || -> Result<Array, String> {
+            let a = assemble_with(
+                &self.members,
+                AssembleOptions {
+                    force: self.force,
+                    access: Access::ReadWrite,
+                },
+            )?;
+            a.close().map_err(|e| e.to_string())?;
+            Ok(a)
+        };
+        let mut a = open()?;
+        if a.change_progress().is_some() {
+            drop(a);
+            Array::resume_change(open_all(&self.members)?, None).map_err(|e| e.to_string())?;
+            a = open()?;
+        }
+        for w in a.warnings() {
+            eprintln!("hetraid: warning: {w}");
+        }
+        Ok(a.status())
+    }
+
     pub fn assemble(&self) -> Result<(), String> {
         if self.test {
             return Err("--test applies to status (it exits with the array's health)".into());
+        }
+        if self.scan {
+            return self.assemble_scan();
         }
         let open = || -> Result<Array, String> {
             let a = assemble_with(
@@ -1755,11 +1937,14 @@ fn print_spares(v: &serde_json::Value) {
             .map(|x| x.to_string())
             .collect();
         println!(
-            "{:>6}  {:<10}  {:<5}  {:>10}  {:>5}  {:>5}  {}  (can take slot{} {})",
+            "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>6}  {:>5}  {:>5}  {}  (can take slot{} {})",
             "spare",
             "spare",
             sp["kind"].as_str().unwrap_or("?"),
             format_size(sp["size_bytes"].as_u64().unwrap_or(0)),
+            "-",
+            "-",
+            "-",
             "-",
             "-",
             sp["path"].as_str().unwrap_or("?"),
