@@ -271,6 +271,10 @@ impl Array {
             && theirs.roles.len() == sb.roles.len()
             && id != 0
             && theirs.roles[i].device == id
+            // It was in sync when it left (its own superblock, last written
+            // while it was in the array, says active): a device that left
+            // in the middle of its own rebuild is not intact.
+            && theirs.roles[i].state == RoleState::Active
             && !sb.roles[i].state.is_in()
             && theirs.events < sb.events
             && theirs.layout == sb.layout

@@ -1450,3 +1450,136 @@ fn serve_finishes_a_grow_cut_short() {
     assert!(std::fs::read(&out).unwrap()[..size0 as usize] == data[..]);
     srv.stop();
 }
+
+/// Issue 16: a served RAID5 with a hot spare. fio writes while a member is
+/// failed; the server takes the spare into the slot and rebuilds onto it by
+/// itself; fio's verify pass afterwards finds every block; the server's JSON
+/// log (`--log-format json`) carries the failure, the spare and the
+/// rebuild's end; the stopped array shows the spare in the slot and scrubs
+/// clean.
+#[test]
+fn a_spare_takes_over_under_serve_while_fio_verifies() {
+    if !have("fio") || !fio_has_nbd() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let m = create(d.path(), &["--layout", "raid5", "--chunk", "64K"], 4, "24M");
+    let spare = d.path().join("spare");
+    std::fs::File::create(&spare)
+        .unwrap()
+        .set_len(32 << 20)
+        .unwrap();
+    let spare = spare.display().to_string();
+    let o = hetraid(&argv("add", &m, &["--with", &spare]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut all = m.clone();
+    all.push(spare.clone());
+    let log = d.path().join("serve.log");
+    let sock = d.path().join("nbd.sock");
+    let child = Command::new(env!("CARGO_BIN_EXE_hetraid"))
+        .arg("serve")
+        .args(&all)
+        .args([
+            "--listen",
+            &format!("unix:{}", sock.display()),
+            "--log-format",
+            "json",
+        ])
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while UnixStream::connect(&sock).is_err() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let srv = Server { child, sock };
+    let uri = srv.uri();
+    let job = [
+        "--name=s",
+        "--ioengine=nbd",
+        "--rw=randwrite",
+        "--bs=16k",
+        "--iodepth=8",
+        "--size=48M",
+        // About three seconds of writes: the failure and the spare's
+        // rebuild happen while they run.
+        "--rate=16m",
+        "--verify=crc32c",
+        "--randrepeat=1",
+        "--do_verify=0",
+    ];
+    let fio = Command::new("fio")
+        .args(job)
+        .arg(format!("--uri={uri}"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let o = hetraid(&argv("fail", &m, &["--member", &m[1]]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = fio.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "fio write: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // The server rebuilds onto the spare by itself.
+    let t = Instant::now();
+    loop {
+        let v: serde_json::Value =
+            serde_json::from_slice(&hetraid(&argv("status", &all, &["--json"])).stdout)
+                .unwrap_or_default();
+        if v["state"] == "optimal" && v["member_states"][1]["path"].as_str() == Some(&spare) {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "no rebuild onto the spare: {v}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let o = Command::new("fio")
+        .args(job)
+        .arg("--verify_only")
+        .arg(format!("--uri={uri}"))
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && !out.contains("verify: bad"),
+        "fio verify after the spare took over: {out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    srv.stop();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let events: Vec<serde_json::Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(
+        events.len(),
+        text.lines().count(),
+        "every log line is JSON: {text}"
+    );
+    let has = |e: &str| events.iter().any(|v| v["event"] == e);
+    for e in [
+        "failed",
+        "spare_activated",
+        "rebuild_started",
+        "rebuild_finished",
+    ] {
+        assert!(has(e), "no {e} in the server's log: {text}");
+    }
+    let failed = events.iter().find(|v| v["event"] == "failed").unwrap();
+    assert_eq!(failed["level"], "WARN");
+    assert_eq!(failed["slot"], 1);
+    let now = vec![m[0].clone(), spare.clone(), m[2].clone(), m[3].clone()];
+    let o = hetraid(&argv("scrub", &now, &[]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains(" 0 mismatched"));
+}

@@ -516,8 +516,14 @@ impl Array {
     pub(crate) fn bitmap_begin(&self, bits: &[u64]) -> Result<()> {
         let mut bm = self.bitmap.lock().unwrap();
         let pages = bm.begin(bits);
-        if !pages.is_empty() {
+        // Dirty before the first write of this run, even when its bits are
+        // set already (kept for a re-add while a member is out): a clean
+        // superblock is taken to mean no write was cut by a crash.
+        if !pages.is_empty() || !self.marked_dirty.load(Ordering::Acquire) {
             self.mark_dirty()?;
+            self.marked_dirty.store(true, Ordering::Release);
+        }
+        if !pages.is_empty() {
             self.write_bitmap_pages(&bm, &pages)?;
         }
         Ok(())
@@ -548,10 +554,18 @@ impl Array {
                 self.member_error(m, &e);
             }
         }
-        let failed = self.out_members(false);
-        if failed > self.layout.redundancy().tolerance() {
+        // Beyond what the layout survives (not merely its guaranteed
+        // tolerance: RAID10 lives through members of different pairs).
+        let st = self.state();
+        let out: Vec<usize> = (0..st.members.len())
+            .filter(|&i| self.holds[i] && st.members[i] == MemberState::Failed)
+            .collect();
+        if out.len() > self.layout.redundancy().tolerance()
+            && !hetraid_core::layout::survives(self.layout(), &out)
+        {
             return Err(EngineError::TooManyFailures(format!(
-                "{failed} members failed"
+                "{} members failed",
+                out.len()
             )));
         }
         // While a member holding data is out, the bits stay: they are what a
