@@ -500,6 +500,40 @@ pub fn member_usage(layout: &dyn Layout) -> Vec<MemberUsage> {
     u
 }
 
+/// Can every byte of the array still be read with the members `out` unreadable?
+/// Within the redundancy's tolerance (counting only members that hold chunks)
+/// the answer is yes; beyond it, every stripe is looked at (RAID10 survives two
+/// failures that are not mirror partners; S²-RAID two in different sub-arrays).
+/// A layout with more than [`SURVIVAL_SCAN_MAX`] stripes answers no beyond the
+/// tolerance: a refusal the operator can override, never a wrong yes.
+pub fn survives(layout: &dyn Layout, out: &[usize]) -> bool {
+    let n = layout.members();
+    let mut is_out = vec![false; n];
+    out.iter()
+        .filter(|&&m| m < n)
+        .for_each(|&m| is_out[m] = true);
+    let tol = layout.redundancy().tolerance();
+    if out.iter().filter(|&&m| m < n).count() <= tol {
+        return true;
+    }
+    if layout.stripe_count() > SURVIVAL_SCAN_MAX {
+        return false;
+    }
+    (0..layout.stripe_count()).all(|s| {
+        let st = layout.stripe(s);
+        match layout.redundancy() {
+            Redundancy::Mirror { .. } => st.data.iter().enumerate().all(|(i, d)| {
+                !is_out[d.member]
+                    || st
+                        .mirrors
+                        .get(i)
+                        .is_some_and(|m| m.iter().any(|c| !is_out[c.member]))
+            }),
+            r => st.all().filter(|c| is_out[c.member]).count() <= r.tolerance(),
+        }
+    })
+}
+
 #[cfg(test)]
 mod usage_tests {
     use super::*;
@@ -536,38 +570,4 @@ mod usage_tests {
             assert!((x.redundancy_share() - 0.25).abs() < 0.01, "{x:?}");
         }
     }
-}
-
-/// Can every byte of the array still be read with the members `out` unreadable?
-/// Within the redundancy's tolerance (counting only members that hold chunks)
-/// the answer is yes; beyond it, every stripe is looked at (RAID10 survives two
-/// failures that are not mirror partners; S²-RAID two in different sub-arrays).
-/// A layout with more than [`SURVIVAL_SCAN_MAX`] stripes answers no beyond the
-/// tolerance: a refusal the operator can override, never a wrong yes.
-pub fn survives(layout: &dyn Layout, out: &[usize]) -> bool {
-    let n = layout.members();
-    let mut is_out = vec![false; n];
-    out.iter()
-        .filter(|&&m| m < n)
-        .for_each(|&m| is_out[m] = true);
-    let tol = layout.redundancy().tolerance();
-    if out.iter().filter(|&&m| m < n).count() <= tol {
-        return true;
-    }
-    if layout.stripe_count() > SURVIVAL_SCAN_MAX {
-        return false;
-    }
-    (0..layout.stripe_count()).all(|s| {
-        let st = layout.stripe(s);
-        match layout.redundancy() {
-            Redundancy::Mirror { .. } => st.data.iter().enumerate().all(|(i, d)| {
-                !is_out[d.member]
-                    || st
-                        .mirrors
-                        .get(i)
-                        .is_some_and(|m| m.iter().any(|c| !is_out[c.member]))
-            }),
-            r => st.all().filter(|c| is_out[c.member]).count() <= r.tolerance(),
-        }
-    })
 }
