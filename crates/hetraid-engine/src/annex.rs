@@ -201,7 +201,10 @@ impl Event {
             EventKind::Missing => format!("{who} missing at assembly"),
             EventKind::Forced => format!("{who} brought back by --force (stale)"),
             EventKind::ChangeStarted => format!("{} started", self.detail),
-            EventKind::ChangeFinished => format!("{} finished: {a} moves", self.detail),
+            EventKind::ChangeFinished => format!(
+                "{} finished: {a} moves, capacity {b} -> {c} bytes",
+                self.detail
+            ),
             EventKind::LogCopyFailed => format!("write log copy {a} failed ({})", self.detail),
             EventKind::LogCopyReplaced => {
                 format!("write log copy {a} replaced by {}", self.detail)

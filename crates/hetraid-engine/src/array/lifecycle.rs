@@ -1092,9 +1092,22 @@ impl Array {
         if rec.active == live {
             return Ok(());
         }
+        let lost = rec.active & !live;
         rec.active = live;
         sb.events += 1;
-        self.persist(&mut sb)
+        self.persist(&mut sb)?;
+        drop(sb);
+        let names = log.devices();
+        for copy in (0..8).filter(|c| lost >> c & 1 == 1) {
+            let name = names.get(copy).map_or_else(String::new, |d| d.0.clone());
+            self.record(
+                crate::annex::EventKind::LogCopyFailed,
+                None,
+                [copy as u64, 0, 0],
+                &name,
+            );
+        }
+        Ok(())
     }
 
     /// Put `dev` in as log copy `i` (a copy that failed or is missing): the
@@ -1141,6 +1154,7 @@ impl Array {
             }
         }
         let epoch = self.superblock().log.map_or(0, |l| l.epoch) + 1;
+        let name = super::events::absolute(&dev.name());
         log.replace_copy(i, dev, epoch)?;
         let _ = log.take_changed();
         let mut sb = self.sb.lock().unwrap();
@@ -1149,7 +1163,15 @@ impl Array {
             rec.active = log.live_mask();
         }
         sb.events += 1;
-        self.persist(&mut sb)
+        self.persist(&mut sb)?;
+        drop(sb);
+        self.record(
+            crate::annex::EventKind::LogCopyReplaced,
+            None,
+            [i as u64, 0, 0],
+            &name,
+        );
+        Ok(())
     }
 
     fn bitmap_stripes(&self) -> u64 {

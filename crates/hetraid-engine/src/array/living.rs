@@ -912,6 +912,18 @@ impl Array {
             a.run_change(&raw, batches_max)?
         };
         a.close()?;
+        // The change's end is an event, kept by the array as it is now.
+        if let Some(rep) = &r {
+            drop(a);
+            let b = Self::assemble(given)?;
+            b.record(
+                crate::annex::EventKind::ChangeFinished,
+                Some(rep.slot),
+                [rep.moves, rep.capacity_before, rep.capacity_after],
+                &format!("{} of slot {}", rep.change, rep.slot),
+            );
+            b.close()?;
+        }
         Ok(r)
     }
 }
