@@ -208,13 +208,21 @@ fn main() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    // Usage errors (an unknown option, a missing argument, a bad value
-    // clap checks) exit 64 (EX_USAGE), apart from the array's health codes
-    // (`status --test`: 1, 2, 4) and refusals (2).
+    // Usage errors (an unknown option, a missing argument) exit 64
+    // (EX_USAGE), apart from the array's health codes (`status --test`:
+    // 1, 2, 4) and refusals of bad input (2).
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
-            let code = if e.use_stderr() { USAGE_ERROR } else { 0 };
+            use clap::error::ErrorKind;
+            // A value that does not parse is bad input, refused as every
+            // refusal is (2); a command line of the wrong shape (unknown
+            // option, missing argument) is a usage error.
+            let code = match e.kind() {
+                _ if !e.use_stderr() => 0,
+                ErrorKind::InvalidValue | ErrorKind::ValueValidation => 2,
+                _ => USAGE_ERROR,
+            };
             let _ = e.print();
             std::process::exit(code);
         }

@@ -774,40 +774,7 @@ pub fn print_status(st: &hetraid_engine::Status) {
             c.moves_done as f64 * 100.0 / c.moves.max(1) as f64
         );
     }
-    // Per member: its data area, what the layout uses of it (and leaves
-    // unused when members differ in size), its share of parity or copies.
-    println!(
-        "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>6}  {:>5}  {:>5}  path",
-        "member", "state", "kind", "data", "used", "unused", "parity", "read", "cksum"
-    );
-    for m in &st.member_states {
-        // A rebuild's checkpoint as a share of the stripes (and the stripe).
-        let progress = match m.rebuild_checkpoint {
-            Some(c) => format!(
-                "  (rebuilt {:.1} %: stripe {c} of {})",
-                c as f64 * 100.0 / st.stripe_count.max(1) as f64,
-                st.stripe_count
-            ),
-            None => String::new(),
-        };
-        println!(
-            "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>5.0}%  {:>5}  {:>5}  {}{progress}",
-            m.device,
-            m.state,
-            m.kind,
-            format_size(m.data_bytes),
-            format_size(m.used_bytes),
-            format_size(m.unused_bytes),
-            m.redundancy_share * 100.0,
-            m.read_errors,
-            m.checksum_errors,
-            match (&m.path, &m.last_path) {
-                (Some(p), _) => p.clone(),
-                (None, Some(p)) => format!("{p} (last seen)"),
-                (None, None) => "-".into(),
-            }
-        );
-    }
+    print_members(&serde_json::to_value(st).unwrap_or_default());
     print_spares(&serde_json::to_value(st).unwrap_or_default());
     if let Some(l) = &st.log {
         for d in &l.devices {
@@ -962,13 +929,14 @@ impl MembersCmd {
                 Some(p) => format!("hetraid {p} running, pid {}", v["pid"]),
             };
             println!(
-                "array {}{}  {}  state {} ({held_by})\ncapacity {} bytes, chunk {}, {} stripes, policy {}{}, events {}",
+                "array {}{}  {}  state {} ({held_by})\ncapacity {} ({} bytes), chunk {}, {} stripes, policy {}{}, events {}",
                 v["name"].as_str().filter(|n| !n.is_empty()).map_or_else(String::new, |n| format!("{n} ")),
                 v["uuid"].as_str().unwrap_or("?"),
                 v["layout"].as_str().unwrap_or("?"),
                 v["state"].as_str().unwrap_or("?"),
+                format_size(v["capacity_bytes"].as_u64().unwrap_or(0)),
                 v["capacity_bytes"],
-                v["chunk_bytes"],
+                format_size(v["chunk_bytes"].as_u64().unwrap_or(0)),
                 v["stripe_count"],
                 v["policy"].as_str().unwrap_or("?"),
                 v["read_policy"]
@@ -992,19 +960,7 @@ impl MembersCmd {
             if let Some(p) = progress_line(&v) {
                 println!("{p}");
             }
-            for m in v["member_states"].as_array().into_iter().flatten() {
-                let path = match (m["path"].as_str(), m["last_path"].as_str()) {
-                    (Some(p), _) => p.to_string(),
-                    (None, Some(p)) => format!("{p} (last seen)"),
-                    (None, None) => "-".into(),
-                };
-                println!(
-                    "{:>6}  {:<10}  {:<5}  {path}",
-                    m["device"].to_string(),
-                    m["state"].as_str().unwrap_or("?"),
-                    m["kind"].as_str().unwrap_or("?"),
-                );
-            }
+            print_members(&v);
             print_spares(&v);
             for d in v["log"]["devices"].as_array().into_iter().flatten() {
                 println!(
@@ -1925,6 +1881,48 @@ fn remote_with_bar(
         let _ = t.join();
     }
     r
+}
+
+/// The member lines of `status` (local or served: from the status JSON):
+/// per member its state, kind, data area, what the layout uses of it (and
+/// leaves unused when members differ in size), its share of parity or
+/// copies, errors since assembly, path (or where it was last seen) and a
+/// rebuild's progress.
+fn print_members(v: &serde_json::Value) {
+    println!(
+        "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>6}  {:>5}  {:>5}  path",
+        "member", "state", "kind", "data", "used", "unused", "parity", "read", "cksum"
+    );
+    let n = |x: &serde_json::Value| x.as_u64().unwrap_or(0);
+    let stripes = n(&v["stripe_count"]);
+    for m in v["member_states"].as_array().into_iter().flatten() {
+        let path = match (m["path"].as_str(), m["last_path"].as_str()) {
+            (Some(p), _) => p.to_string(),
+            (None, Some(p)) => format!("{p} (last seen)"),
+            (None, None) => "-".into(),
+        };
+        // A rebuild's checkpoint as a share of the stripes (and the stripe).
+        let progress = match m["rebuild_checkpoint"].as_u64() {
+            Some(c) => format!(
+                "  ({}rebuilt {:.1} %: stripe {c} of {stripes})",
+                if m["readd"] == true { "re-added, " } else { "" },
+                c as f64 * 100.0 / stripes.max(1) as f64
+            ),
+            None => String::new(),
+        };
+        println!(
+            "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>5.0}%  {:>5}  {:>5}  {path}{progress}",
+            m["device"].to_string(),
+            m["state"].as_str().unwrap_or("?"),
+            m["kind"].as_str().unwrap_or("?"),
+            format_size(n(&m["data_bytes"])),
+            format_size(n(&m["used_bytes"])),
+            format_size(n(&m["unused_bytes"])),
+            m["redundancy_share"].as_f64().unwrap_or(0.0) * 100.0,
+            n(&m["read_errors"]),
+            n(&m["checksum_errors"]),
+        );
+    }
 }
 
 /// The spare lines of `status` (local or served: from the status JSON).
