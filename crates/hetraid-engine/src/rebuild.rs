@@ -54,6 +54,10 @@ pub struct RebuildProgress {
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct RebuildReport {
     pub members: Vec<usize>,
+    /// The paths of `members` (the devices rebuilt, or the failed ones
+    /// whose chunks moved to spare space).
+    #[serde(default)]
+    pub paths: Vec<String>,
     pub streams: usize,
     pub stripes: u64,
     pub bytes: u64,
@@ -387,6 +391,7 @@ impl Array {
         let devices: Vec<u64> = targets.iter().map(|&t| sb.roles[t].device).collect();
         if targets.is_empty() {
             return Ok(RebuildReport {
+                paths: vec![],
                 members: vec![],
                 streams: 0,
                 stripes: 0,
@@ -478,6 +483,10 @@ impl Array {
             stopped(&run.done);
         }
         Ok(RebuildReport {
+            paths: targets
+                .iter()
+                .map(|&i| self.path_of(i).unwrap_or_default())
+                .collect(),
             members: targets,
             streams: sched.streams.len(),
             stripes: run.stripes,
@@ -517,6 +526,7 @@ impl Array {
             return Ok((
                 self,
                 RebuildReport {
+                    paths: vec![],
                     members: vec![],
                     streams: 0,
                     stripes: 0,
@@ -570,11 +580,16 @@ impl Array {
             .filter(|&i| keep[i])
             .filter_map(|i| self.member(i))
             .collect();
+        let paths = failed
+            .iter()
+            .map(|&i| self.path_of(i).unwrap_or_default())
+            .collect();
         drop(self);
         let array = Array::assemble(members)?;
         Ok((
             array,
             RebuildReport {
+                paths,
                 members: failed,
                 streams: sched.streams.len(),
                 stripes: run.stripes,

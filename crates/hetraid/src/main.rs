@@ -11,7 +11,8 @@ use clap::{Parser, Subcommand};
 #[command(
     name = "hetraid",
     version,
-    about = "Software RAID for heterogeneous arrays, and a simulator that runs the same controller"
+    about = "Software RAID for heterogeneous arrays, and a simulator that runs the same controller",
+    after_help = "Exit status: 0 done; 1 status --test: degraded or rebuilding, scrub: a mismatch left unrepaired; 2 refused (bad input, an unsafe request) or status --test: failed; 4 status --test: the array cannot be read; 64 a command line of the wrong shape (unknown option, missing argument).\n\nExample:\n  hetraid demo"
 )]
 struct Cli {
     #[command(subcommand)]

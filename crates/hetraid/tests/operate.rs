@@ -215,7 +215,10 @@ fn a_hot_spare_takes_a_failed_slot_at_rebuild() {
     let (code, out, err) = hetraid(&args("rebuild", &all, &[]));
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("takes the place of member 2"), "{err}");
-    assert!(out.contains("rebuilt member(s) [2]"), "{out}");
+    assert!(
+        out.contains("rebuilt member(s) [2 (") && out.contains("spare)"),
+        "{out}"
+    );
     let now = vec![m[0].clone(), m[1].clone(), s[0].clone(), m[3].clone()];
     let st = json(&args("status", &now, &["--json"]));
     assert_eq!(st["state"], "optimal");

@@ -2069,9 +2069,18 @@ fn print_rebuilt(r: &hetraid_engine::RebuildReport) -> Result<(), String> {
         if r.members.is_empty() {
             println!("nothing to rebuild: no member is in the rebuilding state (use hetraid replace first, or --to-spare)");
         } else {
+            let named: Vec<String> = r
+                .members
+                .iter()
+                .enumerate()
+                .map(|(k, m)| match r.paths.get(k).filter(|p| !p.is_empty()) {
+                    Some(p) => format!("{m} ({p})"),
+                    None => m.to_string(),
+                })
+                .collect();
             println!(
-                "rebuilt member(s) {:?}: {} stripes, {} in {:.2} s ({} parallel stream{}), {:.1} MB/s",
-                r.members,
+                "rebuilt member(s) [{}]: {} stripes, {} in {:.2} s ({} parallel stream{}), {:.1} MB/s",
+                named.join(", "),
                 r.stripes,
                 format_size(r.bytes),
                 r.seconds,
@@ -2099,8 +2108,8 @@ pub struct ScrubCmd {
     pub trust_data: bool,
     /// With --repair, on mirror layouts: where the wrong copy cannot be told,
     /// copy member I's content over the others.
-    #[arg(long, value_name = "I")]
-    pub trust_member: Option<usize>,
+    #[arg(long, value_name = "SLOT|PATH")]
+    pub trust_member: Option<String>,
     /// Scrub speed while user I/O runs, per member (MD speed_limit_min).
     #[arg(long, default_value = "1M", value_parser = size)]
     pub min_speed: u64,
@@ -2184,10 +2193,15 @@ impl ReclaimCmd {
 
 impl ScrubCmd {
     pub fn run(&self) -> Result<(), String> {
+        let trust_member = self
+            .trust_member
+            .as_deref()
+            .map(|m| slot_of(m, &self.members))
+            .transpose()?;
         let v = if let Some(r) = remote_with_bar(
             &self.members,
             serde_json::json!({"verb": "scrub", "repair": self.repair,
-                "trust_data": self.trust_data, "trust_member": self.trust_member,
+                "trust_data": self.trust_data, "trust_member": trust_member,
                 "min_speed": self.min_speed, "max_speed": self.max_speed}),
             "scrub",
         ) {
@@ -2206,7 +2220,7 @@ impl ScrubCmd {
                     min_speed: self.min_speed,
                     max_speed: self.max_speed,
                 };
-                a.scrub_trust(self.repair, self.trust_data, self.trust_member)
+                a.scrub_trust(self.repair, self.trust_data, trust_member)
                     .and_then(|trust| a.scrub_with(trust, opts, &show))
                     .map_err(|e| e.to_string())
             };
