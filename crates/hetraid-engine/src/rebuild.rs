@@ -321,7 +321,25 @@ impl Array {
         })?;
         match Superblock::decode(&head[..SB_SIZE]) {
             Ok(theirs) if theirs.uuid == sb.uuid => {
-                let d = theirs.roles[theirs.member as usize].device;
+                let own = theirs.member as usize;
+                // A hot spare's superblock names an index past the table.
+                let d = match theirs.roles.get(own) {
+                    Some(r) => r.device,
+                    None => {
+                        let d = theirs
+                            .spares
+                            .get(own - theirs.roles.len())
+                            .map_or(0, |r| r.device);
+                        if d != 0 && sb.spares.iter().any(|r| r.device == d) {
+                            return Err(EngineError::Refused(format!(
+                                "{} is a hot spare of this array: hetraid rebuild puts it into a failed slot, or take it off first (hetraid remove ... --member {})",
+                                new.name(),
+                                new.name()
+                            )));
+                        }
+                        d
+                    }
+                };
                 if let Some(j) =
                     (0..sb.roles.len()).find(|&j| sb.roles[j].state.is_in() && sb.roles[j].device == d && d != 0)
                 {

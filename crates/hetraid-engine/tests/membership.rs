@@ -40,6 +40,9 @@ struct World {
     tainted: Vec<(u64, u64)>,
     /// Device ids whose failure was acknowledged.
     failed_ids: HashSet<u64>,
+    /// Devices added as hot spares (given at every assembly; a spare taken
+    /// into a slot moves to `slots`).
+    spares: Vec<usize>,
     stripe_bytes: u64,
     log: Vec<String>,
 }
@@ -76,6 +79,11 @@ impl World {
     /// Assemble from the slots' devices, plus, at random, devices that left.
     fn assemble(&mut self) -> Array {
         let mut given: Vec<usize> = self.slots.clone();
+        for &d in &self.spares {
+            if !given.contains(&d) {
+                given.push(d);
+            }
+        }
         for d in 0..self.devices.len() {
             if !given.contains(&d) && self.rng.below(3) == 0 {
                 given.push(d);
@@ -89,7 +97,10 @@ impl World {
         loop {
             let members: Vec<Arc<dyn Member>> = given.iter().map(|&d| self.dyn_dev(d)).collect();
             match Array::assemble(members.clone()) {
-                Ok(a) => return a,
+                Ok(a) => {
+                    self.reconcile(&a);
+                    return a;
+                }
                 // A device that never got a superblock (blank, or a death before
                 // its first one landed) is not a member: leave it out as an
                 // operator would.
@@ -113,6 +124,10 @@ impl World {
                             access: Access::ReadWrite,
                         },
                     )
+                    .map(|a| {
+                        self.reconcile(&a);
+                        a
+                    })
                     .unwrap_or_else(|e| panic!("{}: forced assemble: {e}", self.ctx()));
                 }
                 Err(e) => panic!("{}: assemble {given:?}: {e}", self.ctx()),
@@ -166,6 +181,28 @@ impl World {
     }
 
     /// The slots the engine reports as not in the array.
+    /// After a death the test cannot know whether a spare was taken: the
+    /// array says which device each slot holds and which spares it lists.
+    fn reconcile(&mut self, a: &Array) {
+        let dev = |name: &str| {
+            name.rsplit('/')
+                .next()
+                .and_then(|n| n.strip_prefix("dev"))
+                .and_then(|n| n.parse::<usize>().ok())
+        };
+        for i in 0..self.slots.len() {
+            if let Some(d) = a.member(i).and_then(|m| dev(&m.name())) {
+                self.slots[i] = d;
+            }
+        }
+        let listed: Vec<usize> = a
+            .spare_status()
+            .iter()
+            .filter_map(|s| dev(&s.path))
+            .collect();
+        self.spares.retain(|d| listed.contains(d));
+    }
+
     fn out_slots(a: &Array) -> Vec<usize> {
         a.superblock()
             .roles
@@ -183,8 +220,32 @@ impl World {
         let mut touched = None;
         let n = self.slots.len();
         let cap = a.capacity();
-        let op = self.rng.below(10);
+        let op = self.rng.below(12);
         match op {
+            10 => {
+                // A hot spare (refused when the table is full).
+                let d = self.device();
+                self.log.push(format!("add spare dev{d}"));
+                match a.add_spare(self.dyn_dev(d), hetraid_core::MemberKind::Hdd, false) {
+                    Ok(()) => self.spares.push(d),
+                    Err(_) if dying => self.spares.push(d),
+                    Err(e) => panic!("{}: add spare: {e}", self.ctx()),
+                }
+            }
+            11 => {
+                self.log.push("activate spares".into());
+                match a.activate_spares() {
+                    Ok(taken) => {
+                        for (slot, path) in taken {
+                            let d: usize = path.trim_start_matches("dev").parse().unwrap();
+                            self.slots[slot] = d;
+                            self.spares.retain(|&x| x != d);
+                            touched = Some(slot);
+                        }
+                    }
+                    Err(e) => assert!(dying, "{}: activate spares: {e}", self.ctx()),
+                }
+            }
             0..=2 => {
                 let off = self.rng.below(cap);
                 let len = 1 + self.rng.below((cap - off).min(3 * self.stripe_bytes));
@@ -302,6 +363,7 @@ fn history(seed: u64) {
         unsure: Vec::new(),
         tainted: Vec::new(),
         failed_ids: HashSet::new(),
+        spares: Vec::new(),
         stripe_bytes: 0,
         log: vec![format!("create {name} of {n}, checksums {checksums}")],
     };
