@@ -124,10 +124,7 @@ impl World {
                             access: Access::ReadWrite,
                         },
                     )
-                    .map(|a| {
-                        self.reconcile(&a);
-                        a
-                    })
+                    .inspect(|a| self.reconcile(a))
                     .unwrap_or_else(|e| panic!("{}: forced assemble: {e}", self.ctx()));
                 }
                 Err(e) => panic!("{}: assemble {given:?}: {e}", self.ctx()),
