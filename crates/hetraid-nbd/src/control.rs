@@ -332,6 +332,10 @@ fn handle(cell: &ArrayCell, s: UnixStream, uid: u32, pid: i32, role: &'static st
             if let (Ok(v), Some("status")) = (&mut r, req["verb"].as_str()) {
                 v["process"] = role.into();
                 v["pid"] = std::process::id().into();
+                if let (Some(rate), true) = (cell.change_rate(), v["change"].is_object()) {
+                    v["change"]["moves_per_s"] = rate.moves_per_s.into();
+                    v["change"]["eta_s"] = rate.eta_s.into();
+                }
             }
             // A command holding the array offline logs what changes it
             // (its own output stays readable); a server logs everything.

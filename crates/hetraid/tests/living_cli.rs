@@ -85,8 +85,12 @@ fn grow_and_shrink_refuse_what_they_cannot_do_and_change_nothing() {
             "--weights on grow applies to raidh",
         ),
         (
-            args("grow", &old, &["--add", &new, "--max-speed", "5M"]),
-            "pace the change of a served array",
+            args(
+                "grow",
+                &old,
+                &["--add", &new, "--max-speed", "5M", "--batches", "1"],
+            ),
+            "do not go with --batches",
         ),
         (
             args("grow", &old, &["--force"]),

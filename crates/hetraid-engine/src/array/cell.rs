@@ -25,6 +25,20 @@ pub struct ArrayCell {
     /// The server is stopping: a change stops after its batch (it stays
     /// recorded, and continues when the array is next served or assembled).
     stopping: std::sync::atomic::AtomicBool,
+    /// Batches of a change run per swap: 1 served (requests wait at most
+    /// one batch), more for a command holding the array offline (fewer
+    /// assemblies; `status` from another shell still sees progress).
+    batches_per_swap: std::sync::atomic::AtomicU64,
+    /// The change running: when it started and the moves done then.
+    change_start: std::sync::Mutex<Option<(std::time::Instant, u64)>>,
+}
+
+/// How fast a change goes, for `status`.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct ChangeRate {
+    pub moves_per_s: f64,
+    /// At that rate; None before a move is done.
+    pub eta_s: Option<f64>,
 }
 
 /// How fast a served change may move chunks: MD's speed limits, by the
@@ -55,7 +69,27 @@ impl ArrayCell {
             reopen,
             changing: std::sync::Mutex::new(()),
             stopping: std::sync::atomic::AtomicBool::new(false),
+            batches_per_swap: std::sync::atomic::AtomicU64::new(1),
+            change_start: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Run `n` batches of a change per swap (at least 1).
+    pub fn set_batches_per_swap(&self, n: u64) {
+        self.batches_per_swap
+            .store(n.max(1), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The rate of the change running here and its time left.
+    pub fn change_rate(&self) -> Option<ChangeRate> {
+        let (t0, first) = (*self.change_start.lock().unwrap())?;
+        let p = self.current().change_progress()?;
+        let done = p.moves_done.saturating_sub(first);
+        let rate = done as f64 / t0.elapsed().as_secs_f64().max(1e-6);
+        Some(ChangeRate {
+            moves_per_s: rate,
+            eta_s: (done > 0).then(|| p.moves.saturating_sub(p.moves_done) as f64 / rate),
+        })
     }
 
     /// The array, held for one request: a change waits for it.
@@ -189,7 +223,10 @@ impl ArrayCell {
     /// report when it was the last.
     pub fn step(&self) -> Result<Option<ChangeReport>> {
         let members = self.members();
-        let r = self.swap(&members, || Array::resume_change(members.clone(), Some(1)))?;
+        let n = self
+            .batches_per_swap
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let r = self.swap(&members, || Array::resume_change(members.clone(), Some(n)))?;
         if r.is_some() {
             // A member that left is no longer the array's.
             let uuid = self.current().superblock().uuid;
@@ -201,9 +238,17 @@ impl ArrayCell {
     }
 
     fn run_batches(&self, opts: ChangeOptions) -> Result<ChangeReport> {
+        struct Clear<'a>(&'a std::sync::Mutex<Option<(std::time::Instant, u64)>>);
+        impl Drop for Clear<'_> {
+            fn drop(&mut self) {
+                *self.0.lock().unwrap() = None;
+            }
+        }
         let start = std::time::Instant::now();
         let chunk = self.current().layout().chunk_bytes();
         let first = self.current().change_progress().map_or(0, |p| p.moves_done);
+        *self.change_start.lock().unwrap() = Some((start, first));
+        let _clear = Clear(&self.change_start);
         let total = self.current().change_progress().map_or(0, |p| p.moves);
         let limits = hetraid_core::pace::PaceLimits {
             min_bps: opts.min_speed,

@@ -30,7 +30,7 @@ mod spares;
 pub use events::{log_event, OpProgress};
 pub use spares::SpareStatus;
 mod failure;
-pub use cell::{ArrayCell, ChangeOptions, Reopen};
+pub use cell::{ArrayCell, ChangeOptions, ChangeRate, Reopen};
 mod hpda;
 mod io;
 mod lifecycle;

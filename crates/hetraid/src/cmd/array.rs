@@ -759,20 +759,8 @@ pub fn print_status(st: &hetraid_engine::Status) {
     {
         println!("{p}");
     }
-    if let Some(c) = &st.change {
-        let what = if c.change == "restripe" {
-            "new-layout rows written"
-        } else {
-            "chunk moves done"
-        };
-        println!(
-            "change: {} of slot {} in progress, {} of {} {what} ({:.1} %); hetraid assemble, serve or grow with the same members finishes it",
-            c.change,
-            c.slot,
-            c.moves_done,
-            c.moves,
-            c.moves_done as f64 * 100.0 / c.moves.max(1) as f64
-        );
+    if let Some(c) = change_line(&serde_json::to_value(st).unwrap_or_default()) {
+        println!("{c}");
     }
     print_members(&serde_json::to_value(st).unwrap_or_default());
     print_spares(&serde_json::to_value(st).unwrap_or_default());
@@ -959,6 +947,9 @@ impl MembersCmd {
             print_hpda(&v);
             if let Some(p) = progress_line(&v) {
                 println!("{p}");
+            }
+            if let Some(c) = change_line(&v) {
+                println!("{c}");
             }
             print_members(&v);
             print_spares(&v);
@@ -1502,13 +1493,13 @@ pub struct GrowCmd {
 /// MD's two speed limits for a change on a served array.
 #[derive(Debug, Args)]
 pub struct ChangeSpeed {
-    /// Served array: bytes a second of chunk moves (per member) kept while
-    /// clients do I/O (MD's speed_limit_min; requests run between batches).
-    /// Default 1M.
+    /// Bytes a second of chunk moves (per member) kept while clients do
+    /// I/O (MD's speed_limit_min; a served array's requests run between
+    /// batches). Default 1M served.
     #[arg(long, value_parser = size)]
     pub min_speed: Option<u64>,
-    /// Served array: bytes a second at most when idle (MD's
-    /// speed_limit_max); 0 = unlimited. Default 200M.
+    /// Bytes a second at most when idle (MD's speed_limit_max); 0 =
+    /// unlimited. Default 200M served, unlimited offline.
     #[arg(long, value_parser = size)]
     pub max_speed: Option<u64>,
 }
@@ -1520,12 +1511,32 @@ impl ChangeSpeed {
         req["max_speed"] = self.max_speed.unwrap_or(200_000_000).into();
     }
 
-    /// Offline, the limits do not apply: an error when given.
+    /// Offline, the limits do not apply to the hidden `--batches` path:
+    /// an error when given.
     fn offline(&self) -> Result<(), String> {
         if self.min_speed.is_some() || self.max_speed.is_some() {
-            return Err("--min-speed and --max-speed pace the change of a served array (between client requests); this array is not served, and its change runs at full speed".into());
+            return Err("--min-speed and --max-speed do not go with --batches".into());
         }
         Ok(())
+    }
+
+    /// Offline: no client I/O to yield to, so unlimited unless a limit is
+    /// given.
+    /// Batches per assembly offline: one when a limit is given (the pacer
+    /// runs between assemblies), more otherwise.
+    fn batches_per_swap(&self) -> u64 {
+        if self.min_speed.is_some() || self.max_speed.is_some() {
+            1
+        } else {
+            OFFLINE_BATCHES_PER_SWAP
+        }
+    }
+
+    fn offline_options(&self) -> hetraid_engine::ChangeOptions {
+        hetraid_engine::ChangeOptions {
+            min_speed: self.min_speed.unwrap_or(0),
+            max_speed: self.max_speed.unwrap_or(0),
+        }
     }
 }
 
@@ -1632,22 +1643,15 @@ impl GrowCmd {
                     other => return Err(format!("unexpected reply from the server: {other}")),
                 },
                 None => {
-                    self.speed.offline()?;
-                    let given = open_all(&self.members)?;
-                    let mut out = Vec::new();
-                    // Bounded: each round grows one member to its whole size.
-                    for _ in 0..=given.len() {
-                        if Array::prepare_enlarge(given.clone())
-                            .map_err(|e| e.to_string())?
-                            .is_none()
-                        {
-                            break;
-                        }
-                        out.extend(
-                            Array::resume_change(given.clone(), None).map_err(|e| e.to_string())?,
-                        );
-                    }
-                    out
+                    let held = Held::open(&self.members, "grow")?;
+                    held.cell
+                        .set_batches_per_swap(self.speed.batches_per_swap());
+                    let r = held
+                        .cell
+                        .enlarge(self.speed.offline_options())
+                        .map_err(|e| e.to_string());
+                    held.close()?;
+                    r?
                 }
             };
             if rs.is_empty() {
@@ -1694,6 +1698,40 @@ impl GrowCmd {
         };
         if let Some(r) = remote_passing(&self.members, req, new_path.as_deref()) {
             return print_change(&remote_change(r?)?, self.json);
+        }
+        if self.batches.is_none() {
+            // Held with a control socket, run by the served path's code (a
+            // few batches per assembly): status from another shell sees it.
+            let held = Held::open(&self.members, "grow")?;
+            held.cell
+                .set_batches_per_swap(self.speed.batches_per_swap());
+            let opts = self.speed.offline_options();
+            let r = match (&self.add, &self.weights) {
+                (None, None) => held
+                    .cell
+                    .resume(opts)
+                    .map_err(|e| e.to_string())
+                    .and_then(|r| {
+                        r.ok_or_else(|| {
+                            "no grow or shrink is in progress: give --add NEW to add a member"
+                                .into()
+                        })
+                    }),
+                (add, weights) => {
+                    let new = match add {
+                        Some(add) => {
+                            let (p, kind) = split_member(add)?;
+                            Some((open_member(&p)?, kind.unwrap_or(MemberKind::Hdd)))
+                        }
+                        None => None,
+                    };
+                    held.cell
+                        .grow(new, weights.clone(), self.force, opts)
+                        .map_err(|e| e.to_string())
+                }
+            };
+            held.close()?;
+            return print_change(&r?, self.json);
         }
         self.speed.offline()?;
         let given = open_all(&self.members)?;
@@ -1757,11 +1795,16 @@ impl ShrinkCmd {
         if let Some(r) = remote(&self.members, req) {
             return print_change(&remote_change(r?)?, self.json);
         }
-        self.speed.offline()?;
-        let given = open_all(&self.members)?;
         let slot = slot_of(&self.member, &self.members)?;
-        let r = Array::shrink_remove(given, slot, self.size).map_err(|e| e.to_string())?;
-        print_change(&r, self.json)
+        let held = Held::open(&self.members, "shrink")?;
+        held.cell
+            .set_batches_per_swap(self.speed.batches_per_swap());
+        let r = held
+            .cell
+            .shrink_remove(slot, self.size, self.speed.offline_options())
+            .map_err(|e| e.to_string());
+        held.close()?;
+        print_change(&r?, self.json)
     }
 }
 
@@ -1777,6 +1820,11 @@ fn progress_bar(what: &str) -> indicatif::ProgressBar {
     );
     bar
 }
+
+/// Batches of an offline grow or shrink between two assemblies: few enough
+/// that `status` from another shell sees progress, many enough that the
+/// assemblies cost little.
+const OFFLINE_BATCHES_PER_SWAP: u64 = 32;
 
 /// An array held by this command for a long operation, with a control
 /// socket open meanwhile: `status` (progress, rate, ETA), `fail`,
@@ -1881,6 +1929,30 @@ fn remote_with_bar(
         let _ = t.join();
     }
     r
+}
+
+/// The `change:` line of `status` (a grow, shrink or restripe in progress),
+/// with its rate and time left when a process is running it.
+fn change_line(v: &serde_json::Value) -> Option<String> {
+    let c = v.get("change").filter(|c| c.is_object())?;
+    let n = |k: &str| c[k].as_u64().unwrap_or(0);
+    let what = if c["change"] == "restripe" {
+        "new-layout rows written"
+    } else {
+        "chunk moves done"
+    };
+    let (done, total) = (n("moves_done"), n("moves"));
+    let pace = match (c["moves_per_s"].as_f64(), c["eta_s"].as_f64()) {
+        (Some(r), Some(eta)) => format!(", {r:.0} moves a second, {:.0} s left", eta.ceil()),
+        (Some(r), None) => format!(", {r:.0} moves a second"),
+        _ => "; hetraid assemble, serve or grow with the same members finishes it".into(),
+    };
+    Some(format!(
+        "change: {} of slot {} in progress, {done} of {total} {what} ({:.1} %){pace}",
+        c["change"].as_str().unwrap_or("?"),
+        n("slot"),
+        done as f64 * 100.0 / total.max(1) as f64
+    ))
 }
 
 /// The member lines of `status` (local or served: from the status JSON):
@@ -2171,13 +2243,17 @@ impl ReclaimCmd {
         let v = if let Some(r) = remote(&self.members, serde_json::json!({"verb": "reclaim"})) {
             r?
         } else {
-            let a = assemble(&self.members)?;
-            if !a.has_write_back_log() {
-                return Err("reclaim applies to arrays with a write-back log (hpda, --log-mode write-back); this array has none".into());
-            }
-            let bytes = a.reclaim().map_err(|e| e.to_string())?;
-            a.close().map_err(|e| e.to_string())?;
-            serde_json::json!({"reclaimed_bytes": bytes})
+            let held = Held::open(&self.members, "reclaim")?;
+            let r = {
+                let a = held.cell.get();
+                if !a.has_write_back_log() {
+                    Err("reclaim applies to arrays with a write-back log (hpda, --log-mode write-back); this array has none".to_string())
+                } else {
+                    a.reclaim().map_err(|e| e.to_string())
+                }
+            };
+            held.close()?;
+            serde_json::json!({"reclaimed_bytes": r?})
         };
         if self.json {
             return super::print_json(&v);
