@@ -208,6 +208,15 @@ fn a_hot_spare_takes_a_failed_slot_at_rebuild() {
             .any(|l| l.trim_start().starts_with("spare") && l.contains("spare")),
         "{text}"
     );
+    // A change of members waits for the spares to be taken off; a spare
+    // alone is no array.
+    let extra = files(d.path(), &["extra"], 32);
+    let (code, _, err) = hetraid(&args("grow", &all, &["--add", &extra[0]]));
+    assert_eq!(code, 2);
+    assert!(err.contains("has hot spares"), "{err}");
+    let (code, _, err) = hetraid(&["status", &s[0]]);
+    assert_eq!(code, 2);
+    assert!(err.contains("only spares were given"), "{err}");
     // Without the spare given, status says one is listed but absent.
     let st = json(&args("status", &m, &["--json"]));
     assert_eq!(st["spares_missing"], 1);
