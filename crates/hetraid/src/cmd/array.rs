@@ -1961,6 +1961,24 @@ fn change_line(v: &serde_json::Value) -> Option<String> {
 /// copies, errors since assembly, path (or where it was last seen) and a
 /// rebuild's progress.
 fn print_members(v: &serde_json::Value) {
+    // mdadm --detail's counts: slots by state, spares waiting.
+    let states: Vec<&str> = v["member_states"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| m["state"].as_str().unwrap_or("?"))
+        .collect();
+    let count = |s: &[&str]| states.iter().filter(|x| s.contains(x)).count();
+    let spares = v["spares"].as_array().map_or(0, |a| a.len());
+    println!(
+        "devices: {} slots: {} active, {} rebuilding, {} failed or missing, {} removed; {spares} spare{}",
+        states.len(),
+        count(&["active"]),
+        count(&["rebuilding"]),
+        count(&["faulty", "missing"]),
+        count(&["removed"]),
+        if spares == 1 { "" } else { "s" }
+    );
     println!(
         "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>6}  {:>5}  {:>5}  path",
         "member", "state", "kind", "data", "used", "unused", "parity", "read", "cksum"
