@@ -83,7 +83,10 @@ fn members_by_path_names_events_and_health_codes() {
     let rest = vec![m[0].clone(), m[2].clone(), m[3].clone()];
     let text = ok(&args("status", &rest, &[]));
     assert!(text.contains("array tank "), "{text}");
-    let line = text.lines().find(|l| l.contains("removed")).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some("removed"))
+        .unwrap();
     assert!(line.contains("b.img (last seen)"), "{line}");
     let st = json(&args("status", &rest, &["--json"]));
     assert!(st["member_states"][1]["last_path"]
@@ -205,7 +208,7 @@ fn a_hot_spare_takes_a_failed_slot_at_rebuild() {
     let text = ok(&args("status", &all, &[]));
     assert!(
         text.lines()
-            .any(|l| l.trim_start().starts_with("spare") && l.contains("spare")),
+            .any(|l| l.split_whitespace().take(2).eq(["spare", "spare"]) && l.contains("/spare")),
         "{text}"
     );
     // A change of members waits for the spares to be taken off; a spare
