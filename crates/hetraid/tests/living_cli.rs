@@ -4,7 +4,7 @@
 //! `assemble` finishes, as MD resumes a reshape.
 
 mod common;
-use common::{args, hetraid, json, run_stdin};
+use common::{args, hetraid, json};
 
 fn files(d: &std::path::Path, mib: &[u64]) -> Vec<String> {
     mib.iter()
@@ -31,26 +31,12 @@ fn fill(m: &[String], seed: u64) -> Vec<u8> {
         .as_u64()
         .unwrap();
     let data = common::bytes(cap as usize, seed);
-    let mut a = vec!["write".to_string()];
-    a.extend(m.iter().cloned());
-    a.extend(["--offset".into(), "0".into()]);
-    let (code, _, err) = run_stdin(&a, Some(&data));
-    assert_eq!(code, 0, "{err}");
+    common::write_array(m, 0, &data);
     data
 }
 
 fn read(m: &[String], len: usize) -> Vec<u8> {
-    let mut a = vec!["read".to_string()];
-    a.extend(m.iter().cloned());
-    a.extend([
-        "--offset".into(),
-        "0".into(),
-        "--length".into(),
-        len.to_string(),
-    ]);
-    let (code, out, err) = run_stdin(&a, None);
-    assert_eq!(code, 0, "{err}");
-    out
+    common::read_array(m, len)
 }
 
 /// A RAIDX5 of bundles of three.

@@ -6,7 +6,7 @@
 //! --scan`, help examples, man page and completions.
 
 mod common;
-use common::{args, hetraid, json, run_stdin};
+use common::{args, hetraid, json};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -31,25 +31,11 @@ fn ok(a: &[&str]) -> String {
 }
 
 fn write_at(m: &[String], offset: u64, data: &[u8]) {
-    let mut a = vec!["write".to_string()];
-    a.extend(m.iter().cloned());
-    a.extend(["--offset".into(), offset.to_string()]);
-    let (code, _, err) = run_stdin(&a, Some(data));
-    assert_eq!(code, 0, "{err}");
+    common::write_array(m, offset, data)
 }
 
 fn read_all(m: &[String], len: usize) -> Vec<u8> {
-    let mut a = vec!["read".to_string()];
-    a.extend(m.iter().cloned());
-    a.extend([
-        "--offset".into(),
-        "0".into(),
-        "--length".into(),
-        len.to_string(),
-    ]);
-    let (code, out, err) = run_stdin(&a, None);
-    assert_eq!(code, 0, "{err}");
-    out
+    common::read_array(m, len)
 }
 
 fn capacity(m: &[String]) -> usize {

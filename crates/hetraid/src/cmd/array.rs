@@ -1061,8 +1061,10 @@ impl MembersCmd {
         Ok(())
     }
 
-    /// Assemble (finishing a change cut short) and close; the status.
-    fn assemble_quiet(&self) -> Result<hetraid_engine::Status, String> {
+    /// Assemble for writing and close, finishing a grow, restripe or
+    /// shrink cut short first (as MD resumes a reshape when the array
+    /// starts): the array, and the change's report when one finished.
+    fn assemble_finishing(&self) -> Result<(Array, Option<hetraid_engine::ChangeReport>), String> {
         let open = || -> Result<Array, String> {
             let a = assemble_with(
                 &self.members,
@@ -1075,39 +1077,6 @@ impl MembersCmd {
             Ok(a)
         };
         let mut a = open()?;
-        if a.change_progress().is_some() {
-            drop(a);
-            Array::resume_change(open_all(&self.members)?, None).map_err(|e| e.to_string())?;
-            a = open()?;
-        }
-        for w in a.warnings() {
-            eprintln!("hetraid: warning: {w}");
-        }
-        Ok(a.status())
-    }
-
-    pub fn assemble(&self) -> Result<(), String> {
-        if self.test {
-            return Err("--test applies to status (it exits with the array's health)".into());
-        }
-        if self.scan {
-            return self.assemble_scan();
-        }
-        let open = || -> Result<Array, String> {
-            let a = assemble_with(
-                &self.members,
-                AssembleOptions {
-                    force: self.force,
-                    access: Access::ReadWrite,
-                },
-            )?;
-            a.close().map_err(|e| e.to_string())?;
-            Ok(a)
-        };
-        let a = open()?;
-        // A grow, restripe or shrink cut short continues, as MD resumes a
-        // reshape when the array starts.
-        let mut a = a;
         let mut finished = None;
         if let Some(p) = a.change_progress() {
             drop(a);
@@ -1120,6 +1089,24 @@ impl MembersCmd {
             }
             a = open()?;
         }
+        Ok((a, finished))
+    }
+
+    /// [`Self::assemble_finishing`] for `--scan`: warnings printed, the status.
+    fn assemble_quiet(&self) -> Result<hetraid_engine::Status, String> {
+        let (a, _) = self.assemble_finishing()?;
+        print_warnings(&a);
+        Ok(a.status())
+    }
+
+    pub fn assemble(&self) -> Result<(), String> {
+        if self.test {
+            return Err("--test applies to status (it exits with the array's health)".into());
+        }
+        if self.scan {
+            return self.assemble_scan();
+        }
+        let (a, finished) = self.assemble_finishing()?;
         let st = a.status();
         if self.json {
             return super::print_json(&serde_json::to_value(&st).map_err(|e| e.to_string())?);

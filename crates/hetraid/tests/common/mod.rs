@@ -98,3 +98,27 @@ pub fn missing(what: &str) {
     }
     eprintln!("skipping: {what}");
 }
+
+/// `hetraid write MEMBERS --offset OFFSET` of `data`; the test fails if it fails.
+pub fn write_array(members: &[String], offset: u64, data: &[u8]) {
+    let mut a = vec!["write".to_string()];
+    a.extend(members.iter().cloned());
+    a.extend(["--offset".into(), offset.to_string()]);
+    let (code, _, err) = run_stdin(&a, Some(data));
+    assert_eq!(code, 0, "{err}");
+}
+
+/// `hetraid read MEMBERS` of the first `len` bytes; the test fails if it fails.
+pub fn read_array(members: &[String], len: usize) -> Vec<u8> {
+    let mut a = vec!["read".to_string()];
+    a.extend(members.iter().cloned());
+    a.extend([
+        "--offset".into(),
+        "0".into(),
+        "--length".into(),
+        len.to_string(),
+    ]);
+    let (code, out, err) = run_stdin(&a, None);
+    assert_eq!(code, 0, "{err}");
+    out
+}
