@@ -148,7 +148,7 @@ pub struct RunConfig {
     /// Use only this many bytes of each member (like mdadm --size).
     #[serde(default)]
     pub member_size: Option<Size>,
-    /// Trace file and its format: spc, msr, blkparse.
+    /// Trace file and its format: spc, msr, blkparse, disksim.
     #[serde(default)]
     pub trace: Option<String>,
     #[serde(default)]

@@ -27,6 +27,10 @@ pub enum TraceFormat {
     Msr,
     /// `blkparse` default text output; `Q` (queued) events are the requests.
     Blkparse,
+    /// DiskSim's ASCII input: `arrival_ms device block size flags`, blocks and
+    /// sizes in 512-byte sectors, flags bit 0 set for a read (DiskSim 4.0's
+    /// `disksim_trace_ascii`). One device (0): the array is the device.
+    Disksim,
 }
 
 impl TraceFormat {
@@ -35,8 +39,9 @@ impl TraceFormat {
             "spc" | "umass" => Ok(Self::Spc),
             "msr" | "msr-cambridge" => Ok(Self::Msr),
             "blkparse" | "blktrace" => Ok(Self::Blkparse),
+            "disksim" | "ascii" => Ok(Self::Disksim),
             _ => Err(format!(
-                "trace format '{s}' is unknown; use spc, msr or blkparse"
+                "trace format '{s}' is unknown; use spc, msr, blkparse or disksim"
             )),
         }
     }
@@ -49,6 +54,35 @@ impl TraceFormat {
         } else if p.ends_with(".msr") || p.ends_with(".csv") {
             Some(Self::Msr)
         } else if p.ends_with(".blkparse") || p.ends_with(".txt") {
+            Some(Self::Blkparse)
+        } else if p.ends_with(".disksim") {
+            Some(Self::Disksim)
+        } else {
+            None
+        }
+    }
+
+    /// Tell the format from the first record when the name does not: five
+    /// numbers separated by blanks are DiskSim's; five comma fields with r/w
+    /// fourth are SPC; seven with Read/Write fourth are MSR; a `MAJ,MIN`
+    /// first field among blanks is blkparse.
+    pub fn sniff(text: &str) -> Option<Self> {
+        let l = text
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty() && !l.starts_with('#'))?;
+        let blanks: Vec<&str> = l.split_whitespace().collect();
+        let commas: Vec<&str> = l.split(',').map(str::trim).collect();
+        if blanks.len() == 5 && blanks.iter().all(|f| f.parse::<f64>().is_ok()) {
+            Some(Self::Disksim)
+        } else if commas.len() == 5 && matches!(commas[3].to_ascii_lowercase().as_str(), "r" | "w")
+        {
+            Some(Self::Spc)
+        } else if commas.len() == 7
+            && matches!(commas[3].to_ascii_lowercase().as_str(), "read" | "write")
+        {
+            Some(Self::Msr)
+        } else if blanks.len() >= 6 && blanks[0].contains(',') {
             Some(Self::Blkparse)
         } else {
             None
@@ -87,14 +121,18 @@ fn seconds(s: &str, name: &str, file: &str, line: usize) -> Result<Ns, String> {
 /// Read the trace file at `path` in `format` (default: guessed from the name;
 /// `flag` names the option that sets it, for the error).
 pub fn read_file(path: &str, format: Option<&str>, flag: &str) -> Result<Vec<TraceRecord>, String> {
-    let format = match format {
-        Some(f) => TraceFormat::parse(f)?,
-        None => TraceFormat::guess(path).ok_or_else(|| {
-            format!("cannot tell the format of trace {path}; give {flag} spc|msr|blkparse")
-        })?,
-    };
     let text =
         std::fs::read_to_string(path).map_err(|e| format!("cannot read trace {path}: {e}"))?;
+    let format = match format {
+        Some(f) => TraceFormat::parse(f)?,
+        None => TraceFormat::guess(path)
+            .or_else(|| TraceFormat::sniff(&text))
+            .ok_or_else(|| {
+                format!(
+                    "cannot tell the format of trace {path} from its name or first record; give {flag} spc|msr|blkparse|disksim"
+                )
+            })?,
+    };
     parse(&text, format, path)
 }
 
@@ -197,6 +235,33 @@ pub fn parse(text: &str, format: TraceFormat, file: &str) -> Result<Vec<TraceRec
                     op,
                     offset: sector.saturating_mul(512),
                     len: n.saturating_mul(512),
+                }
+            }
+            TraceFormat::Disksim => {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let ms: f64 = num(field(&f, 0, "arrival", file, line)?, "arrival", file, line)?;
+                if !(ms.is_finite() && ms >= 0.0) {
+                    return Err(format!(
+                        "{file}:{line}: field arrival '{}' must be a time >= 0 (ms)",
+                        f[0]
+                    ));
+                }
+                let dev: u64 = num(field(&f, 1, "device", file, line)?, "device", file, line)?;
+                if dev != 0 {
+                    return Err(format!(
+                        "{file}:{line}: device {dev}: the trace is replayed against one array (device 0); split a trace of several devices first"
+                    ));
+                }
+                let block: u64 = num(field(&f, 2, "block", file, line)?, "block", file, line)?;
+                let size: u64 = num(field(&f, 3, "size", file, line)?, "size", file, line)?;
+                let flags: u64 = num(field(&f, 4, "flags", file, line)?, "flags", file, line)?;
+                TraceRecord {
+                    at_ns: (ms * 1e6).round() as Ns,
+                    op: if flags & 1 == 1 { Op::Read } else { Op::Write },
+                    offset: block
+                        .checked_mul(512)
+                        .ok_or_else(|| format!("{file}:{line}: field block is too large"))?,
+                    len: size.saturating_mul(512),
                 }
             }
         };
@@ -338,6 +403,16 @@ pub fn synthesize(p: &Profile, format: TraceFormat, n: usize, seed: u64) -> Stri
                     if write { "WS" } else { "R" },
                     offset / 512,
                     sectors
+                );
+            }
+            TraceFormat::Disksim => {
+                let _ = writeln!(
+                    out,
+                    "{:.6} 0 {} {} {}",
+                    t * 1e3,
+                    offset / 512,
+                    sectors,
+                    if write { 0 } else { 1 }
                 );
             }
         }

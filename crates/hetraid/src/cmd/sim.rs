@@ -50,7 +50,7 @@ pub struct SimCmd {
     /// Trace file for the trace workload.
     #[arg(long)]
     pub trace: Option<String>,
-    /// spc, msr, blkparse (default: from the file name).
+    /// spc, msr, blkparse, disksim (default: from the file name, else its first record).
     #[arg(long)]
     pub trace_format: Option<String>,
     /// timed (recorded arrival times) or afap (as fast as possible at --qd).

@@ -17,7 +17,7 @@ pub enum TraceWhat {
     Synth {
         #[arg(long)]
         profile: String,
-        /// spc, msr, blkparse.
+        /// spc, msr, blkparse, disksim.
         #[arg(long, default_value = "spc")]
         format: String,
         #[arg(long, default_value_t = 10_000)]
@@ -28,7 +28,7 @@ pub enum TraceWhat {
     /// Read a trace and print its statistics (requests, write fraction, mean size).
     Stats {
         file: String,
-        /// spc, msr, blkparse (default: from the file name).
+        /// spc, msr, blkparse, disksim (default: from the file name, else its first record).
         #[arg(long)]
         format: Option<String>,
         #[arg(long)]
