@@ -93,10 +93,34 @@ pub struct DeviceSpec {
     pub price_usd: Option<f64>,
 }
 
+/// Seek tables shipped with the presets (`seek_table = "NAME"`).
+const SEEK_TABLES: &[(&str, &str)] = &[(
+    "cheetah-15k5-seeks.csv",
+    include_str!("../../../presets/cheetah-15k5-seeks.csv"),
+)];
+
 impl DeviceSpec {
     pub fn parse(text: &str, origin: &str) -> Result<Self, String> {
-        let spec: DeviceSpec =
+        let mut spec: DeviceSpec =
             toml::from_str(text).map_err(|e| format!("device file {origin}: {}", e.message()))?;
+        if let Some(h) = spec.hdd.as_mut() {
+            if let Some(name) = h.seek_table.clone() {
+                let text = match SEEK_TABLES.iter().find(|(n, _)| *n == name) {
+                    Some((_, t)) => t.to_string(),
+                    None => {
+                        let dir = std::path::Path::new(origin)
+                            .parent()
+                            .unwrap_or(std::path::Path::new("."));
+                        let path = dir.join(&name);
+                        std::fs::read_to_string(&path).map_err(|e| {
+                            format!("device file {origin}: seek_table {}: {e}", path.display())
+                        })?
+                    }
+                };
+                h.seek_points = crate::device::hdd::parse_seek_table(&text, &name)
+                    .map_err(|e| format!("device file {origin}: {e}"))?;
+            }
+        }
         spec.validate()
             .map_err(|e| format!("device file {origin}: {e}"))?;
         Ok(spec)

@@ -80,6 +80,9 @@ pub struct Report {
     pub energy_j: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rebuild: Option<RebuildReport>,
+    /// Response times of reads and of writes apart, as fio reports them.
+    pub read: DirectionStats,
+    pub write: DirectionStats,
     /// The write log, when the run has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log: Option<LogReport>,
@@ -108,6 +111,56 @@ pub struct LogReport {
     pub reclaimed_bytes: u64,
     /// One per copy, as for members.
     pub devices: Vec<MemberReport>,
+}
+
+/// Response times of one direction (reads or writes), in ms, like fio's
+/// clat: mean, percentiles by nearest rank, and a histogram.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct DirectionStats {
+    pub requests: u64,
+    pub mean_ms: f64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub max_ms: f64,
+    /// Requests by response time: bucket i holds [2^(i-1), 2^i) µs (bucket
+    /// 0: under 1 µs), up to the last non-empty bucket.
+    pub histogram_us_log2: Vec<u64>,
+}
+
+impl DirectionStats {
+    /// From response times in ns (sorted in place).
+    pub fn of(v: &mut [u64]) -> Self {
+        if v.is_empty() {
+            return Self::default();
+        }
+        v.sort_unstable();
+        let ms = |ns: u64| ns as f64 / 1e6;
+        let rank = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+        let mut hist = vec![0u64; 64];
+        for &x in v.iter() {
+            let us = x / 1000;
+            let b = if us == 0 {
+                0
+            } else {
+                64 - us.leading_zeros() as usize
+            };
+            hist[b.min(63)] += 1;
+        }
+        let last = hist.iter().rposition(|&c| c > 0).unwrap_or(0);
+        hist.truncate(last + 1);
+        Self {
+            requests: v.len() as u64,
+            mean_ms: v.iter().map(|&x| x as f64).sum::<f64>() / v.len() as f64 / 1e6,
+            p50_ms: ms(rank(0.5)),
+            p95_ms: ms(rank(0.95)),
+            p99_ms: ms(rank(0.99)),
+            p999_ms: ms(rank(0.999)),
+            max_ms: ms(*v.last().unwrap()),
+            histogram_us_log2: hist,
+        }
+    }
 }
 
 /// Mean and the q-quantile (nearest rank) of response times, in ms.

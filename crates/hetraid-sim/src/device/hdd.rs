@@ -75,6 +75,96 @@ pub struct HddParams {
     /// Write-back cache size in bytes.
     #[serde(default = "default_cache_bytes")]
     pub cache_bytes: u64,
+    /// A measured seek profile (CSV: distance in cylinders, seek ms[, stddev]):
+    /// a file shipped in `presets/`, or a path beside the device file.
+    /// Interpolated linearly; the three-point fit above is for drives
+    /// without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seek_table: Option<String>,
+    /// The table's points (loaded with the device file).
+    #[serde(skip)]
+    pub seek_points: Vec<(u64, f64)>,
+    /// Cylinders, where the drive's geometry is known (DiskSim models give
+    /// it); otherwise derived from the capacity and the media rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cylinders: Option<u64>,
+    /// Command processing per command type, as DiskSim's validated models
+    /// have it; replaces `overhead_ms` (which applies only to commands that
+    /// reach an idle disk).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overheads: Option<CommandOverheads>,
+}
+
+/// Controller overhead of a command by its type, whether the cache serves
+/// it (a read hit, a write taken by the write-back cache) and the type of
+/// the command before it, ms.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandOverheads {
+    pub read_hit_after_read_ms: f64,
+    pub read_hit_after_write_ms: f64,
+    pub read_miss_after_read_ms: f64,
+    pub read_miss_after_write_ms: f64,
+    pub write_hit_after_read_ms: f64,
+    pub write_hit_after_write_ms: f64,
+    pub write_miss_after_read_ms: f64,
+    pub write_miss_after_write_ms: f64,
+}
+
+impl CommandOverheads {
+    fn all(&self) -> [f64; 8] {
+        [
+            self.read_hit_after_read_ms,
+            self.read_hit_after_write_ms,
+            self.read_miss_after_read_ms,
+            self.read_miss_after_write_ms,
+            self.write_hit_after_read_ms,
+            self.write_hit_after_write_ms,
+            self.write_miss_after_read_ms,
+            self.write_miss_after_write_ms,
+        ]
+    }
+
+    /// The overhead in ns of a command.
+    fn ns(&self, write: bool, hit: bool, after_write: bool) -> Ns {
+        let i = (write as usize) * 4 + (!hit as usize) * 2 + after_write as usize;
+        (self.all()[i] * 1e6) as Ns
+    }
+}
+
+/// Parse a seek table: `distance,ms[,stddev]` rows (a header row and `#`
+/// comments allowed), distances increasing from 1, times positive.
+pub fn parse_seek_table(text: &str, origin: &str) -> Result<Vec<(u64, f64)>, String> {
+    let mut pts: Vec<(u64, f64)> = Vec::new();
+    for (i, l) in text.lines().enumerate() {
+        let l = l.trim();
+        if l.is_empty() || l.starts_with('#') {
+            continue;
+        }
+        let f: Vec<&str> = l.split(',').map(str::trim).collect();
+        let (Ok(d), Ok(t)) = (f[0].parse::<u64>(), f.get(1).unwrap_or(&"").parse::<f64>()) else {
+            if pts.is_empty() && f[0].parse::<f64>().is_err() {
+                continue; // the header
+            }
+            return Err(format!(
+                "seek table {origin}:{}: expected 'distance,ms', got '{l}'",
+                i + 1
+            ));
+        };
+        // Measured times need not rise monotonically (the Cheetah's dip
+        // by 3 µs around 10 cylinders); distances must.
+        if d == 0 || pts.last().is_some_and(|&(pd, _)| d <= pd) || !(t > 0.0 && t.is_finite()) {
+            return Err(format!(
+                "seek table {origin}:{}: distances must increase from 1 and times be positive",
+                i + 1
+            ));
+        }
+        pts.push((d, t));
+    }
+    if pts.len() < 2 {
+        return Err(format!("seek table {origin} has fewer than two points"));
+    }
+    Ok(pts)
 }
 
 fn default_interface() -> f64 {
@@ -119,6 +209,14 @@ impl HddParams {
         if !(self.overhead_ms >= 0.0 && self.overhead_ms.is_finite()) {
             return Err("hdd overhead_ms must be zero or positive".into());
         }
+        if let Some(o) = &self.overheads {
+            if o.all().iter().any(|v| !(*v >= 0.0 && v.is_finite())) {
+                return Err("hdd overheads must be zero or positive numbers of ms".into());
+            }
+        }
+        if self.cylinders == Some(0) {
+            return Err("hdd cylinders must be at least 1".into());
+        }
         Ok(())
     }
 }
@@ -127,14 +225,23 @@ impl HddParams {
 /// the single-track seek, t(C) the full stroke, and the *mean over random seeks*
 /// (distance density 2(C−d)/C², E[sqrt D] = 8/15·sqrt C, E[D] = C/3) the datasheet's
 /// average — datasheets define the average that way, not as t(C/3).
-#[derive(Debug, Clone, Copy)]
-pub struct SeekCurve {
-    a: f64,
-    b: f64,
-    c: f64,
+#[derive(Debug, Clone)]
+pub enum SeekCurve {
+    Fit {
+        a: f64,
+        b: f64,
+        c: f64,
+    },
+    /// Measured points (distance, ns), interpolated linearly; beyond the
+    /// last point, extended along the last segment.
+    Table(Vec<(f64, f64)>),
 }
 
 impl SeekCurve {
+    pub fn table(points: &[(u64, f64)]) -> Self {
+        Self::Table(points.iter().map(|&(d, ms)| (d as f64, ms * 1e6)).collect())
+    }
+
     pub fn fit(single_ns: f64, avg_ns: f64, full_ns: f64, cylinders: u64) -> Self {
         let cyl = cylinders.max(2) as f64;
         let sq = cyl.sqrt();
@@ -158,7 +265,7 @@ impl SeekCurve {
             }
             det(mm) / d
         };
-        Self {
+        Self::Fit {
             a: col(0),
             b: col(1),
             c: col(2),
@@ -170,7 +277,19 @@ impl SeekCurve {
             return 0;
         }
         let d = distance as f64;
-        (self.a + self.b * d.sqrt() + self.c * d).max(0.0) as Ns
+        match self {
+            Self::Fit { a, b, c } => (a + b * d.sqrt() + c * d).max(0.0) as Ns,
+            Self::Table(p) => {
+                let i = p.partition_point(|&(x, _)| x < d);
+                let (lo, hi) = match i {
+                    0 => return p[0].1 as Ns,
+                    i if i == p.len() => (p[i - 2], p[i - 1]),
+                    i => (p[i - 1], p[i]),
+                };
+                let t = lo.1 + (hi.1 - lo.1) * (d - lo.0) / (hi.0 - lo.0);
+                t.max(0.0) as Ns
+            }
+        }
     }
 }
 
@@ -196,20 +315,36 @@ struct Zones {
     outer_bps: f64,
     /// Media rate lost per cylinder.
     slope_bps: f64,
+    /// Surfaces times `track_scale`: bytes per cylinder over (rate x turn).
     heads: f64,
+    /// Bytes a track holds per byte its media rate moves in a turn: 1, or
+    /// what a known cylinder count makes it (the sustained rate counts head
+    /// and track switches the track's capacity does not).
+    track_scale: f64,
     rev_s: f64,
     cylinders: u64,
 }
 
 impl Zones {
-    fn new(outer_bps: f64, inner_bps: f64, heads: u32, rev_ns: Ns, capacity: u64) -> Self {
-        let (heads, rev_s) = (heads as f64, rev_ns as f64 / 1e9);
-        let avg_cylinder = heads * rev_s * (outer_bps + inner_bps) / 2.0;
-        let cylinders = ((capacity as f64 / avg_cylinder).ceil() as u64).max(2);
+    fn new(
+        outer_bps: f64,
+        inner_bps: f64,
+        heads: u32,
+        rev_ns: Ns,
+        capacity: u64,
+        cylinders: Option<u64>,
+    ) -> Self {
+        let rev_s = rev_ns as f64 / 1e9;
+        let avg_cylinder = heads as f64 * rev_s * (outer_bps + inner_bps) / 2.0;
+        let (cylinders, scale) = match cylinders {
+            Some(c) => (c.max(2), capacity as f64 / (c.max(2) as f64 * avg_cylinder)),
+            None => (((capacity as f64 / avg_cylinder).ceil() as u64).max(2), 1.0),
+        };
         Self {
             outer_bps,
             slope_bps: (outer_bps - inner_bps) / (cylinders - 1) as f64,
-            heads,
+            heads: heads as f64 * scale,
+            track_scale: scale,
             rev_s,
             cylinders,
         }
@@ -238,10 +373,10 @@ impl Zones {
         (c.max(0.0) as u64).min(self.cylinders - 1)
     }
 
-    /// Where `off` sits along its track, as a fraction of a turn.
+    /// Where `off` sits along its cylinder's tracks, as a fraction of a turn.
     fn angle(&self, off: u64) -> f64 {
         let c = self.cylinder_of(off);
-        let track = self.rate(c) * self.rev_s;
+        let track = self.rate(c) * self.rev_s * self.track_scale;
         let rem = (off as f64 - self.bytes_before(c as f64)).max(0.0);
         (rem % track) / track
     }
@@ -272,6 +407,8 @@ pub struct Hdd {
     dirty_bytes: u64,
     /// When the media operation in service ends.
     busy_until: Ns,
+    /// The last host command was a write (command overheads depend on it).
+    last_write: bool,
     counters: Counters,
 }
 
@@ -283,18 +420,36 @@ impl Hdd {
         let zones = p
             .media_mbps_inner
             .filter(|&inner| inner < p.media_mbps)
-            .map(|inner| Zones::new(media_bps, inner * 1e6, p.heads, rev_ns, capacity));
+            .map(|inner| {
+                Zones::new(
+                    media_bps,
+                    inner * 1e6,
+                    p.heads,
+                    rev_ns,
+                    capacity,
+                    p.cylinders,
+                )
+            });
+        // Without zones, a known cylinder count sets the track size.
+        let track_bytes = match (p.cylinders, &zones) {
+            (Some(c), None) => (capacity.div_ceil(c.max(2) * p.heads as u64) / 512).max(1) * 512,
+            _ => track_bytes,
+        };
         let cylinders = match &zones {
             Some(z) => z.cylinders,
             None => capacity.div_ceil(track_bytes * p.heads as u64).max(2),
         };
         let ms = |v: f64| v * 1e6;
-        let seek = SeekCurve::fit(
-            ms(p.seek_single_ms),
-            ms(p.seek_avg_ms),
-            ms(p.seek_full_ms),
-            cylinders,
-        );
+        let seek = if p.seek_points.is_empty() {
+            SeekCurve::fit(
+                ms(p.seek_single_ms),
+                ms(p.seek_avg_ms),
+                ms(p.seek_full_ms),
+                cylinders,
+            )
+        } else {
+            SeekCurve::table(&p.seek_points)
+        };
         Self {
             zones,
             overhead_ns: ms(p.overhead_ms) as Ns,
@@ -314,6 +469,7 @@ impl Hdd {
             stream: None,
             dirty_bytes: 0,
             busy_until: 0,
+            last_write: false,
             counters: Counters::default(),
         }
     }
@@ -325,7 +481,7 @@ impl Hdd {
         self.rev_ns
     }
     pub fn seek_curve(&self) -> SeekCurve {
-        self.seek
+        self.seek.clone()
     }
 
     fn cylinder_of(&self, off: u64) -> u64 {
@@ -411,12 +567,26 @@ impl Hdd {
     /// Serve `io` starting at `now`; returns its finish time. `fresh` = it reached
     /// an idle disk, so the command overhead is not hidden behind earlier work.
     fn serve(&mut self, now: Ns, io: &DevIo, fresh: bool) -> Ns {
-        let start = now + if fresh { self.overhead_ns } else { 0 };
         let xfer = self.transfer_ns(io.len, self.interface_ns_per_byte);
         let streamed = match (&self.stream, io.write, self.p.cache_segments > 0) {
             (Some(st), false, true) => self.stream_ready(st, io.offset, io.offset + io.len, now),
             _ => None,
         };
+        // The controller's processing: per command type where the model
+        // gives it (a destage is the disk's own work and pays none), else
+        // the flat overhead of a command reaching an idle disk.
+        let start = now
+            + match &self.p.overheads {
+                Some(o) if io.tag != INTERNAL => {
+                    let hit = streamed.is_some() || self.cache_hit(io);
+                    let ns = o.ns(io.write, hit, self.last_write);
+                    self.last_write = io.write;
+                    ns
+                }
+                Some(_) => 0,
+                None if fresh => self.overhead_ns,
+                None => 0,
+            };
         let end = if let Some(ready) = streamed {
             // Sequential: the data is (or soon will be) in the read-ahead.
             let st = self.stream.as_mut().expect("stream");
@@ -483,9 +653,13 @@ impl Device for Hdd {
             // Immediate report: done after the interface transfer; the media write
             // is queued as the disk's own work.
             self.dirty_bytes += io.len;
+            let overhead = match &self.p.overheads {
+                Some(o) => o.ns(true, true, std::mem::replace(&mut self.last_write, true)),
+                None => self.overhead_ns,
+            };
             started.push((
                 io.tag,
-                now + self.overhead_ns + self.transfer_ns(io.len, self.interface_ns_per_byte),
+                now + overhead + self.transfer_ns(io.len, self.interface_ns_per_byte),
             ));
             let destage = DevIo {
                 tag: INTERNAL,
@@ -548,7 +722,7 @@ mod tests {
     #[test]
     fn zones_map_every_byte_inside_the_disk() {
         let cap = 640_000_000_000u64;
-        let z = Zones::new(120e6, 60e6, 4, 60 * NS_PER_S / 7200, cap);
+        let z = Zones::new(120e6, 60e6, 4, 60 * NS_PER_S / 7200, cap, None);
         let mut last = 0;
         let mut x = 12345u64;
         let mut offs: Vec<u64> = (0..10_000)

@@ -108,6 +108,9 @@ struct Runner<'a> {
     xor_ns_per_byte: f64,
     // Metrics.
     resp: Vec<Ns>,
+    /// The same, by direction.
+    resp_read: Vec<Ns>,
+    resp_write: Vec<Ns>,
     resp_rebuild: Vec<Ns>,
     bytes: u64,
     reads: u64,
@@ -294,6 +297,8 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
             0.0
         },
         resp: Vec::new(),
+        resp_read: Vec::new(),
+        resp_write: Vec::new(),
         resp_rebuild: Vec::new(),
         bytes: 0,
         reads: 0,
@@ -558,6 +563,10 @@ impl Runner<'_> {
     fn user_done(&mut self, req: Request, arrived: Ns, now: Ns) -> Result<(), String> {
         let rt = now - arrived;
         self.resp.push(rt);
+        match req.op {
+            Op::Read => self.resp_read.push(rt),
+            _ => self.resp_write.push(rt),
+        }
         if self
             .rebuild
             .as_ref()
@@ -1005,6 +1014,8 @@ impl Runner<'_> {
             busy_throughput_mbps: self.bytes as f64 / secs(self.array_busy_ns.max(1)) / 1e6,
             member_ops: self.member_ops,
             rebuild,
+            read: crate::report::DirectionStats::of(&mut self.resp_read),
+            write: crate::report::DirectionStats::of(&mut self.resp_write),
             log,
         }
     }

@@ -202,6 +202,14 @@ fn print_human(c: &RunConfig, r: &Report) {
         "  {} requests in {:.3} s simulated: {:.2} MB/s, {:.0} IOPS, response mean {:.2} ms, p99 {:.2} ms",
         r.requests, user_s, r.throughput_mbps, r.iops, r.mean_response_ms, r.p99_response_ms
     );
+    for (what, d) in [("reads", &r.read), ("writes", &r.write)] {
+        if d.requests > 0 {
+            println!(
+                "  {what}: {} requests, mean {:.3} ms, p50 {:.2}, p95 {:.2}, p99 {:.2}, p99.9 {:.2}, max {:.2} ms",
+                d.requests, d.mean_ms, d.p50_ms, d.p95_ms, d.p99_ms, d.p999_ms, d.max_ms
+            );
+        }
+    }
     if let Some(l) = &r.log {
         let devs: Vec<String> = if l.on_members.is_empty() {
             l.devices.iter().map(|d| d.preset.clone()).collect()
