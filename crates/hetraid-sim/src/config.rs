@@ -182,9 +182,12 @@ pub struct RunConfig {
     /// Parity arithmetic rate, MB/s (0 = free).
     #[serde(default = "d_xor")]
     pub xor_mbps: f64,
-    /// Override every disk's queue scheduler: fifo, sstf, clook.
+    /// Override every disk's queue scheduler: fifo, sstf, clook, sptf.
     #[serde(default)]
     pub scheduler: Option<String>,
+    /// Override every disk's command queue depth (what its scheduler sees).
+    #[serde(default)]
+    pub disk_queue: Option<u32>,
     /// Override every disk's write-back cache.
     #[serde(default)]
     pub write_cache: Option<bool>,

@@ -157,6 +157,9 @@ impl Setup {
         if let Some(s) = &cfg.scheduler {
             crate::device::hdd::Scheduler::parse(s)?;
         }
+        if cfg.disk_queue == Some(0) {
+            return Err("disk_queue must be at least 1".into());
+        }
         let trace = if cfg.workload == "trace" {
             let path = cfg
                 .trace

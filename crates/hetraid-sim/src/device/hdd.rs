@@ -18,6 +18,9 @@ pub enum Scheduler {
     Fifo,
     Sstf,
     Clook,
+    /// Shortest positioning time first: seek and rotation to each queued
+    /// command from where the head is now (DiskSim's default).
+    Sptf,
 }
 
 impl Scheduler {
@@ -26,8 +29,9 @@ impl Scheduler {
             "fifo" | "fcfs" => Ok(Self::Fifo),
             "sstf" => Ok(Self::Sstf),
             "clook" | "c-look" => Ok(Self::Clook),
+            "sptf" => Ok(Self::Sptf),
             _ => Err(format!(
-                "disk scheduler '{s}' is unknown; use fifo, sstf or clook"
+                "disk scheduler '{s}' is unknown; use fifo, sstf, clook or sptf"
             )),
         }
     }
@@ -63,6 +67,10 @@ pub struct HddParams {
     pub overhead_ms: f64,
     #[serde(default)]
     pub scheduler: Scheduler,
+    /// Commands the disk holds for its scheduler to choose from (its tagged
+    /// queue); later ones wait in order behind them. Default: all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_depth: Option<u32>,
     /// Read-ahead cache segments (0 = no read cache).
     #[serde(default)]
     pub cache_segments: u32,
@@ -405,6 +413,9 @@ pub struct Hdd {
     stream: Option<Stream>,
     /// Bytes accepted by the write-back cache and not yet on the media.
     dirty_bytes: u64,
+    /// Their media writes, waiting for the disk (host commands go first
+    /// unless the cache is too full to take the next write).
+    destage: VecDeque<DevIo>,
     /// When the media operation in service ends.
     busy_until: Ns,
     /// The last host command was a write (command overheads depend on it).
@@ -468,6 +479,7 @@ impl Hdd {
             segments: VecDeque::new(),
             stream: None,
             dirty_bytes: 0,
+            destage: VecDeque::new(),
             busy_until: 0,
             last_write: false,
             counters: Counters::default(),
@@ -566,8 +578,33 @@ impl Hdd {
 
     /// Serve `io` starting at `now`; returns its finish time. `fresh` = it reached
     /// an idle disk, so the command overhead is not hidden behind earlier work.
+    /// Does the write-back cache take this write (rather than the media)?
+    fn cached_write(&self, io: &DevIo) -> bool {
+        io.write && io.tag != INTERNAL && self.p.write_cache && io.len <= self.p.cache_bytes
+    }
+
     fn serve(&mut self, now: Ns, io: &DevIo, fresh: bool) -> Ns {
         let xfer = self.transfer_ns(io.len, self.interface_ns_per_byte);
+        if self.cached_write(io) {
+            // Taken by the write-back cache when the controller reaches it
+            // (DiskSim's "immediate report"): its processing and the
+            // interface transfer; the media write joins the destages.
+            debug_assert!(self.dirty_bytes + io.len <= self.p.cache_bytes);
+            self.dirty_bytes += io.len;
+            self.destage.push_back(DevIo {
+                tag: INTERNAL,
+                ..*io
+            });
+            self.remember(io);
+            let overhead = match &self.p.overheads {
+                Some(o) => o.ns(true, true, std::mem::replace(&mut self.last_write, true)),
+                None if fresh => self.overhead_ns,
+                None => 0,
+            };
+            let end = now + overhead + xfer;
+            self.counters.busy(now, end, true);
+            return end;
+        }
         let streamed = match (&self.stream, io.write, self.p.cache_segments > 0) {
             (Some(st), false, true) => self.stream_ready(st, io.offset, io.offset + io.len, now),
             _ => None,
@@ -624,61 +661,102 @@ impl Hdd {
         end
     }
 
-    fn pick(&mut self) -> Option<DevIo> {
-        let i = match self.p.scheduler {
-            Scheduler::Fifo => 0,
-            Scheduler::Sstf => {
-                let cur = self.cyl;
-                (0..self.queue.len())
-                    .min_by_key(|&i| self.cylinder_of(self.queue[i].offset).abs_diff(cur))?
-            }
-            Scheduler::Clook => {
-                let cur = self.cyl;
-                let key = |i: usize| {
-                    let c = self.cylinder_of(self.queue[i].offset);
-                    // Ahead of the head first (ascending), then wrap to the lowest.
-                    (c < cur, c)
-                };
-                (0..self.queue.len()).min_by_key(|&i| key(i))?
-            }
+    /// Positioning time to `io` from where the head is at `now`: the
+    /// command's overhead, the seek and the wait for its first sector (0 for
+    /// what the cache serves).
+    fn positioning_ns(&self, now: Ns, io: &DevIo) -> Ns {
+        // A write for the write-back cache is placed by where its media
+        // write goes: the disk writes it once it is taken.
+        if self.cache_hit(io) {
+            return 0;
+        }
+        let overhead = match &self.p.overheads {
+            Some(o) => o.ns(io.write, false, self.last_write),
+            None => 0,
         };
-        self.queue.remove(i)
+        let seek = self
+            .seek
+            .seek_ns(self.cylinder_of(io.offset).abs_diff(self.cyl));
+        let at = now + overhead + seek;
+        let wait = (self.angle_ns(io.offset) + self.rev_ns - at % self.rev_ns) % self.rev_ns;
+        overhead + seek + wait
+    }
+
+    /// The next operation: a destage of a write the cache took (at once
+    /// under FCFS, SSTF and C-LOOK; by positioning time among the queued
+    /// commands under SPTF), else a host command by the scheduler among the
+    /// first `queue_depth`.
+    fn pick(&mut self, now: Ns) -> Option<DevIo> {
+        let depth = self.p.queue_depth.map_or(usize::MAX, |d| d.max(1) as usize);
+        if !self.destage.is_empty() {
+            if self.p.scheduler != Scheduler::Sptf {
+                // The media write follows its acceptance at once, as a FCFS
+                // disk of DiskSim's does.
+                return self.destage.pop_front();
+            }
+            // SPTF: destages compete with the queued commands by
+            // positioning time; a write the full cache cannot take waits.
+            let window = self.queue.len().min(depth);
+            let host = (0..window)
+                .map(|i| (self.positioning_ns(now, &self.queue[i]), i))
+                .min();
+            let (dt, di) = (0..self.destage.len())
+                .map(|i| (self.positioning_ns(now, &self.destage[i]), i))
+                .min()
+                .expect("a destage");
+            let blocked = host.is_some_and(|(_, i)| {
+                let io = self.queue[i];
+                self.cached_write(&io) && self.dirty_bytes + io.len > self.p.cache_bytes
+            });
+            return match host {
+                Some((ht, hi)) if ht <= dt && !blocked => self.queue.remove(hi),
+                _ => self.destage.remove(di),
+            };
+        }
+        let window = self.queue.len().min(depth);
+        if window > 0 {
+            let cur = self.cyl;
+            let i = match self.p.scheduler {
+                Scheduler::Fifo => 0,
+                Scheduler::Sstf => (0..window)
+                    .min_by_key(|&i| self.cylinder_of(self.queue[i].offset).abs_diff(cur))?,
+                Scheduler::Clook => {
+                    let key = |i: usize| {
+                        let c = self.cylinder_of(self.queue[i].offset);
+                        // Ahead of the head first (ascending), then wrap to the lowest.
+                        (c < cur, c)
+                    };
+                    (0..window).min_by_key(|&i| key(i))?
+                }
+                Scheduler::Sptf => {
+                    (0..window).min_by_key(|&i| (self.positioning_ns(now, &self.queue[i]), i))?
+                }
+            };
+            let io = self.queue[i];
+            let full = self.cached_write(&io) && self.dirty_bytes + io.len > self.p.cache_bytes;
+            if !full || self.destage.is_empty() {
+                return self.queue.remove(i);
+            }
+        }
+        self.destage.pop_front()
     }
 }
 
 impl Device for Hdd {
     fn submit(&mut self, now: Ns, io: DevIo, started: &mut Started) {
         self.counters.count(&io);
-        if io.write && self.p.write_cache && self.dirty_bytes + io.len <= self.p.cache_bytes {
-            // Immediate report: done after the interface transfer; the media write
-            // is queued as the disk's own work.
-            self.dirty_bytes += io.len;
-            let overhead = match &self.p.overheads {
-                Some(o) => o.ns(true, true, std::mem::replace(&mut self.last_write, true)),
-                None => self.overhead_ns,
-            };
-            started.push((
-                io.tag,
-                now + overhead + self.transfer_ns(io.len, self.interface_ns_per_byte),
-            ));
-            let destage = DevIo {
-                tag: INTERNAL,
-                ..io
-            };
-            return self.enqueue(now, destage, started, false);
-        }
+        // A write for the write-back cache waits in the queue like any
+        // command: the cache takes it when the controller reaches it.
         self.enqueue(now, io, started, true)
     }
 
     fn complete(&mut self, now: Ns, started: &mut Started) {
-        // An immediate report (write cache) is an event of this device too,
-        // but the media is still busy: only the end of a media operation
-        // frees the disk.
+        // Only the end of the operation in service frees the disk.
         if self.busy && now < self.busy_until {
             return;
         }
         self.busy = false;
-        if let Some(io) = self.pick() {
+        if let Some(io) = self.pick(now) {
             self.busy = true;
             let end = self.serve(now, &io, false);
             self.busy_until = end;

@@ -162,6 +162,9 @@ fn build_device(
         if let Some(wc) = s.cfg.write_cache {
             h.write_cache = wc;
         }
+        if let Some(q) = s.cfg.disk_queue {
+            h.queue_depth = Some(q);
+        }
     }
     Ok(match (&spec.ssd, precondition) {
         (Some(p), true) if spec.kind == MemberKind::Ssd => {

@@ -80,9 +80,13 @@ pub struct SimCmd {
     /// Parity arithmetic rate in MB/s (0 = free).
     #[arg(long)]
     pub xor_mbps: Option<f64>,
-    /// Disk queue scheduler for every HDD: fifo, sstf, clook.
+    /// Disk queue scheduler for every HDD: fifo, sstf, clook, sptf.
     #[arg(long)]
     pub scheduler: Option<String>,
+    /// Commands every HDD's scheduler chooses among (its tagged queue; the
+    /// others wait in order). Default: the preset's, else all.
+    #[arg(long, value_name = "N")]
+    pub disk_queue: Option<u32>,
     /// Turn every HDD's write-back cache on or off.
     #[arg(long)]
     pub write_cache: Option<bool>,
@@ -153,6 +157,7 @@ impl SimCmd {
         opt!(read_fraction => read_fraction, align => align, total => total,
              duration => duration_s, span => span, member_size => member_size, trace => trace,
              trace_format => trace_format, failed => failed, scheduler => scheduler,
+             disk_queue => disk_queue,
              write_cache => write_cache, log => log, log_mode => log_mode, log_size => log_size,
              read_policy => read_policy, write_buffer => write_buffer, size_max => size_max);
         self.params.apply_to(&mut c);
