@@ -648,3 +648,31 @@ fn cheetah_seeks_follow_the_measured_table() {
         "mean seek {mean:.3} ms, DiskSim 3.80"
     );
 }
+
+/// The cheap cases of the DiskSim validation (`scripts/validate-disksim.sh`
+/// runs the trace ones): the Cheetah 15K.5 against DiskSim 4.0's validated
+/// model — random 4 KiB reads one at a time 5.781 ms, sequential 64 KiB reads
+/// at the outer zone 137 MB/s — within 5 %.
+#[test]
+fn cheetah_matches_disksim_on_random_and_sequential_reads() {
+    let mut c = RunConfig::new("raid0", "cheetah-15k5");
+    c.workload = "random-read".into();
+    c.size = Size(4096);
+    c.qd = 1;
+    c.total = Some(Size(40 << 20));
+    let r = hetraid_sim::run(&c).unwrap();
+    assert!(
+        (r.read.mean_ms / 5.781 - 1.0).abs() < 0.05,
+        "random 4K reads: {:.3} ms, DiskSim 5.781",
+        r.read.mean_ms
+    );
+    c.workload = "seq-read".into();
+    c.size = Size(64 << 10);
+    c.total = Some(Size(512 << 20));
+    let r = hetraid_sim::run(&c).unwrap();
+    assert!(
+        (r.throughput_mbps / 137.0 - 1.0).abs() < 0.05,
+        "sequential 64K reads: {:.1} MB/s, DiskSim 137",
+        r.throughput_mbps
+    );
+}
