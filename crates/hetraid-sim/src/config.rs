@@ -35,6 +35,50 @@ impl std::str::FromStr for Size {
     }
 }
 
+/// A duration in seconds: a number, or a number with a unit (`500ms`,
+/// `10s`, `2m`, `1h`).
+pub fn parse_duration_s(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num.trim().parse().map_err(|_| {
+        format!("duration '{s}' is not a number with an optional unit (ms, s, m, h)")
+    })?;
+    let scale = match unit.trim() {
+        "" | "s" => 1.0,
+        "ms" => 1e-3,
+        "us" | "µs" => 1e-6,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        u => {
+            return Err(format!(
+                "duration '{s}': unit '{u}' is unknown; use ms, s, m or h"
+            ))
+        }
+    };
+    let secs = v * scale;
+    if !(secs.is_finite() && secs > 0.0) {
+        return Err(format!("duration '{s}' must be above zero"));
+    }
+    Ok(secs)
+}
+
+fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Num(f64),
+        Str(String),
+    }
+    match Option::<Raw>::deserialize(d)? {
+        None => Ok(None),
+        Some(Raw::Num(v)) => Ok(Some(v)),
+        Some(Raw::Str(s)) => parse_duration_s(&s)
+            .map(Some)
+            .map_err(serde::de::Error::custom),
+    }
+}
+
 /// Failed members: `2`, or `[1, 2]` in TOML and `1,2` on the command line. The
 /// first is the one `rebuild` replaces.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,8 +183,9 @@ pub struct RunConfig {
     /// Bytes to issue (closed loop). Default 256M, the thesis's per-point amount.
     #[serde(default)]
     pub total: Option<Size>,
-    /// Or: stop issuing after this much simulated time.
-    #[serde(default)]
+    /// Or: stop issuing after this much simulated time (seconds, or with a
+    /// unit: `10s`, `500ms`, `2m`; the TOML key `duration` too).
+    #[serde(default, alias = "duration", deserialize_with = "de_duration")]
     pub duration_s: Option<f64>,
     /// Addressed bytes from the start of the array (default: all of it).
     #[serde(default)]

@@ -160,6 +160,22 @@ impl Setup {
         if cfg.disk_queue == Some(0) {
             return Err("disk_queue must be at least 1".into());
         }
+        // Trace options without the trace workload are a mistake, not a
+        // different run.
+        if cfg.workload != "trace" {
+            for (given, what) in [
+                (cfg.trace.is_some(), "trace"),
+                (cfg.trace_format.is_some(), "trace_format"),
+                (cfg.trace_limit.is_some(), "trace_limit"),
+            ] {
+                if given {
+                    return Err(format!(
+                        "{what} (--{}) applies to the trace workload; add --workload trace (workload = \"trace\"), or leave it out",
+                        what.replace('_', "-")
+                    ));
+                }
+            }
+        }
         let trace = if cfg.workload == "trace" {
             let path = cfg
                 .trace

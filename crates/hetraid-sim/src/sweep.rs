@@ -424,6 +424,29 @@ pub fn write_outputs(
     out: &[Outcome],
     dir: &Path,
 ) -> Result<Vec<HeadlineResult>, String> {
+    // A metric no run reports is a typo, not an empty plot: refused before
+    // anything is written.
+    let names =
+        std::iter::once(&c.metric).chain(c.headline.iter().filter_map(|h| h.metric.as_ref()));
+    for name in names {
+        if !out.iter().any(|o| metric(&o.report, name).is_some()) {
+            let fields: Vec<String> = out
+                .first()
+                .and_then(|o| serde_json::to_value(&o.report).ok())
+                .and_then(|v| v.as_object().cloned())
+                .map(|m| {
+                    m.iter()
+                        .filter(|(_, v)| v.is_number())
+                        .map(|(k, _)| k.clone())
+                        .collect()
+                })
+                .unwrap_or_default();
+            return Err(format!(
+                "metric '{name}' is not in the runs' reports; use one of {}, mN_FIELD for member N, a dotted path (read.p99_ms), or A / B",
+                fields.join(", ")
+            ));
+        }
+    }
     let err = |e: std::io::Error| format!("cannot write into {}: {e}", dir.display());
     std::fs::create_dir_all(dir.join("runs")).map_err(err)?;
     // CSV.

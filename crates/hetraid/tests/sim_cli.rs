@@ -243,6 +243,19 @@ fn bad_sim_input_is_one_sentence_and_exit_2() {
             ],
             "bad2.spc:2: field LBA '2z0' is not a valid number",
         ),
+        // Options that do not apply are errors, not a different run.
+        (
+            vec!["--trace".into(), "traces/financial1.spc".into()],
+            "applies to the trace workload",
+        ),
+        (
+            vec!["--group".into(), "3".into()],
+            "--group applies to s2raid5",
+        ),
+        (
+            vec!["--copies".into(), "2".into()],
+            "--copies applies to raid10",
+        ),
     ];
     for (extra, want) in cases {
         // Defaults from `base`, unless the case gives the flag itself.
@@ -262,6 +275,55 @@ fn bad_sim_input_is_one_sentence_and_exit_2() {
     let (code, _, err) = hetraid(&["sim", bad_cfg.to_str().unwrap()]);
     assert_eq!(code, 2);
     assert!(err.contains("qdepth"), "{err}");
+    let (code, _, err) = hetraid(&[
+        "sim",
+        "--layout",
+        "raid5",
+        "--members",
+        "x25e-64*3",
+        "--duration",
+        "2fortnights",
+    ]);
+    assert_eq!(code, 2, "a value that does not parse is bad input: {err}");
+    assert!(err.contains("unit 'fortnights' is unknown"), "{err}");
+    // Durations with units, in flags and in TOML under the flag's name.
+    let cfg = dir.path().join("d.toml");
+    std::fs::write(
+        &cfg,
+        "layout = \"raid5\"\nmembers = \"x25e-64*3\"\nduration = \"50ms\"\n",
+    )
+    .unwrap();
+    let a = json(&["sim", cfg.to_str().unwrap(), "--json"]);
+    let b = json(&[
+        "sim",
+        "--layout",
+        "raid5",
+        "--members",
+        "x25e-64*3",
+        "--duration",
+        "50ms",
+        "--json",
+    ]);
+    assert_eq!(a["requests"], b["requests"]);
+    assert!(a["sim_time_s"].as_f64().unwrap() < 0.1, "{a}");
+    // A DiskSim trace, told by its first record.
+    let ds = dir.path().join("t.trace");
+    std::fs::write(&ds, "0.5 0 1000 8 1\n1.5 0 2000 16 0\n").unwrap();
+    let r = json(&[
+        "sim",
+        "--layout",
+        "raid0",
+        "--members",
+        "cheetah-15k5",
+        "--workload",
+        "trace",
+        "--trace",
+        ds.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(r["reads"], 1);
+    assert_eq!(r["writes"], 1);
+    assert_eq!(r["bytes"], 24 * 512);
 }
 
 #[test]

@@ -398,6 +398,53 @@ pub fn parse_kind(
             "--weights applies to raidh and raidx5/6 only, not to '{name}'"
         )));
     }
+    // An option that does not apply to the layout is an error, not a
+    // different run (or array) than the one asked for.
+    let refuse = |given: bool, what: &str, applies: &str| {
+        if given {
+            Err(LayoutError::Invalid(format!(
+                "{what} applies to {applies}, not to '{name}'; leave it out or choose that layout"
+            )))
+        } else {
+            Ok(())
+        }
+    };
+    refuse(
+        order.is_some() && !matches!(kind, LayoutKind::Raid5 { .. }),
+        "--parity-order",
+        "raid5",
+    )?;
+    refuse(
+        copies.is_some() && !matches!(kind, LayoutKind::Raid10 { .. }),
+        "--copies",
+        "raid10",
+    )?;
+    refuse(
+        group.is_some() && !matches!(kind, LayoutKind::S2Raid5 { .. }),
+        "--group",
+        "s2raid5",
+    )?;
+    let s2 = matches!(
+        kind,
+        LayoutKind::S2Raid5 { .. } | LayoutKind::S2Raid10 { .. }
+    );
+    refuse(
+        partitions.is_some() && !s2,
+        "--partitions",
+        "s2raid5 and s2raid10",
+    )?;
+    refuse(
+        spare_partitions > 0 && !s2,
+        "--spare-partitions",
+        "s2raid5 and s2raid10",
+    )?;
+    let raidx = matches!(kind, LayoutKind::RaidX { .. });
+    refuse(
+        chunks_per_bundle.is_some() && !raidx,
+        "--chunks-per-bundle",
+        "raidx",
+    )?;
+    refuse(raidx_level.is_some() && !raidx, "--raidx-level", "raidx")?;
     Ok(kind)
 }
 

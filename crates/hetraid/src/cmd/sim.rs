@@ -38,8 +38,8 @@ pub struct SimCmd {
     /// Bytes to issue (default 256M).
     #[arg(long)]
     pub total: Option<Size>,
-    /// Or: issue for this many simulated seconds.
-    #[arg(long)]
+    /// Or: issue for this much simulated time (seconds, or 500ms, 10s, 2m, 1h).
+    #[arg(long, value_parser = hetraid_sim::config::parse_duration_s)]
     pub duration: Option<f64>,
     /// Address only the first SPAN bytes of the array.
     #[arg(long)]
