@@ -128,6 +128,8 @@ fn small_ssd() -> SsdParams {
         write_overhead_ms: 0.0,
         overprovision: 0.15,
         gc_free_blocks: 2,
+        gc_free_percent: None,
+        gc_occupies: Default::default(),
     }
 }
 

@@ -415,7 +415,12 @@ pub struct Hdd {
     dirty_bytes: u64,
     /// Their media writes, waiting for the disk (host commands go first
     /// unless the cache is too full to take the next write).
-    destage: VecDeque<DevIo>,
+    destage: VecDeque<(DevIo, Ns)>,
+    /// When the controller is free to take the next write into the cache
+    /// (it works beside the media: a write is taken while a destage runs).
+    ctrl_free: Ns,
+    /// Where the last write the cache took ends.
+    accepted_end: u64,
     /// When the media operation in service ends.
     busy_until: Ns,
     /// The last host command was a write (command overheads depend on it).
@@ -480,6 +485,8 @@ impl Hdd {
             stream: None,
             dirty_bytes: 0,
             destage: VecDeque::new(),
+            ctrl_free: 0,
+            accepted_end: u64::MAX,
             busy_until: 0,
             last_write: false,
             counters: Counters::default(),
@@ -576,35 +583,83 @@ impl Hdd {
         Some(st.origin_ns + ((pos - st.origin_pos) as f64 * st.ns_per_byte) as Ns)
     }
 
-    /// Serve `io` starting at `now`; returns its finish time. `fresh` = it reached
-    /// an idle disk, so the command overhead is not hidden behind earlier work.
     /// Does the write-back cache take this write (rather than the media)?
     fn cached_write(&self, io: &DevIo) -> bool {
         io.write && io.tag != INTERNAL && self.p.write_cache && io.len <= self.p.cache_bytes
     }
 
-    fn serve(&mut self, now: Ns, io: &DevIo, fresh: bool) -> Ns {
-        let xfer = self.transfer_ns(io.len, self.interface_ns_per_byte);
-        if self.cached_write(io) {
-            // Taken by the write-back cache when the controller reaches it
-            // (DiskSim's "immediate report"): its processing and the
-            // interface transfer; the media write joins the destages.
-            debug_assert!(self.dirty_bytes + io.len <= self.p.cache_bytes);
-            self.dirty_bytes += io.len;
-            self.destage.push_back(DevIo {
-                tag: INTERNAL,
-                ..*io
-            });
-            self.remember(io);
+    /// The controller takes queued writes into the write-back cache while it
+    /// has room (DiskSim's "immediate report"), each after its processing
+    /// and interface transfer, beside whatever the media does: in queue
+    /// order up to the first command that needs the media (FCFS, SSTF,
+    /// C-LOOK), or every such write among the commands it holds (SPTF, a
+    /// tagged queue). Each is reported done then; its media write joins the
+    /// destages.
+    fn take_writes(&mut self, now: Ns, started: &mut Started) {
+        let window = self
+            .queue
+            .len()
+            .min(self.p.queue_depth.map_or(usize::MAX, |d| d.max(1) as usize));
+        let mut i = 0;
+        // A random write is taken only while the media is free, and then
+        // one (its media write follows before the next command, as on
+        // DiskSim's disk); a write that continues the last one taken (a
+        // sequential stream) is taken while the media works.
+        let mut random_taken = self.busy;
+        // Bounded: each round takes a command or moves past one.
+        while i < window.min(self.queue.len()) {
+            let io = self.queue[i];
+            let sequential = io.offset == self.accepted_end;
+            let room =
+                self.dirty_bytes + io.len <= self.p.cache_bytes && (sequential || !random_taken);
+            if !self.cached_write(&io) || !room {
+                if self.p.scheduler == Scheduler::Sptf && !self.cached_write(&io) {
+                    i += 1;
+                    continue;
+                }
+                break;
+            }
+            self.queue.remove(i);
             let overhead = match &self.p.overheads {
                 Some(o) => o.ns(true, true, std::mem::replace(&mut self.last_write, true)),
-                None if fresh => self.overhead_ns,
-                None => 0,
+                None => self.overhead_ns,
             };
-            let end = now + overhead + xfer;
-            self.counters.busy(now, end, true);
-            return end;
+            let end = now.max(self.ctrl_free)
+                + overhead
+                + self.transfer_ns(io.len, self.interface_ns_per_byte);
+            self.ctrl_free = end;
+            random_taken |= !sequential;
+            self.accepted_end = io.offset + io.len;
+            self.dirty_bytes += io.len;
+            self.remember(&io);
+            self.destage.push_back((
+                DevIo {
+                    tag: INTERNAL,
+                    ..io
+                },
+                end,
+            ));
+            started.push((io.tag, end));
         }
+    }
+
+    /// Start the media's next operation, if it is free and has one.
+    fn start_media(&mut self, now: Ns, started: &mut Started, fresh: bool) {
+        if self.busy {
+            return;
+        }
+        if let Some((io, ready)) = self.pick(now) {
+            self.busy = true;
+            let end = self.serve(now.max(ready), &io, fresh);
+            self.busy_until = end;
+            started.push((io.tag, end));
+        }
+    }
+
+    /// Serve `io` starting at `now`; returns its finish time. `fresh` = it reached
+    /// an idle disk, so the command overhead is not hidden behind earlier work.
+    fn serve(&mut self, now: Ns, io: &DevIo, fresh: bool) -> Ns {
+        let xfer = self.transfer_ns(io.len, self.interface_ns_per_byte);
         let streamed = match (&self.stream, io.write, self.p.cache_segments > 0) {
             (Some(st), false, true) => self.stream_ready(st, io.offset, io.offset + io.len, now),
             _ => None,
@@ -682,63 +737,56 @@ impl Hdd {
         overhead + seek + wait
     }
 
-    /// The next operation: a destage of a write the cache took (at once
-    /// under FCFS, SSTF and C-LOOK; by positioning time among the queued
-    /// commands under SPTF), else a host command by the scheduler among the
-    /// first `queue_depth`.
-    fn pick(&mut self, now: Ns) -> Option<DevIo> {
+    /// The media's next operation (and when it may start): a destage of a
+    /// write the cache took (at once under FCFS, SSTF and C-LOOK; by
+    /// positioning time among the queued commands under SPTF), else a host
+    /// command by the scheduler among the first `queue_depth`. Writes the
+    /// cache will take are the controller's, not the media's.
+    fn pick(&mut self, now: Ns) -> Option<(DevIo, Ns)> {
         let depth = self.p.queue_depth.map_or(usize::MAX, |d| d.max(1) as usize);
+        let window: Vec<usize> = (0..self.queue.len().min(depth))
+            .filter(|&i| !self.cached_write(&self.queue[i]))
+            .collect();
         if !self.destage.is_empty() {
-            if self.p.scheduler != Scheduler::Sptf {
+            if self.p.scheduler != Scheduler::Sptf || window.is_empty() {
                 // The media write follows its acceptance at once, as a FCFS
                 // disk of DiskSim's does.
                 return self.destage.pop_front();
             }
-            // SPTF: destages compete with the queued commands by
-            // positioning time; a write the full cache cannot take waits.
-            let window = self.queue.len().min(depth);
-            let host = (0..window)
-                .map(|i| (self.positioning_ns(now, &self.queue[i]), i))
+            let host = window
+                .iter()
+                .map(|&i| (self.positioning_ns(now, &self.queue[i]), i))
                 .min();
             let (dt, di) = (0..self.destage.len())
-                .map(|i| (self.positioning_ns(now, &self.destage[i]), i))
+                .map(|i| {
+                    (
+                        self.positioning_ns(now.max(self.destage[i].1), &self.destage[i].0),
+                        i,
+                    )
+                })
                 .min()
                 .expect("a destage");
-            let blocked = host.is_some_and(|(_, i)| {
-                let io = self.queue[i];
-                self.cached_write(&io) && self.dirty_bytes + io.len > self.p.cache_bytes
-            });
             return match host {
-                Some((ht, hi)) if ht <= dt && !blocked => self.queue.remove(hi),
+                Some((ht, hi)) if ht <= dt => self.queue.remove(hi).map(|io| (io, now)),
                 _ => self.destage.remove(di),
             };
         }
-        let window = self.queue.len().min(depth);
-        if window > 0 {
-            let cur = self.cyl;
-            let i = match self.p.scheduler {
-                Scheduler::Fifo => 0,
-                Scheduler::Sstf => (0..window)
-                    .min_by_key(|&i| self.cylinder_of(self.queue[i].offset).abs_diff(cur))?,
-                Scheduler::Clook => {
-                    let key = |i: usize| {
-                        let c = self.cylinder_of(self.queue[i].offset);
-                        // Ahead of the head first (ascending), then wrap to the lowest.
-                        (c < cur, c)
-                    };
-                    (0..window).min_by_key(|&i| key(i))?
-                }
-                Scheduler::Sptf => {
-                    (0..window).min_by_key(|&i| (self.positioning_ns(now, &self.queue[i]), i))?
-                }
-            };
-            let io = self.queue[i];
-            let full = self.cached_write(&io) && self.dirty_bytes + io.len > self.p.cache_bytes;
-            if !full || self.destage.is_empty() {
-                return self.queue.remove(i);
-            }
-        }
-        self.destage.pop_front()
+        let cur = self.cyl;
+        let i = match self.p.scheduler {
+            Scheduler::Fifo => *window.first()?,
+            Scheduler::Sstf => *window
+                .iter()
+                .min_by_key(|&&i| self.cylinder_of(self.queue[i].offset).abs_diff(cur))?,
+            Scheduler::Clook => *window.iter().min_by_key(|&&i| {
+                let c = self.cylinder_of(self.queue[i].offset);
+                // Ahead of the head first (ascending), then wrap to the lowest.
+                (c < cur, c)
+            })?,
+            Scheduler::Sptf => *window
+                .iter()
+                .min_by_key(|&&i| (self.positioning_ns(now, &self.queue[i]), i))?,
+        };
+        self.queue.remove(i).map(|io| (io, now))
     }
 }
 
@@ -747,21 +795,21 @@ impl Device for Hdd {
         self.counters.count(&io);
         // A write for the write-back cache waits in the queue like any
         // command: the cache takes it when the controller reaches it.
-        self.enqueue(now, io, started, true)
+        let fresh = !self.busy;
+        self.queue.push_back(io);
+        self.take_writes(now, started);
+        self.start_media(now, started, fresh);
     }
 
     fn complete(&mut self, now: Ns, started: &mut Started) {
-        // Only the end of the operation in service frees the disk.
+        // Only the end of the media operation in service frees the media.
         if self.busy && now < self.busy_until {
             return;
         }
         self.busy = false;
-        if let Some(io) = self.pick(now) {
-            self.busy = true;
-            let end = self.serve(now, &io, false);
-            self.busy_until = end;
-            started.push((io.tag, end));
-        }
+        // A destage done makes room: the controller may take more writes.
+        self.take_writes(now, started);
+        self.start_media(now, started, false);
     }
 
     fn capacity(&self) -> u64 {
@@ -774,19 +822,6 @@ impl Device for Hdd {
         hetraid_core::ServiceModel {
             position_ns: (self.p.seek_avg_ms * 1e6) as u64 + self.rev_ns / 2 + self.overhead_ns,
             bytes_per_s: (self.p.media_mbps * 1e6) as u64,
-        }
-    }
-}
-
-impl Hdd {
-    fn enqueue(&mut self, now: Ns, io: DevIo, started: &mut Started, fresh: bool) {
-        if self.busy {
-            self.queue.push_back(io);
-        } else {
-            self.busy = true;
-            let end = self.serve(now, &io, fresh);
-            self.busy_until = end;
-            started.push((io.tag, end));
         }
     }
 }

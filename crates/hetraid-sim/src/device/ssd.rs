@@ -39,6 +39,22 @@ pub struct SsdParams {
     /// Collect a plane when its free blocks fall to this many.
     #[serde(default = "gc_min")]
     pub gc_free_blocks: u32,
+    /// Or: keep this share of each plane's blocks free, in percent (DiskSim
+    /// keeps 5 %); overrides `gc_free_blocks`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gc_free_percent: Option<f64>,
+    /// What garbage collection keeps busy: `plane` (the plane it cleans) or
+    /// `element` (every plane of its package, as DiskSim's cleaning does).
+    #[serde(default)]
+    pub gc_occupies: GcScope,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum GcScope {
+    #[default]
+    Plane,
+    Element,
 }
 
 fn one() -> u32 {
@@ -61,6 +77,14 @@ impl SsdParams {
             * self.dies_per_package as u64
             * self.planes_per_die as u64
     }
+    /// Free blocks per plane below which it is collected.
+    pub fn gc_threshold(&self) -> u32 {
+        match self.gc_free_percent {
+            Some(p) => ((self.blocks_per_plane as f64 * p / 100.0).ceil() as u32).max(1),
+            None => self.gc_free_blocks,
+        }
+    }
+
     pub fn raw_pages(&self) -> u64 {
         self.planes() * self.blocks_per_plane as u64 * self.pages_per_block as u64
     }
@@ -97,6 +121,14 @@ impl SsdParams {
         }
         if self.gc_free_blocks < 1 || self.gc_free_blocks + 2 > self.blocks_per_plane {
             return Err("ssd gc_free_blocks must be at least 1 and leave blocks to write".into());
+        }
+        if let Some(p) = self.gc_free_percent {
+            if !(p > 0.0 && p < 50.0) || self.gc_threshold() + 2 > self.blocks_per_plane {
+                return Err(
+                    "ssd gc_free_percent must be above 0 and below 50, and leave blocks to write"
+                        .into(),
+                );
+            }
         }
         if self.raw_pages() >= u32::MAX as u64 {
             return Err("ssd has more than 2^32 pages; use larger pages or fewer blocks".into());
@@ -138,6 +170,8 @@ pub struct Ssd {
     /// Page writes that read the page first (the write covered part of it).
     sub_page_rmw: u64,
     counters: Counters,
+    /// `SsdParams::gc_threshold`, as a length.
+    gc_threshold: usize,
 }
 
 impl Ssd {
@@ -173,7 +207,27 @@ impl Ssd {
             gc_copies: 0,
             sub_page_rmw: 0,
             counters: Counters::default(),
+            gc_threshold: p.gc_threshold() as usize,
             p,
+        }
+    }
+
+    /// The planes garbage collection of plane `pl` keeps busy.
+    fn gc_planes(&self, pl: usize) -> Vec<usize> {
+        match self.p.gc_occupies {
+            GcScope::Plane => vec![pl],
+            // Planes share a package when they share its channel and index.
+            GcScope::Element => {
+                let ch = self.p.channels as usize;
+                let per_pkg = (self.p.dies_per_package * self.p.planes_per_die) as usize;
+                let pkg = pl / ch % self.p.packages_per_channel as usize;
+                (0..self.planes.len())
+                    .filter(|&q| {
+                        q % ch == pl % ch && q / ch % self.p.packages_per_channel as usize == pkg
+                    })
+                    .take(per_pkg)
+                    .collect()
+            }
         }
     }
 
@@ -201,9 +255,7 @@ impl Ssd {
     /// is short of free blocks. Returns the page.
     fn allocate(&mut self, pl: usize, t: Ns) -> u32 {
         let ppb = self.p.pages_per_block;
-        if self.planes[pl].next_page == ppb
-            && self.planes[pl].free.len() <= self.p.gc_free_blocks as usize
-        {
+        if self.planes[pl].next_page == ppb && self.planes[pl].free.len() <= self.gc_threshold {
             self.collect(pl, t);
         }
         // GC may have opened a block for its copies: keep filling it.
@@ -228,7 +280,7 @@ impl Ssd {
         let ppb = self.p.pages_per_block;
         // Each round frees a block; bounded by the plane's block count.
         for _ in 0..bpp {
-            if self.planes[pl].free.len() > self.p.gc_free_blocks as usize {
+            if self.planes[pl].free.len() > self.gc_threshold {
                 return;
             }
             let base = pl as u32 * bpp;
@@ -262,7 +314,14 @@ impl Ssd {
                 self.flash_pages += 1;
             }
             self.valid[victim as usize] = 0;
-            self.on_plane(pl, end, self.page_ns[2]);
+            let end = self.on_plane(pl, end, self.page_ns[2]);
+            // Cleaning the element keeps its other planes busy as long.
+            for q in self.gc_planes(pl) {
+                if q != pl {
+                    let b = &mut self.planes[q].busy_until;
+                    *b = (*b).max(end);
+                }
+            }
             self.erase_count[victim as usize] += 1;
             self.counters.erases += 1;
             self.planes[pl].free.insert(0, victim);
