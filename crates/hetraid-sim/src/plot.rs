@@ -17,6 +17,88 @@ const COLORS: &[&str] = &[
     "#bcbd22", "#17becf",
 ];
 
+/// Dash patterns and marker shapes by series, so series are told apart
+/// without colour (print, colour blindness).
+const DASHES: &[&str] = &["", "7,4", "2,3", "9,3,2,3", "4,4", "12,4"];
+const MARKERS: usize = 4;
+
+/// A metric or parameter name as an axis label with its unit:
+/// `throughput_mbps` -> `throughput (MB/s)`, `p99_response_ms` -> `p99
+/// response (ms)`, `m4_write_pages` -> `member 4 write pages`, `qd` ->
+/// `queue depth`; a ratio `a / b` labels both sides.
+pub fn readable(name: &str) -> String {
+    if let Some((a, b)) = name.split_once('/') {
+        return format!("{} / {}", readable(a.trim()), readable(b.trim()));
+    }
+    let name = name.rsplit('.').next().unwrap_or(name);
+    let special = match name {
+        "iops" => Some("IOPS"),
+        "qd" => Some("queue depth"),
+        "size" => Some("request size"),
+        "chunk" => Some("chunk size"),
+        "read_fraction" => Some("read fraction"),
+        "write_amplification" => Some("write amplification"),
+        "utilization" => Some("utilization (fraction busy)"),
+        _ => None,
+    };
+    if let Some(s) = special {
+        return s.into();
+    }
+    let (stem, unit) = [
+        ("_mbps", "MB/s"),
+        ("_ms", "ms"),
+        ("_s", "s"),
+        ("_j", "J"),
+        ("_bytes", "bytes"),
+        ("_w", "W"),
+    ]
+    .iter()
+    .find_map(|(suf, u)| name.strip_suffix(suf).map(|st| (st, Some(*u))))
+    .unwrap_or((name, None));
+    let stem = match stem.strip_prefix('m').and_then(|r| r.split_once('_')) {
+        Some((n, rest)) if n.parse::<usize>().is_ok() => format!("member {n} {rest}"),
+        _ => stem.to_string(),
+    };
+    let words = stem.replace('_', " ");
+    match unit {
+        Some(u) => format!("{words} ({u})"),
+        None => words,
+    }
+}
+
+/// A marker of shape `k` (circle, square, triangle, diamond) at (x, y).
+fn marker(svg: &mut String, k: usize, x: f64, y: f64, c: &str) {
+    let _ = match k % MARKERS {
+        0 => write!(
+            svg,
+            r#"<circle cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{c}"/>"#
+        ),
+        1 => write!(
+            svg,
+            r#"<rect x="{:.1}" y="{:.1}" width="7" height="7" fill="{c}"/>"#,
+            x - 3.5,
+            y - 3.5
+        ),
+        2 => write!(
+            svg,
+            r#"<polygon points="{x:.1},{:.1} {:.1},{:.1} {:.1},{:.1}" fill="{c}"/>"#,
+            y - 4.5,
+            x - 4.5,
+            y + 3.5,
+            x + 4.5,
+            y + 3.5
+        ),
+        _ => write!(
+            svg,
+            r#"<polygon points="{x:.1},{:.1} {:.1},{y:.1} {x:.1},{:.1} {:.1},{y:.1}" fill="{c}"/>"#,
+            y - 4.5,
+            x + 4.5,
+            y + 4.5,
+            x - 4.5
+        ),
+    };
+}
+
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -151,6 +233,24 @@ fn legend(svg: &mut String, names: &[&str]) {
     }
 }
 
+/// A line chart's legend: each series' colour, dash and marker.
+fn line_legend(svg: &mut String, names: &[&str]) {
+    for (i, n) in names.iter().enumerate() {
+        let y = T + 10.0 + i as f64 * 18.0;
+        let c = COLORS[i % COLORS.len()];
+        let (x0, x1) = (W - R + 8.0, W - R + 34.0);
+        let _ = write!(
+            svg,
+            r#"<line x1="{x0}" y1="{:.1}" x2="{x1}" y2="{:.1}" stroke="{c}" stroke-width="2" stroke-dasharray="{}"/>"#,
+            y - 4.0,
+            y - 4.0,
+            DASHES[i % DASHES.len()]
+        );
+        marker(svg, i, (x0 + x1) / 2.0, y - 4.0, c);
+        let _ = write!(svg, r#"<text x="{}" y="{}">{}</text>"#, x1 + 6.0, y, esc(n));
+    }
+}
+
 /// `lines`: (series name, y per x label; None = missing).
 pub fn line_chart(
     title: &str,
@@ -195,22 +295,23 @@ pub fn line_chart(
     );
     for (si, (_, ys)) in lines.iter().enumerate() {
         let c = COLORS[si % COLORS.len()];
-        let pts: Vec<String> = ys
+        let pts: Vec<(f64, f64)> = ys
             .iter()
             .enumerate()
-            .filter_map(|(i, y)| y.map(|y| format!("{:.1},{:.1}", px(i), scale.py(y))))
+            .filter_map(|(i, y)| y.map(|y| (px(i), scale.py(y))))
             .collect();
+        let joined: Vec<String> = pts.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
         let _ = write!(
             svg,
-            r#"<polyline fill="none" stroke="{c}" stroke-width="2" points="{}"/>"#,
-            pts.join(" ")
+            r#"<polyline fill="none" stroke="{c}" stroke-width="2" stroke-dasharray="{}" points="{}"/>"#,
+            DASHES[si % DASHES.len()],
+            joined.join(" ")
         );
-        for p in &pts {
-            let (x, y) = p.split_once(',').unwrap();
-            let _ = write!(svg, r#"<circle cx="{x}" cy="{y}" r="3" fill="{c}"/>"#);
+        for &(x, y) in &pts {
+            marker(&mut svg, si, x, y, c);
         }
     }
-    legend(
+    line_legend(
         &mut svg,
         &lines.iter().map(|l| l.0.as_str()).collect::<Vec<_>>(),
     );
@@ -218,11 +319,13 @@ pub fn line_chart(
     svg
 }
 
-/// Grouped bars: per series, one bar per member.
-pub fn bar_chart(title: &str, groups: &[(String, Vec<f64>)]) -> String {
+/// Grouped bars: per series, one bar per member; `kinds[g][m]`, when
+/// given, is written over member m's bar of group g (`S` ssd, `H` hdd, `N`
+/// nvram: where the load goes is what a heterogeneous layout decides).
+pub fn bar_chart(title: &str, groups: &[(String, Vec<f64>)], kinds: &[Vec<String>]) -> String {
     let scale = Scale::for_values(groups.iter().flat_map(|g| g.1.iter().copied()), false);
     let mut svg = String::new();
-    frame(&mut svg, title, "percent busy", scale);
+    frame(&mut svg, title, "busy (% of the run)", scale);
     let pw = W - L - R;
     let members = groups.iter().map(|g| g.1.len()).max().unwrap_or(1).max(1);
     let gw = pw / groups.len().max(1) as f64;
@@ -241,6 +344,20 @@ pub fn bar_chart(title: &str, groups: &[(String, Vec<f64>)]) -> String {
                 COLORS[m % COLORS.len()],
                 esc(name)
             );
+            if let Some(k) = kinds.get(gi).and_then(|k| k.get(m)) {
+                let _ = write!(
+                    svg,
+                    r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="10">{}</text>"#,
+                    x0 + m as f64 * bw + bw * 0.45,
+                    H - B - h - 3.0,
+                    esc(&k
+                        .chars()
+                        .next()
+                        .unwrap_or('?')
+                        .to_ascii_uppercase()
+                        .to_string())
+                );
+            }
         }
         let _ = write!(
             svg,
@@ -251,10 +368,55 @@ pub fn bar_chart(title: &str, groups: &[(String, Vec<f64>)]) -> String {
         );
     }
     let names: Vec<String> = (0..members).map(|m| format!("member {m}")).collect();
+    if !kinds.is_empty() {
+        let _ = write!(
+            svg,
+            r#"<text x="{}" y="{}" font-size="11">over a bar: S ssd, H hdd</text>"#,
+            W - R + 15.0,
+            T + 10.0 + members as f64 * 18.0 + 8.0
+        );
+    }
     legend(
         &mut svg,
         &names.iter().map(String::as_str).collect::<Vec<_>>(),
     );
     svg.push_str("</svg>\n");
     svg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn axis_labels_carry_units() {
+        assert_eq!(readable("throughput_mbps"), "throughput (MB/s)");
+        assert_eq!(readable("p99_response_ms"), "p99 response (ms)");
+        assert_eq!(readable("rebuild.rebuild_time_s"), "rebuild time (s)");
+        assert_eq!(
+            readable("m4_write_pages / m0_write_pages"),
+            "member 4 write pages / member 0 write pages"
+        );
+        assert_eq!(readable("qd"), "queue depth");
+        assert_eq!(readable("iops"), "IOPS");
+    }
+
+    #[test]
+    fn series_differ_by_dash_and_marker_as_well_as_colour() {
+        let lines: Vec<(String, Vec<Option<f64>>)> = (0..4)
+            .map(|i| (format!("s{i}"), vec![Some(i as f64 + 1.0), Some(2.0)]))
+            .collect();
+        let svg = line_chart(
+            "t",
+            "queue depth",
+            "IOPS",
+            &["1".into(), "2".into()],
+            &lines,
+            false,
+        );
+        for d in &DASHES[1..4] {
+            assert!(svg.contains(&format!("stroke-dasharray=\"{d}\"")), "{d}");
+        }
+        assert!(svg.contains("<circle") && svg.contains("<rect x=") && svg.contains("<polygon"));
+    }
 }

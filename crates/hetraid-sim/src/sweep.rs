@@ -325,6 +325,23 @@ pub fn metric(r: &Report, name: &str) -> Option<f64> {
     v.get(name)?.as_f64()
 }
 
+/// A series name as a file-name part.
+fn slug(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect::<String>()
+        .split('-')
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
 fn grid_label(g: &[(String, Value)]) -> String {
     g.iter()
         .map(|(k, v)| format!("{k}={}", value_label(v)))
@@ -561,10 +578,68 @@ pub fn write_outputs(
         let name = format!("{}{suffix}.svg", c.metric);
         std::fs::write(
             dir.join(&name),
-            crate::plot::line_chart(&title, &c.x, &c.metric, &labels, &lines, c.log_y),
+            crate::plot::line_chart(
+                &title,
+                &crate::plot::readable(&c.x),
+                &crate::plot::readable(&c.metric),
+                &labels,
+                &lines,
+                c.log_y,
+            ),
         )
         .map_err(err)?;
         plots.push(name);
+        // Where a headline is a ratio against a baseline series, the same
+        // plot normalized to that series (the thesis's figures are
+        // normalized to RAID5).
+        let baseline = c
+            .headline
+            .iter()
+            .filter(|h| h.metric.as_ref().is_none_or(|m| *m == c.metric))
+            .find_map(|h| h.denominator.clone())
+            .filter(|d| series.contains(d));
+        if let Some(base) = baseline {
+            let bi = series.iter().position(|s| *s == base).unwrap_or(0);
+            let norm: Vec<(String, Vec<Option<f64>>)> = lines
+                .iter()
+                .map(|(n, ys)| {
+                    let v = ys
+                        .iter()
+                        .zip(&lines[bi].1)
+                        .map(|(y, b)| match (y, b) {
+                            (Some(y), Some(b)) if *b != 0.0 => Some(y / b),
+                            _ => None,
+                        })
+                        .collect();
+                    (n.clone(), v)
+                })
+                .collect();
+            let name = format!("{}-vs-{}{suffix}.svg", c.metric, slug(&base));
+            std::fs::write(
+                dir.join(&name),
+                crate::plot::line_chart(
+                    &format!("{title}, relative to {base}"),
+                    &crate::plot::readable(&c.x),
+                    &format!("{} / {base}'s", crate::plot::readable(&c.metric)),
+                    &labels,
+                    &norm,
+                    // Ratios spanning more than a decade read better on a log axis.
+                    {
+                        let v: Vec<f64> = norm
+                            .iter()
+                            .flat_map(|l| l.1.iter().flatten().copied())
+                            .filter(|v| *v > 0.0)
+                            .collect();
+                        let (lo, hi) = v
+                            .iter()
+                            .fold((f64::MAX, 0f64), |(a, b), &x| (a.min(x), b.max(x)));
+                        hi / lo.max(1e-12) > 10.0
+                    },
+                ),
+            )
+            .map_err(err)?;
+            plots.push(name);
+        }
         let at = c.load_at.clone().unwrap_or_else(|| c.x_values[0].clone());
         let bars: Vec<(String, Vec<f64>)> = series
             .iter()
@@ -582,12 +657,28 @@ pub fn write_outputs(
                 ))
             })
             .collect();
+        // Each bar marked with its member's kind (where the load goes is
+        // the point of a heterogeneous layout).
+        let kinds: Vec<Vec<String>> = bars
+            .iter()
+            .map(|(s, _)| {
+                out.iter()
+                    .find(|o| &o.point.series == s && o.point.x == at && &o.point.grid == g)
+                    .map(|o| o.report.members.iter().map(|m| m.kind.clone()).collect())
+                    .unwrap_or_default()
+            })
+            .collect();
         let name = format!("load{suffix}.svg");
         std::fs::write(
             dir.join(&name),
             crate::plot::bar_chart(
-                &format!("Member utilization at {} = {} (%)", c.x, value_label(&at)),
+                &format!(
+                    "Member utilization at {} = {}",
+                    crate::plot::readable(&c.x),
+                    value_label(&at)
+                ),
                 &bars,
+                &kinds,
             ),
         )
         .map_err(err)?;
