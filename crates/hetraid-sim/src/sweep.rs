@@ -517,6 +517,11 @@ pub fn write_outputs(
                 m.reads, m.writes, m.read_pages, m.write_pages, m.erases, m.utilization
             );
         }
+        // Runs with fewer members than the widest leave its columns empty:
+        // every row has the header's columns.
+        for _ in r.members.len()..members {
+            csv.push_str(",,,,,,");
+        }
         csv.push('\n');
         let run = serde_json::json!({
             "series": o.point.series,
@@ -756,6 +761,37 @@ pub fn write_outputs(
         }
         md.push('\n');
     }
+    // What this run was: enough to run it again and get the same bytes.
+    let _ = writeln!(
+        md,
+        "## Run
+"
+    );
+    let _ = writeln!(
+        md,
+        "- hetraid {} ({} runs); simulation is deterministic: the same file, settings and seeds print the same numbers",
+        env!("CARGO_PKG_VERSION"),
+        out.len()
+    );
+    let mut seeds: Vec<u64> = out.iter().map(|o| o.report.seed).collect();
+    seeds.sort_unstable();
+    seeds.dedup();
+    let _ = writeln!(md, "- seeds: {seeds:?}");
+    let requests: u64 = out.iter().map(|o| o.report.requests).sum();
+    let simulated: f64 = out.iter().map(|o| o.report.sim_time_s).sum();
+    let _ = writeln!(
+        md,
+        "- {requests} requests in all, {simulated:.1} s simulated"
+    );
+    if !c.base.is_empty() {
+        let settings: Vec<String> = c.base.iter().map(|(k, v)| format!("`{k} = {v}`")).collect();
+        let _ = writeln!(
+            md,
+            "- settings for every run (the file's, and `--set` overrides): {}",
+            settings.join(", ")
+        );
+    }
+    md.push('\n');
     let _ = writeln!(
         md,
         "Files: `results.csv` (every run, per-member counters), `runs/*.json` (config and full result of each run), {}.",

@@ -409,6 +409,46 @@ fn sweep_writes_csv_json_svg_and_summary() {
     assert!(f(&run["result"]["throughput_mbps"]) > 0.0);
     let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
     assert!(md.contains("| RAIDE / RAID5NSS at 1.25 stripes |") && md.contains("published"));
+    // Every CSV row has the header's columns; the summary says how it ran;
+    // the plots' axes carry units.
+    let width = lines[0].split(',').count();
+    for l in &lines {
+        assert_eq!(l.split(',').count(), width, "{l}");
+    }
+    assert!(
+        md.contains("## Run") && md.contains("- seeds: [") && md.contains("`total = \"8M\"`"),
+        "{md}"
+    );
+    let svg = std::fs::read_to_string(out.join("throughput_mbps.svg")).unwrap();
+    assert!(
+        svg.contains("throughput (MB/s)") && svg.contains("request size"),
+        "axis labels"
+    );
+    // A metric no run reports is refused, nothing written.
+    let typo = dir.path().join("typo");
+    let cfg = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../experiments/4-raide.toml"
+    ))
+    .unwrap();
+    let typo_cfg = dir.path().join("typo.toml");
+    std::fs::write(
+        &typo_cfg,
+        cfg.replace("metric = \"throughput_mbps\"", "metric = \"thruput\""),
+    )
+    .unwrap();
+    let (code, _, err) = hetraid(&[
+        "sweep",
+        typo_cfg.to_str().unwrap(),
+        "--out",
+        typo.to_str().unwrap(),
+        "--set",
+        "total=1M",
+        "--quiet",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("metric 'thruput'"), "{err}");
+    assert!(!typo.join("results.csv").exists());
     // A sweep that names a series it does not define is refused.
     let bad = dir.path().join("bad.toml");
     std::fs::write(&bad, "title = \"t\"\nx = \"size\"\nx_values = [\"4K\"]\n[[series]]\nname = \"A\"\nlayout = \"raid5\"\nmembers = \"x25e-64*3\"\n[[headline]]\nwhat = \"w\"\nnumerator = \"B\"\npublished = \"p\"\n").unwrap();
