@@ -325,6 +325,106 @@ pub fn metric(r: &Report, name: &str) -> Option<f64> {
     v.get(name)?.as_f64()
 }
 
+/// A headline note with its numbers computed from the run, so the prose
+/// never disagrees with the table. `{...}` holds an expression and a format:
+/// - `{ours}` — the headline's own value;
+/// - `{SERIES@X}` — the sweep's metric for SERIES at x value X (as labelled:
+///   `4K`, `0.7`), `{SERIES@X:METRIC}` another metric, `{SERIES@X#KEY=V}` at
+///   a grid point;
+/// - `{A@X / B@Y}` — a ratio; `{A/B@X}` is short for `{A@X / B@X}`;
+/// - after `|`: `x` (`1.56x`), `gain` (`18 %`: (v − 1) × 100), `loss`
+///   (`43 %`: (1 − v) × 100), `pct` (`9 %`: v × 100), or a number of
+///   decimals (default 2).
+///
+/// An expression that names nothing the run has is an error.
+pub fn render_note(
+    c: &SweepConfig,
+    out: &[Outcome],
+    ours: Option<&HeadlineResult>,
+    note: &str,
+) -> Result<String, String> {
+    let term = |t: &str| -> Result<f64, String> {
+        let t = t.trim();
+        if t == "ours" {
+            return ours
+                .map(|h| h.ours)
+                .ok_or("the headline has no value".to_string());
+        }
+        let (series, rest) = t
+            .split_once('@')
+            .ok_or_else(|| format!("'{t}' is not SERIES@X"))?;
+        let (rest, grid) = match rest.split_once('#') {
+            Some((r, g)) => (r, Some(g)),
+            None => (rest, None),
+        };
+        let (x, metric_name) = match rest.split_once(':') {
+            Some((x, m)) => (x.trim(), m.trim()),
+            None => (rest.trim(), c.metric.as_str()),
+        };
+        let grid = grid
+            .map(|g| {
+                g.split_once('=')
+                    .map(|(k, v)| (k.trim(), v.trim()))
+                    .ok_or(format!("grid '{g}' is not KEY=VALUE"))
+            })
+            .transpose()?;
+        let o = out
+            .iter()
+            .find(|o| {
+                o.point.series == series.trim()
+                    && value_label(&o.point.x) == x
+                    && grid.is_none_or(|(k, v)| {
+                        o.point
+                            .grid
+                            .iter()
+                            .any(|(gk, gv)| gk == k && value_label(gv) == v)
+                    })
+            })
+            .ok_or_else(|| format!("no run of series '{}' at {} = {x}", series.trim(), c.x))?;
+        metric(&o.report, metric_name)
+            .ok_or_else(|| format!("metric '{metric_name}' is not in the run's report"))
+    };
+    let mut outs = String::new();
+    let mut rest = note;
+    // Bounded: each round consumes one `{...}`.
+    while let Some(open) = rest.find('{') {
+        outs.push_str(&rest[..open]);
+        let close = rest[open..].find('}').ok_or("a '{' without its '}'")? + open;
+        let inner = &rest[open + 1..close];
+        rest = &rest[close + 1..];
+        let (expr, fmt) = match inner.split_once('|') {
+            Some((e, f)) => (e.trim(), f.trim()),
+            None => (inner.trim(), "2"),
+        };
+        // `A/B@X` is `A@X / B@X`.
+        let value = match expr.split_once(" / ") {
+            Some((a, b)) => term(a)? / term(b)?,
+            None => match expr.split_once('/') {
+                Some((a, b)) if b.contains('@') && !a.contains('@') => {
+                    let (b, at) = b.split_once('@').unwrap();
+                    term(&format!("{a}@{at}"))? / term(&format!("{b}@{at}"))?
+                }
+                _ => term(expr)?,
+            },
+        };
+        let text = match fmt {
+            "x" => format!("{value:.2}x"),
+            "gain" => format!("{:.0} %", (value - 1.0) * 100.0),
+            "loss" => format!("{:.0} %", (1.0 - value) * 100.0),
+            "pct" => format!("{:.0} %", value * 100.0),
+            d => {
+                let d: usize = d.parse().map_err(|_| {
+                    format!("format '{d}' is unknown; use x, gain, loss, pct or decimals")
+                })?;
+                format!("{value:.d$}")
+            }
+        };
+        outs.push_str(&text);
+    }
+    outs.push_str(rest);
+    Ok(outs)
+}
+
 /// A series name as a file-name part.
 fn slug(s: &str) -> String {
     s.chars()
@@ -716,9 +816,15 @@ pub fn write_outputs(
             );
         }
         md.push('\n');
-        for h in &c.headline {
+        for (h, r) in c
+            .headline
+            .iter()
+            .zip(c.headline.iter().map(|h| headline(c, h, out)))
+        {
             if let Some(n) = &h.note {
-                let _ = writeln!(md, "- **{}**: {}", h.what, n.trim());
+                let text = render_note(c, out, r.as_ref(), n.trim())
+                    .map_err(|e| format!("headline '{}': note: {e}", h.what))?;
+                let _ = writeln!(md, "- **{}**: {}", h.what, text);
             }
         }
         md.push('\n');
@@ -799,4 +905,23 @@ pub fn write_outputs(
     );
     std::fs::write(dir.join("summary.md"), md).map_err(err)?;
     Ok(heads)
+}
+
+#[cfg(test)]
+mod note_tests {
+    use super::*;
+
+    #[test]
+    fn a_note_expression_that_names_nothing_is_an_error() {
+        let c = SweepConfig::parse(
+            "title = \"t\"\nx = \"size\"\nx_values = [\"4K\"]\n[[series]]\nname = \"A\"\nlayout = \"raid0\"\nmembers = \"x25e-64*2\"\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert!(render_note(&c, &[], None, "plain text").unwrap() == "plain text");
+        let e = render_note(&c, &[], None, "{A@4K}").unwrap_err();
+        assert!(e.contains("no run of series 'A'"), "{e}");
+        assert!(render_note(&c, &[], None, "{ours}").is_err());
+        assert!(render_note(&c, &[], None, "{A@4K").is_err());
+    }
 }

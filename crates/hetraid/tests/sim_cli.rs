@@ -409,6 +409,18 @@ fn sweep_writes_csv_json_svg_and_summary() {
     assert!(f(&run["result"]["throughput_mbps"]) > 0.0);
     let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
     assert!(md.contains("| RAIDE / RAID5NSS at 1.25 stripes |") && md.contains("published"));
+    // The notes' numbers are computed from the run: the gain the prose
+    // gives is the table's ratio.
+    let ours: f64 = stdout
+        .lines()
+        .find(|l| l.contains("RAIDE / RAID5NSS at 1.25 stripes: ours"))
+        .and_then(|l| l.split("ours ").nth(1))
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    let gain = format!("RAIDE is {:.0} % faster", (ours - 1.0) * 100.0);
+    assert!(md.contains(&gain), "{gain} in {md}");
+    assert!(!md.contains('{'), "an expression left unrendered: {md}");
     // Every CSV row has the header's columns; the summary says how it ran;
     // the plots' axes carry units.
     let width = lines[0].split(',').count();
