@@ -327,10 +327,10 @@ pub fn metric(r: &Report, name: &str) -> Option<f64> {
 
 /// A headline note with its numbers computed from the run, so the prose
 /// never disagrees with the table. `{...}` holds an expression and a format:
-/// - `{ours}` — the headline's own value;
+/// - `{ours}` — the headline's own value; `{at}` — where it was taken;
 /// - `{SERIES@X}` — the sweep's metric for SERIES at x value X (as labelled:
-///   `4K`, `0.7`), `{SERIES@X:METRIC}` another metric, `{SERIES@X#KEY=V}` at
-///   a grid point;
+///   `4K`, `0.7`), `{SERIES@X:METRIC}` another metric, `{SERIES@X#K=V,K2=V2}`
+///   at a grid point;
 /// - `{A@X / B@Y}` — a ratio; `{A/B@X}` is short for `{A@X / B@X}`;
 /// - after `|`: `x` (`1.56x`), `gain` (`18 %`: (v − 1) × 100), `loss`
 ///   (`43 %`: (1 − v) × 100), `pct` (`9 %`: v × 100), or a number of
@@ -361,23 +361,28 @@ pub fn render_note(
             Some((x, m)) => (x.trim(), m.trim()),
             None => (rest.trim(), c.metric.as_str()),
         };
-        let grid = grid
+        let grid: Vec<(&str, &str)> = grid
             .map(|g| {
-                g.split_once('=')
-                    .map(|(k, v)| (k.trim(), v.trim()))
-                    .ok_or(format!("grid '{g}' is not KEY=VALUE"))
+                g.split(',')
+                    .map(|kv| {
+                        kv.split_once('=')
+                            .map(|(k, v)| (k.trim(), v.trim()))
+                            .ok_or(format!("grid '{g}' is not KEY=VALUE[,KEY=VALUE]"))
+                    })
+                    .collect::<Result<Vec<_>, _>>()
             })
-            .transpose()?;
+            .transpose()?
+            .unwrap_or_default();
         let o = out
             .iter()
             .find(|o| {
                 o.point.series == series.trim()
                     && value_label(&o.point.x) == x
-                    && grid.is_none_or(|(k, v)| {
+                    && grid.iter().all(|(k, v)| {
                         o.point
                             .grid
                             .iter()
-                            .any(|(gk, gv)| gk == k && value_label(gv) == v)
+                            .any(|(gk, gv)| gk == k && value_label(gv) == *v)
                     })
             })
             .ok_or_else(|| format!("no run of series '{}' at {} = {x}", series.trim(), c.x))?;
@@ -392,6 +397,10 @@ pub fn render_note(
         let close = rest[open..].find('}').ok_or("a '{' without its '}'")? + open;
         let inner = &rest[open + 1..close];
         rest = &rest[close + 1..];
+        if inner.trim() == "at" {
+            outs.push_str(&ours.ok_or("the headline has no value")?.at);
+            continue;
+        }
         let (expr, fmt) = match inner.split_once('|') {
             Some((e, f)) => (e.trim(), f.trim()),
             None => (inner.trim(), "2"),
