@@ -1683,7 +1683,10 @@ impl GrowCmd {
             }
             None => None,
         };
-        if let Some(r) = remote_passing(&self.members, req, new_path.as_deref()) {
+        let bar = StatusBar::start(&self.members, "change");
+        let served = remote_passing(&self.members, req, new_path.as_deref());
+        drop(bar);
+        if let Some(r) = served {
             return print_change(&remote_change(r?)?, self.json);
         }
         if self.batches.is_none() {
@@ -1693,6 +1696,7 @@ impl GrowCmd {
             held.cell
                 .set_batches_per_swap(self.speed.batches_per_swap());
             let opts = self.speed.offline_options();
+            let bar = StatusBar::start(&self.members, "change");
             let r = match (&self.add, &self.weights) {
                 (None, None) => held
                     .cell
@@ -1717,6 +1721,7 @@ impl GrowCmd {
                         .map_err(|e| e.to_string())
                 }
             };
+            drop(bar);
             held.close()?;
             return print_change(&r?, self.json);
         }
@@ -1779,17 +1784,22 @@ impl ShrinkCmd {
     pub fn run(&self) -> Result<(), String> {
         let mut req = serde_json::json!({"verb": "shrink", "member": slot_of(&self.member, &self.members)?, "size": self.size});
         self.speed.put(&mut req);
-        if let Some(r) = remote(&self.members, req) {
+        let bar = StatusBar::start(&self.members, "change");
+        let served = remote(&self.members, req);
+        drop(bar);
+        if let Some(r) = served {
             return print_change(&remote_change(r?)?, self.json);
         }
         let slot = slot_of(&self.member, &self.members)?;
         let held = Held::open(&self.members, "shrink")?;
         held.cell
             .set_batches_per_swap(self.speed.batches_per_swap());
+        let bar = StatusBar::start(&self.members, "change");
         let r = held
             .cell
             .shrink_remove(slot, self.size, self.speed.offline_options())
             .map_err(|e| e.to_string());
+        drop(bar);
         held.close()?;
         print_change(&r?, self.json)
     }
@@ -1879,43 +1889,68 @@ fn remote_with_bar(
     request: serde_json::Value,
     what: &'static str,
 ) -> Option<Result<serde_json::Value, String>> {
-    use std::io::IsTerminal;
     let first = split_member(members.first()?).ok()?.0;
     let uuid = hetraid_nbd::control::array_uuid(&first)?;
     if !matches!(hetraid_nbd::control::is_served(&uuid), Ok(true)) {
         return remote(members, request);
     }
-    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let watcher = std::io::stderr().is_terminal().then(|| {
-        let (done, members) = (done.clone(), members.to_vec());
-        std::thread::spawn(move || {
-            let bar = progress_bar(what);
-            while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                if let Some(Ok(v)) = remote(&members, serde_json::json!({"verb": "status"})) {
-                    let p = &v["progress"];
-                    if p["op"] == what {
-                        let total = p["stripes_total"].as_u64().unwrap_or(0);
-                        let chunk = v["chunk_bytes"].as_u64().unwrap_or(0);
-                        bar.set_length(total * chunk);
-                        bar.set_position(p["bytes_done"].as_u64().unwrap_or(0));
-                    }
-                }
-                for _ in 0..20 {
-                    if done.load(std::sync::atomic::Ordering::Relaxed) {
-                        break;
-                    }
-                    std::thread::sleep(std::time::Duration::from_millis(50));
-                }
-            }
-            bar.finish_and_clear();
-        })
-    });
+    let bar = StatusBar::start(members, what);
     let r = remote(members, request);
-    done.store(true, std::sync::atomic::Ordering::Relaxed);
-    if let Some(t) = watcher {
-        let _ = t.join();
-    }
+    drop(bar);
     r
+}
+
+/// A progress bar on a terminal for a long operation another thread or
+/// process runs: it polls the array's control socket (a server, or this
+/// command's own `Held`) once a second. `what`: "rebuild", "scrub", or
+/// "change" (a grow or shrink: chunk moves).
+struct StatusBar {
+    done: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl StatusBar {
+    fn start(members: &[String], what: &'static str) -> Self {
+        use std::io::IsTerminal;
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread = std::io::stderr().is_terminal().then(|| {
+            let (done, members) = (done.clone(), members.to_vec());
+            std::thread::spawn(move || {
+                let bar = progress_bar(what);
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    if let Some(Ok(v)) = remote(&members, serde_json::json!({"verb": "status"})) {
+                        let chunk = v["chunk_bytes"].as_u64().unwrap_or(0);
+                        let n = |x: &serde_json::Value| x.as_u64().unwrap_or(0);
+                        let (p, c) = (&v["progress"], &v["change"]);
+                        if p["op"] == what {
+                            bar.set_length(n(&p["stripes_total"]) * chunk);
+                            bar.set_position(n(&p["bytes_done"]));
+                        } else if what == "change" && c.is_object() {
+                            bar.set_length(n(&c["moves"]) * chunk);
+                            bar.set_position(n(&c["moves_done"]) * chunk);
+                        }
+                    }
+                    for _ in 0..20 {
+                        if done.load(std::sync::atomic::Ordering::Relaxed) {
+                            break;
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(50));
+                    }
+                }
+                bar.finish_and_clear();
+            })
+        });
+        Self { done, thread }
+    }
+}
+
+impl Drop for StatusBar {
+    fn drop(&mut self) {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// The `change:` line of `status` (a grow, shrink or restripe in progress),
