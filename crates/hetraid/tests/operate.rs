@@ -347,6 +347,13 @@ fn status_sees_an_offline_rebuild_from_another_process() {
     let out = seen.expect("status never saw the rebuild");
     let line = out.lines().find(|l| l.starts_with("rebuild: ")).unwrap();
     assert!(line.contains("MB/s") && line.contains("left"), "{line}");
+    // The device that failed out of the slot is still named, as mdadm
+    // --detail lists it faulty while the replacement is rebuilt.
+    assert!(
+        out.lines()
+            .any(|l| l.trim_start().starts_with("gone") && l.contains("/b  (failed out of slot 1")),
+        "{out}"
+    );
     let v = json(&args("status", &now, &["--json"]));
     assert!(v["progress"]["percent"].as_f64().is_some() || v["progress"].is_null());
     let o = child.wait_with_output().unwrap();

@@ -42,7 +42,7 @@ mod wbuf;
 
 pub use hpda::HpdaStatus;
 pub(crate) use lifecycle::{region_start, with_checksums};
-pub use status::{LogDeviceStatus, LogStatus, MemberStatus, Status};
+pub use status::{Departed, LogDeviceStatus, LogStatus, MemberStatus, Status};
 
 const PAGE: u64 = 4096;
 pub(crate) const LOCK_SHARDS: usize = 4096;

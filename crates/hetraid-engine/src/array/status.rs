@@ -49,6 +49,18 @@ pub struct Status {
     /// Hot spares given with the members (and how many listed were not).
     pub spares: Vec<super::SpareStatus>,
     pub spares_missing: usize,
+    /// Devices that failed out of a slot another device is being rebuilt
+    /// into (mdadm --detail lists them as faulty): from the events.
+    pub departed: Vec<Departed>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Departed {
+    pub slot: usize,
+    pub path: String,
+    /// The event that recorded the failure.
+    pub event_seq: u64,
+    pub time_unix_ms: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -230,6 +242,47 @@ impl Array {
             progress: self.progress(),
             spares: self.spare_status(),
             spares_missing: self.spares_missing(),
+            departed: self.departed(),
         }
+    }
+}
+
+impl Array {
+    /// The last failure of each slot whose device is no longer there while
+    /// a replacement or a spare is being rebuilt into it (afterwards the
+    /// events keep it).
+    fn departed(&self) -> Vec<Departed> {
+        use crate::annex::EventKind;
+        let events = self.events();
+        let sb = self.superblock();
+        let mut out = Vec::new();
+        for slot in 0..self.slot_count() {
+            if sb.roles[slot].state != RoleState::Rebuilding {
+                continue;
+            }
+            let Some(e) = events
+                .iter()
+                .rev()
+                .find(|e| e.kind == EventKind::Failed && e.slot == Some(slot as u16))
+            else {
+                continue;
+            };
+            let now = self.path_of(slot).unwrap_or_default();
+            let back = events.iter().any(|x| {
+                x.seq > e.seq
+                    && x.slot == Some(slot as u16)
+                    && matches!(x.kind, EventKind::ReAdded | EventKind::Attached)
+                    && x.detail == e.detail
+            });
+            if !e.detail.is_empty() && e.detail != now && !back {
+                out.push(Departed {
+                    slot,
+                    path: e.detail.clone(),
+                    event_seq: e.seq,
+                    time_unix_ms: e.time_unix_ms,
+                });
+            }
+        }
+        out
     }
 }

@@ -2062,6 +2062,23 @@ fn print_spares(v: &serde_json::Value) {
             fits.join(", ")
         );
     }
+    for d in v["departed"].as_array().into_iter().flatten() {
+        println!(
+            "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>6}  {:>5}  {:>5}  {}  (failed out of slot {}, event {}; another device holds it now)",
+            "gone",
+            "faulty",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            d["path"].as_str().unwrap_or("?"),
+            d["slot"],
+            d["event_seq"]
+        );
+    }
     let missing = v["spares_missing"].as_u64().unwrap_or(0);
     if missing > 0 {
         println!("{missing} spare(s) the array lists were not given: give them with the members");
