@@ -20,6 +20,10 @@ pub enum WritePolicy {
     Md,
     /// RAID4S-modthresh: RMW if rmw <= rcw + 1.
     Modthresh,
+    /// The same threshold decided once per stripe (over the members every
+    /// row of the request's stripe reads) instead of per 4 KiB page row: a
+    /// request then never mixes RMW and RCW rows within a stripe.
+    ModthreshStripe,
     /// RAID4S-modified: always RMW when possible.
     RmwAlways,
     /// The smaller estimated completion time from per-member service models.
@@ -31,10 +35,11 @@ impl WritePolicy {
         match s {
             "md" => Ok(Self::Md),
             "modthresh" => Ok(Self::Modthresh),
+            "modthresh-stripe" => Ok(Self::ModthreshStripe),
             "rmw-always" => Ok(Self::RmwAlways),
             "cost" => Ok(Self::Cost),
             _ => Err(format!(
-                "write policy '{s}' is unknown; use md, modthresh, rmw-always or cost"
+                "write policy '{s}' is unknown; use md, modthresh, modthresh-stripe, rmw-always or cost"
             )),
         }
     }
@@ -42,6 +47,7 @@ impl WritePolicy {
         match self {
             Self::Md => "md",
             Self::Modthresh => "modthresh",
+            Self::ModthreshStripe => "modthresh-stripe",
             Self::RmwAlways => "rmw-always",
             Self::Cost => "cost",
         }
@@ -836,10 +842,10 @@ impl<'a> Planner<'a> {
             pieces,
         };
         let mut cover = vec![Cover::None; k];
-        for page in lo..hi {
+        let cover_of = |page: u32, cover: &mut Vec<Cover>, pieces: &[Piece]| {
             let (ps, pe) = (page as u64 * PAGE, (page as u64 + 1) * PAGE);
             cover.iter_mut().for_each(|c| *c = Cover::None);
-            for p in &sp.pieces {
+            for p in pieces {
                 let (a, b) = (p.chunk_offset.max(ps), (p.chunk_offset + p.len).min(pe));
                 if a < b {
                     cover[p.data] = if a == ps && b == pe {
@@ -849,10 +855,35 @@ impl<'a> Planner<'a> {
                     };
                 }
             }
+        };
+        // modthresh-stripe: one decision for the stripe, over the members
+        // its rows read under each rule.
+        let stripe_pref = (self.policy == WritePolicy::ModthreshStripe).then(|| {
+            let (mut written, mut not_full) = (ColSet::default(), ColSet::default());
+            for page in lo..hi {
+                cover_of(page, &mut cover, &sp.pieces);
+                if cover.iter().all(|c| *c == Cover::None) {
+                    continue;
+                }
+                for (i, c) in cover.iter().enumerate() {
+                    if *c != Cover::None {
+                        written.insert(i);
+                    }
+                    if *c != Cover::Full {
+                        not_full.insert(i);
+                    }
+                }
+            }
+            let mut rmw = written;
+            (k..k + pc).for_each(|c| rmw.insert(c));
+            rmw.minus(failed).len() <= not_full.minus(failed).len() + 1
+        });
+        for page in lo..hi {
+            cover_of(page, &mut cover, &sp.pieces);
             if cover.iter().all(|c| *c == Cover::None) {
                 continue;
             }
-            let row = self.decide_row(s, &sp, &cover, failed, page)?;
+            let row = self.decide_row(s, &sp, &cover, failed, page, stripe_pref)?;
             match sp.runs.last_mut() {
                 Some(r)
                     if r.page + r.pages == page
@@ -874,6 +905,7 @@ impl<'a> Planner<'a> {
         cover: &[Cover],
         failed: ColSet,
         page: u32,
+        stripe_pref: Option<bool>,
     ) -> Result<RowRun, PlanError> {
         let (k, pc) = (sp.data_count, sp.parity_count);
         let mut written = ColSet::default();
@@ -951,7 +983,9 @@ impl<'a> Planner<'a> {
         let rmw_ok = written.0 & failed.0 == 0;
         let rcw_ok = not_full.0 & failed.0 == 0;
         let use_rmw = match (rmw_ok, rcw_ok) {
-            (true, true) => self.prefer_rmw(sp, rmw_reads, rcw_reads, write),
+            (true, true) => {
+                stripe_pref.unwrap_or_else(|| self.prefer_rmw(sp, rmw_reads, rcw_reads, write))
+            }
             (true, false) => true,
             (false, true) => false,
             (false, false) => {
@@ -985,7 +1019,7 @@ impl<'a> Planner<'a> {
         let (a, b) = (rmw.len(), rcw.len());
         match self.policy {
             WritePolicy::Md => a < b,
-            WritePolicy::Modthresh => a <= b + 1,
+            WritePolicy::Modthresh | WritePolicy::ModthreshStripe => a <= b + 1,
             WritePolicy::RmwAlways => true,
             WritePolicy::Cost => {
                 // Estimated cost of a row = total member busy time (what limits

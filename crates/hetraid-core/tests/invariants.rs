@@ -172,12 +172,12 @@ proptest! {
         ops in proptest::collection::vec((any::<u64>(), 1u64..40_000, any::<bool>()), 1..12),
         fail_pick in any::<prop::sample::Index>(),
         fail_at in 0usize..12,
-        policy in 0usize..4,
+        policy in 0usize..5,
     ) {
         let l = built(&spec);
         let n = l.members();
         let cap = l.capacity_bytes();
-        let policy = [WritePolicy::Md, WritePolicy::Modthresh, WritePolicy::RmwAlways, WritePolicy::Cost][policy];
+        let policy = [WritePolicy::Md, WritePolicy::Modthresh, WritePolicy::RmwAlways, WritePolicy::Cost, WritePolicy::ModthreshStripe][policy];
         let kinds: Vec<MemberKind> = (0..n).map(|m| if m % 2 == 0 { MemberKind::Hdd } else { MemberKind::Ssd }).collect();
         let planner = Planner::new(l.as_ref(), policy, kinds.iter().map(|k| k.default_service()).collect());
         let mut arr = MemArray::new(&spec.sizes);
@@ -511,6 +511,48 @@ fn modthresh_keeps_128k_writes_rmw() {
     assert_eq!(
         io.iter().map(|m| m.write_pages).collect::<Vec<_>>(),
         vec![16, 16, 0, 0, 16]
+    );
+}
+
+/// modthresh decided per page row mixes RMW and RCW rows within one
+/// stripe for a write of 2.5 chunks at a page offset (some rows cover three
+/// columns, some two), which reads more than either alone; modthresh-stripe
+/// decides once per stripe: every row of a stripe has one mode, and the
+/// stripe reads no more pages than md's.
+#[test]
+fn modthresh_stripe_never_mixes_modes_within_a_stripe() {
+    use hetraid_core::plan::Mode;
+    let spec = LayoutSpec {
+        kind: LayoutKind::Preset(Preset::Raid4S),
+        chunk_bytes: 65536,
+        sizes: vec![1 << 30; 5],
+        kinds: vec![],
+    };
+    let l = built(&spec);
+    let state = ArrayState::healthy(5);
+    let plan = |policy| {
+        Planner::new(l.as_ref(), policy, vec![])
+            .plan(&Request::write(8192, 160 << 10), &state)
+            .unwrap()
+    };
+    let modes = |p: &hetraid_core::plan::Plan| {
+        let mut m: Vec<Mode> = p.stripes[0].runs.iter().map(|r| r.mode).collect();
+        m.dedup();
+        m
+    };
+    // Members read (each costs a disk a positioning): mixing rows reads
+    // every data member; one mode reads fewer.
+    let members_read =
+        |p: &hetraid_core::plan::Plan| p.member_io(5).iter().filter(|m| m.read_pages > 0).count();
+    let per_row = plan(WritePolicy::Modthresh);
+    assert!(modes(&per_row).len() > 1, "{:?}", modes(&per_row));
+    let per_stripe = plan(WritePolicy::ModthreshStripe);
+    assert_eq!(modes(&per_stripe).len(), 1, "{:?}", modes(&per_stripe));
+    assert!(
+        members_read(&per_stripe) < members_read(&per_row),
+        "{} vs {}",
+        members_read(&per_stripe),
+        members_read(&per_row)
     );
 }
 

@@ -368,11 +368,12 @@ fn unopt16(v: u16) -> Option<usize> {
     (v != 0).then_some(v as usize)
 }
 
-const POLICIES: [WritePolicy; 4] = [
+const POLICIES: [WritePolicy; 5] = [
     WritePolicy::Md,
     WritePolicy::Modthresh,
     WritePolicy::RmwAlways,
     WritePolicy::Cost,
+    WritePolicy::ModthreshStripe,
 ];
 const ORDERS: [ParityOrder; 4] = [
     ParityOrder::LeftSymmetric,

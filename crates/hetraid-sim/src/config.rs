@@ -161,7 +161,7 @@ pub struct RunConfig {
     pub chunks_per_bundle: Option<usize>,
     #[serde(default)]
     pub raidx_level: Option<String>,
-    /// md, modthresh, rmw-always, cost.
+    /// md, modthresh, modthresh-stripe (the threshold decided per stripe), rmw-always, cost.
     #[serde(default = "d_policy")]
     pub policy: String,
     /// random-write, random-read, seq-write, seq-read, mixed, trace.

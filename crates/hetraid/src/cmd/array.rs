@@ -135,7 +135,7 @@ fn print_warnings(a: &Array) {
 pub struct CreateCmd {
     #[command(flatten)]
     pub layout: LayoutOpts,
-    /// Write selection: md, modthresh, rmw-always, cost.
+    /// Write selection: md, modthresh, modthresh-stripe (the threshold decided per stripe), rmw-always, cost.
     #[arg(long, default_value = "md")]
     pub policy: String,
     /// Create member files of this size (they must not exist yet).

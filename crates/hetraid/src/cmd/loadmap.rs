@@ -11,7 +11,7 @@ pub struct LoadmapCmd {
     /// Write size in chunks.
     #[arg(long)]
     pub write_chunks: u64,
-    /// Write selection: md, modthresh, rmw-always, cost.
+    /// Write selection: md, modthresh, modthresh-stripe (the threshold decided per stripe), rmw-always, cost.
     #[arg(long, default_value = "md")]
     pub policy: String,
     /// Failed members (comma-separated indices).

@@ -9,7 +9,7 @@ use serde_json::json;
 pub struct PlanCmd {
     #[command(flatten)]
     pub layout: LayoutArgs,
-    /// Write selection: md, modthresh, rmw-always, cost.
+    /// Write selection: md, modthresh, modthresh-stripe (the threshold decided per stripe), rmw-always, cost.
     #[arg(long, default_value = "md")]
     pub policy: String,
     /// Failed members (comma-separated indices).

@@ -17,7 +17,7 @@ pub struct SimCmd {
     /// Chunk (stripe unit), a multiple of 4K (default 64K).
     #[arg(long)]
     pub chunk: Option<Size>,
-    /// md, modthresh, rmw-always, cost.
+    /// md, modthresh, modthresh-stripe (the threshold decided per stripe), rmw-always, cost.
     #[arg(long)]
     pub policy: Option<String>,
     /// random-write, random-read, seq-write, seq-read, mixed, trace.
