@@ -10,6 +10,9 @@ pub struct Status {
     /// `create --name` ("" when none).
     pub name: String,
     pub layout: String,
+    /// RAID5's parity rotation (mdadm's "Layout : left-symmetric").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parity_order: Option<&'static str>,
     pub members: usize,
     pub chunk_bytes: u64,
     pub capacity_bytes: u64,
@@ -147,6 +150,12 @@ impl Array {
         Status {
             uuid: sb.uuid_string(),
             name: self.name(),
+            parity_order: (sb.layout.name == "raid5").then(|| {
+                sb.layout
+                    .parity_order
+                    .unwrap_or(hetraid_core::layout::ParityOrder::LeftSymmetric)
+                    .as_str()
+            }),
             layout: self.layout.name(),
             members: sb.roles.len(),
             chunk_bytes: sb.chunk_bytes,

@@ -694,7 +694,10 @@ pub fn print_status(st: &hetraid_engine::Status) {
             format!("{} ", st.name)
         },
         st.uuid,
-        st.layout,
+        match st.parity_order {
+            Some(o) => format!("{} {o}", st.layout),
+            None => st.layout.clone(),
+        },
         st.state,
         if st.clean { "" } else { " (dirty)" }
     );
@@ -920,7 +923,10 @@ impl MembersCmd {
                 "array {}{}  {}  state {} ({held_by})\ncapacity {} ({} bytes), chunk {}, {} stripes, policy {}{}, events {}",
                 v["name"].as_str().filter(|n| !n.is_empty()).map_or_else(String::new, |n| format!("{n} ")),
                 v["uuid"].as_str().unwrap_or("?"),
-                v["layout"].as_str().unwrap_or("?"),
+                match v["parity_order"].as_str() {
+                    Some(o) => format!("{} {o}", v["layout"].as_str().unwrap_or("?")),
+                    None => v["layout"].as_str().unwrap_or("?").to_string(),
+                },
                 v["state"].as_str().unwrap_or("?"),
                 format_size(v["capacity_bytes"].as_u64().unwrap_or(0)),
                 v["capacity_bytes"],
