@@ -938,6 +938,21 @@ impl MembersCmd {
                     .map_or_else(String::new, |p| format!(", reads {p}")),
                 v["events"]
             );
+            // The lines offline status prints from the same fields.
+            match v.get("last_scrub").filter(|r| !r.is_null()) {
+                Some(r) => println!(
+                    "scan: scrub finished {} in {:.1} s: {} stripes, {} mismatched, {} repaired",
+                    utc(r["finished_unix_s"].as_u64().unwrap_or(0)),
+                    r["duration_ms"].as_u64().unwrap_or(0) as f64 / 1000.0,
+                    r["stripes_checked"],
+                    r["mismatched_stripes"],
+                    r["repaired_stripes"]
+                ),
+                None => println!("scan: none requested"),
+            }
+            if v["checksums"] == true {
+                println!("checksums: crc32c per 4 KiB block, verified on every read");
+            }
             match v.get("log").filter(|l| !l.is_null()) {
                 Some(l) => println!(
                     "consistency: {} (write log {}, {} of {} bytes in use, {} records since the last checkpoint, {} bytes not yet on the members)",
