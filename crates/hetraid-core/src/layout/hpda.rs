@@ -26,6 +26,18 @@ pub struct Hpda {
     log_bytes: u64,
 }
 
+/// HPDA's members: at least two SSDs (the RAID4's data) and exactly two
+/// disks (parity and a log copy; the other log copy). One sentence when the
+/// counts do not fit.
+pub fn kinds_fit(ssds: usize, hdds: usize) -> Result<(), String> {
+    if hdds != 2 || ssds < 2 {
+        return Err(format!(
+            "hpda needs at least two SSDs and exactly two HDDs, got {ssds} SSDs and {hdds} HDDs; give member kinds that match (--kinds or PATH:ssd, or the devices in --members when simulating)"
+        ));
+    }
+    Ok(())
+}
+
 impl Hpda {
     /// Members: the SSDs (by kind) hold data, the first HDD parity and a log copy,
     /// the second HDD the other log copy. Without kinds: all but the last two
@@ -43,13 +55,7 @@ impl Hpda {
         };
         let ssds: Vec<usize> = (0..n).filter(|&m| is_ssd(m)).collect();
         let hdds: Vec<usize> = (0..n).filter(|&m| !is_ssd(m)).collect();
-        if hdds.len() != 2 || ssds.len() < 2 {
-            return Err(LayoutError::Invalid(format!(
-                "hpda needs at least two SSDs and exactly two HDDs, got {} SSDs and {} HDDs; give member kinds that match (--kinds, or the devices in --members when simulating)",
-                ssds.len(),
-                hdds.len()
-            )));
-        }
+        kinds_fit(ssds.len(), hdds.len()).map_err(LayoutError::Invalid)?;
         let rows = ssds.iter().map(|&m| sizes[m]).min().unwrap() / chunk;
         let (hdd1, hdd2) = (hdds[0], hdds[1]);
         let raid4 = rows * chunk;

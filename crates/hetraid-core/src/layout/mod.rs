@@ -495,6 +495,20 @@ pub fn weights_from_kinds(kind: &LayoutKind, kinds: &[MemberKind]) -> Option<Vec
 /// Stripes [`survives`] reads at most before it answers "no" to be safe.
 pub const SURVIVAL_SCAN_MAX: u64 = 1 << 20;
 
+/// Kinds an operator gave that contradict the layout (a preset or HPDA,
+/// whose geometry the kinds decide): one sentence. Kinds not given at all
+/// are not checked here (the layout takes its canonical order and says so).
+pub fn check_given_kinds(kind: &LayoutKind, kinds: &[MemberKind]) -> Result<(), String> {
+    match kind {
+        LayoutKind::Preset(p) => p.check_kinds(kinds),
+        LayoutKind::Hpda => {
+            let ssds = kinds.iter().filter(|k| **k != MemberKind::Hdd).count();
+            hpda::kinds_fit(ssds, kinds.len() - ssds)
+        }
+        _ => Ok(()),
+    }
+}
+
 /// How one member's chunks are used: data, and redundancy (parity or
 /// copies). `status` shows the redundancy share per member; heterogeneous
 /// layouts exist to put it where it costs least (RAID4S: all on the SSD).

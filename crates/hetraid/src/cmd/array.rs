@@ -324,22 +324,8 @@ impl CreateCmd {
         };
         // Kinds given that contradict the preset are an error, not a
         // silent re-ordering.
-        if self.layout.kinds.is_some()
-            || kinds.iter().any(|k| *k != MemberKind::Hdd)
-            || explicit_kinds
-        {
-            let name = self.layout.layout.to_ascii_lowercase();
-            if let Some(p) = hetraid_core::layout::Preset::parse(&name) {
-                p.check_kinds(&kinds)?;
-            } else if name == "hpda" {
-                let ssd = kinds.iter().filter(|k| **k != MemberKind::Hdd).count();
-                if ssd < 2 || kinds.len() - ssd != 2 {
-                    return Err(format!(
-                        "hpda needs at least two SSDs and exactly two HDDs, but the kinds given have {ssd} SSDs and {} HDDs; give kinds that match (--kinds or PATH:ssd)",
-                        kinds.len() - ssd
-                    ));
-                }
-            }
+        if self.layout.kinds.is_some() || explicit_kinds {
+            hetraid_core::layout::check_given_kinds(&record.kind()?, &kinds)?;
         }
         // Validate everything before writing anything.
         let mut created = Vec::new();
