@@ -471,18 +471,22 @@ fn raid4_and_raid5_fall_out_of_raidh_weights() {
     }
 }
 
+/// RAID4S of four data members and an SSD, 64 KiB chunks.
+fn raid4s_4_plus_1() -> Box<dyn hetraid_core::layout::Layout> {
+    built(&LayoutSpec {
+        kind: LayoutKind::Preset(Preset::Raid4S),
+        chunk_bytes: 65536,
+        sizes: vec![1 << 30; 5],
+        kinds: vec![],
+    })
+}
+
 /// SPEC §3: on a 4+1 array with 64 KiB chunks, writes of 64 KiB and less are RMW,
 /// md switches to RCW at 128 KiB, modthresh keeps 128 KiB as RMW.
 #[test]
 fn modthresh_keeps_128k_writes_rmw() {
     use hetraid_core::plan::Mode;
-    let spec = LayoutSpec {
-        kind: LayoutKind::Preset(Preset::Raid4S),
-        chunk_bytes: 65536,
-        sizes: vec![1 << 30; 5],
-        kinds: vec![],
-    };
-    let l = built(&spec);
+    let l = raid4s_4_plus_1();
     let state = ArrayState::healthy(5);
     let modes = |policy, len| {
         let p = Planner::new(l.as_ref(), policy, vec![])
@@ -517,18 +521,12 @@ fn modthresh_keeps_128k_writes_rmw() {
 /// modthresh decided per page row mixes RMW and RCW rows within one
 /// stripe for a write of 2.5 chunks at a page offset (some rows cover three
 /// columns, some two), which reads more than either alone; modthresh-stripe
-/// decides once per stripe: every row of a stripe has one mode, and the
-/// stripe reads no more pages than md's.
+/// decides once per stripe: every row of a stripe has one mode, and it
+/// reads fewer members than the mix.
 #[test]
 fn modthresh_stripe_never_mixes_modes_within_a_stripe() {
     use hetraid_core::plan::Mode;
-    let spec = LayoutSpec {
-        kind: LayoutKind::Preset(Preset::Raid4S),
-        chunk_bytes: 65536,
-        sizes: vec![1 << 30; 5],
-        kinds: vec![],
-    };
-    let l = built(&spec);
+    let l = raid4s_4_plus_1();
     let state = ArrayState::healthy(5);
     let plan = |policy| {
         Planner::new(l.as_ref(), policy, vec![])

@@ -47,15 +47,23 @@ impl Server {
         format!("nbd+unix:///?socket={}", self.sock.display())
     }
     fn start(dir: &Path, members: &[String], extra: &[&str]) -> Server {
+        Self::start_logged(dir, members, extra, None)
+    }
+    /// [`Server::start`], its stderr (the log) into `log` when given.
+    fn start_logged(dir: &Path, members: &[String], extra: &[&str], log: Option<&Path>) -> Server {
         let sock = dir.join("nbd.sock");
         let mut args = vec!["serve".to_string()];
         args.extend(members.iter().cloned());
         args.push("--listen".into());
         args.push(format!("unix:{}", sock.display()));
         args.extend(extra.iter().map(|s| s.to_string()));
+        let stderr = match log {
+            Some(p) => Stdio::from(std::fs::File::create(p).unwrap()),
+            None => Stdio::null(),
+        };
         let child = Command::new(env!("CARGO_BIN_EXE_hetraid"))
             .args(&args)
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .unwrap();
         let t = Instant::now();
@@ -1475,28 +1483,7 @@ fn a_spare_takes_over_under_serve_while_fio_verifies() {
     let mut all = m.clone();
     all.push(spare.clone());
     let log = d.path().join("serve.log");
-    let sock = d.path().join("nbd.sock");
-    let child = Command::new(env!("CARGO_BIN_EXE_hetraid"))
-        .arg("serve")
-        .args(&all)
-        .args([
-            "--listen",
-            &format!("unix:{}", sock.display()),
-            "--log-format",
-            "json",
-        ])
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let t = Instant::now();
-    while UnixStream::connect(&sock).is_err() {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "server did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let srv = Server { child, sock };
+    let srv = Server::start_logged(d.path(), &all, &["--log-format", "json"], Some(&log));
     let uri = srv.uri();
     let job = [
         "--name=s",

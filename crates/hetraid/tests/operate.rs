@@ -38,6 +38,20 @@ fn read_all(m: &[String], len: usize) -> Vec<u8> {
     common::read_array(m, len)
 }
 
+/// A RAID5 of 64 KiB chunks on files `names` of `mib` MiB in `d`, filled
+/// with bytes from `seed`: the members and the data.
+fn raid5_filled(d: &Path, names: &[&str], mib: u64, seed: u64) -> (Vec<String>, Vec<u8>) {
+    let m = files(d, names, mib);
+    ok(&args(
+        "create",
+        &m,
+        &["--layout", "raid5", "--chunk", "64K"],
+    ));
+    let data = common::bytes(capacity(&m), seed);
+    write_at(&m, 0, &data);
+    (m, data)
+}
+
 fn capacity(m: &[String]) -> usize {
     json(&args("status", m, &["--json"]))["capacity_bytes"]
         .as_u64()
@@ -115,15 +129,8 @@ fn members_by_path_names_events_and_health_codes() {
 #[test]
 fn re_add_resyncs_only_what_was_written_since() {
     let d = tempfile::tempdir().unwrap();
-    let m = files(d.path(), &["a", "b", "c", "d"], 64);
-    ok(&args(
-        "create",
-        &m,
-        &["--layout", "raid5", "--chunk", "64K"],
-    ));
-    let cap = capacity(&m);
-    let mut data = common::bytes(cap, 16);
-    write_at(&m, 0, &data);
+    let (m, mut data) = raid5_filled(d.path(), &["a", "b", "c", "d"], 64, 16);
+    let cap = data.len();
     ok(&args("fail", &m, &["--member", &m[1]]));
     let others = vec![m[0].clone(), m[2].clone(), m[3].clone()];
     let patch = common::bytes(3 << 20, 17);
@@ -167,15 +174,8 @@ fn re_add_resyncs_only_what_was_written_since() {
 #[test]
 fn a_hot_spare_takes_a_failed_slot_at_rebuild() {
     let d = tempfile::tempdir().unwrap();
-    let m = files(d.path(), &["a", "b", "c", "d"], 32);
-    ok(&args(
-        "create",
-        &m,
-        &["--layout", "raid5", "--chunk", "64K"],
-    ));
-    let cap = capacity(&m);
-    let data = common::bytes(cap, 3);
-    write_at(&m, 0, &data);
+    let (m, data) = raid5_filled(d.path(), &["a", "b", "c", "d"], 32, 3);
+    let cap = data.len();
     // Too small to take any slot: refused, nothing written.
     let tiny = files(d.path(), &["tiny"], 8);
     let (code, _, err) = hetraid(&args("add", &m, &["--with", &tiny[0]]));
