@@ -21,11 +21,11 @@ line() {
         printf "disksim %s: hetraid %.3f %s, disksim %s %s, ratio %.2f%s\n", n, h, u, d, u, r, out }'
 }
 
-# json FILE KEY...: a number from a sim --json report (a.b for nested keys).
+# json FILE KEY...: a number from a sim --json report (a.b for nested keys, a.0 for a list's first).
 json() {
     python3 -c 'import json,sys
 v = json.load(open(sys.argv[1]))
-for k in sys.argv[2].split("."): v = v[k]
+for k in sys.argv[2].split("."): v = v[int(k)] if k.isdigit() else v[k]
 print(v)' "$1" "$2"
 }
 
@@ -46,6 +46,12 @@ sim_trace "sptf q8 write-back" 6.981 8.839 3.365 --scheduler sptf --disk-queue 8
 "$B" sim --layout raid0 --members cheetah-15k5 --workload random-read --size 4K --qd 1 \
     --total 80M --seed 1 --json > "$TMP/r.json"
 line "c15k5 random 4K reads qd1" ms "$(json "$TMP/r.json" read.mean_ms)" 5.781
+# DiskSim's breakdown of the same reads: seek 3.761 + rotation 1.974 + transfer 0.041.
+for part in "seek 3.761" "rotation 1.974" "transfer 0.041"; do
+    read -r name want <<< "$part"
+    line "c15k5 random 4K reads qd1 $name" ms \
+        "$(json "$TMP/r.json" "members.0.mechanics.${name}_ms_mean")" "$want"
+done
 
 # Sequential 64 KiB reads at the outer, middle and inner zones: a DiskSim trace
 # of back-to-back reads at each place, replayed as fast as possible one at a time.

@@ -36,6 +36,42 @@ pub struct MemberReport {
     pub gc_page_copies: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sub_page_rmw: Option<u64>,
+    /// HDDs: where media time went, per operation (DiskSim's breakdown).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mechanics: Option<MechanicsReport>,
+}
+
+/// A disk's operations split as DiskSim reports them: means in ms of the
+/// command overhead (over every operation), and of seek, rotational wait and
+/// media transfer (over the operations that went to the media).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MechanicsReport {
+    pub media_ops: u64,
+    pub cache_hits: u64,
+    pub overhead_ms_mean: f64,
+    pub seek_ms_mean: f64,
+    pub rotation_ms_mean: f64,
+    pub transfer_ms_mean: f64,
+}
+
+impl MechanicsReport {
+    pub fn of(m: &crate::device::Mechanics) -> Self {
+        let mean = |ns: u64, n: u64| {
+            if n == 0 {
+                0.0
+            } else {
+                ns as f64 / n as f64 / 1e6
+            }
+        };
+        Self {
+            media_ops: m.media_ops,
+            cache_hits: m.cache_hits,
+            overhead_ms_mean: mean(m.overhead_ns, m.media_ops + m.cache_hits),
+            seek_ms_mean: mean(m.seek_ns, m.media_ops),
+            rotation_ms_mean: mean(m.rotation_ns, m.media_ops),
+            transfer_ms_mean: mean(m.transfer_ns, m.media_ops),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

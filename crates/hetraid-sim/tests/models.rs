@@ -654,7 +654,8 @@ fn cheetah_seeks_follow_the_measured_table() {
 /// The cheap cases of the DiskSim validation (`scripts/validate-disksim.sh`
 /// runs the trace ones): the Cheetah 15K.5 against DiskSim 4.0's validated
 /// model — random 4 KiB reads one at a time 5.781 ms, sequential 64 KiB reads
-/// at the outer zone 137 MB/s — within 5 %.
+/// at the outer zone 137 MB/s — within 5 %, and the random reads' seek,
+/// rotation and transfer apart.
 #[test]
 fn cheetah_matches_disksim_on_random_and_sequential_reads() {
     let mut c = RunConfig::new("raid0", "cheetah-15k5");
@@ -668,6 +669,22 @@ fn cheetah_matches_disksim_on_random_and_sequential_reads() {
         "random 4K reads: {:.3} ms, DiskSim 5.781",
         r.read.mean_ms
     );
+    // DiskSim's breakdown of the same reads, each part within 5 %.
+    let m = r.members[0]
+        .mechanics
+        .as_ref()
+        .expect("a disk reports its mechanics");
+    assert_eq!(m.media_ops, r.reads, "every random read goes to the media");
+    for (part, ours, disksim) in [
+        ("seek", m.seek_ms_mean, 3.761),
+        ("rotation", m.rotation_ms_mean, 1.974),
+        ("transfer", m.transfer_ms_mean, 0.041),
+    ] {
+        assert!(
+            (ours / disksim - 1.0).abs() < 0.05,
+            "random 4K reads' {part}: {ours:.3} ms, DiskSim {disksim}"
+        );
+    }
     c.workload = "seq-read".into();
     c.size = Size(64 << 10);
     c.total = Some(Size(512 << 20));

@@ -6,7 +6,7 @@
 //! its first sector to come round. Random operations then average half a rotation,
 //! and sequential ones that arrive in time pay none.
 
-use super::{Counters, DevIo, Device, Started, INTERNAL};
+use super::{Counters, DevIo, Device, Mechanics, Started, INTERNAL};
 use crate::kernel::{Ns, NS_PER_S};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -426,6 +426,7 @@ pub struct Hdd {
     /// The last host command was a write (command overheads depend on it).
     last_write: bool,
     counters: Counters,
+    mechanics: Mechanics,
 }
 
 impl Hdd {
@@ -490,6 +491,7 @@ impl Hdd {
             busy_until: 0,
             last_write: false,
             counters: Counters::default(),
+            mechanics: Mechanics::default(),
         }
     }
 
@@ -667,24 +669,27 @@ impl Hdd {
         // The controller's processing: per command type where the model
         // gives it (a destage is the disk's own work and pays none), else
         // the flat overhead of a command reaching an idle disk.
-        let start = now
-            + match &self.p.overheads {
-                Some(o) if io.tag != INTERNAL => {
-                    let hit = streamed.is_some() || self.cache_hit(io);
-                    let ns = o.ns(io.write, hit, self.last_write);
-                    self.last_write = io.write;
-                    ns
-                }
-                Some(_) => 0,
-                None if fresh => self.overhead_ns,
-                None => 0,
-            };
+        let overhead = match &self.p.overheads {
+            Some(o) if io.tag != INTERNAL => {
+                let hit = streamed.is_some() || self.cache_hit(io);
+                let ns = o.ns(io.write, hit, self.last_write);
+                self.last_write = io.write;
+                ns
+            }
+            Some(_) => 0,
+            None if fresh => self.overhead_ns,
+            None => 0,
+        };
+        let start = now + overhead;
+        self.mechanics.overhead_ns += overhead;
         let end = if let Some(ready) = streamed {
             // Sequential: the data is (or soon will be) in the read-ahead.
             let st = self.stream.as_mut().expect("stream");
             st.consumed = st.consumed.max(io.offset + io.len);
+            self.mechanics.cache_hits += 1;
             (start + xfer).max(ready)
         } else if self.cache_hit(io) {
+            self.mechanics.cache_hits += 1;
             start + xfer
         } else {
             let target = self.cylinder_of(io.offset);
@@ -707,7 +712,13 @@ impl Hdd {
                 ns_per_byte,
             });
             self.remember(io);
-            on_media + self.transfer_ns(io.len, ns_per_byte)
+            let media = self.transfer_ns(io.len, ns_per_byte);
+            let m = &mut self.mechanics;
+            m.media_ops += 1;
+            m.seek_ns += seek;
+            m.rotation_ns += wait;
+            m.transfer_ns += media;
+            on_media + media
         };
         if io.tag == INTERNAL {
             self.dirty_bytes -= io.len;
@@ -817,6 +828,9 @@ impl Device for Hdd {
     }
     fn counters(&self) -> &Counters {
         &self.counters
+    }
+    fn mechanics(&self) -> Option<Mechanics> {
+        Some(self.mechanics)
     }
     fn service_model(&self) -> hetraid_core::ServiceModel {
         hetraid_core::ServiceModel {

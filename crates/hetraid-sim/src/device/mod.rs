@@ -43,6 +43,24 @@ pub trait Device {
     fn wear(&self) -> Option<Wear> {
         None
     }
+    /// Where a disk's media time went (HDD), for reports.
+    fn mechanics(&self) -> Option<Mechanics> {
+        None
+    }
+}
+
+/// A disk's media operations and the time they spent in each phase, as
+/// DiskSim breaks a response down: command overhead, seek, rotational
+/// wait, media transfer. Operations the cache served (read-ahead or
+/// segment hits) are counted apart and spend none of the three.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Mechanics {
+    pub media_ops: u64,
+    pub cache_hits: u64,
+    pub overhead_ns: Ns,
+    pub seek_ns: Ns,
+    pub rotation_ns: Ns,
+    pub transfer_ns: Ns,
 }
 
 /// Flash wear after a run.

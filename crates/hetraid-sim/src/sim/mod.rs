@@ -1057,6 +1057,9 @@ fn member_report(
         erase_max: wear.map(|w| w.erase_max),
         gc_page_copies: wear.map(|w| w.gc_page_copies),
         sub_page_rmw: wear.map(|w| w.sub_page_rmw),
+        mechanics: d
+            .mechanics()
+            .map(|m| crate::report::MechanicsReport::of(&m)),
     }
 }
 

@@ -277,4 +277,23 @@ fn print_human(c: &RunConfig, r: &Report) {
             m.energy_j
         );
     }
+    // DiskSim's breakdown of a disk's media time, one line per disk.
+    for m in &r.members {
+        if let Some(k) = m
+            .mechanics
+            .as_ref()
+            .filter(|k| k.media_ops + k.cache_hits > 0)
+        {
+            println!(
+                "  dev {}: {} media ops, {} cache hits; mean overhead {:.3} ms, seek {:.3} ms, rotation {:.3} ms, transfer {:.3} ms",
+                m.device,
+                k.media_ops,
+                k.cache_hits,
+                k.overhead_ms_mean,
+                k.seek_ms_mean,
+                k.rotation_ms_mean,
+                k.transfer_ms_mean
+            );
+        }
+    }
 }
