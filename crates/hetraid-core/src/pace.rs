@@ -22,6 +22,45 @@ pub struct PaceLimits {
     pub max_bps: u64,
 }
 
+/// What one pair of limits governs. MD paces each md device on its own;
+/// S²-RAID's prototype ran every subRAID as an md device of its own, so each
+/// parallel rebuild stream had its own `speed_limit_min`/`speed_limit_max`
+/// (SPEC §7). `Array` (the default, MD on one device) holds the whole
+/// rebuild to the limits; `Stream` holds every stream to them apart, so
+/// streams running at once add up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PaceScope {
+    #[default]
+    Array,
+    Stream,
+}
+
+impl PaceScope {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "array" => Ok(Self::Array),
+            "stream" => Ok(Self::Stream),
+            _ => Err(format!(
+                "unknown pace scope '{s}'; use array (one pair of limits for the whole rebuild, as MD on one device) or stream (each rebuild stream its own, as one md device per S2-RAID subRAID)"
+            )),
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Array => "array",
+            Self::Stream => "stream",
+        }
+    }
+    /// The bytes the limits are measured against: the whole rebuild's, or
+    /// the stream's own.
+    pub fn bytes(self, array_bytes: u64, stream_bytes: u64) -> u64 {
+        match self {
+            Self::Array => array_bytes,
+            Self::Stream => stream_bytes,
+        }
+    }
+}
+
 /// How long to wait before the next batch, given `bytes_done` since the start,
 /// `elapsed_ns` since the start, and whether user I/O ran recently.
 pub fn wait_ns(limits: PaceLimits, bytes_done: u64, elapsed_ns: u64, user_io_recent: bool) -> u64 {
@@ -86,6 +125,23 @@ mod tests {
             max_bps: 0,
         };
         assert_eq!(wait_ns(open, u64::MAX / 4, 1, false), 0);
+    }
+
+    #[test]
+    fn per_stream_limits_count_each_streams_bytes() {
+        // Three streams, 2 MB each after 1 s at a 2 MB/s maximum: held to the
+        // array's limits the rebuild has done 6 MB and waits 2 s; each stream
+        // held to its own has done exactly its share and goes on.
+        let l = PaceLimits {
+            min_bps: 0,
+            max_bps: 2_000_000,
+        };
+        let (array, stream) = (6_000_000, 2_000_000);
+        let wait = |scope: PaceScope| wait_ns(l, scope.bytes(array, stream), 1_000_000_000, false);
+        assert_eq!(wait(PaceScope::Array), 2_000_000_000);
+        assert_eq!(wait(PaceScope::Stream), 0);
+        assert_eq!(PaceScope::parse("stream"), Ok(PaceScope::Stream));
+        assert!(PaceScope::parse("disk").unwrap_err().contains("array"));
     }
 
     #[test]

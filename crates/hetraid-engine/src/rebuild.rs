@@ -31,6 +31,9 @@ pub struct RebuildOptions {
     pub max_speed: u64,
     /// Stop after this many stripes (tests of resumption); None = run to the end.
     pub stop_after: Option<u64>,
+    /// What the two limits hold: the whole rebuild (MD on one device) or
+    /// each parallel stream (an md device per S2-RAID subRAID).
+    pub pace: hetraid_core::pace::PaceScope,
 }
 
 impl Default for RebuildOptions {
@@ -39,6 +42,7 @@ impl Default for RebuildOptions {
             min_speed: 1_000_000,
             max_speed: 200_000_000,
             stop_after: None,
+            pace: hetraid_core::pace::PaceScope::Array,
         }
     }
 }
@@ -664,8 +668,16 @@ impl Array {
             .collect();
         // Per stream, the next batch a lane takes.
         let cursors: Vec<AtomicUsize> = todos.iter().map(|_| AtomicUsize::new(0)).collect();
+        // Per stream, bytes rebuilt (what per-stream limits are held to).
+        let stream_bytes: Vec<AtomicU64> = todos.iter().map(|_| AtomicU64::new(0)).collect();
         std::thread::scope(|scope| {
-            for ((stream, todo), next_batch) in sched.streams.iter().zip(&todos).zip(&cursors) {
+            for (((stream, todo), next_batch), own_bytes) in sched
+                .streams
+                .iter()
+                .zip(&todos)
+                .zip(&cursors)
+                .zip(&stream_bytes)
+            {
                 // BATCHES_IN_FLIGHT lanes per stream take the stream's batches in
                 // order: one writes its batch while the next reads. Each lane holds
                 // only its own batch's stripe locks, like any request, so lanes
@@ -726,6 +738,9 @@ impl Array {
                                 + batch.len() as u64;
                             let b = bytes.fetch_add(chunk * batch.len() as u64, Ordering::Relaxed)
                                 + chunk * batch.len() as u64;
+                            let own = own_bytes
+                                .fetch_add(chunk * batch.len() as u64, Ordering::Relaxed)
+                                + chunk * batch.len() as u64;
                             progress(RebuildProgress {
                                 stripes_done: d,
                                 stripes_total: total,
@@ -745,7 +760,7 @@ impl Array {
                             };
                             let wait = hetraid_core::pace::wait_ns(
                                 limits,
-                                b,
+                                opts.pace.bytes(b, own),
                                 t0.elapsed().as_nanos() as u64,
                                 busy,
                             );

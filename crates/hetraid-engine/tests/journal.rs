@@ -775,6 +775,7 @@ fn a_log_region_follows_its_members() {
                 min_speed: 1 << 40,
                 max_speed: 1 << 40,
                 stop_after: None,
+                ..Default::default()
             },
             &|_| {},
         )

@@ -324,6 +324,7 @@ impl World {
                         max_speed: 0,
                         min_speed: 0,
                         stop_after,
+                        ..Default::default()
                     },
                     &|_| {},
                 );

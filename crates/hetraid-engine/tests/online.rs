@@ -41,6 +41,7 @@ fn online(name: &str, n: usize, group: Option<usize>, seed: u64) {
                         min_speed: speed,
                         max_speed: speed,
                         stop_after: None,
+                        ..Default::default()
                     },
                     &|_| {},
                 )

@@ -48,6 +48,7 @@ fn case01_rebuild_never_activates_a_member_failed_or_replaced_meanwhile() {
             max_speed: 1_000_000,
             min_speed: 1_000_000,
             stop_after: None,
+            ..Default::default()
         };
         let r = std::thread::scope(|s| {
             let h = s.spawn(|| array.rebuild(slow, &|_| {}));
@@ -377,6 +378,7 @@ fn a_second_rebuild_is_refused_while_one_runs() {
         max_speed: 2_000_000,
         min_speed: 2_000_000,
         stop_after: None,
+        ..Default::default()
     };
     std::thread::scope(|s| {
         let h = s.spawn(|| array.rebuild(slow, &|_| {}));

@@ -537,10 +537,15 @@ fn run(cell: &ArrayCell, req: &Value, file: Option<std::fs::File>) -> Result<Val
                 // switch under its clients yet.
                 return Err("rebuild --to-spare runs on an array that is not served: stop hetraid serve (SIGTERM), rebuild, and serve again; a served array rebuilds onto a replacement (hetraid replace, then hetraid rebuild)".into());
             }
+            let pace = match req["pace"].as_str() {
+                Some(p) => hetraid_core::pace::PaceScope::parse(p)?,
+                None => hetraid_core::pace::PaceScope::Array,
+            };
             let opts = hetraid_engine::RebuildOptions {
                 min_speed: req["min_speed"].as_u64().unwrap_or(1_000_000),
                 max_speed: req["max_speed"].as_u64().unwrap_or(200_000_000),
                 stop_after: None,
+                pace,
             };
             let r = array.rebuild(opts, &|_| {}).map_err(|e| e.to_string())?;
             serde_json::to_value(r).map_err(|e| e.to_string())

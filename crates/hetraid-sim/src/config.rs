@@ -207,6 +207,10 @@ pub struct RunConfig {
     /// Replay at most this many trace records.
     #[serde(default)]
     pub trace_limit: Option<usize>,
+    /// Replay the trace this many times back to back (fio's `loops`): each
+    /// pass starts one mean inter-arrival gap after the last one's end.
+    #[serde(default)]
+    pub trace_loops: Option<u32>,
     /// A member that is failed from the start (degraded mode).
     #[serde(default)]
     pub failed: Option<FailedSet>,
@@ -222,6 +226,11 @@ pub struct RunConfig {
     pub min_speed: Size,
     #[serde(default = "d_max_speed")]
     pub max_speed: Size,
+    /// What the two limits hold during a rebuild: `array` (the whole rebuild,
+    /// MD on one device; the default) or `stream` (each parallel stream, as
+    /// one md device per S2-RAID subRAID in the paper's prototype).
+    #[serde(default)]
+    pub pace: Option<String>,
     #[serde(default = "d_seed")]
     pub seed: u64,
     /// Parity arithmetic rate, MB/s (0 = free).

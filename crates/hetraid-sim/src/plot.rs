@@ -319,6 +319,85 @@ pub fn line_chart(
     svg
 }
 
+/// Categorical x values (regimes, traces, options): one group of bars per x
+/// label, one bar per series in the series' colour, with the series' marker
+/// on top so a grey print still tells them apart. Lines between categories
+/// would suggest values in between that do not exist.
+pub fn category_chart(
+    title: &str,
+    xlabel: &str,
+    ylabel: &str,
+    labels: &[String],
+    lines: &[(String, Vec<Option<f64>>)],
+    log_y: bool,
+) -> String {
+    let scale = Scale::for_values(
+        lines.iter().flat_map(|l| l.1.iter().flatten().copied()),
+        log_y,
+    );
+    let mut svg = String::new();
+    let ylabel = if log_y {
+        format!("{ylabel} (log scale)")
+    } else {
+        ylabel.to_string()
+    };
+    frame(&mut svg, title, &ylabel, scale);
+    let pw = W - L - R;
+    let groups = labels.len().max(1);
+    let gw = pw / groups as f64;
+    let bw = gw * 0.8 / lines.len().max(1) as f64;
+    for (gi, l) in labels.iter().enumerate() {
+        let x0 = L + gi as f64 * gw + gw * 0.1;
+        for (si, (name, ys)) in lines.iter().enumerate() {
+            let Some(v) = ys.get(gi).copied().flatten() else {
+                continue;
+            };
+            let c = COLORS[si % COLORS.len()];
+            let top = scale.py(v);
+            let x = x0 + si as f64 * bw;
+            let _ = write!(
+                svg,
+                r#"<rect x="{x:.1}" y="{top:.1}" width="{:.1}" height="{:.1}" fill="{c}" fill-opacity="0.75"><title>{} at {}: {v:.3}</title></rect>"#,
+                bw * 0.9,
+                (H - B - top).max(0.0),
+                esc(name),
+                esc(l)
+            );
+            marker(&mut svg, si, x + bw * 0.45, top - 6.0, c);
+        }
+        let _ = write!(
+            svg,
+            r#"<text x="{:.1}" y="{}" text-anchor="middle">{}</text>"#,
+            x0 + gw * 0.4,
+            H - B + 16.0,
+            esc(l)
+        );
+    }
+    let _ = write!(
+        svg,
+        r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
+        L + pw / 2.0,
+        H - 18.0,
+        esc(xlabel)
+    );
+    for (i, (n, _)) in lines.iter().enumerate() {
+        let y = T + 10.0 + i as f64 * 18.0;
+        let c = COLORS[i % COLORS.len()];
+        let _ = write!(
+            svg,
+            r#"<rect x="{}" y="{}" width="14" height="12" fill="{c}" fill-opacity="0.75"/><text x="{}" y="{}">{}</text>"#,
+            W - R + 10.0,
+            y - 10.0,
+            W - R + 34.0,
+            y,
+            esc(n)
+        );
+        marker(&mut svg, i, W - R + 17.0, y - 4.0, c);
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
 /// Grouped bars: per series, one bar per member; `kinds[g][m]`, when
 /// given, is written over member m's bar of group g (`S` ssd, `H` hdd, `N`
 /// nvram: where the load goes is what a heterogeneous layout decides).
@@ -387,6 +466,21 @@ pub fn bar_chart(title: &str, groups: &[(String, Vec<f64>)], kinds: &[Vec<String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn categories_are_bars_not_lines() {
+        let lines = vec![
+            ("A".to_string(), vec![Some(2.0), Some(4.0)]),
+            ("B".to_string(), vec![None, Some(1.0)]),
+        ];
+        let labels = vec!["offline".to_string(), "online".to_string()];
+        let svg = category_chart("t", "load", "rebuild time (s)", &labels, &lines, false);
+        assert!(!svg.contains("<polyline"), "no line joins categories");
+        // One bar per value present (B has none offline).
+        assert_eq!(svg.matches("fill-opacity=\"0.75\"><title>").count(), 3);
+        assert!(svg.contains(">offline</text>") && svg.contains(">online</text>"));
+        assert!(svg.contains("A at online: 4.000"));
+    }
 
     #[test]
     fn axis_labels_carry_units() {

@@ -77,7 +77,8 @@ impl MechanicsReport {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RebuildReport {
     pub member: usize,
-    /// From the start of the run to the last rebuilt stripe.
+    /// From the start of the run to the last rebuilt stripe (to the end of
+    /// the run when the rebuild did not finish: see `completed`).
     pub rebuild_time_s: f64,
     pub rebuilt_bytes: u64,
     /// rebuilt_bytes / rebuild_time_s, MB/s.
@@ -87,6 +88,13 @@ pub struct RebuildReport {
     pub requests_during: u64,
     pub mean_response_during_ms: f64,
     pub p99_response_during_ms: f64,
+    /// Per rebuild stream (in schedule order): when it wrote its last batch,
+    /// and the bytes it rebuilt.
+    pub stream_time_s: Vec<f64>,
+    pub stream_bytes: Vec<u64>,
+    /// The rebuild finished before the run ended (a rebuild held to a low
+    /// speed under a load may not).
+    pub completed: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -42,6 +42,8 @@ pub struct Setup {
     pub log: Option<LogSetup>,
     /// How reads choose a copy (layouts with copies).
     pub read_policy: hetraid_core::readbalance::ReadPolicy,
+    /// What the rebuild's speed limits hold.
+    pub pace: hetraid_core::pace::PaceScope,
 }
 
 /// A simulated write log (journal mode), as `hetraid create --log` makes it.
@@ -148,6 +150,15 @@ impl Setup {
         if cfg.to_spare && !cfg.rebuild {
             return Err("--to-spare applies to a rebuild; add --rebuild".into());
         }
+        let pace = match &cfg.pace {
+            Some(_) if !cfg.rebuild => {
+                return Err(
+                    "pace (--pace) applies to a rebuild; add --rebuild, or leave it out".into(),
+                )
+            }
+            Some(p) => hetraid_core::pace::PaceScope::parse(p)?,
+            None => hetraid_core::pace::PaceScope::Array,
+        };
         if cfg.min_speed.0 == 0 || cfg.max_speed.0 < cfg.min_speed.0 {
             return Err("min_speed must be above zero and at most max_speed".into());
         }
@@ -167,6 +178,7 @@ impl Setup {
                 (cfg.trace.is_some(), "trace"),
                 (cfg.trace_format.is_some(), "trace_format"),
                 (cfg.trace_limit.is_some(), "trace_limit"),
+                (cfg.trace_loops.is_some(), "trace_loops"),
             ] {
                 if given {
                     return Err(format!(
@@ -187,6 +199,9 @@ impl Setup {
             }
             if recs.is_empty() {
                 return Err(format!("trace {path} has no requests"));
+            }
+            if let Some(loops) = cfg.trace_loops {
+                recs = trace::looped(recs, loops)?;
             }
             if !matches!(cfg.replay.as_str(), "timed" | "afap") {
                 return Err(format!(
@@ -306,6 +321,7 @@ impl Setup {
         };
         let setup = Self {
             read_policy,
+            pace,
             cfg: cfg.clone(),
             specs,
             layout,

@@ -43,6 +43,15 @@ pub struct SweepConfig {
     pub description: Option<String>,
     pub x: String,
     pub x_values: Vec<Value>,
+    /// Draw the x values as categories (grouped bars) instead of points on
+    /// an axis. Default: categories when a value is not a number or a size
+    /// (traces, option names).
+    #[serde(default)]
+    pub x_categorical: Option<bool>,
+    /// How the plots label the x values (one per value; the tables and
+    /// notes keep the values themselves).
+    #[serde(default)]
+    pub x_labels: Option<Vec<String>>,
     #[serde(default = "d_metric")]
     pub metric: String,
     /// Plot the metric on a logarithmic axis (for series that differ by decades).
@@ -119,6 +128,15 @@ pub struct Outcome {
 }
 
 /// A value as a number for filters and sorting: sizes like "64K" become bytes.
+impl SweepConfig {
+    /// Whether the plots draw x as categories: as the file says, else when
+    /// some x value is not a number or a size.
+    pub fn categorical(&self) -> bool {
+        self.x_categorical
+            .unwrap_or_else(|| self.x_values.iter().any(|v| value_num(v).is_none()))
+    }
+}
+
 pub fn value_num(v: &Value) -> Option<f64> {
     match v {
         Value::Integer(i) => Some(*i as f64),
@@ -149,6 +167,15 @@ impl SweepConfig {
             return Err(format!(
                 "{origin}: a sweep needs at least one [[series]] and one x value"
             ));
+        }
+        if let Some(l) = &c.x_labels {
+            if l.len() != c.x_values.len() {
+                return Err(format!(
+                    "{origin}: x_labels has {} labels for {} x values; give one per value",
+                    l.len(),
+                    c.x_values.len()
+                ));
+            }
         }
         for (i, s) in c.series.iter().enumerate() {
             if !matches!(s.get("name"), Some(Value::String(_))) {
@@ -305,7 +332,7 @@ pub fn run_points(
 }
 
 /// A metric of a run: a report field, `mN_field` for member N's field, a dotted
-/// path (`rebuild.rebuild_time_s`), or the ratio of two of these (`m4_write_pages /
+/// path (`rebuild.rebuild_time_s`, with list indices: `rebuild.stream_time_s.0`), or the ratio of two of these (`m4_write_pages /
 /// m0_write_pages`).
 pub fn metric(r: &Report, name: &str) -> Option<f64> {
     if let Some((a, b)) = name.split_once('/') {
@@ -313,7 +340,13 @@ pub fn metric(r: &Report, name: &str) -> Option<f64> {
     }
     let v = serde_json::to_value(r).ok()?;
     if name.contains('.') {
-        return name.split('.').try_fold(&v, |v, k| v.get(k))?.as_f64();
+        return name
+            .split('.')
+            .try_fold(&v, |v, k| match k.parse::<usize>() {
+                Ok(i) => v.get(i),
+                Err(_) => v.get(k),
+            })?
+            .as_f64();
     }
     if let Some(rest) = name.strip_prefix('m') {
         if let Some((n, field)) = rest.split_once('_') {
@@ -328,7 +361,7 @@ pub fn metric(r: &Report, name: &str) -> Option<f64> {
 /// A headline note with its numbers computed from the run, so the prose
 /// never disagrees with the table. `{...}` holds an expression and a format:
 /// - `{ours}` — the headline's own value; `{at}` — where it was taken;
-/// - `{SERIES@X}` — the sweep's metric for SERIES at x value X (as labelled:
+/// - `{SERIES@X}` — the headline's metric (its own, else the sweep's) for SERIES at x value X (as labelled:
 ///   `4K`, `0.7`), `{SERIES@X:METRIC}` another metric, `{SERIES@X#K=V,K2=V2}`
 ///   at a grid point;
 /// - `{A@X / B@Y}` — a ratio; `{A/B@X}` is short for `{A@X / B@X}`;
@@ -341,6 +374,7 @@ pub fn render_note(
     c: &SweepConfig,
     out: &[Outcome],
     ours: Option<&HeadlineResult>,
+    metric_default: &str,
     note: &str,
 ) -> Result<String, String> {
     let term = |t: &str| -> Result<f64, String> {
@@ -359,7 +393,7 @@ pub fn render_note(
         };
         let (x, metric_name) = match rest.split_once(':') {
             Some((x, m)) => (x.trim(), m.trim()),
-            None => (rest.trim(), c.metric.as_str()),
+            None => (rest.trim(), metric_default),
         };
         let grid: Vec<(&str, &str)> = grid
             .map(|g| {
@@ -683,7 +717,15 @@ pub fn write_outputs(
                 (s.clone(), ys)
             })
             .collect();
-        let labels: Vec<String> = c.x_values.iter().map(value_label).collect();
+        let labels: Vec<String> = match &c.x_labels {
+            Some(l) => l.clone(),
+            None => c.x_values.iter().map(value_label).collect(),
+        };
+        let chart = if c.categorical() {
+            crate::plot::category_chart
+        } else {
+            crate::plot::line_chart
+        };
         let title = if g.is_empty() {
             c.title.clone()
         } else {
@@ -692,7 +734,7 @@ pub fn write_outputs(
         let name = format!("{}{suffix}.svg", c.metric);
         std::fs::write(
             dir.join(&name),
-            crate::plot::line_chart(
+            chart(
                 &title,
                 &crate::plot::readable(&c.x),
                 &crate::plot::readable(&c.metric),
@@ -731,7 +773,7 @@ pub fn write_outputs(
             let name = format!("{}-vs-{}{suffix}.svg", c.metric, slug(&base));
             std::fs::write(
                 dir.join(&name),
-                crate::plot::line_chart(
+                chart(
                     &format!("{title}, relative to {base}"),
                     &crate::plot::readable(&c.x),
                     &format!("{} / {base}'s", crate::plot::readable(&c.metric)),
@@ -831,7 +873,8 @@ pub fn write_outputs(
             .zip(c.headline.iter().map(|h| headline(c, h, out)))
         {
             if let Some(n) = &h.note {
-                let text = render_note(c, out, r.as_ref(), n.trim())
+                let metric = h.metric.as_deref().unwrap_or(&c.metric);
+                let text = render_note(c, out, r.as_ref(), metric, n.trim())
                     .map_err(|e| format!("headline '{}': note: {e}", h.what))?;
                 let _ = writeln!(md, "- **{}**: {}", h.what, text);
             }
@@ -858,21 +901,29 @@ pub fn write_outputs(
             md.push_str(" --- |");
         }
         md.push('\n');
+        let mut marked = false;
         for x in &c.x_values {
             let _ = write!(md, "| {} |", value_label(x));
             for s in &series {
-                let v = out
+                let o = out
                     .iter()
-                    .find(|o| &o.point.series == s && &o.point.x == x && &o.point.grid == g)
-                    .and_then(|o| metric(&o.report, &c.metric));
-                match v {
+                    .find(|o| &o.point.series == s && &o.point.x == x && &o.point.grid == g);
+                // A rebuild figure of a rebuild the run did not finish is
+                // marked: it is the run's end, not the rebuild's.
+                let unfinished = c.metric.starts_with("rebuild.")
+                    && o.is_some_and(|o| o.report.rebuild.as_ref().is_some_and(|r| !r.completed));
+                marked |= unfinished;
+                match o.and_then(|o| metric(&o.report, &c.metric)) {
                     Some(v) => {
-                        let _ = write!(md, " {v:.2} |");
+                        let _ = write!(md, " {v:.2}{} |", if unfinished { " †" } else { "" });
                     }
                     None => md.push_str(" - |"),
                 }
             }
             md.push('\n');
+        }
+        if marked {
+            md.push_str("\n† the rebuild had not finished when the run ended: the figure is the run's end.\n");
         }
         md.push('\n');
     }
@@ -927,10 +978,10 @@ mod note_tests {
             "t.toml",
         )
         .unwrap();
-        assert!(render_note(&c, &[], None, "plain text").unwrap() == "plain text");
-        let e = render_note(&c, &[], None, "{A@4K}").unwrap_err();
+        assert!(render_note(&c, &[], None, "m", "plain text").unwrap() == "plain text");
+        let e = render_note(&c, &[], None, "m", "{A@4K}").unwrap_err();
         assert!(e.contains("no run of series 'A'"), "{e}");
-        assert!(render_note(&c, &[], None, "{ours}").is_err());
-        assert!(render_note(&c, &[], None, "{A@4K").is_err());
+        assert!(render_note(&c, &[], None, "m", "{ours}").is_err());
+        assert!(render_note(&c, &[], None, "m", "{A@4K").is_err());
     }
 }

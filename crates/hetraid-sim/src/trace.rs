@@ -17,6 +17,38 @@ pub struct TraceRecord {
     pub len: u64,
 }
 
+/// Most records a looped replay may hold (about 2 GiB of records): a
+/// bound, so a mistyped loop count is an error instead of exhausted memory.
+pub const LOOPED_RECORDS_MAX: u64 = 64 << 20;
+
+/// `recs` replayed `loops` times back to back, as fio's `loops` does: each
+/// pass starts one mean inter-arrival gap after the previous pass's last
+/// request, so the arrival rate stays the trace's own.
+pub fn looped(recs: Vec<TraceRecord>, loops: u32) -> Result<Vec<TraceRecord>, String> {
+    if loops == 0 {
+        return Err("trace_loops must be at least 1 (1 = the trace once)".into());
+    }
+    let n = recs.len() as u64;
+    if n.saturating_mul(loops as u64) > LOOPED_RECORDS_MAX {
+        return Err(format!(
+            "trace_loops {loops} makes {} records, more than the {LOOPED_RECORDS_MAX} a run holds; use fewer loops or --duration",
+            n.saturating_mul(loops as u64)
+        ));
+    }
+    let last = recs.last().map_or(0, |r| r.at_ns);
+    let first = recs.first().map_or(0, |r| r.at_ns);
+    // One pass lasts from its first arrival to one mean gap after its last.
+    let period = (last - first) + (last - first) / n.max(2).saturating_sub(1).max(1);
+    let mut out = Vec::with_capacity((n * loops as u64) as usize);
+    for k in 0..loops as u64 {
+        out.extend(recs.iter().map(|r| TraceRecord {
+            at_ns: r.at_ns + k * period.max(1),
+            ..*r
+        }));
+    }
+    Ok(out)
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TraceFormat {
     /// UMass SPC: `ASU,LBA,size,opcode,timestamp` (LBA in 512-byte sectors, size in

@@ -2,6 +2,7 @@
 //! same reads and writes to every member. The engine runs on real files (through a
 //! counting wrapper); the simulator runs the same request stream in simulated time.
 
+use hetraid_core::pace::PaceScope;
 use hetraid_core::plan::{pages_touched, Op};
 use hetraid_core::WritePolicy;
 use hetraid_engine::format::{LayoutRecord, DATA_OFFSET};
@@ -410,17 +411,54 @@ impl WithRf for RunConfig {
 /// `pace::wait_ns` says, with batches sized by `rebuild::batch_stripes`.
 #[test]
 fn rebuild_pacing_is_the_same_in_engine_and_simulator() {
-    use hetraid_engine::member::FaultMember;
-    use hetraid_engine::RebuildOptions;
     const DATA: u64 = 6 << 20;
     const SPEED: u64 = 2_000_000;
+    let (engine, sim) = paced_rebuild("raid5", 4, None, PaceScope::Array, SPEED, DATA);
+    // And both honour the limit: 6 MiB at 2 MB/s is about 3.1 s.
+    let want = DATA as f64 / SPEED as f64;
+    assert!(
+        (sim / want - 1.0).abs() < 0.1,
+        "simulator {sim:.3} s for {want:.3} (engine {engine:.3} s)"
+    );
+}
+
+/// Per-stream limits (`--pace stream`, one md device per S2-RAID subRAID):
+/// S2-RAID5's three streams each held to 2 MB/s rebuild three times as fast
+/// as one pair of limits allows, in the engine and the simulator alike.
+#[test]
+fn per_stream_pacing_is_the_same_in_engine_and_simulator() {
+    const DATA: u64 = 6 << 20;
+    const SPEED: u64 = 2_000_000;
+    let (engine, sim) = paced_rebuild("s2raid5", 9, Some(3), PaceScope::Stream, SPEED, DATA);
+    // The failed member's 6 MiB in three streams of 2 MiB, each at 2 MB/s.
+    let want = DATA as f64 / 3.0 / SPEED as f64;
+    assert!(
+        (sim / want - 1.0).abs() < 0.1,
+        "simulator {sim:.3} s for {want:.3} (engine {engine:.3} s)"
+    );
+}
+
+/// Rebuild member 1 of `layout` (in place, onto a fresh member) at
+/// `speed` in both executors; asserts they agree within 5 % and returns
+/// (engine s, simulator s).
+fn paced_rebuild(
+    layout: &str,
+    n: u64,
+    group: Option<usize>,
+    pace: PaceScope,
+    speed: u64,
+    data: u64,
+) -> (f64, f64) {
+    use hetraid_engine::member::FaultMember;
+    use hetraid_engine::RebuildOptions;
     let chunk = 65536;
-    let members: Vec<Arc<dyn Member>> = (0..4)
-        .map(|i| Arc::new(FaultMember::new(&format!("m{i}"), DATA_OFFSET + DATA, i)) as _)
+    let members: Vec<Arc<dyn Member>> = (0..n)
+        .map(|i| Arc::new(FaultMember::new(&format!("m{i}"), DATA_OFFSET + data, i)) as _)
         .collect();
     let opts = CreateOptions {
         layout: LayoutRecord {
-            name: "raid5".into(),
+            name: layout.into(),
+            group,
             ..Default::default()
         },
         chunk_bytes: chunk,
@@ -436,36 +474,41 @@ fn rebuild_pacing_is_the_same_in_engine_and_simulator() {
     a.fail(1).unwrap();
     a.replace(
         1,
-        Arc::new(FaultMember::new("new", DATA_OFFSET + DATA, 9)),
+        Arc::new(FaultMember::new("new", DATA_OFFSET + data, 99)),
         false,
     )
     .unwrap();
     let engine = a
         .rebuild(
             RebuildOptions {
-                min_speed: SPEED,
-                max_speed: SPEED,
+                min_speed: speed,
+                max_speed: speed,
                 stop_after: None,
+                pace,
             },
             &|_| {},
         )
         .unwrap();
     assert!(engine.completed);
 
-    let mut c = RunConfig::new("raid5", "nvram-1g*4");
+    let mut c = RunConfig::new(layout, &format!("nvram-1g*{n}"));
+    c.group = group;
     c.chunk = Size(chunk);
-    c.member_size = Some(Size(DATA));
+    c.member_size = Some(Size(data));
     c.failed = Some(1.into());
     c.rebuild = true;
-    c.min_speed = Size(SPEED);
-    c.max_speed = Size(SPEED);
+    c.min_speed = Size(speed);
+    c.max_speed = Size(speed);
+    c.pace = Some(pace.as_str().into());
     c.total = Some(Size(4096));
     c.qd = 1;
     let sim = hetraid_sim::run(&c).unwrap().rebuild.unwrap();
     let ratio = engine.seconds / sim.rebuild_time_s;
     eprintln!(
-        "rebuild of 6 MiB at 2 MB/s: engine {:.3} s, simulator {:.3} s, ratio {ratio:.3}",
-        engine.seconds, sim.rebuild_time_s
+        "{layout} rebuild of {data} bytes at {speed} B/s, pace {}: engine {:.3} s, simulator {:.3} s, ratio {ratio:.3}",
+        pace.as_str(),
+        engine.seconds,
+        sim.rebuild_time_s
     );
     assert!(
         (0.95..=1.05).contains(&ratio),
@@ -473,11 +516,5 @@ fn rebuild_pacing_is_the_same_in_engine_and_simulator() {
         engine.seconds,
         sim.rebuild_time_s
     );
-    // And both honour the limit: 6 MiB at 2 MB/s is about 3.1 s.
-    let want = DATA as f64 / SPEED as f64;
-    assert!(
-        (sim.rebuild_time_s / want - 1.0).abs() < 0.1,
-        "simulator {:.3} s for {want:.3}",
-        sim.rebuild_time_s
-    );
+    (engine.seconds, sim.rebuild_time_s)
 }

@@ -426,6 +426,110 @@ fn rebuild_speed_follows_md_limits() {
     assert!(rb.requests_during > 0 && rb.mean_response_during_ms > 0.0);
 }
 
+/// What one pair of limits holds (core `pace::PaceScope`): under a load that
+/// outlasts the rebuild, S2-RAID5's three streams held to the array's
+/// minimum rebuild at it in all; each held to its own (one md device per
+/// subRAID, the paper's prototype) they rebuild three times as fast, every
+/// stream at the minimum. RAID5's one stream is the same either way.
+#[test]
+fn per_stream_limits_let_parallel_streams_add_up() {
+    let run = |layout: &str, pace: Option<&str>| {
+        let mut c = RunConfig::new(layout, "caviar-black-640*9");
+        if layout == "s2raid5" {
+            c.group = Some(3);
+        }
+        c.member_size = Some(Size(96 << 20));
+        c.failed = Some(4.into());
+        c.rebuild = true;
+        c.max_speed = Size(100 << 20);
+        c.min_speed = Size(2 << 20);
+        c.workload = "random-write".into();
+        c.duration_s = Some(200.0);
+        c.qd = 2;
+        c.pace = pace.map(String::from);
+        hetraid_sim::run(&c).unwrap().rebuild.unwrap()
+    };
+    let array = run("s2raid5", None);
+    let stream = run("s2raid5", Some("stream"));
+    assert_eq!(array.streams, 3);
+    let bytes = array.rebuilt_bytes as f64;
+    let at_min = bytes / (2 << 20) as f64;
+    assert!(
+        (at_min * 0.9..at_min * 1.2).contains(&array.rebuild_time_s),
+        "one pair of limits: {} s, the minimum gives {at_min} s",
+        array.rebuild_time_s
+    );
+    let ratio = array.rebuild_time_s / stream.rebuild_time_s;
+    assert!(
+        (2.7..3.3).contains(&ratio),
+        "per-stream limits: {} s vs {} s (ratio {ratio:.2}), three streams",
+        stream.rebuild_time_s,
+        array.rebuild_time_s
+    );
+    for (t, b) in stream.stream_time_s.iter().zip(&stream.stream_bytes) {
+        let own_min = *b as f64 / (2 << 20) as f64;
+        assert!(
+            (own_min * 0.9..own_min * 1.2).contains(t),
+            "a stream of {b} bytes took {t} s, its minimum {own_min} s"
+        );
+    }
+    let r5a = run("raid5", None);
+    let r5s = run("raid5", Some("stream"));
+    assert_eq!(
+        r5a.rebuild_time_s, r5s.rebuild_time_s,
+        "one stream: the same"
+    );
+    // Without a rebuild the option does not apply.
+    let mut c = RunConfig::new("raid5", "caviar-black-640*4");
+    c.pace = Some("stream".into());
+    let e = hetraid_sim::run(&c).unwrap_err();
+    assert!(e.contains("applies to a rebuild"), "{e}");
+    c.rebuild = true;
+    c.failed = Some(1.into());
+    c.pace = Some("disk".into());
+    let e = hetraid_sim::run(&c).unwrap_err();
+    assert!(e.contains("unknown pace scope"), "{e}");
+}
+
+/// A looped trace replays its records back to back at the trace's own
+/// arrival rate; 0 loops and loops past the bound are refused.
+#[test]
+fn trace_loops_replay_the_trace_again_at_its_rate() {
+    let dir = std::env::temp_dir().join(format!("hetraid-loops-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("t.spc");
+    // Four reads 10 ms apart.
+    std::fs::write(
+        &path,
+        "0,0,4096,r,0.00\n0,8,4096,r,0.01\n0,16,4096,r,0.02\n0,24,4096,r,0.03\n",
+    )
+    .unwrap();
+    let mut c = RunConfig::new("raid0", "x25e-64*2");
+    c.workload = "trace".into();
+    c.trace = Some(path.display().to_string());
+    c.replay = "timed".into();
+    let once = hetraid_sim::run(&c).unwrap();
+    c.trace_loops = Some(3);
+    let thrice = hetraid_sim::run(&c).unwrap();
+    assert_eq!(once.requests, 4);
+    assert_eq!(thrice.requests, 12);
+    // Three passes of 40 ms (30 ms and one mean gap), the last ending at 110 ms.
+    assert!(
+        (0.110..0.112).contains(&thrice.sim_time_s),
+        "{} s",
+        thrice.sim_time_s
+    );
+    c.trace_loops = Some(0);
+    assert!(hetraid_sim::run(&c).unwrap_err().contains("at least 1"));
+    c.trace_loops = Some(u32::MAX);
+    assert!(hetraid_sim::run(&c).unwrap_err().contains("fewer loops"));
+    c.workload = "random-read".into();
+    c.trace = None;
+    c.trace_loops = Some(2);
+    assert!(hetraid_sim::run(&c).unwrap_err().contains("trace workload"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Sequential reads run at the media rate whatever the request size and queue
 /// depth (read-ahead streams, never faster than the platter), and random reads are
 /// not slowed by read-ahead (it is aborted).

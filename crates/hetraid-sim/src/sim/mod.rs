@@ -88,6 +88,12 @@ struct RebuildRun {
     active: usize,
     batch: usize,
     bytes: u64,
+    /// Per stream, bytes rebuilt (what per-stream limits hold) and when it
+    /// wrote its last batch.
+    stream_bytes: Vec<u64>,
+    stream_done: Vec<Option<Ns>>,
+    /// What the speed limits hold: the whole rebuild or each stream.
+    pace: hetraid_core::pace::PaceScope,
     finished_at: Option<Ns>,
 }
 
@@ -207,6 +213,9 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
                 streams: sched.streams.iter().map(|st| st.stripes.clone()).collect(),
                 batch: hetraid_core::rebuild::batch_stripes(s.layout.as_ref(), s.cfg.max_speed.0),
                 bytes: 0,
+                stream_bytes: vec![0; sched.streams.len()],
+                stream_done: vec![None; sched.streams.len()],
+                pace: s.pace,
                 finished_at: None,
             });
         } else if s.cfg.rebuild {
@@ -226,9 +235,12 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
                 pos: vec![0; sched.streams.len()],
                 inflight: vec![0; sched.streams.len()],
                 redirect: vec![None; sched.streams.len()],
+                stream_bytes: vec![0; sched.streams.len()],
+                stream_done: vec![None; sched.streams.len()],
                 streams: sched.streams.into_iter().map(|st| st.stripes).collect(),
                 batch: hetraid_core::rebuild::batch_stripes(s.layout.as_ref(), s.cfg.max_speed.0),
                 bytes: 0,
+                pace: s.pace,
                 finished_at: None,
             });
         }
@@ -915,7 +927,9 @@ impl Runner<'_> {
             JobKind::Rebuild { stream, batch } => {
                 let rb = self.rebuild.as_mut().unwrap();
                 rb.inflight[stream] -= 1;
-                rb.bytes += job.io.writes.iter().map(|w| w.2).sum::<u64>();
+                let written = job.io.writes.iter().map(|w| w.2).sum::<u64>();
+                rb.bytes += written;
+                rb.stream_bytes[stream] += written;
                 if let MemberState::Rebuilding {
                     done: Some(bits), ..
                 } = &mut self.state.members[rb.target]
@@ -991,6 +1005,13 @@ impl Runner<'_> {
                 requests_during: self.resp_rebuild.len() as u64,
                 mean_response_during_ms: m,
                 p99_response_during_ms: p,
+                stream_time_s: rb
+                    .stream_done
+                    .iter()
+                    .map(|t| secs(t.unwrap_or(end)))
+                    .collect(),
+                stream_bytes: rb.stream_bytes.clone(),
+                completed: rb.finished_at.is_some(),
             }
         });
         let requests = self.reads + self.writes;

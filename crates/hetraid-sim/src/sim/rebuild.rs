@@ -6,10 +6,10 @@ use crate::kernel::{Ns, NS_PER_S};
 use hetraid_core::plan::{MemberState, Op, Planner};
 
 impl Runner<'_> {
-    /// How long the next batch waits: the core's pacer (the engine's rule too),
-    /// with "user I/O recently" as this controller sees it (requests in flight,
-    /// or one finished in the last half second).
-    pub(super) fn throttle(&self) -> Ns {
+    /// How long the next batch of `stream` waits: the core's pacer (the
+    /// engine's rule too), with "user I/O recently" as this controller sees it
+    /// (requests in flight, or one finished in the last half second).
+    pub(super) fn throttle(&self, stream: usize) -> Ns {
         let rb = self.rebuild.as_ref().unwrap();
         let now = self.k.now();
         let user_busy = self.inflight > 0
@@ -18,7 +18,8 @@ impl Runner<'_> {
             min_bps: self.s.cfg.min_speed.0,
             max_bps: self.s.cfg.max_speed.0,
         };
-        hetraid_core::pace::wait_ns(limits, rb.bytes, now, user_busy)
+        let bytes = rb.pace.bytes(rb.bytes, rb.stream_bytes[stream]);
+        hetraid_core::pace::wait_ns(limits, bytes, now, user_busy)
     }
 
     /// Start batches of `stream` until it has `BATCHES_IN_FLIGHT` in flight (the
@@ -41,7 +42,7 @@ impl Runner<'_> {
     /// Start the next batch of `stream`; false when it did not (paused or done).
     fn rebuild_batch(&mut self, stream: usize) -> Result<bool, String> {
         // MD re-checks its limits after every pause ("goto repeat").
-        let delay = self.throttle();
+        let delay = self.throttle(stream);
         if delay > 0 {
             let at = self.k.now() + delay;
             self.k.at(
@@ -60,6 +61,7 @@ impl Runner<'_> {
             // end once, so this runs once per stream).
             if from != usize::MAX && rb.inflight[stream] == 0 {
                 rb.pos[stream] = usize::MAX;
+                rb.stream_done[stream] = Some(self.k.now());
                 rb.active -= 1;
                 self.finish_rebuild_if_done();
             }

@@ -2126,6 +2126,11 @@ pub struct RebuildCmd {
     /// --spare-partitions) instead of onto a replacement member.
     #[arg(long)]
     pub to_spare: bool,
+    /// What the two limits hold: array (the whole rebuild, as MD on one
+    /// device) or stream (each parallel rebuild stream apart, as one md
+    /// device per S2-RAID subRAID, so the streams' rates add up).
+    #[arg(long, default_value = "array", value_name = "SCOPE", value_parser = hetraid_core::pace::PaceScope::parse)]
+    pub pace: hetraid_core::pace::PaceScope,
     #[arg(long)]
     pub json: bool,
 }
@@ -2134,7 +2139,7 @@ impl RebuildCmd {
     pub fn run(&self) -> Result<(), String> {
         if let Some(r) = remote_with_bar(
             &self.members,
-            serde_json::json!({"verb": "rebuild", "min_speed": self.min_speed, "max_speed": self.max_speed, "to_spare": self.to_spare}),
+            serde_json::json!({"verb": "rebuild", "min_speed": self.min_speed, "max_speed": self.max_speed, "to_spare": self.to_spare, "pace": self.pace.as_str()}),
             "rebuild",
         ) {
             let v = r?;
@@ -2148,6 +2153,7 @@ impl RebuildCmd {
             min_speed: self.min_speed,
             max_speed: self.max_speed,
             stop_after: None,
+            pace: self.pace,
         };
         if !self.to_spare {
             let held = Held::open(&self.members, "rebuild")?;
@@ -2176,11 +2182,6 @@ impl RebuildCmd {
         }
         let a = assemble(&self.members)?;
         let chunk = a.layout().chunk_bytes();
-        let opts = RebuildOptions {
-            min_speed: self.min_speed,
-            max_speed: self.max_speed,
-            stop_after: None,
-        };
         let show = |p: hetraid_engine::RebuildProgress| {
             bar.set_length(p.stripes_total * chunk);
             bar.set_position(p.bytes_done);

@@ -59,6 +59,12 @@ pub struct SimCmd {
     /// Multiply recorded inter-arrival times by this.
     #[arg(long)]
     pub time_scale: Option<f64>,
+    /// Replay at most N trace records.
+    #[arg(long, value_name = "N")]
+    pub trace_limit: Option<usize>,
+    /// Replay the trace N times back to back (fio's loops).
+    #[arg(long, value_name = "N")]
+    pub trace_loops: Option<u32>,
     /// Members failed from the start (e.g. 2, or 1,3 for RAID6); --rebuild replaces
     /// the first.
     #[arg(long)]
@@ -75,6 +81,11 @@ pub struct SimCmd {
     pub min_speed: Option<Size>,
     #[arg(long)]
     pub max_speed: Option<Size>,
+    /// What the speed limits hold during a rebuild: array (the whole rebuild,
+    /// as MD on one device; default) or stream (each parallel stream, as one
+    /// md device per S2-RAID subRAID).
+    #[arg(long, value_name = "SCOPE")]
+    pub pace: Option<String>,
     #[arg(long)]
     pub seed: Option<u64>,
     /// Parity arithmetic rate in MB/s (0 = free).
@@ -159,7 +170,8 @@ impl SimCmd {
              trace_format => trace_format, failed => failed, scheduler => scheduler,
              disk_queue => disk_queue,
              write_cache => write_cache, log => log, log_mode => log_mode, log_size => log_size,
-             read_policy => read_policy, write_buffer => write_buffer, size_max => size_max);
+             read_policy => read_policy, write_buffer => write_buffer, size_max => size_max,
+             trace_limit => trace_limit, trace_loops => trace_loops, pace => pace);
         self.params.apply_to(&mut c);
         c.rebuild |= self.rebuild;
         c.to_spare |= self.to_spare;
@@ -243,9 +255,10 @@ fn print_human(c: &RunConfig, r: &Report) {
     }
     if let Some(rb) = &r.rebuild {
         println!(
-            "  rebuild of member {}: {:.2} s, {} streams, {} MB; user response during it {:.2} ms",
+            "  rebuild of member {}: {:.2} s{}, {} streams, {} MB; user response during it {:.2} ms",
             rb.member,
             rb.rebuild_time_s,
+            if rb.completed { "" } else { " (not finished when the run ended)" },
             rb.streams,
             rb.rebuilt_bytes / 1_000_000,
             rb.mean_response_during_ms
