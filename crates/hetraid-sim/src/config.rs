@@ -177,6 +177,11 @@ pub struct RunConfig {
     /// when it is smaller).
     #[serde(default)]
     pub align: Option<Size>,
+    /// Or: random offsets are multiples of the request size (fio's default,
+    /// `blockalign` = `bs`), so a request no larger than a chunk never
+    /// crosses a chunk boundary.
+    #[serde(default)]
+    pub align_to_size: bool,
     /// Outstanding requests (closed loop; trace replay "afap").
     #[serde(default = "d_qd")]
     pub qd: u32,

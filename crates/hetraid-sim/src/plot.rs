@@ -190,10 +190,39 @@ impl Scale {
 fn frame(svg: &mut String, title: &str, ylabel: &str, scale: Scale) {
     let _ = write!(
         svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="white"/><text x="{}" y="22" text-anchor="middle" font-size="15">{}</text>"#,
-        (W - R + L) / 2.0,
-        esc(title)
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="white"/>"#
     );
+    // A long title (a grid label makes titles long) is set smaller, then on
+    // two lines, so it stays inside the picture: sans-serif glyphs average
+    // about 0.55 em.
+    let fits = |size: f64, text: &str| text.chars().count() as f64 * 0.55 * size <= W - 20.0;
+    let size = [15.0, 13.0, 11.0]
+        .into_iter()
+        .find(|&f| fits(f, title))
+        .unwrap_or(11.0);
+    let lines: Vec<String> = if fits(size, title) {
+        vec![title.to_string()]
+    } else {
+        // Break at the space nearest the middle.
+        let mid = title.len() / 2;
+        let cut = title
+            .char_indices()
+            .filter(|&(_, c)| c == ' ')
+            .map(|(i, _)| i)
+            .min_by_key(|&i| i.abs_diff(mid))
+            .unwrap_or(mid);
+        vec![title[..cut].to_string(), title[cut..].trim().to_string()]
+    };
+    let first_y = if lines.len() == 1 { 22.0 } else { 14.0 };
+    for (i, l) in lines.iter().enumerate() {
+        let _ = write!(
+            svg,
+            r#"<text x="{}" y="{}" text-anchor="middle" font-size="{size}">{}</text>"#,
+            W / 2.0,
+            first_y + i as f64 * (size + 2.0),
+            esc(l)
+        );
+    }
     let ph = H - T - B;
     for (y, label) in scale.ticks() {
         let py = scale.py(y);
@@ -466,6 +495,26 @@ pub fn bar_chart(title: &str, groups: &[(String, Vec<f64>)], kinds: &[Vec<String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_titles_stay_inside_the_picture() {
+        let short = line_chart("Short", "x", "y", &[], &[], false);
+        assert!(short.contains(r#"font-size="15">Short</text>"#));
+        let long = "Random writes: RAID4S vs RAID4, RAID5, RAID5S, RAIDF5, RAID0 (align_to_size=true), relative to RAID5, with many more words to make it long";
+        let svg = line_chart(long, "x", "y", &[], &[], false);
+        let titles: Vec<&str> = svg
+            .split("<text")
+            .filter(|t| t.contains(r#"font-size="11""#))
+            .collect();
+        assert_eq!(titles.len(), 2, "two lines: {svg}");
+        for t in titles {
+            let text = t.split('>').nth(1).unwrap().split('<').next().unwrap();
+            assert!(
+                text.chars().count() as f64 * 0.55 * 11.0 <= W - 20.0,
+                "{text}"
+            );
+        }
+    }
 
     #[test]
     fn categories_are_bars_not_lines() {

@@ -188,6 +188,9 @@ impl Setup {
                 }
             }
         }
+        if cfg.workload == "trace" && (cfg.align.is_some() || cfg.align_to_size) {
+            return Err("align and align_to_size apply to the synthetic workloads; a trace's offsets are its own".into());
+        }
         let trace = if cfg.workload == "trace" {
             let path = cfg
                 .trace
@@ -377,7 +380,15 @@ impl Setup {
                 self.span
             ));
         }
-        let align = c.align.map(|a| a.0).unwrap_or_else(|| size.min(4096));
+        let align = match (c.align, c.align_to_size) {
+            (Some(_), true) => return Err(
+                "give align or align_to_size, not both (align_to_size aligns to the request size)"
+                    .into(),
+            ),
+            (Some(a), false) => a.0,
+            (None, true) => size,
+            (None, false) => size.min(4096),
+        };
         if align == 0 || align > self.span {
             return Err("align must be between 1 byte and the addressed span".into());
         }

@@ -491,6 +491,33 @@ fn per_stream_limits_let_parallel_streams_add_up() {
     assert!(e.contains("unknown pace scope"), "{e}");
 }
 
+/// `align_to_size` (fio's default blockalign = bs): a 32 KiB write at a
+/// multiple of 32 KiB never crosses a 64 KiB chunk, so RAID0 sends each to
+/// one member; at 4 KiB multiples 7 in 16 cross and are split in two.
+#[test]
+fn size_aligned_offsets_keep_writes_inside_a_chunk() {
+    let run = |to_size: bool| {
+        let mut c = RunConfig::new("raid0", "x25e-64*2");
+        c.workload = "random-write".into();
+        c.size = Size(32 << 10);
+        c.total = Some(Size(64 << 20));
+        c.align_to_size = to_size;
+        let r = hetraid_sim::run(&c).unwrap();
+        let ops: u64 = r.members.iter().map(|m| m.writes).sum();
+        ops as f64 / r.requests as f64
+    };
+    assert_eq!(run(true), 1.0);
+    let split = run(false) - 1.0;
+    assert!(
+        (split - 7.0 / 16.0).abs() < 0.03,
+        "{split} of writes split, 7/16 expected"
+    );
+    let mut c = RunConfig::new("raid0", "x25e-64*2");
+    c.align_to_size = true;
+    c.align = Some(Size(4096));
+    assert!(hetraid_sim::run(&c).unwrap_err().contains("not both"));
+}
+
 /// A looped trace replays its records back to back at the trace's own
 /// arrival rate; 0 loops and loops past the bound are refused.
 #[test]

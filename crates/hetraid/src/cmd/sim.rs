@@ -32,6 +32,9 @@ pub struct SimCmd {
     /// Random offsets are multiples of this (default 4K).
     #[arg(long)]
     pub align: Option<Size>,
+    /// Random offsets are multiples of the request size (fio's default).
+    #[arg(long)]
+    pub align_to_size: bool,
     /// Outstanding requests.
     #[arg(long)]
     pub qd: Option<u32>,
@@ -175,6 +178,7 @@ impl SimCmd {
         self.params.apply_to(&mut c);
         c.rebuild |= self.rebuild;
         c.to_spare |= self.to_spare;
+        c.align_to_size |= self.align_to_size;
         c.precondition |= self.precondition;
         Ok(c)
     }
