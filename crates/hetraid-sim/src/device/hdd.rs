@@ -52,6 +52,10 @@ pub struct HddParams {
     /// `media_mbps` at offset 0). Default: one rate everywhere.
     #[serde(default)]
     pub media_mbps_inner: Option<f64>,
+    /// And at the middle of the capacity (the rate falls faster toward the
+    /// inner edge on most drives); needs `media_mbps_inner`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media_mbps_middle: Option<f64>,
     /// Media rate of writes where it differs from reads' (old drives that
     /// verify or remap as they write), MB/s at the same place.
     #[serde(default)]
@@ -214,6 +218,20 @@ impl HddParams {
                 return Err("hdd media_mbps_inner must be positive and at most media_mbps".into());
             }
         }
+        match (self.media_mbps_middle, self.media_mbps_inner) {
+            (Some(_), None) => {
+                return Err(
+                    "hdd media_mbps_middle needs media_mbps_inner (the rate at the inner edge)"
+                        .into(),
+                )
+            }
+            (Some(m), Some(inner)) if !(m >= inner && m <= self.media_mbps) => {
+                return Err(
+                    "hdd media_mbps_middle must lie between media_mbps_inner and media_mbps".into(),
+                )
+            }
+            _ => {}
+        }
         if !(self.overhead_ms >= 0.0 && self.overhead_ms.is_finite()) {
             return Err("hdd overhead_ms must be zero or positive".into());
         }
@@ -316,13 +334,15 @@ struct Stream {
     ns_per_byte: f64,
 }
 
-/// Zoned recording: bytes per track fall linearly from the outer cylinder (offset
-/// 0) to the inner one, as the media rate does (the platter turns at one speed).
-#[derive(Debug, Clone, Copy)]
+/// Zoned recording: the media rate (and with it the bytes per track, the
+/// platter turning at one speed) given at evenly spaced fractions of the
+/// capacity — outer edge, [middle,] inner edge — and linear in the cylinder
+/// between them. A segment holding 1/k of the bytes takes cylinders in
+/// inverse proportion to its mean rate, so a middle rate measured at the
+/// middle LBA lands there (outer cylinders hold more).
+#[derive(Debug, Clone)]
 struct Zones {
-    outer_bps: f64,
-    /// Media rate lost per cylinder.
-    slope_bps: f64,
+    segs: Vec<ZoneSeg>,
     /// Surfaces times `track_scale`: bytes per cylinder over (rate x turn).
     heads: f64,
     /// Bytes a track holds per byte its media rate moves in a turn: 1, or
@@ -333,24 +353,60 @@ struct Zones {
     cylinders: u64,
 }
 
+/// Cylinders `c0 .. c0 + len`: rate `r0 + slope * (c - c0)` bytes/s, `b0`
+/// bytes before them.
+#[derive(Debug, Clone, Copy)]
+struct ZoneSeg {
+    c0: f64,
+    len: f64,
+    r0: f64,
+    slope: f64,
+    b0: f64,
+}
+
 impl Zones {
+    /// `rates_bps`: at least two rates, outer edge first.
     fn new(
-        outer_bps: f64,
-        inner_bps: f64,
+        rates_bps: &[f64],
         heads: u32,
         rev_ns: Ns,
         capacity: u64,
         cylinders: Option<u64>,
     ) -> Self {
+        assert!(rates_bps.len() >= 2 && rates_bps.iter().all(|r| *r > 0.0));
         let rev_s = rev_ns as f64 / 1e9;
-        let avg_cylinder = heads as f64 * rev_s * (outer_bps + inner_bps) / 2.0;
+        let k = (rates_bps.len() - 1) as f64;
+        let h = heads as f64 * rev_s;
+        // Cylinders per segment at one track per rate-turn: each holds 1/k
+        // of the bytes at its mean rate.
+        let natural: Vec<f64> = rates_bps
+            .windows(2)
+            .map(|w| 2.0 * capacity as f64 / (k * h * (w[0] + w[1])))
+            .collect();
+        let total: f64 = natural.iter().sum();
         let (cylinders, scale) = match cylinders {
-            Some(c) => (c.max(2), capacity as f64 / (c.max(2) as f64 * avg_cylinder)),
-            None => (((capacity as f64 / avg_cylinder).ceil() as u64).max(2), 1.0),
+            Some(c) => (c.max(2), total / c.max(2) as f64),
+            None => ((total.ceil() as u64).max(2), 1.0),
         };
+        let stretch = cylinders as f64 / total;
+        let hs = h * scale;
+        let mut segs = Vec::with_capacity(natural.len());
+        let (mut c0, mut b0) = (0.0, 0.0);
+        for (w, n) in rates_bps.windows(2).zip(&natural) {
+            let len = n * stretch;
+            let slope = (w[1] - w[0]) / len;
+            segs.push(ZoneSeg {
+                c0,
+                len,
+                r0: w[0],
+                slope,
+                b0,
+            });
+            b0 += hs * (w[0] * len + slope * len * len / 2.0);
+            c0 += len;
+        }
         Self {
-            outer_bps,
-            slope_bps: (outer_bps - inner_bps) / (cylinders - 1) as f64,
+            segs,
             heads: heads as f64 * scale,
             track_scale: scale,
             rev_s,
@@ -358,27 +414,45 @@ impl Zones {
         }
     }
 
+    fn seg_at_cylinder(&self, c: f64) -> &ZoneSeg {
+        self.segs
+            .iter()
+            .rev()
+            .find(|s| s.c0 <= c)
+            .unwrap_or(&self.segs[0])
+    }
+
     /// Media rate (bytes/s) on cylinder `c`.
     fn rate(&self, c: u64) -> f64 {
-        self.outer_bps - self.slope_bps * c as f64
+        let s = self.seg_at_cylinder(c as f64);
+        (s.r0 + s.slope * (c as f64 - s.c0).min(s.len)).max(1.0)
     }
 
     /// Bytes before cylinder `c`: the sum of heads x track bytes over the cylinders
     /// before it (continuous form).
     fn bytes_before(&self, c: f64) -> f64 {
-        self.heads * self.rev_s * (self.outer_bps * c - self.slope_bps * c * c / 2.0)
+        let s = self.seg_at_cylinder(c);
+        let x = (c - s.c0).min(s.len);
+        s.b0 + self.heads * self.rev_s * (s.r0 * x + s.slope * x * x / 2.0)
     }
 
     fn cylinder_of(&self, off: u64) -> u64 {
-        let y = off as f64 / (self.heads * self.rev_s);
-        let c = if self.slope_bps < 1e-9 {
-            y / self.outer_bps
+        let y = off as f64;
+        let s = self
+            .segs
+            .iter()
+            .rev()
+            .find(|s| s.b0 <= y)
+            .unwrap_or(&self.segs[0]);
+        let y = (y - s.b0) / (self.heads * self.rev_s);
+        let x = if s.slope.abs() < 1e-9 {
+            y / s.r0
         } else {
-            // The smaller root of outer·c − slope·c²/2 = y.
-            let d = (self.outer_bps * self.outer_bps - 2.0 * self.slope_bps * y).max(0.0);
-            (self.outer_bps - d.sqrt()) / self.slope_bps
+            // The root of r0·x + slope·x²/2 = y inside the segment.
+            let d = (s.r0 * s.r0 + 2.0 * s.slope * y).max(0.0);
+            (d.sqrt() - s.r0) / s.slope
         };
-        (c.max(0.0) as u64).min(self.cylinders - 1)
+        ((s.c0 + x).max(0.0) as u64).min(self.cylinders - 1)
     }
 
     /// Where `off` sits along its cylinder's tracks, as a fraction of a turn.
@@ -436,16 +510,14 @@ impl Hdd {
         let track_bytes = ((media_bps * rev_ns as f64 / 1e9) as u64 / 512).max(1) * 512;
         let zones = p
             .media_mbps_inner
-            .filter(|&inner| inner < p.media_mbps)
+            .filter(|&inner| inner < p.media_mbps || p.media_mbps_middle.is_some())
             .map(|inner| {
-                Zones::new(
-                    media_bps,
-                    inner * 1e6,
-                    p.heads,
-                    rev_ns,
-                    capacity,
-                    p.cylinders,
-                )
+                let rates: Vec<f64> = std::iter::once(p.media_mbps)
+                    .chain(p.media_mbps_middle)
+                    .chain(std::iter::once(inner))
+                    .map(|r| r * 1e6)
+                    .collect();
+                Zones::new(&rates, p.heads, rev_ns, capacity, p.cylinders)
             });
         // Without zones, a known cylinder count sets the track size.
         let track_bytes = match (p.cylinders, &zones) {
@@ -849,7 +921,31 @@ mod tests {
     #[test]
     fn zones_map_every_byte_inside_the_disk() {
         let cap = 640_000_000_000u64;
-        let z = Zones::new(120e6, 60e6, 4, 60 * NS_PER_S / 7200, cap, None);
+        for rates in [&[120e6, 60e6][..], &[120e6, 105e6, 60e6][..]] {
+            for cyl in [None, Some(300_000)] {
+                check_zones(&Zones::new(rates, 4, 60 * NS_PER_S / 7200, cap, cyl), cap);
+            }
+        }
+    }
+
+    /// A middle rate given at the middle of the capacity is the rate there.
+    #[test]
+    fn a_middle_rate_lands_at_the_middle_lba() {
+        let cap = 146_944_000_000u64;
+        let z = Zones::new(
+            &[137e6, 115e6, 65e6],
+            4,
+            60 * NS_PER_S / 15020,
+            cap,
+            Some(72_170),
+        );
+        let mid = z.rate(z.cylinder_of(cap / 2)) / 1e6;
+        assert!((mid - 115.0).abs() < 0.1, "{mid} MB/s at the middle");
+        assert!((z.rate(0) / 1e6 - 137.0).abs() < 0.01);
+        assert!((z.rate(z.cylinder_of(cap - 1)) / 1e6 - 65.0).abs() < 0.1);
+    }
+
+    fn check_zones(z: &Zones, cap: u64) {
         let mut last = 0;
         let mut x = 12345u64;
         let mut offs: Vec<u64> = (0..10_000)
@@ -873,7 +969,7 @@ mod tests {
         assert!(z.cylinders - 1 - z.cylinder_of(cap - 1) <= 1);
         let total = z.bytes_before(z.cylinders as f64);
         assert!(
-            (total - cap as f64).abs() < z.heads * z.rev_s * z.outer_bps,
+            (total - cap as f64).abs() < z.heads * z.rev_s * z.segs[0].r0,
             "{total}"
         );
     }

@@ -47,6 +47,35 @@ pub struct SsdParams {
     /// `element` (every plane of its package, as DiskSim's cleaning does).
     #[serde(default)]
     pub gc_occupies: GcScope,
+    /// How the planes of one die share it: `same-op` (default: a die runs
+    /// one command at a time, and a multi-plane command lets its planes do
+    /// the same operation together, so a read waits for a program on
+    /// another plane of its die) or `independent` (every plane on its own).
+    #[serde(default)]
+    pub multiplane: Multiplane,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Multiplane {
+    #[default]
+    SameOp,
+    Independent,
+}
+
+/// The operation a die is running (multi-plane commands join only the same).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FlashOp {
+    Read,
+    Program,
+    Erase,
+}
+
+/// A die: busy with one kind of operation until some time.
+#[derive(Debug, Clone, Copy)]
+struct Die {
+    busy_until: Ns,
+    op: FlashOp,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
@@ -152,6 +181,8 @@ struct Plane {
 pub struct Ssd {
     p: SsdParams,
     planes: Vec<Plane>,
+    /// Per die, what it runs (see `Multiplane`); indexed by `die_of`.
+    dies: Vec<Die>,
     channel_free: Vec<Ns>,
     ctrl_free: Ns,
     /// Logical page -> physical page + 1 (0 = never written). Zeroed allocation, so
@@ -193,6 +224,13 @@ impl Ssd {
                     }
                 })
                 .collect(),
+            dies: vec![
+                Die {
+                    busy_until: 0,
+                    op: FlashOp::Read,
+                };
+                planes / p.planes_per_die as usize
+            ],
             channel_free: vec![0; p.channels as usize],
             ctrl_free: 0,
             map: vec![0; (p.capacity() / p.page_bytes) as usize],
@@ -238,9 +276,29 @@ impl Ssd {
         pl % self.p.channels as usize
     }
 
-    /// Reserve the plane for `d` ns from no earlier than `t`; returns the end.
-    fn on_plane(&mut self, pl: usize, t: Ns, d: Ns) -> Ns {
-        let s = t.max(self.planes[pl].busy_until);
+    /// The die of plane `pl`. Planes are numbered channel first, then
+    /// package on the channel, then plane within the package (dies in
+    /// order), as `gc_planes` walks them.
+    fn die_of(&self, pl: usize) -> usize {
+        let per_round = (self.p.channels * self.p.packages_per_channel) as usize;
+        let j = pl / per_round;
+        pl % per_round + per_round * (j / self.p.planes_per_die as usize)
+    }
+
+    /// Reserve the plane for `d` ns of `op` from no earlier than `t`;
+    /// returns the end. Under `same-op` the plane's die must be idle or
+    /// running the same operation (a multi-plane command).
+    fn on_plane(&mut self, pl: usize, t: Ns, d: Ns, op: FlashOp) -> Ns {
+        let mut s = t.max(self.planes[pl].busy_until);
+        if self.p.multiplane == Multiplane::SameOp {
+            let di = self.die_of(pl);
+            let die = &mut self.dies[di];
+            if die.op != op {
+                s = s.max(die.busy_until);
+                die.op = op;
+            }
+            die.busy_until = die.busy_until.max(s + d);
+        }
         self.planes[pl].busy_until = s + d;
         s + d
     }
@@ -309,17 +367,20 @@ impl Ssd {
                 self.map[lpn as usize] = new + 1;
                 self.valid[(new / ppb) as usize] += 1;
                 let d = self.page_ns[0] + self.page_ns[1];
-                end = self.on_plane(pl, end, d);
+                end = self.on_plane(pl, end, d, FlashOp::Program);
                 self.gc_copies += 1;
                 self.flash_pages += 1;
             }
             self.valid[victim as usize] = 0;
-            let end = self.on_plane(pl, end, self.page_ns[2]);
+            let end = self.on_plane(pl, end, self.page_ns[2], FlashOp::Erase);
             // Cleaning the element keeps its other planes busy as long.
             for q in self.gc_planes(pl) {
                 if q != pl {
                     let b = &mut self.planes[q].busy_until;
                     *b = (*b).max(end);
+                    let die = self.die_of(q);
+                    let d = &mut self.dies[die].busy_until;
+                    *d = (*d).max(end);
                 }
             }
             self.erase_count[victim as usize] += 1;
@@ -360,7 +421,7 @@ impl Ssd {
         self.host_pages += 1;
         self.flash_pages += 1;
         let x = self.on_channel(pl, t);
-        self.on_plane(pl, x, self.page_ns[1])
+        self.on_plane(pl, x, self.page_ns[1], FlashOp::Program)
     }
 
     fn read_page(&mut self, lpn: u64, t: Ns) -> Ns {
@@ -369,7 +430,7 @@ impl Ssd {
             0 => (lpn % self.planes.len() as u64) as usize,
             p => self.plane_of_block(((p - 1) as u64 / ppb) as u32),
         };
-        let r = self.on_plane(pl, t, self.page_ns[0]);
+        let r = self.on_plane(pl, t, self.page_ns[0], FlashOp::Read);
         self.on_channel(pl, r)
     }
 
@@ -381,6 +442,9 @@ impl Ssd {
         }
         for p in &mut self.planes {
             p.busy_until = 0;
+        }
+        for d in &mut self.dies {
+            d.busy_until = 0;
         }
         self.channel_free.iter_mut().for_each(|c| *c = 0);
         self.host_pages = 0;
