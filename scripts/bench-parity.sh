@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Parity kernels against ISA-L and memcpy, in one run.
 # Prints per case:  xor 4+1 64K dram: hetraid 11.8 GB/s, isa-l 10.9 GB/s, ratio 1.08 (memcpy M GB/s)
+# (cases: xor 4+1/8+1/16+1, pq 4+2/8+2/16+2, recover 2 data 4+2, pq-update 4+2; each
+# at 64K cache, 64K dram and 4K cache; pq-update counts the one block updated)
 # and for block checksums:  crc32c 4K cache: hetraid X GB/s, isa-l Y GB/s, ratio R (crc32c crate Z GB/s, kernel K)
 # Each number is the median of RUNS alternating runs (default 3) of MILLIS ms each.
 set -euo pipefail
@@ -25,25 +27,31 @@ ISAL=scripts/build/isal_bench
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-CHUNK=65536
-# cache: a single stripe (320-576 KiB, resident in a 1 MiB L2); dram: 512 MiB cycling through memory.
-for ws_name in cache dram; do
-    if [ $ws_name = cache ]; then WS=0; else WS=$((512 << 20)); fi
-    for c in "xor 4" "xor 8" "pq 4"; do
+# cache: a single stripe (resident in L2); dram: 512 MiB cycling through memory;
+# 4K cache: one stripe of 4 KiB blocks (a read-modify-write's working set).
+for where in "64K cache 65536 0" "64K dram 65536 $((512 << 20))" "4K cache 4096 0"; do
+    set -- $where
+    size=$1 ws_name=$2 CHUNK=$3 WS=$4
+    for c in "xor 4" "xor 8" "xor 16" "pq 4" "pq 8" "pq 16" "recover 4" "pq-update 4"; do
         set -- $c
         mode=$1 k=$2
-        par=$([ "$mode" = pq ] && echo 2 || echo 1)
+        case $mode in
+            xor) name="xor $k+1" ;;
+            pq) name="pq $k+2" ;;
+            recover) name="recover 2 data $k+2" ;;
+            pq-update) name="pq-update $k+2" ;;
+        esac
         h=() i=() m=()
         for _ in $(seq "$RUNS"); do
-            h+=("$($HET "$mode" "$k" $CHUNK $WS "$MILLIS" | cut -d' ' -f1)")
-            i+=("$($ISAL "$mode" "$k" $CHUNK $WS "$MILLIS")")
-            m+=("$($ISAL memcpy "$k" $CHUNK $WS "$MILLIS")")
+            h+=("$($HET "$mode" "$k" "$CHUNK" "$WS" "$MILLIS" | cut -d' ' -f1)")
+            i+=("$($ISAL "$mode" "$k" "$CHUNK" "$WS" "$MILLIS")")
+            m+=("$($ISAL memcpy "$k" "$CHUNK" "$WS" "$MILLIS")")
         done
         hm=$(printf '%s\n' "${h[@]}" | median)
         im=$(printf '%s\n' "${i[@]}" | median)
         mm=$(printf '%s\n' "${m[@]}" | median)
         ratio=$(awk -v a="$hm" -v b="$im" 'BEGIN {printf "%.2f", a / b}')
-        echo "$mode $k+$par 64K $ws_name: hetraid $hm GB/s, isa-l $im GB/s, ratio $ratio (memcpy $mm GB/s, kernels $($HET "$mode" "$k" $CHUNK $WS 10 | cut -d' ' -f2))"
+        echo "$name $size $ws_name: hetraid $hm GB/s, isa-l $im GB/s, ratio $ratio (memcpy $mm GB/s, kernels $($HET "$mode" "$k" "$CHUNK" "$WS" 10 | cut -d' ' -f2))"
     done
 done
 

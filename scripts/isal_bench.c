@@ -1,7 +1,14 @@
 /* ISA-L baseline for scripts/bench-parity.sh, measured exactly like
- * hetraid-parity-bench: isal_bench xor|pq|memcpy|crc32c K CHUNK WS MILLIS -> "GB/s"
- * (crc32c: crc32_iscsi over K blocks of CHUNK bytes per step) */
+ * hetraid-parity-bench:
+ *   isal_bench xor|pq|recover|pq-update|memcpy|crc32c K CHUNK WS MILLIS -> "GB/s"
+ * GB/s counts the K data blocks of a stripe per step (crc32c: crc32_iscsi over K
+ * blocks of CHUNK bytes), except pq-update: one data block per step.
+ * recover: data blocks 0 and 1 of a K+2 row rebuilt from the other K blocks with
+ *   ec_encode_data and the RAID-6 decode matrix (ISA-L's GF is 0x11d too).
+ * pq-update: the read-modify-write of data block 1, ec_encode_data_update of its
+ *   old and then its new contents into P and Q (ISA-L has no fused delta). */
 #include <isa-l/crc.h>
+#include <isa-l/erasure_code.h>
 #include <isa-l/raid.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +30,32 @@ int main(int argc, char **argv) {
     int k = atoi(argv[2]);
     size_t chunk = strtoull(argv[3], 0, 10), ws = strtoull(argv[4], 0, 10);
     double secs = atof(argv[5]) / 1000.0;
-    int parity = strcmp(mode, "pq") == 0 ? 2 : strcmp(mode, "crc32c") == 0 ? 0 : 1;
+    int rs = strcmp(mode, "pq") == 0 || strcmp(mode, "recover") == 0 || strcmp(mode, "pq-update") == 0;
+    int parity = rs ? 2 : strcmp(mode, "crc32c") == 0 ? 0 : 1;
+    /* RAID-6 coefficients: P row all 1, Q row g^i; the decode matrix for
+     * losing data 0 and 1 (inputs: data 2..K-1, P, Q). */
+    unsigned char enc[2 * 64], dec[2 * 64], enc_tbls[32 * 2 * 64], dec_tbls[32 * 2 * 64];
+    unsigned char g = 1;
+    for (int i = 0; i < k; i++) {
+        enc[i] = 1;
+        enc[k + i] = g;
+        g = gf_mul(g, 2);
+    }
+    ec_init_tables(k, 2, enc, enc_tbls);
+    if (strcmp(mode, "recover") == 0) {
+        unsigned char inv3 = gf_inv(3), gi = 4; /* g^2 */
+        for (int i = 2; i < k; i++) {
+            unsigned char d1 = gf_mul(inv3, 1 ^ gi);
+            dec[i - 2] = 1 ^ d1;  /* D0 */
+            dec[k + i - 2] = d1;  /* D1 */
+            gi = gf_mul(gi, 2);
+        }
+        dec[k - 2] = 1 ^ inv3;    /* P into D0 */
+        dec[k - 1] = inv3;        /* Q into D0 */
+        dec[2 * k - 2] = inv3;    /* P into D1 */
+        dec[2 * k - 1] = inv3;    /* Q into D1 */
+        ec_init_tables(k, 2, dec, dec_tbls);
+    }
     volatile unsigned int sink = 0;
     size_t per = (size_t)(k + parity) * chunk;
     size_t stripes = ws / per ? ws / per : 1;
@@ -42,6 +74,15 @@ int main(int argc, char **argv) {
                 xor_gen(k + 1, (int)chunk, ptrs);
             } else if (strcmp(mode, "pq") == 0) {
                 pq_gen(k + 2, (int)chunk, ptrs);
+            } else if (strcmp(mode, "recover") == 0) {
+                unsigned char *in[64], *out[2] = {ptrs[0], ptrs[1]};
+                for (int i = 2; i < k + 2; i++) in[i - 2] = ptrs[i];
+                ec_encode_data((int)chunk, k, 2, dec_tbls, in, out);
+            } else if (strcmp(mode, "pq-update") == 0) {
+                /* old = block 0's bytes, new = block 2's, into P and Q of block 1. */
+                unsigned char *par[2] = {ptrs[k], ptrs[k + 1]};
+                ec_encode_data_update((int)chunk, k, 2, 1, enc_tbls, ptrs[0], par);
+                ec_encode_data_update((int)chunk, k, 2, 1, enc_tbls, ptrs[2 % k], par);
             } else if (strcmp(mode, "crc32c") == 0) {
                 for (int i = 0; i < k; i++) sink ^= crc32_iscsi(ptrs[i], (int)chunk, 0xffffffffu);
             } else {
@@ -53,6 +94,7 @@ int main(int argc, char **argv) {
         }
     }
     double el = now() - start;
-    printf("%.2f\n", ops * (double)(k * chunk) / el / 1e9);
+    double per_op = strcmp(mode, "pq-update") == 0 ? (double)chunk : (double)(k * chunk);
+    printf("%.2f\n", ops * per_op / el / 1e9);
     return 0;
 }

@@ -70,9 +70,67 @@ pub fn nibble_tables(c: u8) -> ([u8; 16], [u8; 16]) {
     (lo, hi)
 }
 
+/// The 8x8 bit matrix of "multiply by `c`" for GFNI's `gf2p8affineqb`
+/// (which works for any polynomial, where `gf2p8mulb` is fixed to AES's
+/// 0x11b): byte 7 - i of the result holds the input bits that feed output
+/// bit i, since multiplying by a constant is linear over GF(2).
+pub const fn affine_matrix(c: u8) -> u64 {
+    let mut m = 0u64;
+    let mut i = 0;
+    while i < 8 {
+        let mut row = 0u8;
+        let mut j = 0;
+        while j < 8 {
+            // Bit i of c * x^j.
+            if const_mul(c, 1 << j) >> i & 1 == 1 {
+                row |= 1 << j;
+            }
+            j += 1;
+        }
+        m |= (row as u64) << (8 * (7 - i));
+        i += 1;
+    }
+    m
+}
+
+/// a * b by shift-and-add, usable in constant evaluation.
+const fn const_mul(mut a: u8, mut b: u8) -> u8 {
+    let mut r = 0u8;
+    while b != 0 {
+        if b & 1 == 1 {
+            r ^= a;
+        }
+        let hi = a & 0x80;
+        a <<= 1;
+        if hi != 0 {
+            a ^= 0x1d;
+        }
+        b >>= 1;
+    }
+    r
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The affine matrix applied bit by bit (as the instruction defines it)
+    /// multiplies by c, for every c and x.
+    #[test]
+    fn affine_matrices_multiply() {
+        for c in 0..=255u8 {
+            let m = affine_matrix(c);
+            for x in 0..=255u8 {
+                let mut y = 0u8;
+                for i in 0..8 {
+                    let row = (m >> (8 * (7 - i))) as u8;
+                    y |= (((row & x).count_ones() & 1) as u8) << i;
+                }
+                assert_eq!(y, mul(c, x), "c {c} x {x}");
+                assert_eq!(const_mul(c, x), mul(c, x));
+            }
+        }
+    }
 
     #[test]
     fn field_axioms_hold_exhaustively() {

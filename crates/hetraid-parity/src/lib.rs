@@ -109,16 +109,14 @@ pub fn mul_acc(c: u8, src: &[u8], dst: &mut [u8]) {
 pub fn pq_update(index: usize, old: &[u8], new: &[u8], p: &mut [u8], q: Option<&mut [u8]>) {
     check_len(p.len(), old.len());
     check_len(p.len(), new.len());
-    best().xor_acc(p, &[old, new]);
-    if let Some(q) = q {
-        check_len(q.len(), old.len());
-        let c = gf::pow2(index);
-        best().mul_acc(c, old, q);
-        best().mul_acc(c, new, q);
+    match q {
+        Some(q) => {
+            check_len(q.len(), old.len());
+            best().pq_update(gf::pow2(index), old, new, p, q);
+        }
+        None => best().xor_acc(p, &[old, new]),
     }
 }
-
-const SEG: usize = 4096;
 
 /// Recover the blocks listed in `missing` of a row laid out as `data_count` data
 /// blocks followed by P and, when `blocks.len() == data_count + 2`, Q. The contents
@@ -180,46 +178,65 @@ pub fn recover(
             Ok(())
         }
         (1, [x, _]) => {
-            // Data block x and P missing: x from Q, then P.
+            // Data block x and P missing: both from Q and the other data in
+            // one pass. Dx = (Q ^ sum g^i Di) / g^x; P = Dx ^ sum Di.
             let x = *x;
-            let t = std::mem::take(&mut blocks[x]);
-            q_syndrome(blocks, data_count, t);
-            let c = gf::inv(gf::pow2(x));
-            scale_in_place(t, c);
-            blocks[x] = t;
-            regen_parity(blocks, data_count);
+            let cx = gf::inv(gf::pow2(x));
+            let coef = |i: usize| {
+                if i == q_idx {
+                    (cx, cx)
+                } else {
+                    let c = gf::mul(cx, gf::pow2(i));
+                    (c, 1 ^ c)
+                }
+            };
+            combine2(blocks, x, p_idx, coef);
             Ok(())
         }
         (2, [x, y]) => {
+            // Both from P, Q and the other data in one pass. With
+            // A = Dx ^ Dy and B = g^x Dx ^ g^y Dy (P and Q less the other
+            // data): Dx = (g^y A ^ B) / (g^x ^ g^y), Dy = A ^ Dx.
             let (x, y) = (*x, *y);
-            let tx = std::mem::take(&mut blocks[x]);
-            let ty = std::mem::take(&mut blocks[y]);
-            // tx = Pxy = P ^ other data; ty = Qxy = Q ^ sum g^i other data.
-            with_sources(blocks, data_count + 1, |srcs| best().xor_gen(tx, srcs));
-            q_syndrome(blocks, data_count, ty);
-            let gx = gf::pow2(x);
-            let gy = gf::pow2(y);
-            let denom = gf::inv(gx ^ gy);
-            let c_q = denom;
-            let c_p = gf::mul(gy, denom);
-            let mut off = 0;
-            while off < len {
-                let end = (off + SEG).min(len);
-                let mut dx = [0u8; SEG];
-                let dx = &mut dx[..end - off];
-                best().mul_acc(c_q, &ty[off..end], dx);
-                best().mul_acc(c_p, &tx[off..end], dx);
-                // Dy = Pxy ^ Dx, Dx = dx.
-                best().xor_gen(&mut ty[off..end], &[&tx[off..end], dx]);
-                tx[off..end].copy_from_slice(dx);
-                off = end;
-            }
-            blocks[x] = tx;
-            blocks[y] = ty;
+            let (gx, gy) = (gf::pow2(x), gf::pow2(y));
+            let c_q = gf::inv(gx ^ gy);
+            let c_p = gf::mul(gy, c_q);
+            let coef = |i: usize| {
+                if i == p_idx {
+                    (c_p, 1 ^ c_p)
+                } else if i == q_idx {
+                    (c_q, c_q)
+                } else {
+                    let b = gf::mul(c_q, gf::pow2(i));
+                    (c_p ^ b, 1 ^ c_p ^ b)
+                }
+            };
+            combine2(blocks, x, y, coef);
             Ok(())
         }
         _ => unreachable!("at most two blocks are missing and at most two are data"),
     }
+}
+
+/// Blocks `a` and `b` rebuilt as two linear combinations of every other
+/// block of the row, `coef(i)` giving block i's pair, in one pass over the
+/// sources.
+fn combine2(blocks: &mut [&mut [u8]], a: usize, b: usize, coef: impl Fn(usize) -> (u8, u8)) {
+    let ta = std::mem::take(&mut blocks[a]);
+    let tb = std::mem::take(&mut blocks[b]);
+    let mut srcs: [&[u8]; MAX_BLOCKS] = [&[]; MAX_BLOCKS];
+    let mut coefs = [(0u8, 0u8); MAX_BLOCKS];
+    let mut k = 0;
+    for (i, blk) in blocks.iter().enumerate() {
+        if i != a && i != b {
+            srcs[k] = blk;
+            coefs[k] = coef(i);
+            k += 1;
+        }
+    }
+    best().mul_sum2(&srcs[..k], &coefs[..k], ta, tb);
+    blocks[a] = ta;
+    blocks[b] = tb;
 }
 
 /// Run `f` with the blocks `0..upto` that are not empty (taken ones are empty).
@@ -233,28 +250,6 @@ fn with_sources(blocks: &[&mut [u8]], upto: usize, f: impl FnOnce(&[&[u8]])) {
         }
     }
     f(&arr[..k]);
-}
-
-/// `out = Q ^ sum over present data blocks of g^i * D_i` (taken blocks are empty).
-fn q_syndrome(blocks: &[&mut [u8]], data_count: usize, out: &mut [u8]) {
-    out.copy_from_slice(&blocks[data_count + 1][..]);
-    for (i, b) in blocks[..data_count].iter().enumerate() {
-        if !b.is_empty() {
-            best().mul_acc(gf::pow2(i), b, out);
-        }
-    }
-}
-
-fn scale_in_place(buf: &mut [u8], c: u8) {
-    let mut off = 0;
-    while off < buf.len() {
-        let end = (off + SEG).min(buf.len());
-        let mut t = [0u8; SEG];
-        let t = &mut t[..end - off];
-        best().mul_acc(c, &buf[off..end], t);
-        buf[off..end].copy_from_slice(t);
-        off = end;
-    }
 }
 
 /// Recompute P (and Q when present) from the data blocks.

@@ -38,6 +38,78 @@ proptest! {
         }
     }
 
+    /// Long blocks (the wide loops, the non-temporal stores from 16 KiB)
+    /// at every alignment (the tails, and unaligned streams falling back to
+    /// plain stores), any width, and the fused read-modify-write: every set
+    /// against the reference.
+    #[test]
+    fn every_kernel_at_any_length_and_alignment(
+        k in 1usize..20,
+        len in 0usize..40_000,
+        off in 0usize..64,
+        c in any::<u8>(),
+        seed in any::<u64>(),
+    ) {
+        // One buffer per block, the block starting `off` bytes in.
+        let mut x = seed | 1;
+        let mut bytes = |n: usize| -> Vec<u8> {
+            (0..n)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect()
+        };
+        let bufs: Vec<Vec<u8>> = (0..k).map(|_| bytes(len + off)).collect();
+        let srcs: Vec<&[u8]> = bufs.iter().map(|b| &b[off..]).collect();
+        let mut want = vec![0u8; len];
+        reference::xor_gen(&mut want, &srcs);
+        let (mut wp, mut wq) = (vec![0u8; len], vec![0u8; len]);
+        reference::pq_gen(&srcs, &mut wp, &mut wq);
+        let old = bytes(len);
+        let new = bytes(len);
+        let (mut up, mut uq) = (wp.clone(), wq.clone());
+        reference::xor_gen(&mut up, &[&wp, &old, &new]);
+        reference::mul_acc(c, &old, &mut uq);
+        reference::mul_acc(c, &new, &mut uq);
+        // Two combinations of the sources with coefficients from the seed.
+        let coefs: Vec<(u8, u8)> = (0..k)
+            .map(|i| (c.wrapping_add(i as u8), c.wrapping_mul(3).wrapping_add(7 * i as u8)))
+            .collect();
+        let (mut w0, mut w1) = (vec![0u8; len], vec![0u8; len]);
+        for (s, &(a, b)) in srcs.iter().zip(&coefs) {
+            reference::mul_acc(a, s, &mut w0);
+            reference::mul_acc(b, s, &mut w1);
+        }
+        for kern in kernels::available() {
+            let (mut o0, mut o1) = (vec![9u8; len], vec![9u8; len]);
+            kern.mul_sum2(&srcs, &coefs, &mut o0, &mut o1);
+            prop_assert_eq!(&o0, &w0, "mul_sum2 first {}", kern.name());
+            prop_assert_eq!(&o1, &w1, "mul_sum2 second {}", kern.name());
+            let mut out = vec![0x55u8; len + off];
+            kern.xor_gen(&mut out[off..], &srcs);
+            prop_assert_eq!(&out[off..], &want[..], "xor_gen {}", kern.name());
+            let mut acc = srcs[0].to_vec();
+            kern.xor_acc(&mut acc, &srcs[1..]);
+            prop_assert_eq!(&acc, &want, "xor_acc {}", kern.name());
+            let (mut p, mut q) = (vec![1u8; len + off], vec![2u8; len + off]);
+            kern.pq_gen(&srcs, &mut p[off..], &mut q[off..]);
+            prop_assert_eq!(&p[off..], &wp[..], "P {}", kern.name());
+            prop_assert_eq!(&q[off..], &wq[..], "Q {}", kern.name());
+            let mut m = want.clone();
+            let mut wm = want.clone();
+            kern.mul_acc(c, srcs[k - 1], &mut m);
+            reference::mul_acc(c, srcs[k - 1], &mut wm);
+            prop_assert_eq!(&m, &wm, "mul_acc {}", kern.name());
+            let (mut p2, mut q2) = (wp.clone(), wq.clone());
+            kern.pq_update(c, &old, &new, &mut p2, &mut q2);
+            prop_assert_eq!(&p2, &up, "pq_update P {}", kern.name());
+            prop_assert_eq!(&q2, &uq, "pq_update Q {}", kern.name());
+        }
+    }
+
     #[test]
     fn rmw_delta_equals_regeneration(mut data in rows(), idx in any::<prop::sample::Index>(), seed in any::<u8>()) {
         let len = data[0].len();
@@ -106,4 +178,37 @@ fn known_q_vector() {
     pq_gen(&srcs, &mut p, &mut q);
     assert_eq!(p, vec![1u8; 3]);
     assert_eq!(q, vec![7u8; 3]);
+}
+
+/// Every pair of losses (data+data, data+P, data+Q, P+Q) of RAID-6 rows of
+/// several widths, at a length with a wide body and a byte tail.
+#[test]
+fn every_recovery_pair_of_every_width() {
+    for k in [1usize, 2, 3, 4, 5, 8, 17] {
+        let len = 1000 + k;
+        let data: Vec<Vec<u8>> = (0..k)
+            .map(|i| {
+                (0..len)
+                    .map(|j| (i * 131 + j * 7 + (j >> 8)) as u8)
+                    .collect()
+            })
+            .collect();
+        let srcs: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
+        let (mut p, mut q) = (vec![0u8; len], vec![0u8; len]);
+        pq_gen(&srcs, &mut p, &mut q);
+        let mut want = data.clone();
+        want.push(p);
+        want.push(q);
+        let n = k + 2;
+        for x in 0..n {
+            for y in x..n {
+                let mut row = want.clone();
+                row[x].fill(0xa5);
+                row[y].fill(0x5a);
+                let mut refs: Vec<&mut [u8]> = row.iter_mut().map(|r| r.as_mut_slice()).collect();
+                recover(&mut refs, k, &[x, y]).unwrap();
+                assert!(row == want, "k {k}: lost {x} and {y}");
+            }
+        }
+    }
 }

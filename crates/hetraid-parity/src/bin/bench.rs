@@ -1,6 +1,9 @@
 //! Throughput of hetraid's kernels for `scripts/bench-parity.sh`:
-//! `hetraid-parity-bench xor|pq|memcpy|crc32c|crc32c-crate K CHUNK_BYTES WORKING_SET_BYTES MILLIS`
-//! prints "<GB/s of source data processed> <kernel set name>". The crc32c modes
+//! `hetraid-parity-bench xor|pq|recover|pq-update|memcpy|crc32c|crc32c-crate K CHUNK_BYTES WORKING_SET_BYTES MILLIS`
+//! prints "<GB/s of source data processed> <kernel set name>": the K data
+//! blocks of a stripe per step, except pq-update (one block per step).
+//! recover rebuilds data blocks 0 and 1 of a K+2 row; pq-update folds data
+//! block 1's change (old: block 0's bytes, new: block 2's) into P and Q. The crc32c modes
 //! checksum K blocks of CHUNK_BYTES per step (crc32c-crate: the `crc32c` crate,
 //! the kernel ours replaced).
 //! The C harness in scripts/ measures ISA-L the same way.
@@ -10,7 +13,7 @@ use std::time::Instant;
 
 fn arg(args: &[String], i: usize, what: &str) -> u64 {
     args.get(i).and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        eprintln!("usage: hetraid-parity-bench xor|pq|memcpy|crc32c|crc32c-crate K CHUNK_BYTES WORKING_SET_BYTES MILLIS ({what} missing or not a number)");
+        eprintln!("usage: hetraid-parity-bench xor|pq|recover|pq-update|memcpy|crc32c|crc32c-crate K CHUNK_BYTES WORKING_SET_BYTES MILLIS ({what} missing or not a number)");
         std::process::exit(2)
     })
 }
@@ -24,11 +27,11 @@ fn main() {
     let millis = arg(&args, 5, "MILLIS");
     let parity = match mode.as_str() {
         "xor" => 1,
-        "pq" => 2,
+        "pq" | "recover" | "pq-update" => 2,
         "memcpy" => 1,
         "crc32c" | "crc32c-crate" => 0,
         _ => {
-            eprintln!("mode must be xor, pq, memcpy, crc32c or crc32c-crate");
+            eprintln!("mode must be xor, pq, recover, pq-update, memcpy, crc32c or crc32c-crate");
             std::process::exit(2)
         }
     };
@@ -49,6 +52,13 @@ fn main() {
     while start.elapsed() < deadline {
         for _ in 0..16 {
             let stripe = &mut buf[s * per_stripe..(s + 1) * per_stripe];
+            if mode == "recover" {
+                let mut blocks: Vec<&mut [u8]> = stripe.chunks_mut(chunk).collect();
+                hetraid_parity::recover(&mut blocks, k, &[0, 1]).expect("a valid row");
+                ops += 1;
+                s = (s + 1) % stripes;
+                continue;
+            }
             let (data, par) = stripe.split_at_mut(k * chunk);
             let mut arr: [&[u8]; 64] = [&[]; 64];
             for (slot, c) in arr.iter_mut().zip(data.chunks(chunk)) {
@@ -60,6 +70,10 @@ fn main() {
                 "pq" => {
                     let (p, q) = par.split_at_mut(chunk);
                     hetraid_parity::pq_gen(srcs, p, q);
+                }
+                "pq-update" => {
+                    let (p, q) = par.split_at_mut(chunk);
+                    hetraid_parity::pq_update(1, srcs[0], srcs[2 % k], p, Some(q));
                 }
                 "crc32c" => {
                     for src in srcs {
@@ -86,7 +100,12 @@ fn main() {
         }
     }
     let secs = start.elapsed().as_secs_f64();
-    let gbps = (ops as f64 * (k * chunk) as f64) / secs / 1e9;
+    let per_op = if mode == "pq-update" {
+        chunk
+    } else {
+        k * chunk
+    };
+    let gbps = (ops as f64 * per_op as f64) / secs / 1e9;
     let name = if mode == "crc32c-crate" {
         "crc32c-crate"
     } else if parity == 0 {

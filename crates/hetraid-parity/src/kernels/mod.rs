@@ -5,6 +5,8 @@
 pub mod avx2;
 #[cfg(target_arch = "x86_64")]
 pub mod avx512;
+#[cfg(target_arch = "x86_64")]
+pub mod gfni;
 pub mod portable;
 
 /// The primitive operations every instruction set provides. Callers guarantee that
@@ -21,6 +23,25 @@ pub trait Kernels: Sync {
     fn pq_gen(&self, data: &[&[u8]], p: &mut [u8], q: &mut [u8]);
     /// `dst ^= c * src` over GF(2^8).
     fn mul_acc(&self, c: u8, src: &[u8], dst: &mut [u8]);
+    /// Read-modify-write of one data block whose Q coefficient is `c`:
+    /// `P ^= old ^ new`, `Q ^= c * (old ^ new)`. Sets without a fused
+    /// kernel compose it from the operations above.
+    fn pq_update(&self, c: u8, old: &[u8], new: &[u8], p: &mut [u8], q: &mut [u8]) {
+        self.xor_acc(p, &[old, new]);
+        self.mul_acc(c, old, q);
+        self.mul_acc(c, new, q);
+    }
+    /// Two linear combinations of the same sources in one pass (recovery of
+    /// two blocks): `out0 = sum coefs[i].0 * srcs[i]`, `out1 = sum
+    /// coefs[i].1 * srcs[i]`. `coefs.len() == srcs.len()`.
+    fn mul_sum2(&self, srcs: &[&[u8]], coefs: &[(u8, u8)], out0: &mut [u8], out1: &mut [u8]) {
+        out0.fill(0);
+        out1.fill(0);
+        for (s, &(a, b)) in srcs.iter().zip(coefs) {
+            self.mul_acc(a, s, out0);
+            self.mul_acc(b, s, out1);
+        }
+    }
 }
 
 /// Every kernel set this CPU can run, widest first (used by tests and benches).
@@ -28,6 +49,9 @@ pub fn available() -> Vec<&'static dyn Kernels> {
     let mut v: Vec<&'static dyn Kernels> = Vec::new();
     #[cfg(target_arch = "x86_64")]
     {
+        if gfni::Gfni::detected() {
+            v.push(&gfni::Gfni);
+        }
         if avx512::Avx512::detected() {
             v.push(&avx512::Avx512);
         }
