@@ -85,9 +85,12 @@ proptest! {
         }
         for kern in kernels::available() {
             let (mut o0, mut o1) = (vec![9u8; len], vec![9u8; len]);
-            kern.mul_sum2(&srcs, &coefs, &mut o0, &mut o1);
+            kern.mul_sum2(&srcs, &coefs, &mut o0, &mut o1, false);
             prop_assert_eq!(&o0, &w0, "mul_sum2 first {}", kern.name());
             prop_assert_eq!(&o1, &w1, "mul_sum2 second {}", kern.name());
+            // Accumulating the same sums again cancels them.
+            kern.mul_sum2(&srcs, &coefs, &mut o0, &mut o1, true);
+            prop_assert!(o0.iter().chain(&o1).all(|&x| x == 0), "mul_sum2 acc {}", kern.name());
             let mut out = vec![0x55u8; len + off];
             kern.xor_gen(&mut out[off..], &srcs);
             prop_assert_eq!(&out[off..], &want[..], "xor_gen {}", kern.name());

@@ -33,10 +33,20 @@ pub trait Kernels: Sync {
     }
     /// Two linear combinations of the same sources in one pass (recovery of
     /// two blocks): `out0 = sum coefs[i].0 * srcs[i]`, `out1 = sum
-    /// coefs[i].1 * srcs[i]`. `coefs.len() == srcs.len()`.
-    fn mul_sum2(&self, srcs: &[&[u8]], coefs: &[(u8, u8)], out0: &mut [u8], out1: &mut [u8]) {
-        out0.fill(0);
-        out1.fill(0);
+    /// coefs[i].1 * srcs[i]` (`^=` instead of `=` with `acc`).
+    /// `coefs.len() == srcs.len()`.
+    fn mul_sum2(
+        &self,
+        srcs: &[&[u8]],
+        coefs: &[(u8, u8)],
+        out0: &mut [u8],
+        out1: &mut [u8],
+        acc: bool,
+    ) {
+        if !acc {
+            out0.fill(0);
+            out1.fill(0);
+        }
         for (s, &(a, b)) in srcs.iter().zip(coefs) {
             self.mul_acc(a, s, out0);
             self.mul_acc(b, s, out1);
