@@ -5,6 +5,7 @@ pub mod annex;
 pub mod array;
 pub mod bitmap;
 pub mod bundles;
+pub mod changes;
 pub mod error;
 pub mod format;
 pub mod log;

@@ -23,7 +23,6 @@ use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -243,7 +242,7 @@ pub fn remote(
 pub fn serve_control(
     array: Arc<ArrayCell>,
     uuid: &str,
-    stop: Arc<AtomicBool>,
+    stop: Arc<crate::Stop>,
 ) -> Result<(), String> {
     serve_control_for(array, uuid, stop, "serve")
 }
@@ -254,7 +253,7 @@ pub fn serve_control(
 pub fn serve_control_for(
     array: Arc<ArrayCell>,
     uuid: &str,
-    stop: Arc<AtomicBool>,
+    stop: Arc<crate::Stop>,
     role: &'static str,
 ) -> Result<(), String> {
     let dir = private_dir()?;
@@ -266,7 +265,8 @@ pub fn serve_control_for(
         .map_err(|e| format!("{}: {e}", path.display()))?;
     l.set_nonblocking(true).map_err(|e| e.to_string())?;
     let me = euid();
-    while !stop.load(Ordering::SeqCst) {
+    use std::os::fd::AsRawFd;
+    while !stop.is_set() {
         match l.accept() {
             Ok((s, _)) => {
                 let _ = s.set_nonblocking(false);
@@ -296,10 +296,14 @@ pub fn serve_control_for(
                     tracing::info!("control: request from uid {uid} dropped: {e}");
                 }
             }
+            // Block until a request or the stop: no CPU while idle.
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(20))
+                crate::stop::wait_readable(&[l.as_raw_fd()], &stop, None);
             }
-            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            // Out of descriptors and the like: try again shortly.
+            Err(_) => {
+                stop.sleep(Duration::from_millis(20));
+            }
         }
     }
     if std::fs::symlink_metadata(&path).is_ok_and(|m| {

@@ -7,5 +7,7 @@ pub mod control;
 pub mod fdpass;
 pub mod proto;
 pub mod server;
+pub mod stop;
 
 pub use server::{serve, Config, Listen, Stats};
+pub use stop::Stop;

@@ -265,7 +265,7 @@ pub fn serve(
     array: Arc<ArrayCell>,
     listen: &Listen,
     cfg: Config,
-    stop: Arc<AtomicBool>,
+    stop: Arc<crate::Stop>,
     stats: Arc<Stats>,
 ) -> io::Result<()> {
     enum L {
@@ -298,7 +298,8 @@ pub fn serve(
         idler: Idler::new()?,
         running: Mutex::new(Vec::new()),
     });
-    let idler_stop = Arc::new(AtomicBool::new(false));
+    let idler_stop = crate::Stop::new()?;
+    ctx.idler.watch_stop(&idler_stop)?;
     let idler_thread = {
         let (ctx, stop) = (ctx.clone(), idler_stop.clone());
         std::thread::Builder::new()
@@ -306,7 +307,7 @@ pub fn serve(
             .spawn(move || run_idler(&ctx, &stop))?
     };
     let mut next_id = 0u64;
-    while !stop.load(Ordering::SeqCst) {
+    while !stop.is_set() {
         let accepted = match &l {
             L::U(u) => u.accept().map(|(s, _)| Conn::Unix(s)),
             L::T(t) => t.accept().map(|(s, _)| {
@@ -371,20 +372,14 @@ pub fn serve(
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                // Wait for the next client (at once when one comes), looking
-                // at the stop flag every 100 ms.
+                // Block until the next client or the stop: an idle server
+                // uses no CPU.
                 use std::os::fd::AsRawFd;
                 let fd = match &l {
                     L::U(u) => u.as_raw_fd(),
                     L::T(t) => t.as_raw_fd(),
                 };
-                let mut p = libc::pollfd {
-                    fd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                // SAFETY: one valid pollfd for the duration of the call.
-                unsafe { libc::poll(&mut p, 1, 100) };
+                crate::stop::wait_readable(&[fd], &stop, None);
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             // Out of descriptors (EMFILE/ENFILE), a client gone before we
@@ -420,7 +415,7 @@ pub fn serve(
     while busy() && t.elapsed() < Duration::from_secs(30) {
         std::thread::sleep(Duration::from_millis(20));
     }
-    idler_stop.store(true, Ordering::SeqCst);
+    idler_stop.stop();
     let _ = idler_thread.join();
     for t in std::mem::take(&mut *ctx.running.lock().unwrap()) {
         let _ = t.join();
@@ -473,7 +468,34 @@ struct Idler {
     parked: Mutex<std::collections::HashMap<u64, Parked>>,
 }
 
+/// The idler's epoll key for the stop's eventfd (connection ids count up
+/// from 0 and never reach it).
+const STOP_EVENT: u64 = u64::MAX;
+
 impl Idler {
+    /// Put `stop`'s eventfd in the epoll set (level-triggered: it stays
+    /// readable once the stop is asked).
+    fn watch_stop(&self, stop: &crate::Stop) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: STOP_EVENT,
+        };
+        // SAFETY: both descriptors are open; `ev` outlives the call.
+        if unsafe {
+            libc::epoll_ctl(
+                self.epfd.as_raw_fd(),
+                libc::EPOLL_CTL_ADD,
+                stop.fd(),
+                &mut ev,
+            )
+        } != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
     fn new() -> io::Result<Self> {
         use std::os::fd::FromRawFd;
         // SAFETY: epoll_create1 returns a new descriptor or -1.
@@ -529,15 +551,19 @@ fn end_or_park(ctx: &Arc<Ctx>, r: io::Result<Option<(Conn, Export)>>, id: u64) {
 
 /// The idler: wakes parked connections when their next request comes (or
 /// their client goes), each on a thread of its own again.
-fn run_idler(ctx: &Arc<Ctx>, stop: &AtomicBool) {
+fn run_idler(ctx: &Arc<Ctx>, stop: &crate::Stop) {
     use std::os::fd::AsRawFd;
     let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 64];
-    // Bounded by the server's life: the stop flag is looked at every 100 ms.
-    while !stop.load(Ordering::SeqCst) {
+    // Bounded by the server's life: the stop's eventfd is in the epoll set,
+    // so the wait needs no timeout.
+    while !stop.is_set() {
         // SAFETY: `evs` holds 64 entries for the duration of the call.
-        let n = unsafe { libc::epoll_wait(ctx.idler.epfd.as_raw_fd(), evs.as_mut_ptr(), 64, 100) };
+        let n = unsafe { libc::epoll_wait(ctx.idler.epfd.as_raw_fd(), evs.as_mut_ptr(), 64, -1) };
         for ev in evs.iter().take(n.max(0) as usize) {
             let id = ev.u64;
+            if id == STOP_EVENT {
+                continue;
+            }
             let Some(p) = ctx.idler.parked.lock().unwrap().remove(&id) else {
                 continue;
             };

@@ -111,6 +111,7 @@ impl Array {
         };
         log_event(&self.superblock().uuid_string(), &self.name(), &e);
         self.write_annex();
+        crate::changes::changed();
     }
 
     /// Record an event about member `slot`, named by its path (the device

@@ -1836,7 +1836,7 @@ const OFFLINE_BATCHES_PER_SWAP: u64 = 32;
 /// served array.
 pub struct Held {
     pub cell: Arc<hetraid_engine::ArrayCell>,
-    stop: Arc<std::sync::atomic::AtomicBool>,
+    stop: Arc<hetraid_nbd::Stop>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -1850,7 +1850,8 @@ impl Held {
             members,
             Box::new(|_| Ok(())),
         ));
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop =
+            hetraid_nbd::Stop::new().map_err(|e| format!("cannot make a stop signal: {e}"))?;
         let thread = {
             let (cell, stop) = (cell.clone(), stop.clone());
             std::thread::spawn(move || {
@@ -1868,7 +1869,7 @@ impl Held {
 
     /// Close the control socket, then the array.
     pub fn close(mut self) -> Result<Arc<Array>, String> {
-        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.stop.stop();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -1881,7 +1882,7 @@ impl Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.stop.stop();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

@@ -3,7 +3,7 @@
 
 use clap::Args;
 use hetraid_nbd::{serve, Config, Listen, Stats};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 #[derive(Debug, Args)]
@@ -145,11 +145,12 @@ impl ServeCmd {
         for w in array.warnings() {
             tracing::warn!("{w}");
         }
-        let stop = Arc::new(AtomicBool::new(false));
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            signal_hook::flag::register(sig, stop.clone())
-                .map_err(|e| format!("cannot handle signals: {e}"))?;
-        }
+        // Every serving thread blocks on its descriptor and this stop's:
+        // an idle server uses no CPU, and SIGINT/SIGTERM wakes them all.
+        let stop =
+            hetraid_nbd::Stop::new().map_err(|e| format!("cannot make a stop signal: {e}"))?;
+        stop.on_signals()
+            .map_err(|e| format!("cannot handle signals: {e}"))?;
         let st = array.status();
         tracing::info!(
             "serving {} array {} ({} bytes, {}) on {}{}",
@@ -180,12 +181,12 @@ impl ServeCmd {
             let (array, stop) = (array.clone(), stop.clone());
             std::thread::spawn(move || {
                 let step = std::time::Duration::from_millis(50);
-                while !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(step);
+                while !stop.is_set() {
+                    stop.sleep(step);
                     let mut total = 0u64;
                     // Bounded: each batch empties some of the log.
                     for _ in 0..100_000 {
-                        if stop.load(Ordering::Relaxed) {
+                        if stop.is_set() {
                             break;
                         }
                         match array.hpda_reclaim_step() {
@@ -210,8 +211,8 @@ impl ServeCmd {
             std::thread::spawn(move || {
                 let step = std::time::Duration::from_millis(100);
                 let mut quiet = std::time::Duration::ZERO;
-                while !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(step);
+                while !stop.is_set() {
+                    stop.sleep(step);
                     quiet = if array.take_io_seen() { std::time::Duration::ZERO } else { quiet + step };
                     let pending = array.status().log.is_some_and(|l| l.unreclaimed_bytes > 0);
                     if quiet >= idle && pending {
@@ -310,12 +311,34 @@ impl ServeCmd {
 
 /// Watch the served array for slots that want a spare (a member failed,
 /// missing or removed) while spares wait: take one and rebuild onto it,
-/// at MD's default speeds (the rebuild yields to client I/O). Looks every
-/// half second; a rebuild already running is waited for.
-fn spare_watch(cell: &hetraid_engine::ArrayCell, stop: &AtomicBool) {
+/// at MD's default speeds (the rebuild yields to client I/O). Blocks until
+/// the engine records an event (`hetraid_engine::changes`) or the stop, with
+/// a look every 30 s as a safety net; a rebuild already running is waited
+/// for (its end is an event).
+fn spare_watch(cell: &hetraid_engine::ArrayCell, stop: &hetraid_nbd::Stop) {
     let mut pending = false;
-    while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(std::time::Duration::from_millis(500));
+    let mut first = true;
+    while !stop.is_set() {
+        if !first {
+            match hetraid_engine::changes::fd() {
+                Some(fd) => {
+                    hetraid_nbd::stop::wait_readable(
+                        &[fd],
+                        stop,
+                        Some(std::time::Duration::from_secs(30)),
+                    );
+                }
+                None => {
+                    stop.sleep(std::time::Duration::from_millis(500));
+                }
+            }
+            if stop.is_set() {
+                break;
+            }
+        }
+        first = false;
+        // Drain before looking: a change after this is seen next round.
+        hetraid_engine::changes::drain();
         let a = cell.get();
         if a.change_progress().is_some() {
             continue;
@@ -330,7 +353,7 @@ fn spare_watch(cell: &hetraid_engine::ArrayCell, stop: &AtomicBool) {
                 Err(e) => tracing::warn!("a spare could not take a failed member's place: {e}"),
             }
         }
-        if pending && !stop.load(Ordering::Relaxed) {
+        if pending && !stop.is_set() {
             match a.rebuild(hetraid_engine::RebuildOptions::default(), &|_| {}) {
                 Ok(r) if r.completed => pending = false,
                 Ok(_) => {}
