@@ -8,6 +8,7 @@
 #   engine raidx1 7 mixed disks rand-write 1M qd1: write buffer X MB/s, none Y MB/s, ratio R
 #   log recovery: a full 64 MiB journal ... scanned and replayed in T s
 #   rebuild 9 x emulated hdd ...: raid5 in place A s, s2raid5 into spare space B s, ratio R
+#   s2raid5 with 2 partitions (no disk shared): ..., rebuild streams: ideal ..., per stream ...
 # seq-write is the median of 3 alternating passes; rand-read the median of 3 runs,
 # each itself the median of 3 alternating engine and raw passes.
 set -euo pipefail
@@ -62,4 +63,5 @@ awk -v b="$wb" -v p="$plain" 'BEGIN {printf "engine raidx1 7 mixed disks rand-wr
 read -r t used ring records < <($B log-recovery "$DIR" 64)
 awk -v t="$t" -v u="$used" -v r="$ring" -v n="$records" 'BEGIN {printf "log recovery: a full %d MiB journal (%d MiB, %d records in use) scanned and replayed in %.3f s (%.0f MB/s)\n", r / 1048576, u / 1048576, n, t, u / t / 1e6}'
 
-target/release/examples/rebuild_race 64
+# Rebuild streams (issue 18): the ideal is every stream at RAID5's in-place rate.
+target/release/examples/rebuild_race "${REBUILD_MIB:-256}"

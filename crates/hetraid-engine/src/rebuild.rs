@@ -67,6 +67,10 @@ pub struct RebuildReport {
     pub bytes: u64,
     pub seconds: f64,
     pub completed: bool,
+    /// Per stream (in schedule order): seconds until its last batch was
+    /// written (a stream whose target another stream reads ends later).
+    #[serde(default)]
+    pub stream_seconds: Vec<f64>,
 }
 
 impl Array {
@@ -420,6 +424,7 @@ impl Array {
                 bytes: 0,
                 seconds: 0.0,
                 completed: true,
+                stream_seconds: vec![],
             });
         }
         let start_at = targets
@@ -515,6 +520,7 @@ impl Array {
             bytes: run.bytes,
             seconds: run.seconds,
             completed: run.completed,
+            stream_seconds: run.stream_seconds,
         })
     }
 
@@ -555,6 +561,7 @@ impl Array {
                     bytes: 0,
                     seconds: 0.0,
                     completed: true,
+                    stream_seconds: vec![],
                 },
             ));
         }
@@ -618,6 +625,7 @@ impl Array {
                 bytes: run.bytes,
                 seconds: run.seconds,
                 completed: run.completed,
+                stream_seconds: run.stream_seconds,
             },
         ))
     }
@@ -668,15 +676,18 @@ impl Array {
             .collect();
         // Per stream, the next batch a lane takes.
         let cursors: Vec<AtomicUsize> = todos.iter().map(|_| AtomicUsize::new(0)).collect();
-        // Per stream, bytes rebuilt (what per-stream limits are held to).
+        // Per stream, bytes rebuilt (what per-stream limits are held to), and
+        // when its lanes finished (ns since t0, the latest lane's).
         let stream_bytes: Vec<AtomicU64> = todos.iter().map(|_| AtomicU64::new(0)).collect();
+        let stream_end: Vec<AtomicU64> = todos.iter().map(|_| AtomicU64::new(0)).collect();
         std::thread::scope(|scope| {
-            for (((stream, todo), next_batch), own_bytes) in sched
+            for ((((stream, todo), next_batch), own_bytes), own_end) in sched
                 .streams
                 .iter()
                 .zip(&todos)
                 .zip(&cursors)
                 .zip(&stream_bytes)
+                .zip(&stream_end)
             {
                 // BATCHES_IN_FLIGHT lanes per stream take the stream's batches in
                 // order: one writes its batch while the next reads. Each lane holds
@@ -696,6 +707,17 @@ impl Array {
                     scope.spawn(move || {
                         // Buffers reused from batch to batch.
                         let mut pool: Vec<StripeBufs> = Vec::new();
+                        // This lane's end is its stream's if it is the last.
+                        struct LaneEnd<'a>(&'a AtomicU64, Instant);
+                        impl Drop for LaneEnd<'_> {
+                            fn drop(&mut self) {
+                                self.0.fetch_max(
+                                    self.1.elapsed().as_nanos() as u64,
+                                    Ordering::Relaxed,
+                                );
+                            }
+                        }
+                        let _end = LaneEnd(own_end, t0);
                         loop {
                             if stop.load(Ordering::Relaxed) || self.cancel.load(Ordering::Relaxed) {
                                 return;
@@ -792,6 +814,10 @@ impl Array {
             stripes: done.load(Ordering::Relaxed),
             bytes: bytes.load(Ordering::Relaxed),
             seconds: t0.elapsed().as_secs_f64(),
+            stream_seconds: stream_end
+                .iter()
+                .map(|e| e.load(Ordering::Relaxed) as f64 / 1e9)
+                .collect(),
             completed,
             error: error.into_inner().unwrap(),
         }
@@ -874,6 +900,7 @@ struct StreamsRun {
     stripes: u64,
     bytes: u64,
     seconds: f64,
+    stream_seconds: Vec<f64>,
     completed: bool,
     error: Option<EngineError>,
 }
