@@ -30,3 +30,17 @@ pub fn mul_acc(c: u8, src: &[u8], dst: &mut [u8]) {
         *d ^= gf::mul(c, *s);
     }
 }
+
+/// A deterministic test pattern: `n` bytes of xorshift64 from `seed` (the
+/// tests' and benchmarks' data).
+pub fn pattern(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}

@@ -5,15 +5,7 @@ use hetraid_parity::crc32c::{self, reference};
 use proptest::prelude::*;
 
 fn bytes(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    hetraid_parity::reference::pattern(n, seed)
 }
 
 #[test]

@@ -51,16 +51,10 @@ proptest! {
         seed in any::<u64>(),
     ) {
         // One buffer per block, the block starting `off` bytes in.
-        let mut x = seed | 1;
-        let mut bytes = |n: usize| -> Vec<u8> {
-            (0..n)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                })
-                .collect()
+        let mut next = seed;
+        let mut bytes = |n: usize| {
+            next = next.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            reference::pattern(n, next)
         };
         let bufs: Vec<Vec<u8>> = (0..k).map(|_| bytes(len + off)).collect();
         let srcs: Vec<&[u8]> = bufs.iter().map(|b| &b[off..]).collect();

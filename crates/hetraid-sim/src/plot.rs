@@ -280,15 +280,14 @@ fn line_legend(svg: &mut String, names: &[&str]) {
     }
 }
 
-/// `lines`: (series name, y per x label; None = missing).
-pub fn line_chart(
+/// The picture, title and y axis of a chart of `lines` (a log axis says so
+/// in its label).
+fn chart_frame(
     title: &str,
-    xlabel: &str,
     ylabel: &str,
-    labels: &[String],
     lines: &[(String, Vec<Option<f64>>)],
     log_y: bool,
-) -> String {
+) -> (String, Scale) {
     let scale = Scale::for_values(
         lines.iter().flat_map(|l| l.1.iter().flatten().copied()),
         log_y,
@@ -300,6 +299,19 @@ pub fn line_chart(
         ylabel.to_string()
     };
     frame(&mut svg, title, &ylabel, scale);
+    (svg, scale)
+}
+
+/// `lines`: (series name, y per x label; None = missing).
+pub fn line_chart(
+    title: &str,
+    xlabel: &str,
+    ylabel: &str,
+    labels: &[String],
+    lines: &[(String, Vec<Option<f64>>)],
+    log_y: bool,
+) -> String {
+    let (mut svg, scale) = chart_frame(title, ylabel, lines, log_y);
     let pw = W - L - R;
     let n = labels.len().max(1);
     let px = |i: usize| L + (i as f64 + 0.5) * pw / n as f64;
@@ -360,17 +372,7 @@ pub fn category_chart(
     lines: &[(String, Vec<Option<f64>>)],
     log_y: bool,
 ) -> String {
-    let scale = Scale::for_values(
-        lines.iter().flat_map(|l| l.1.iter().flatten().copied()),
-        log_y,
-    );
-    let mut svg = String::new();
-    let ylabel = if log_y {
-        format!("{ylabel} (log scale)")
-    } else {
-        ylabel.to_string()
-    };
-    frame(&mut svg, title, &ylabel, scale);
+    let (mut svg, scale) = chart_frame(title, ylabel, lines, log_y);
     let pw = W - L - R;
     let groups = labels.len().max(1);
     let gw = pw / groups as f64;
