@@ -300,6 +300,29 @@ pub fn schedule_with_used(
     Ok(RebuildSchedule { streams: out })
 }
 
+/// A rebuild into spare space after member `failed` fails: the member one
+/// stream writes while another stream reads, if the schedule has one. Then
+/// that disk carries two streams and the rebuild takes about twice as long
+/// as its streams apart would. For S²-RAID with K = G partitions it always
+/// happens (K streams of N disks need K·N = R disks, R − 1 survive); K < G
+/// avoids it. `None` also for layouts without spare space.
+pub fn shared_spare_target(layout: &dyn Layout, failed: usize) -> Option<usize> {
+    if layout.spare_slots() == 0 || failed >= layout.members() {
+        return None;
+    }
+    let state = ArrayState::with_failed(layout.members(), &[failed]);
+    let sched = schedule(layout, &state, &[failed], true).ok()?;
+    sched.streams.iter().enumerate().find_map(|(i, st)| {
+        let (t, _) = st.target?;
+        sched
+            .streams
+            .iter()
+            .enumerate()
+            .any(|(j, o)| j != i && o.read_members.contains(&t))
+            .then_some(t)
+    })
+}
+
 /// Where every lost extent lives after a rebuild into spare space by `sched`: one
 /// [`Move`](crate::layout::Move) per extent (an S2-RAID partition), for a
 /// [`Remapped`](crate::layout::Remapped) layout. The engine stores these in its
@@ -338,4 +361,32 @@ pub fn spare_moves(
         }
     }
     Ok(moves)
+}
+
+#[cfg(test)]
+mod shared_target_tests {
+    use super::*;
+    use crate::layout::S2Raid5;
+
+    /// S²-RAID5 on 9 disks, G = 3: with K = 3 a stream writes a disk another
+    /// reads (8 survivors for 3 x 3 disks); with K = 2 none does.
+    #[test]
+    fn k_equal_g_shares_a_disk_and_k_below_g_does_not() {
+        let sizes = vec![64u64 << 20; 9];
+        let k3 = S2Raid5::new(&sizes, 65536, 3, Some(3), 1).unwrap();
+        let k2 = S2Raid5::new(&sizes, 65536, 3, Some(2), 1).unwrap();
+        for failed in 0..9 {
+            assert!(
+                shared_spare_target(&k3, failed).is_some(),
+                "K = 3, member {failed}"
+            );
+            assert_eq!(
+                shared_spare_target(&k2, failed),
+                None,
+                "K = 2, member {failed}"
+            );
+        }
+        let no_spare = S2Raid5::new(&sizes, 65536, 3, Some(3), 0).unwrap();
+        assert_eq!(shared_spare_target(&no_spare, 4), None);
+    }
 }

@@ -360,6 +360,33 @@ fn demo_runs_at_file_speed() {
 #[allow(dead_code)]
 fn unused(_: PathBuf) {}
 
+/// K < G: no disk is shared by two rebuild streams, and no note.
+#[test]
+fn s2raid5_with_fewer_partitions_than_the_group_gets_no_note() {
+    let d = tempfile::tempdir().unwrap();
+    let m = paths(
+        d.path(),
+        &["m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8"],
+    );
+    let mut create = vec![
+        "create",
+        "--layout",
+        "s2raid5",
+        "--group",
+        "3",
+        "--partitions",
+        "2",
+        "--spare-partitions",
+        "1",
+        "--size",
+        "4M",
+    ];
+    create.extend(m.iter().map(|s| s.as_str()));
+    let (code, _, err) = run(&create, None);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("note:"), "{err}");
+}
+
 #[test]
 fn s2raid5_rebuilds_to_spare_from_the_command_line() {
     let d = tempfile::tempdir().unwrap();
@@ -381,7 +408,10 @@ fn s2raid5_rebuilds_to_spare_from_the_command_line() {
         "4M",
     ];
     create.extend(m.iter().map(|s| s.as_str()));
-    ok(&create, None);
+    // K = G: the rebuild into spare space will share a disk, and create says so.
+    let (code, _, err) = run(&create, None);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("--partitions below --group"), "{err}");
     let payload = data(5_000_000, 9);
     ok(&with("write", &m, &["--offset", "0"]), Some(&payload));
     ok(&with("fail", &m, &["--member", "4"]), None);

@@ -538,6 +538,13 @@ impl CreateCmd {
                 );
             }
         }
+        // Spare space that a rebuild must share (S²-RAID with K = G): say
+        // what it costs and what avoids it.
+        if let Some(t) = hetraid_core::rebuild::shared_spare_target(array.layout(), 0) {
+            eprintln!(
+                "hetraid: note: a rebuild into spare space will have one disk (member {t} when member 0 fails) written by one stream while another reads it, so it takes about twice as long as its streams apart: with as many partitions as the group size, a failed disk's streams need more disks than survive; --partitions below --group avoids it, at the cost of capacity"
+            );
+        }
         println!(
             "created {} array {}{} on {} members: capacity {} ({} bytes), chunk {}, policy {}",
             st.layout,
