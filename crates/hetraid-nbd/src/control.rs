@@ -210,8 +210,13 @@ pub fn remote(
             .map_err(|e| e.to_string())?;
         let mut line = request.to_string();
         line.push('\n');
-        crate::fdpass::send(&s, line.as_bytes(), file.map(|f| f.as_raw_fd()))
-            .map_err(|e| format!("control socket: {e}"))?;
+        // A server that refuses at once may close before our request is
+        // sent (EPIPE): its reply, already written, still says why.
+        match crate::fdpass::send(&s, line.as_bytes(), file.map(|f| f.as_raw_fd())) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            Err(e) => return Err(format!("control socket: {e}")),
+        }
         let mut reply = String::new();
         BufReader::new(&s)
             .take(16 << 20)
@@ -282,6 +287,11 @@ pub fn serve_control_for(
                         "control: refused uid {uid} (pid {pid}): only root and uid {me} may control this array"
                     );
                     let reply = json!({"ok": false, "error": format!("uid {uid} may not control this array (served by uid {me})")});
+                    // Take the request first (bounded: 250 ms, 64 KiB), so the
+                    // client's write does not meet a closed socket (EPIPE)
+                    // before it reads why.
+                    let _ = s.set_read_timeout(Some(Duration::from_millis(250)));
+                    let _ = crate::fdpass::recv_line(&s, 1 << 16);
                     let mut w = &s;
                     let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
                     let _ = w.write_all(format!("{reply}\n").as_bytes());

@@ -159,8 +159,12 @@ fn ctl_raw(socket: &std::path::Path, request: &str) -> Result<(), String> {
         .map_err(|e| format!("{}: {e}", socket.display()))?;
     s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
         .map_err(|e| e.to_string())?;
-    s.write_all(format!("{request}\n").as_bytes())
-        .map_err(|e| e.to_string())?;
+    // A refusal may close the socket before the request is written; its
+    // reply is still there to read.
+    match s.write_all(format!("{request}\n").as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e.to_string()),
+        _ => {}
+    }
     let mut reply = String::new();
     std::io::BufReader::new(&s)
         .read_line(&mut reply)
