@@ -3,6 +3,10 @@
 //!   seq-write: RAID5 4+1 vs RAID0 over 4 members, 1 MiB requests
 //!   rand-read: RAID5 4+1 4 KiB random reads at queue depth Q (Q threads) vs raw
 //!              pread of the same member files
+//!   rand-read-engine / rand-read-raw / rand-read-mapped: one side of
+//!              rand-read alone (for `perf`), mapped = raw pread at the
+//!              offsets the engine's layout gives (it matches raw: the gap
+//!              is the engine's path, not where its reads land)
 //!   seq-write-checksums / rand-read-checksums: RAID5 4+1 with block checksums
 //!              vs the same without
 //!   rand-write-journal: RAID5 4+1 on emulated disks (SlowMember, hdd model),
@@ -473,6 +477,41 @@ fn main() {
             drop(a);
             log_path.iter().for_each(|p| drop(std::fs::remove_file(p)));
             format!("{secs:.4} {used} {ring} {records}")
+        }
+        // One side only (for perf stat): "engine" or "raw" IOPS.
+        "rand-read-engine" | "rand-read-raw" | "rand-read-mapped" => {
+            let a = create(&r5, "raid5");
+            seq_write(&a);
+            let cap = a.capacity();
+            let files: Vec<std::fs::File> =
+                r5.iter().map(|p| std::fs::File::open(p).unwrap()).collect();
+            let per = (size - MIB) / 4096;
+            let state = hetraid_core::plan::ArrayState::healthy(5);
+            let planner = hetraid_core::plan::Planner::new(a.layout(), WritePolicy::Md, vec![]);
+            let iops = if mode == "rand-read-mapped" {
+                // The engine's member offsets, read raw.
+                rand_reads(qd, secs, |x, buf| {
+                    let (m, off) = planner
+                        .direct_read(x.next() % (cap / 4096) * 4096, 4096, &state)
+                        .unwrap();
+                    files[m]
+                        .read_exact_at(buf, hetraid_engine::format::DATA_OFFSET + off)
+                        .unwrap();
+                })
+            } else if mode == "rand-read-engine" {
+                rand_reads(qd, secs, |x, buf| {
+                    a.read(x.next() % (cap / 4096) * 4096, buf).unwrap()
+                })
+            } else {
+                rand_reads(qd, secs, |x, buf| {
+                    let v = x.next();
+                    files[(v % 5) as usize]
+                        .read_exact_at(buf, MIB + (v >> 8) % per * 4096)
+                        .unwrap();
+                })
+            };
+            drop(a);
+            format!("{iops:.0}")
         }
         "rand-read" => {
             let a = create(&r5, "raid5");
