@@ -24,6 +24,7 @@ pub mod rebuild;
 pub mod scrub;
 pub mod units;
 pub mod wbuf;
+pub mod weights;
 
 pub use error::{LayoutError, PlanError};
 pub use layout::{build, ChunkLoc, Layout, LayoutKind, LayoutSpec, Redundancy, Stripe};
