@@ -62,7 +62,9 @@ pub fn auto_weights(service_ns: &[f64], read_fraction: f64) -> Result<WeightPlan
         return Err("automatic weights need every member's service time (positive)".into());
     }
     if !(0.0..=1.0).contains(&read_fraction) {
-        return Err(format!("read fraction {read_fraction} is not between 0 and 1"));
+        return Err(format!(
+            "read fraction {read_fraction} is not between 0 and 1"
+        ));
     }
     let f = read_fraction;
     let a = 1.0 / (n as f64 - 1.0);
@@ -78,7 +80,10 @@ pub fn auto_weights(service_ns: &[f64], read_fraction: f64) -> Result<WeightPlan
         let mut holds = vec![true; n];
         let mut p = vec![0.0; n];
         for _ in 0..n {
-            let inv: f64 = (0..n).filter(|&d| holds[d]).map(|d| 1.0 / service_ns[d]).sum();
+            let inv: f64 = (0..n)
+                .filter(|&d| holds[d])
+                .map(|d| 1.0 / service_ns[d])
+                .sum();
             let k = holds.iter().filter(|h| **h).count() as f64;
             // Σ over holders of (T/t_d − β)/α = 1.
             let t = (alpha + k * beta) / inv;
@@ -132,7 +137,11 @@ mod tests {
     fn one_fast_member_of_five_takes_the_parity_for_1_6x() {
         let w = auto_weights(&[1.0, 1.0, 1.0, 1.0, 0.25], 0.0).unwrap();
         assert_eq!(w.weights, vec![0, 0, 0, 0, RESOLUTION]);
-        assert!((w.predicted_gain - 1.6).abs() < 1e-9, "{}", w.predicted_gain);
+        assert!(
+            (w.predicted_gain - 1.6).abs() < 1e-9,
+            "{}",
+            w.predicted_gain
+        );
     }
 
     /// Two SSDs and three disks: the disks hold no parity, the SSDs share it;
@@ -144,7 +153,11 @@ mod tests {
         assert!(w.predicted_gain > 1.5, "{}", w.predicted_gain);
         // A slightly faster member gets a little more than its share.
         let w = auto_weights(&[1.0, 1.0, 1.0, 1.0, 0.8], 0.0).unwrap();
-        assert!(w.weights[4] > w.weights[0] && w.weights[0] > 0, "{:?}", w.weights);
+        assert!(
+            w.weights[4] > w.weights[0] && w.weights[0] > 0,
+            "{:?}",
+            w.weights
+        );
         assert!(w.predicted_gain > 1.0);
     }
 
@@ -165,7 +178,11 @@ mod tests {
         let t = [3.0, 2.0, 1.5, 1.0, 0.7, 0.5];
         for f in [0.0, 0.3, 0.7] {
             let w = auto_weights(&t, f).unwrap();
-            assert!(w.predicted_gain >= 1.0 - 1e-9, "f {f}: {}", w.predicted_gain);
+            assert!(
+                w.predicted_gain >= 1.0 - 1e-9,
+                "f {f}: {}",
+                w.predicted_gain
+            );
             let b = busy(&t, &w.shares, f);
             let holders: Vec<f64> = b
                 .iter()

@@ -134,6 +134,55 @@ impl std::str::FromStr for FailedSet {
     }
 }
 
+/// Parity weights as given: a list, or `auto`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Weights {
+    List(Vec<u64>),
+    Auto,
+}
+
+impl std::str::FromStr for Weights {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.trim() == "auto" {
+            return Ok(Weights::Auto);
+        }
+        s.split(',')
+            .map(|x| x.trim().parse::<u64>())
+            .collect::<Result<Vec<u64>, _>>()
+            .map(Weights::List)
+            .map_err(|_| {
+                format!(
+                    "'{s}' is not a weight list; write it like 1,1,1,3,3 (one per member) or auto"
+                )
+            })
+    }
+}
+
+impl<'de> Deserialize<'de> for Weights {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            List(Vec<u64>),
+            Word(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::List(v) => Ok(Weights::List(v)),
+            Raw::Word(w) => w.parse().map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+impl Serialize for Weights {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Weights::List(v) => v.serialize(s),
+            Weights::Auto => s.serialize_str("auto"),
+        }
+    }
+}
+
 /// Everything one run needs. Field names are the TOML keys and, with `-` for `_`,
 /// the `hetraid sim` flags.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -145,8 +194,11 @@ pub struct RunConfig {
     pub members: String,
     #[serde(default = "d_chunk")]
     pub chunk: Size,
+    /// Parity weights (RAIDH, RAIDX5/6): a list, one per member, or
+    /// "auto" (from the devices' service rates and the workload's read
+    /// share, core `weights::auto_weights`).
     #[serde(default)]
-    pub weights: Option<Vec<u64>>,
+    pub weights: Option<Weights>,
     #[serde(default)]
     pub parity_order: Option<String>,
     #[serde(default)]

@@ -11,11 +11,37 @@ use hetraid_core::layout::{build, parse_kind, Layout, LayoutSpec};
 use hetraid_core::plan::{ArrayState, Request};
 use hetraid_core::WritePolicy;
 
+/// The parity weights a run gives: its list, or for `auto` the core's
+/// weights from the devices' models (a random operation of the run's
+/// request size on each) and the workload's read share.
+pub fn resolved_weights(cfg: &RunConfig) -> Result<Option<Vec<u64>>, String> {
+    Ok(match &cfg.weights {
+        None => None,
+        Some(crate::config::Weights::List(v)) => Some(v.clone()),
+        Some(crate::config::Weights::Auto) => Some(auto_weights(cfg)?.weights),
+    })
+}
+
+/// `weights = "auto"`: the core's plan for this run's devices and workload.
+pub fn auto_weights(cfg: &RunConfig) -> Result<hetraid_core::weights::WeightPlan, String> {
+    let specs = parse_members(&cfg.members)?;
+    let service: Vec<f64> = specs
+        .iter()
+        .map(|s| s.build().service_model().service_ns(cfg.size.0) as f64)
+        .collect();
+    let reads = match cfg.workload.as_str() {
+        "random-read" | "seq-read" => 1.0,
+        "mixed" => cfg.read_fraction.unwrap_or(0.5),
+        _ => 0.0,
+    };
+    hetraid_core::weights::auto_weights(&service, reads).map_err(|e| format!("weights auto: {e}"))
+}
+
 /// The layout a run names, with its parameters.
 pub fn layout_kind(cfg: &RunConfig) -> Result<hetraid_core::layout::LayoutKind, String> {
     parse_kind(
         &cfg.layout,
-        cfg.weights.clone(),
+        resolved_weights(cfg)?,
         cfg.parity_order.as_deref(),
         cfg.copies,
         cfg.group,

@@ -391,7 +391,7 @@ fn raid6_raid10_raid0_raidh() {
         "random-write",
         8 << 10,
     );
-    h.weights = Some(vec![2, 0, 0, 0, 2]);
+    h.weights = Some(hetraid_sim::config::Weights::List(vec![2, 0, 0, 0, 2]));
     check(h, 5, vec![2, 0, 0, 0, 2]);
 }
 

@@ -564,6 +564,46 @@ fn size_aligned_offsets_keep_writes_inside_a_chunk() {
     assert!(hetraid_sim::run(&c).unwrap_err().contains("not both"));
 }
 
+/// `weights = "auto"` (core `weights::auto_weights` from the devices'
+/// models): on the thesis's RAIDH hardware (3 HDD + 2 SSD, small random
+/// writes) the weights put all parity on the SSDs and do at least as well
+/// as the thesis's hand-chosen 0,0,0,1,1, well ahead of RAID5; the TOML
+/// key takes "auto" or a list.
+#[test]
+fn auto_weights_match_the_hand_chosen_raidh() {
+    let run = |layout: &str, w: Option<hetraid_sim::config::Weights>| {
+        let mut c = RunConfig::new(layout, "caviar-black-640*3,x25e-64*2");
+        c.weights = w;
+        c.size = Size(4096);
+        c.qd = 10;
+        c.total = Some(Size(32 << 20));
+        hetraid_sim::run(&c).unwrap().throughput_mbps
+    };
+    use hetraid_sim::config::Weights;
+    let auto = run("raidh", Some(Weights::Auto));
+    let hand = run("raidh", Some(Weights::List(vec![0, 0, 0, 1, 1])));
+    let raid5 = run("raid5", None);
+    assert!(auto >= hand * 0.99, "auto {auto} MB/s, hand {hand}");
+    assert!(auto > raid5 * 1.3, "auto {auto} MB/s, raid5 {raid5}");
+    let c = RunConfig::parse(
+        "layout = \"raidh\"\nmembers = \"x25e-64*3\"\nweights = \"auto\"\n",
+        "t",
+    )
+    .unwrap();
+    assert_eq!(c.weights, Some(Weights::Auto));
+    let c = RunConfig::parse(
+        "layout = \"raidh\"\nmembers = \"x25e-64*3\"\nweights = [1, 2, 3]\n",
+        "t",
+    )
+    .unwrap();
+    assert_eq!(c.weights, Some(Weights::List(vec![1, 2, 3])));
+    assert!(RunConfig::parse(
+        "layout = \"raidh\"\nmembers = \"x\"\nweights = \"fast\"\n",
+        "t"
+    )
+    .is_err());
+}
+
 /// A looped trace replays its records back to back at the trace's own
 /// arrival rate; 0 loops and loops past the bound are refused.
 #[test]

@@ -29,7 +29,7 @@ fn case(seed: u64) -> RunConfig {
     let mut r = Rng::new(seed ^ 0xabcdef);
     let mut c = RunConfig::new(layout, members);
     match layout {
-        "raidh" => c.weights = Some(vec![1, 0, 0, 0, 1]),
+        "raidh" => c.weights = Some(hetraid_sim::config::Weights::List(vec![1, 0, 0, 0, 1])),
         "s2raid5" => c.group = Some(3),
         "raidx" => c.chunks_per_bundle = Some(2),
         _ => {}

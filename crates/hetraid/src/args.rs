@@ -38,9 +38,12 @@ pub struct LayoutOpts {
 /// `layout`, `plan`, `loadmap`, `sim`).
 #[derive(Debug, Clone, Args)]
 pub struct LayoutParamArgs {
-    /// RAIDH parity weights, one per member.
-    #[arg(long, value_delimiter = ',')]
-    pub weights: Option<Vec<u64>>,
+    /// RAIDH (and RAIDX5/6) parity weights, one per member (1,1,1,3,3), or
+    /// auto: from the members' service rates (their kinds, or the
+    /// simulator's device models), the shares that make every member
+    /// equally busy under small random writes.
+    #[arg(long, value_name = "W,W,...|auto", value_parser = weights_arg)]
+    pub weights: Option<hetraid_sim::config::Weights>,
     /// RAID5 parity order: left-symmetric (default), left-asymmetric,
     /// right-symmetric, right-asymmetric.
     #[arg(long)]
@@ -90,6 +93,44 @@ impl LayoutParamArgs {
     }
 }
 
+fn weights_arg(s: &str) -> Result<hetraid_sim::config::Weights, String> {
+    s.parse()
+}
+
+/// `--weights` for the engine's verbs: the list, or for `auto` the core's
+/// weights from each member's kind (its default service model; small
+/// random writes), printed so the operator sees what was chosen.
+pub fn engine_weights(
+    w: &Option<hetraid_sim::config::Weights>,
+    kinds: &[MemberKind],
+) -> Result<Option<Vec<u64>>, String> {
+    match w {
+        None => Ok(None),
+        Some(hetraid_sim::config::Weights::List(v)) => Ok(Some(v.clone())),
+        Some(hetraid_sim::config::Weights::Auto) => {
+            if kinds.is_empty() {
+                return Err("--weights auto needs --kinds (hdd, ssd or nvram per member): the weights follow the members' speeds".into());
+            }
+            let service: Vec<f64> = kinds
+                .iter()
+                .map(|k| k.default_service().service_ns(4096) as f64)
+                .collect();
+            let plan = hetraid_core::weights::auto_weights(&service, 0.0)
+                .map_err(|e| format!("--weights auto: {e}"))?;
+            eprintln!(
+                "hetraid: weights auto: {} (model: {:.2}x RAID5's small random writes)",
+                plan.weights
+                    .iter()
+                    .map(|w| w.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                plan.predicted_gain
+            );
+            Ok(Some(plan.weights))
+        }
+    }
+}
+
 pub fn size(s: &str) -> Result<u64, String> {
     parse_size(s)
 }
@@ -110,7 +151,11 @@ impl LayoutOpts {
         };
         Ok(hetraid_engine::format::LayoutRecord {
             name: self.layout.clone(),
-            weights: self.params.weights.clone().unwrap_or_default(),
+            weights: engine_weights(
+                &self.params.weights,
+                self.kinds.as_deref().unwrap_or_default(),
+            )?
+            .unwrap_or_default(),
             parity_order,
             copies: self.params.copies,
             group: self.params.group,
@@ -141,7 +186,7 @@ impl LayoutArgs {
         };
         let kind = parse_kind(
             &o.layout,
-            o.params.weights.clone(),
+            engine_weights(&o.params.weights, o.kinds.as_deref().unwrap_or_default())?,
             o.params.parity_order.as_deref(),
             o.params.copies,
             o.params.group,

@@ -360,6 +360,41 @@ fn demo_runs_at_file_speed() {
 #[allow(dead_code)]
 fn unused(_: PathBuf) {}
 
+/// `create --weights auto`: the core's weights from the kinds (2 SSD + 3
+/// HDD: all parity on the SSDs), said on stderr; without kinds, refused
+/// with nothing created.
+#[test]
+fn create_with_automatic_weights_follows_the_kinds() {
+    let d = tempfile::tempdir().unwrap();
+    let m = paths(d.path(), &["m0", "m1", "m2", "m3", "m4"]);
+    let mut create = vec![
+        "create",
+        "--layout",
+        "raidh",
+        "--weights",
+        "auto",
+        "--size",
+        "8M",
+    ];
+    create.extend(m.iter().map(|s| s.as_str()));
+    let (code, _, err) = run(&create, None);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--weights auto needs --kinds"), "{err}");
+    assert!(!Path::new(&m[0]).exists(), "nothing is created");
+    create.extend(["--kinds", "hdd,hdd,hdd,ssd,ssd"]);
+    let (code, _, err) = run(&create, None);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("weights auto: 0,0,0,16,16"), "{err}");
+    let st: Value = serde_json::from_slice(&ok(&with("status", &m, &["--json"]), None)).unwrap();
+    let shares: Vec<f64> = st["member_states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["redundancy_share"].as_f64().unwrap_or(-1.0))
+        .collect();
+    assert_eq!(shares, vec![0.0, 0.0, 0.0, 0.5, 0.5], "{st}");
+}
+
 /// K < G: no disk is shared by two rebuild streams, and no note.
 #[test]
 fn s2raid5_with_fewer_partitions_than_the_group_gets_no_note() {

@@ -185,6 +185,18 @@ impl SimCmd {
 
     pub fn run(&self) -> Result<(), String> {
         let cfg = self.config()?;
+        if cfg.weights == Some(hetraid_sim::config::Weights::Auto) {
+            let plan = hetraid_sim::setup::auto_weights(&cfg)?;
+            eprintln!(
+                "hetraid: weights auto: {} (model: {:.2}x RAID5 for this workload)",
+                plan.weights
+                    .iter()
+                    .map(|w| w.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                plan.predicted_gain
+            );
+        }
         let r = hetraid_sim::run(&cfg)?;
         if self.json {
             println!(
