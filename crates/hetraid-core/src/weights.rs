@@ -28,6 +28,21 @@ pub struct WeightPlan {
     pub predicted_gain: f64,
 }
 
+impl WeightPlan {
+    /// "0,0,0,16,16 (model: 1.60x RAID5)", as the commands print it.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} (model: {:.2}x RAID5)",
+            self.weights
+                .iter()
+                .map(|w| w.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+            self.predicted_gain
+        )
+    }
+}
+
 /// Weights are shares scaled so that the largest is this (a parity cycle of
 /// at most n x RESOLUTION stripes).
 pub const RESOLUTION: u64 = 16;

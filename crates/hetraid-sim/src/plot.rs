@@ -302,6 +302,27 @@ fn chart_frame(
     (svg, scale)
 }
 
+/// An x value's label under the axis at `x`.
+fn x_tick(svg: &mut String, x: f64, label: &str) {
+    let _ = write!(
+        svg,
+        r#"<text x="{x:.1}" y="{}" text-anchor="middle">{}</text>"#,
+        H - B + 16.0,
+        esc(label)
+    );
+}
+
+/// The x axis's title, centred under the plot.
+fn x_title(svg: &mut String, xlabel: &str) {
+    let _ = write!(
+        svg,
+        r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
+        L + (W - L - R) / 2.0,
+        H - 18.0,
+        esc(xlabel)
+    );
+}
+
 /// `lines`: (series name, y per x label; None = missing).
 pub fn line_chart(
     title: &str,
@@ -318,22 +339,10 @@ pub fn line_chart(
     let every = n.div_ceil(12);
     for (i, l) in labels.iter().enumerate() {
         if i % every == 0 {
-            let _ = write!(
-                svg,
-                r#"<text x="{:.1}" y="{}" text-anchor="middle">{}</text>"#,
-                px(i),
-                H - B + 16.0,
-                esc(l)
-            );
+            x_tick(&mut svg, px(i), l);
         }
     }
-    let _ = write!(
-        svg,
-        r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
-        L + pw / 2.0,
-        H - 18.0,
-        esc(xlabel)
-    );
+    x_title(&mut svg, xlabel);
     for (si, (_, ys)) in lines.iter().enumerate() {
         let c = COLORS[si % COLORS.len()];
         let pts: Vec<(f64, f64)> = ys
@@ -396,21 +405,9 @@ pub fn category_chart(
             );
             marker(&mut svg, si, x + bw * 0.45, top - 6.0, c);
         }
-        let _ = write!(
-            svg,
-            r#"<text x="{:.1}" y="{}" text-anchor="middle">{}</text>"#,
-            x0 + gw * 0.4,
-            H - B + 16.0,
-            esc(l)
-        );
+        x_tick(&mut svg, x0 + gw * 0.4, l);
     }
-    let _ = write!(
-        svg,
-        r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
-        L + pw / 2.0,
-        H - 18.0,
-        esc(xlabel)
-    );
+    x_title(&mut svg, xlabel);
     for (i, (n, _)) in lines.iter().enumerate() {
         let y = T + 10.0 + i as f64 * 18.0;
         let c = COLORS[i % COLORS.len()];

@@ -118,13 +118,8 @@ pub fn engine_weights(
             let plan = hetraid_core::weights::auto_weights(&service, 0.0)
                 .map_err(|e| format!("--weights auto: {e}"))?;
             eprintln!(
-                "hetraid: weights auto: {} (model: {:.2}x RAID5's small random writes)",
-                plan.weights
-                    .iter()
-                    .map(|w| w.to_string())
-                    .collect::<Vec<_>>()
-                    .join(","),
-                plan.predicted_gain
+                "hetraid: weights auto: {} for small random writes",
+                plan.summary()
             );
             Ok(Some(plan.weights))
         }

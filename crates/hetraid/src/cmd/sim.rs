@@ -188,13 +188,8 @@ impl SimCmd {
         if cfg.weights == Some(hetraid_sim::config::Weights::Auto) {
             let plan = hetraid_sim::setup::auto_weights(&cfg)?;
             eprintln!(
-                "hetraid: weights auto: {} (model: {:.2}x RAID5 for this workload)",
-                plan.weights
-                    .iter()
-                    .map(|w| w.to_string())
-                    .collect::<Vec<_>>()
-                    .join(","),
-                plan.predicted_gain
+                "hetraid: weights auto: {} for this workload",
+                plan.summary()
             );
         }
         let r = hetraid_sim::run(&cfg)?;
