@@ -87,6 +87,10 @@ pub struct DeviceSpec {
     pub ssd: Option<SsdParams>,
     #[serde(default)]
     pub ram: Option<RamParams>,
+    /// What `hetraid probe` measured: the model for any kind, in place of
+    /// the [hdd]/[ssd]/[ram] tables.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<crate::device::measured::MeasuredParams>,
     pub power: Power,
     /// Street price in US dollars where a source gives one (`hetraid analyze cost`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -144,6 +148,13 @@ impl DeviceSpec {
                 _ => Ok(()),
             }
         };
+        if let Some(m) = &self.measured {
+            if self.hdd.is_some() || self.ssd.is_some() || self.ram.is_some() {
+                return Err("a [measured] device has no [hdd], [ssd] or [ram] table: the measurements are its model".into());
+            }
+            need_cap()?;
+            return m.validate();
+        }
         match self.kind {
             MemberKind::Hdd => {
                 need_cap()?;
@@ -170,7 +181,9 @@ impl DeviceSpec {
     /// Bytes the device exports.
     pub fn capacity(&self) -> u64 {
         match self.kind {
-            MemberKind::Ssd => self.ssd.as_ref().map(|s| s.capacity()).unwrap_or(0),
+            MemberKind::Ssd if self.measured.is_none() => {
+                self.ssd.as_ref().map(|s| s.capacity()).unwrap_or(0)
+            }
             _ => self
                 .capacity
                 .as_deref()
@@ -181,6 +194,12 @@ impl DeviceSpec {
 
     /// A fresh device model.
     pub fn build(&self) -> Box<dyn Device> {
+        if let Some(m) = &self.measured {
+            return Box::new(crate::device::measured::Measured::new(
+                m.clone(),
+                self.capacity(),
+            ));
+        }
         match self.kind {
             MemberKind::Hdd => Box::new(Hdd::new(self.hdd.clone().unwrap(), self.capacity())),
             MemberKind::Ssd => Box::new(Ssd::new(self.ssd.clone().unwrap())),

@@ -106,6 +106,11 @@ enum Command {
         after_help = "Example:\n  hetraid serve a.img b.img c.img d.img s.img --listen unix:/run/tank.sock --log-format json\n  nbdcopy nbd+unix:///?socket=/run/tank.sock out.img"
     )]
     Serve(cmd::serve::ServeCmd),
+    /// Measure files or block devices (random 4K and sequential, reads; writes with --destructive) and write device files the simulator takes.
+    #[command(
+        after_help = "Example:\n  hetraid probe /dev/nvme0n1 --out devices/\n  hetraid sim --layout raid5 --members 'devices/probe-nvme0n1.toml*4' --workload random-write"
+    )]
+    Probe(cmd::probe::ProbeCmd),
     /// Simulate one run: a layout on HDD/SSD models under a workload or trace.
     #[command(
         after_help = "Example:\n  hetraid sim --layout raid5 --members 'caviar-black-640*5' --workload mixed --read-fraction 0.7 --size 64K --qd 10"
@@ -256,6 +261,7 @@ fn main() {
         Command::Read(c) => c.read(),
         Command::Demo(c) => c.run(),
         Command::Sim(c) => c.run(),
+        Command::Probe(c) => c.run(),
         Command::Sweep(c) => c.run(),
         Command::Trace(c) => c.run(),
         Command::Analyze(c) => c.run(),

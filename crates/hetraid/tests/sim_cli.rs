@@ -555,3 +555,116 @@ fn reproductions_run_and_keep_their_published_direction() {
     // RAIDX (issue 14): two copies beat seven on writes.
     assert!(get("RAIDX1 / MD RAID1, writes") > 2.0);
 }
+
+/// `hetraid probe` (issue 19): a file measured read-only is left as it was,
+/// its device file is one the simulator runs, `--destructive` measures
+/// writes too, and bad input is refused before anything is measured or
+/// written.
+#[test]
+fn probe_writes_a_device_file_the_simulator_takes() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("d.img");
+    let data: Vec<u8> = (0..(8u32 << 20))
+        .map(|i| (i.wrapping_mul(2654435761) >> 24) as u8)
+        .collect();
+    std::fs::write(&img, &data).unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let (code, stdout, err) = hetraid(&[
+        "probe",
+        img.to_str().unwrap(),
+        "--seconds",
+        "0.2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        stdout.contains("random 4K reads") && stdout.contains("writes not measured"),
+        "{stdout}"
+    );
+    assert!(
+        std::fs::read(&img).unwrap() == data,
+        "a read-only probe changed the file"
+    );
+    let dev = out.join("probe-d.img.toml");
+    let text = std::fs::read_to_string(&dev).unwrap();
+    assert!(
+        text.contains("[measured]") && text.contains("parallelism"),
+        "{text}"
+    );
+    let members = format!("{}*3", dev.display());
+    let (code, stdout, err) = hetraid(&[
+        "sim",
+        "--layout",
+        "raid5",
+        "--members",
+        &members,
+        "--total",
+        "4M",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let r: Value = serde_json::from_str(&stdout).unwrap();
+    assert!(r["throughput_mbps"].as_f64().unwrap() > 0.0, "{r}");
+    // The same name again: refused, the file kept.
+    let (code, _, err) = hetraid(&[
+        "probe",
+        img.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("exists"), "{err}");
+    assert_eq!(std::fs::read_to_string(&dev).unwrap(), text);
+    // Writes measured when asked (the file is then overwritten).
+    std::fs::remove_file(&dev).unwrap();
+    let (code, stdout, err) = hetraid(&[
+        "probe",
+        img.to_str().unwrap(),
+        "--destructive",
+        "--seconds",
+        "0.2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.contains("random 4K writes"), "{stdout}");
+    // Bad input: a directory, a missing file, too small, a bad --seconds,
+    // an --out that is not a directory: one sentence each, nothing written.
+    let small = dir.path().join("s.img");
+    std::fs::write(&small, [0u8; 4096]).unwrap();
+    let o = out.to_str().unwrap();
+    for (args, want) in [
+        (
+            vec!["probe", dir.path().to_str().unwrap(), "--out", o],
+            "is a directory",
+        ),
+        (
+            vec!["probe", "/nonexistent/x.img", "--out", o],
+            "No such file",
+        ),
+        (
+            vec!["probe", small.to_str().unwrap(), "--out", o],
+            "at least 1 MiB",
+        ),
+        (
+            vec!["probe", img.to_str().unwrap(), "--seconds", "0", "--out", o],
+            "--seconds",
+        ),
+        (
+            vec![
+                "probe",
+                img.to_str().unwrap(),
+                "--out",
+                small.to_str().unwrap(),
+            ],
+            "not a directory",
+        ),
+    ] {
+        let (code, _, err) = hetraid(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    assert!(!out.join("probe-s.img.toml").exists());
+}

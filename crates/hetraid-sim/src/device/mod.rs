@@ -3,6 +3,7 @@
 //! time by kind) so the run can report utilisation and energy.
 
 pub mod hdd;
+pub mod measured;
 pub mod ram;
 pub mod ssd;
 

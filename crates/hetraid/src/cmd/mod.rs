@@ -5,6 +5,7 @@ pub mod events;
 pub mod layout;
 pub mod loadmap;
 pub mod plan;
+pub mod probe;
 pub mod serve;
 
 /// Print one JSON document on stdout.
