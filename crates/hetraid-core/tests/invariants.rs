@@ -41,6 +41,12 @@ fn any_spec() -> impl Strategy<Value = LayoutSpec> {
         proptest::collection::vec(0u64..4, 2..7)
             .prop_filter("some weight", |w| w.iter().sum::<u64>() > 0)
             .prop_map(move |w| uniform(LayoutKind::RaidH { weights: w.clone() }, w.len())),
+        proptest::collection::vec(0u64..4, 4..8)
+            .prop_filter("two parities fit", |w| {
+                let t = w.iter().sum::<u64>();
+                t > 0 && w.iter().all(|x| 2 * x <= t)
+            })
+            .prop_map(move |w| uniform(LayoutKind::RaidH6 { weights: w.clone() }, w.len())),
         (0usize..6, 3usize..6).prop_map(move |(p, n)| {
             let preset = [
                 Preset::Raid4S,
@@ -235,10 +241,20 @@ proptest! {
         }
     }
 
-    /// Any two failures of a RAID6 (and RAIDX6) stripe lose nothing.
+    /// Any two failures of a RAID6 (and weighted RAID6) stripe lose nothing.
     #[test]
-    fn raid6_survives_any_two(n in 4usize..8, a in any::<prop::sample::Index>(), b in any::<prop::sample::Index>(), seed in any::<u64>()) {
-        let spec = LayoutSpec { kind: LayoutKind::Raid6, chunk_bytes: CHUNK, sizes: vec![CHUNK * 4; n], kinds: vec![] };
+    fn raid6_survives_any_two(n in 4usize..8, a in any::<prop::sample::Index>(), b in any::<prop::sample::Index>(), seed in any::<u64>(), weighted in any::<bool>(), wseed in any::<u64>()) {
+        // Weighted: the last two members (say, SSDs) heavier, every weight
+        // at most half the sum.
+        let kind = if weighted {
+            let mut w: Vec<u64> = (0..n).map(|i| (wseed >> (i * 2)) & 1).collect();
+            w[n - 1] = 2;
+            w[n - 2] = 2;
+            LayoutKind::RaidH6 { weights: w }
+        } else {
+            LayoutKind::Raid6
+        };
+        let spec = LayoutSpec { kind, chunk_bytes: CHUNK, sizes: vec![CHUNK * 4; n], kinds: vec![] };
         let l = built(&spec);
         let cap = l.capacity_bytes();
         let planner = Planner::new(l.as_ref(), WritePolicy::Md, vec![]);
@@ -265,6 +281,20 @@ proptest! {
         let cycle = swrr_cycle(&w);
         for (d, wd) in w.iter().enumerate() {
             prop_assert_eq!(cycle.iter().filter(|&&x| x == d).count() as u64, *wd);
+        }
+    }
+
+    /// Weighted RAID6: over one cycle each member holds 2 w_d of the 2 W
+    /// parity chunks, P and Q never on one member.
+    #[test]
+    fn raidh6_parity_is_proportional(w in proptest::collection::vec(0u64..6, 4..8)) {
+        let t = w.iter().sum::<u64>();
+        prop_assume!(t > 0 && w.iter().all(|x| 2 * x <= t));
+        let cycle = hetraid_core::layout::swrr_pairs(&w);
+        prop_assert!(cycle.iter().all(|(p, q)| p != q));
+        for (d, wd) in w.iter().enumerate() {
+            let held = cycle.iter().filter(|(p, q)| *p == d || *q == d).count() as u64;
+            prop_assert_eq!(held, 2 * wd);
         }
     }
 

@@ -22,8 +22,19 @@ pub fn resolved_weights(cfg: &RunConfig) -> Result<Option<Vec<u64>>, String> {
     })
 }
 
+/// Automatic weights model one parity per stripe: RAIDH's.
+pub fn auto_applies(layout: &str) -> Result<(), String> {
+    if layout != "raidh" {
+        return Err(format!(
+            "weights auto models one parity chunk per stripe: it applies to raidh, not to {layout}; give its weights (e.g. 0,0,0,1,1)"
+        ));
+    }
+    Ok(())
+}
+
 /// `weights = "auto"`: the core's plan for this run's devices and workload.
 pub fn auto_weights(cfg: &RunConfig) -> Result<hetraid_core::weights::WeightPlan, String> {
+    auto_applies(&cfg.layout)?;
     let specs = parse_members(&cfg.members)?;
     let service: Vec<f64> = specs
         .iter()

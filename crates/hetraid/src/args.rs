@@ -103,11 +103,13 @@ fn weights_arg(s: &str) -> Result<hetraid_sim::config::Weights, String> {
 pub fn engine_weights(
     w: &Option<hetraid_sim::config::Weights>,
     kinds: &[MemberKind],
+    layout: &str,
 ) -> Result<Option<Vec<u64>>, String> {
     match w {
         None => Ok(None),
         Some(hetraid_sim::config::Weights::List(v)) => Ok(Some(v.clone())),
         Some(hetraid_sim::config::Weights::Auto) => {
+            hetraid_sim::setup::auto_applies(layout)?;
             if kinds.is_empty() {
                 return Err("--weights auto needs --kinds (hdd, ssd or nvram per member): the weights follow the members' speeds".into());
             }
@@ -149,6 +151,7 @@ impl LayoutOpts {
             weights: engine_weights(
                 &self.params.weights,
                 self.kinds.as_deref().unwrap_or_default(),
+                &self.layout,
             )?
             .unwrap_or_default(),
             parity_order,
@@ -181,7 +184,11 @@ impl LayoutArgs {
         };
         let kind = parse_kind(
             &o.layout,
-            engine_weights(&o.params.weights, o.kinds.as_deref().unwrap_or_default())?,
+            engine_weights(
+                &o.params.weights,
+                o.kinds.as_deref().unwrap_or_default(),
+                &o.layout,
+            )?,
             o.params.parity_order.as_deref(),
             o.params.copies,
             o.params.group,

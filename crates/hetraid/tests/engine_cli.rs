@@ -395,6 +395,49 @@ fn create_with_automatic_weights_follows_the_kinds() {
     assert_eq!(shares, vec![0.0, 0.0, 0.0, 0.5, 0.5], "{st}");
 }
 
+/// Weighted RAID6 (`raidh6`, issue 19): P and Q both on the two SSDs by
+/// weight; any two members lost, the data reads back; `--weights auto`
+/// (one-parity model) refused for it.
+#[test]
+fn raidh6_holds_both_parities_on_the_weighted_members() {
+    let d = tempfile::tempdir().unwrap();
+    let m = paths(d.path(), &["m0", "m1", "m2", "m3", "m4", "m5"]);
+    let mut create = vec![
+        "create",
+        "--layout",
+        "raidh6",
+        "--weights",
+        "auto",
+        "--kinds",
+        "hdd,hdd,hdd,hdd,ssd,ssd",
+        "--size",
+        "4M",
+    ];
+    create.extend(m.iter().map(|s| s.as_str()));
+    let (code, _, err) = run(&create, None);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("applies to raidh, not to raidh6"), "{err}");
+    create[4] = "0,0,0,0,1,1";
+    ok(&create, None);
+    let st: Value = serde_json::from_slice(&ok(&with("status", &m, &["--json"]), None)).unwrap();
+    let shares: Vec<f64> = st["member_states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["redundancy_share"].as_f64().unwrap_or(-1.0))
+        .collect();
+    assert_eq!(shares, vec![0.0, 0.0, 0.0, 0.0, 1.0, 1.0], "{st}");
+    let payload = data(3_000_000, 7);
+    ok(&with("write", &m, &["--offset", "0"]), Some(&payload));
+    ok(&with("fail", &m, &["--member", "1"]), None);
+    ok(&with("fail", &m, &["--member", "4"]), None);
+    let out = ok(
+        &with("read", &m, &["--offset", "0", "--length", "3000000"]),
+        None,
+    );
+    assert!(out == payload, "two members lost: data differs");
+}
+
 /// K < G: no disk is shared by two rebuild streams, and no note.
 #[test]
 fn s2raid5_with_fewer_partitions_than_the_group_gets_no_note() {

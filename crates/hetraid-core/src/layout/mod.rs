@@ -34,7 +34,7 @@ mod s2;
 pub use classic::{ParityOrder, Raid0, Raid1, Raid10, Raid4, Raid5, Raid6};
 pub use hpda::{Hpda, LogRegion};
 pub use presets::{Permuted, Preset};
-pub use raidh::{swrr_cycle, RaidH};
+pub use raidh::{swrr_cycle, swrr_pairs, RaidH, RaidH6};
 pub use raidx::{max_bundles, position_roles, PositionRole, RaidX, RaidXLevel};
 pub use remap::{Move, Remapped};
 pub use s2::{S2Raid10, S2Raid5};
@@ -189,6 +189,10 @@ pub enum LayoutKind {
     RaidH {
         weights: Vec<u64>,
     },
+    /// Weighted RAID6: P and Q both placed by weights.
+    RaidH6 {
+        weights: Vec<u64>,
+    },
     S2Raid5 {
         group: usize,
         partitions: Option<usize>,
@@ -213,8 +217,9 @@ impl LayoutKind {
     /// Parse a layout name (parameters come from [`LayoutSpec`]'s other fields).
     pub fn names() -> &'static [&'static str] {
         &[
-            "raid0", "raid1", "raid10", "raid4", "raid5", "raid6", "raidh", "s2raid5", "s2raid10",
-            "raidx", "hpda", "raid4s", "raid4n", "raid5s", "raidf5", "raide", "raid5nss",
+            "raid0", "raid1", "raid10", "raid4", "raid5", "raid6", "raidh", "raidh6", "s2raid5",
+            "s2raid10", "raidx", "hpda", "raid4s", "raid4n", "raid5s", "raidf5", "raide",
+            "raid5nss",
         ]
     }
 }
@@ -286,6 +291,7 @@ pub fn build(spec: &LayoutSpec) -> Result<Box<dyn Layout>, LayoutError> {
         LayoutKind::Raid5 { order } => Box::new(Raid5::new(sizes, c, *order)?),
         LayoutKind::Raid6 => Box::new(Raid6::new(sizes, c)?),
         LayoutKind::RaidH { weights } => Box::new(RaidH::new(sizes, c, weights)?),
+        LayoutKind::RaidH6 { weights } => Box::new(RaidH6::new(sizes, c, weights)?),
         LayoutKind::S2Raid5 {
             group,
             partitions,
@@ -351,6 +357,13 @@ pub fn parse_kind(
                 )
             })?,
         },
+        "raidh6" => LayoutKind::RaidH6 {
+            weights: weights.ok_or_else(|| {
+                LayoutError::Invalid(
+                    "raidh6 needs --weights w0,w1,... with one parity weight per member (P and Q both follow them)".into(),
+                )
+            })?,
+        },
         "s2raid5" | "sraid5" => LayoutKind::S2Raid5 {
             group: group.ok_or_else(|| {
                 LayoutError::Invalid("s2raid5 needs --group G (a prime, e.g. 3)".into())
@@ -393,9 +406,14 @@ pub fn parse_kind(
             }
         },
     };
-    if has_weights && !matches!(kind, LayoutKind::RaidH { .. } | LayoutKind::RaidX { .. }) {
+    if has_weights
+        && !matches!(
+            kind,
+            LayoutKind::RaidH { .. } | LayoutKind::RaidH6 { .. } | LayoutKind::RaidX { .. }
+        )
+    {
         return Err(LayoutError::Invalid(format!(
-            "--weights applies to raidh and raidx5/6 only, not to '{name}'"
+            "--weights applies to raidh, raidh6 and raidx5/6 only, not to '{name}'"
         )));
     }
     // An option that does not apply to the layout is an error, not a

@@ -97,6 +97,16 @@ pub fn all_layouts() -> Vec<(LayoutRecord, usize)> {
             },
             5,
         ),
+        // Weighted RAID6: P and Q by weight, the two heavy members (SSDs in
+        // a real array) holding most of them.
+        (
+            LayoutRecord {
+                name: "raidh6".into(),
+                weights: vec![0, 1, 0, 1, 2, 2],
+                ..Default::default()
+            },
+            6,
+        ),
         (r("raid4s"), 5),
         (r("raide"), 5),
         (

@@ -519,7 +519,7 @@ impl CreateCmd {
         // smallest: say how much is left unused, and what would use it.
         if matches!(
             st.layout.as_str(),
-            "raid0" | "raid1" | "raid4" | "raid5" | "raid6" | "raidh"
+            "raid0" | "raid1" | "raid4" | "raid5" | "raid6" | "raidh" | "raidh6"
         ) {
             let used = st.stripe_count * st.chunk_bytes;
             let waste: u64 = st
