@@ -360,6 +360,18 @@ fn demo_runs_at_file_speed() {
 #[allow(dead_code)]
 fn unused(_: PathBuf) {}
 
+/// Status JSON and each member's redundancy share.
+fn redundancy_shares(m: &[String]) -> (Value, Vec<f64>) {
+    let st: Value = serde_json::from_slice(&ok(&with("status", m, &["--json"]), None)).unwrap();
+    let shares = st["member_states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["redundancy_share"].as_f64().unwrap_or(-1.0))
+        .collect();
+    (st, shares)
+}
+
 /// `create --weights auto`: the core's weights from the kinds (2 SSD + 3
 /// HDD: all parity on the SSDs), said on stderr; without kinds, refused
 /// with nothing created.
@@ -385,13 +397,7 @@ fn create_with_automatic_weights_follows_the_kinds() {
     let (code, _, err) = run(&create, None);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("weights auto: 0,0,0,16,16"), "{err}");
-    let st: Value = serde_json::from_slice(&ok(&with("status", &m, &["--json"]), None)).unwrap();
-    let shares: Vec<f64> = st["member_states"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x["redundancy_share"].as_f64().unwrap_or(-1.0))
-        .collect();
+    let (st, shares) = redundancy_shares(&m);
     assert_eq!(shares, vec![0.0, 0.0, 0.0, 0.5, 0.5], "{st}");
 }
 
@@ -419,13 +425,7 @@ fn raidh6_holds_both_parities_on_the_weighted_members() {
     assert!(err.contains("applies to raidh, not to raidh6"), "{err}");
     create[4] = "0,0,0,0,1,1";
     ok(&create, None);
-    let st: Value = serde_json::from_slice(&ok(&with("status", &m, &["--json"]), None)).unwrap();
-    let shares: Vec<f64> = st["member_states"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x["redundancy_share"].as_f64().unwrap_or(-1.0))
-        .collect();
+    let (st, shares) = redundancy_shares(&m);
     assert_eq!(shares, vec![0.0, 0.0, 0.0, 0.0, 1.0, 1.0], "{st}");
     let payload = data(3_000_000, 7);
     ok(&with("write", &m, &["--offset", "0"]), Some(&payload));

@@ -33,6 +33,27 @@ pub fn swrr_cycle(weights: &[u64]) -> Vec<usize> {
 /// Longest parity cycle we accept (the cycle is materialised).
 pub const MAX_CYCLE: u64 = 1 << 20;
 
+/// One weight per member, not all zero, a cycle we can hold: the sum.
+fn check_weights(sizes: &[u64], weights: &[u64]) -> Result<u64, LayoutError> {
+    if weights.len() != sizes.len() {
+        return Err(LayoutError::CountMismatch {
+            what: "--weights".into(),
+            got: weights.len(),
+            members: sizes.len(),
+        });
+    }
+    let total: u64 = weights.iter().sum();
+    if total == 0 {
+        return Err(LayoutError::ZeroWeights);
+    }
+    if total > MAX_CYCLE {
+        return Err(LayoutError::Invalid(format!(
+            "parity weights sum to {total}, above the {MAX_CYCLE} limit; divide them by a common factor"
+        )));
+    }
+    Ok(total)
+}
+
 #[derive(Debug, Clone)]
 pub struct RaidH {
     n: usize,
@@ -45,22 +66,7 @@ pub struct RaidH {
 impl RaidH {
     pub fn new(sizes: &[u64], chunk: u64, weights: &[u64]) -> Result<Self, LayoutError> {
         let (n, rows) = super::classic::uniform_rows("raidh", sizes, chunk, 2)?;
-        if weights.len() != sizes.len() {
-            return Err(LayoutError::CountMismatch {
-                what: "--weights".into(),
-                got: weights.len(),
-                members: sizes.len(),
-            });
-        }
-        let total: u64 = weights.iter().sum();
-        if total == 0 {
-            return Err(LayoutError::ZeroWeights);
-        }
-        if total > MAX_CYCLE {
-            return Err(LayoutError::Invalid(format!(
-                "parity weights sum to {total}, above the {MAX_CYCLE} limit; divide them by a common factor"
-            )));
-        }
+        check_weights(sizes, weights)?;
         Ok(Self {
             n,
             chunk,
@@ -163,22 +169,7 @@ pub struct RaidH6 {
 impl RaidH6 {
     pub fn new(sizes: &[u64], chunk: u64, weights: &[u64]) -> Result<Self, LayoutError> {
         let (n, rows) = super::classic::uniform_rows("raidh6", sizes, chunk, 4)?;
-        if weights.len() != sizes.len() {
-            return Err(LayoutError::CountMismatch {
-                what: "--weights".into(),
-                got: weights.len(),
-                members: sizes.len(),
-            });
-        }
-        let total: u64 = weights.iter().sum();
-        if total == 0 {
-            return Err(LayoutError::ZeroWeights);
-        }
-        if total > MAX_CYCLE {
-            return Err(LayoutError::Invalid(format!(
-                "parity weights sum to {total}, above the {MAX_CYCLE} limit; divide them by a common factor"
-            )));
-        }
+        let total = check_weights(sizes, weights)?;
         if let Some(w) = weights.iter().find(|w| 2 * **w > total) {
             return Err(LayoutError::Invalid(format!(
                 "raidh6 puts a stripe's P and Q on two members, so no weight may exceed half the sum; {w} is more than half of {total} (give another member weight too)"
