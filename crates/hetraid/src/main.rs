@@ -106,6 +106,11 @@ enum Command {
         after_help = "Example:\n  hetraid serve a.img b.img c.img d.img s.img --listen unix:/run/tank.sock --log-format json\n  nbdcopy nbd+unix:///?socket=/run/tank.sock out.img"
     )]
     Serve(cmd::serve::ServeCmd),
+    /// From the devices you have and your workload to the layout to build: candidates simulated, ranked, the Pareto front, the create command line.
+    #[command(
+        after_help = "Example:\n  hetraid advise --members 'caviar-black-640*4,x25e-64' --workload random-write --size 4K\n  hetraid advise --members 'wd2500yd*4,x25e-64*2' --redundancy 2 --objective p99 --json"
+    )]
+    Advise(cmd::advise::AdviseCmd),
     /// Measure files or block devices (random 4K and sequential, reads; writes with --destructive) and write device files the simulator takes.
     #[command(
         after_help = "Example:\n  hetraid probe /dev/nvme0n1 --out devices/\n  hetraid sim --layout raid5 --members 'devices/probe-nvme0n1.toml*4' --workload random-write"
@@ -262,6 +267,7 @@ fn main() {
         Command::Demo(c) => c.run(),
         Command::Sim(c) => c.run(),
         Command::Probe(c) => c.run(),
+        Command::Advise(c) => c.run(),
         Command::Sweep(c) => c.run(),
         Command::Trace(c) => c.run(),
         Command::Analyze(c) => c.run(),

@@ -668,3 +668,81 @@ fn probe_writes_a_device_file_the_simulator_takes() {
     }
     assert!(!out.join("probe-s.img.toml").exists());
 }
+
+/// `hetraid advise` (issue 19): its choices are checkable. The thesis's
+/// hardware under small random writes gets a parity-on-SSD layout with
+/// modthresh; random reads do not get one (the SSD would hold no data);
+/// 2 SSD + 3 HDD get a RAIDH at least as good as the thesis's hand weights;
+/// two failures get RAID6 placements; bad input is refused.
+#[test]
+fn advise_picks_what_the_thesis_would() {
+    let advise = |args: &[&str]| {
+        let mut a = vec!["advise", "--total", "8M", "--json"];
+        a.extend_from_slice(args);
+        json(&a)
+    };
+    let r = advise(&["--members", "caviar-black-640*4,x25e-64"]);
+    let w = &r["winner"];
+    assert_eq!(w["layout"], "raid4s", "{w}");
+    assert_eq!(w["policy"], "modthresh", "{w}");
+    assert!(r["simulated"].as_u64().unwrap() >= 20, "{r}");
+    let reads = advise(&[
+        "--members",
+        "caviar-black-640*4,x25e-64",
+        "--workload",
+        "random-read",
+    ]);
+    let l = reads["winner"]["layout"].as_str().unwrap();
+    assert!(!matches!(l, "raid4" | "raid4s"), "reads went to {l}");
+    let h = advise(&["--members", "caviar-black-640*3,x25e-64*2"]);
+    assert_eq!(h["winner"]["layout"], "raidh", "{}", h["winner"]);
+    assert_eq!(h["winner"]["weights"], serde_json::json!([0, 0, 0, 16, 16]));
+    let chunk = h["winner"]["chunk"].as_u64().unwrap().to_string();
+    let hand = json(&[
+        "sim",
+        "--layout",
+        "raidh",
+        "--members",
+        "caviar-black-640*3,x25e-64*2",
+        "--weights",
+        "0,0,0,1,1",
+        "--chunk",
+        &chunk,
+        "--policy",
+        h["winner"]["policy"].as_str().unwrap(),
+        "--qd",
+        "10",
+        "--total",
+        "8M",
+        "--json",
+    ]);
+    let (auto, hand) = (
+        h["winner"]["throughput_mbps"].as_f64().unwrap(),
+        hand["throughput_mbps"].as_f64().unwrap(),
+    );
+    assert!(
+        auto >= hand * 0.99,
+        "advise {auto} MB/s, hand weights {hand}"
+    );
+    let two = advise(&["--members", "wd2500yd*4,x25e-64*2", "--redundancy", "2"]);
+    let l = two["winner"]["layout"].as_str().unwrap();
+    assert!(matches!(l, "raid6" | "raidh6"), "{l}");
+    for (args, want) in [
+        (
+            vec!["advise", "--members", "x25e-64*4", "--objective", "fame"],
+            "--objective",
+        ),
+        (
+            vec!["advise", "--members", "x25e-64*4", "--redundancy", "3"],
+            "--redundancy",
+        ),
+        (
+            vec!["advise", "--members", "x25e-64*2", "--redundancy", "2"],
+            "no layout fits",
+        ),
+    ] {
+        let (code, _, err) = hetraid(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}

@@ -1,3 +1,4 @@
+pub mod advise;
 pub mod analyze;
 pub mod array;
 pub mod demo;
