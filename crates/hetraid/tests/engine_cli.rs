@@ -438,29 +438,33 @@ fn raidh6_holds_both_parities_on_the_weighted_members() {
     assert!(out == payload, "two members lost: data differs");
 }
 
-/// K < G: no disk is shared by two rebuild streams, and no note.
-#[test]
-fn s2raid5_with_fewer_partitions_than_the_group_gets_no_note() {
-    let d = tempfile::tempdir().unwrap();
-    let m = paths(
-        d.path(),
-        &["m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8"],
-    );
-    let mut create = vec![
+/// Nine member paths in `dir`.
+fn nine(dir: &Path) -> Vec<String> {
+    paths(dir, &["m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8"])
+}
+
+/// `create --layout s2raid5 --group 3 --spare-partitions 1 EXTRA... MEMBERS...`.
+fn s2_create<'a>(m: &'a [String], extra: &[&'a str]) -> Vec<&'a str> {
+    let mut c = vec![
         "create",
         "--layout",
         "s2raid5",
         "--group",
         "3",
-        "--partitions",
-        "2",
         "--spare-partitions",
         "1",
-        "--size",
-        "4M",
     ];
-    create.extend(m.iter().map(|s| s.as_str()));
-    let (code, _, err) = run(&create, None);
+    c.extend_from_slice(extra);
+    c.extend(m.iter().map(|s| s.as_str()));
+    c
+}
+
+/// K < G: no disk is shared by two rebuild streams, and no note.
+#[test]
+fn s2raid5_with_fewer_partitions_than_the_group_gets_no_note() {
+    let d = tempfile::tempdir().unwrap();
+    let m = nine(d.path());
+    let (code, _, err) = run(&s2_create(&m, &["--partitions", "2", "--size", "4M"]), None);
     assert_eq!(code, 0, "{err}");
     assert!(!err.contains("note:"), "{err}");
 }
@@ -468,24 +472,8 @@ fn s2raid5_with_fewer_partitions_than_the_group_gets_no_note() {
 #[test]
 fn s2raid5_rebuilds_to_spare_from_the_command_line() {
     let d = tempfile::tempdir().unwrap();
-    let m = paths(
-        d.path(),
-        &["m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8"],
-    );
-    let mut create = vec![
-        "create",
-        "--layout",
-        "s2raid5",
-        "--group",
-        "3",
-        "--spare-partitions",
-        "1",
-        "--chunk",
-        "8K",
-        "--size",
-        "4M",
-    ];
-    create.extend(m.iter().map(|s| s.as_str()));
+    let m = nine(d.path());
+    let create = s2_create(&m, &["--chunk", "8K", "--size", "4M"]);
     // K = G: the rebuild into spare space will share a disk, and create says so.
     let (code, _, err) = run(&create, None);
     assert_eq!(code, 0, "{err}");

@@ -263,7 +263,19 @@ impl ProbeCmd {
             );
             // The file must be one the simulator takes.
             hetraid_sim::preset::DeviceSpec::parse(&text, &out.display().to_string())?;
-            std::fs::write(&out, text).map_err(|e| format!("{}: {e}", out.display()))?;
+            // create_new: never through a symlink or over a file made since
+            // the check above (O_CREAT | O_EXCL).
+            {
+                use std::io::Write;
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&out)
+                    .and_then(|mut f| f.write_all(text.as_bytes()))
+                    .map_err(|e| {
+                        format!("{}: {e}; remove it or give another --out", out.display())
+                    })?;
+            }
             println!(
                 "{m}: random 4K reads {read_ms:.3} ms ({iops1:.0}/s at 1, {iops8:.0}/s at 8: {parallelism} at once), sequential reads {read_mbps:.0} MB/s{}; {} -> {} (kind {})",
                 if self.destructive {

@@ -55,15 +55,7 @@ pub fn run_stdin<S: AsRef<std::ffi::OsStr>>(
 
 /// `n` pseudo-random bytes from `seed` (xorshift).
 pub fn bytes(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    hetraid_parity::reference::pattern(n, seed)
 }
 
 /// `VERB MEMBERS... EXTRA...` as arguments.
