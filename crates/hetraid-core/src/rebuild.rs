@@ -389,4 +389,35 @@ mod shared_target_tests {
         let no_spare = S2Raid5::new(&sizes, 65536, 3, Some(3), 0).unwrap();
         assert_eq!(shared_spare_target(&no_spare, 4), None);
     }
+
+    /// The default partition count with spare space (`default_partitions`) is
+    /// the largest whose streams and spare targets share no disk, for every
+    /// single failure: one more partition shares one.
+    #[test]
+    fn default_partitions_share_no_disk() {
+        use crate::layout::{default_partitions, S2Raid10};
+        let shares =
+            |l: &dyn Layout| (0..l.members()).find(|&f| shared_spare_target(l, f).is_some());
+        for g in [2usize, 3, 5] {
+            for n in 2..=g {
+                let sizes = vec![64u64 << 20; n * g];
+                let k = default_partitions(g, 1);
+                let l = S2Raid5::new(&sizes, 65536, g, Some(k), 1).unwrap();
+                assert_eq!(shares(&l), None, "s2raid5 G {g} N {n} K {k}");
+                if k < g {
+                    let more = S2Raid5::new(&sizes, 65536, g, Some(k + 1), 1).unwrap();
+                    assert!(shares(&more).is_some(), "s2raid5 G {g} N {n} K {}", k + 1);
+                }
+                assert_eq!(default_partitions(g, 0), g);
+            }
+        }
+        for m in 2usize..=5 {
+            let sizes = vec![64u64 << 20; 2 * m];
+            let k = default_partitions(m, 1);
+            let l = S2Raid10::new(&sizes, 65536, Some(k), 1).unwrap();
+            assert_eq!(shares(&l), None, "s2raid10 m {m} K {k}");
+            let more = S2Raid10::new(&sizes, 65536, Some(k + 1), 1).unwrap();
+            assert!(shares(&more).is_some(), "s2raid10 m {m} K {}", k + 1);
+        }
+    }
 }

@@ -221,14 +221,23 @@ fn assembly_refuses_foreign_stale_and_damaged_members() {
 /// S2-RAID5 with spare partitions: a failed member's chunks are rebuilt into spare
 /// space on other members in parallel streams; the array is whole again without a
 /// replacement, survives a second failure, and reassembles from its members.
+/// The default partition count with spare space (K = G - 1: two streams) and
+/// the paper's K = G (three, one disk shared).
 #[test]
 fn s2raid5_rebuilds_into_spare_space() {
+    for (partitions, streams) in [(None, 2), (Some(3), 3)] {
+        s2raid5_rebuild_into_spare_space(partitions, streams);
+    }
+}
+
+fn s2raid5_rebuild_into_spare_space(partitions: Option<usize>, streams: usize) {
     let chunk = 4096;
     let size = MIB + chunk * 4 * 32;
     let (_, members) = fault_members(9, size, 77);
     let mut o = opts("s2raid5", chunk);
     o.layout.group = Some(3);
     o.layout.spare_partitions = 1;
+    o.layout.partitions = partitions;
     let array = Array::create(members.clone(), &o).unwrap();
     let cap = array.capacity();
     let mut rng = Rng(8);
@@ -236,7 +245,7 @@ fn s2raid5_rebuilds_into_spare_space() {
     array.write(0, &data).unwrap();
     array.fail(4).unwrap();
     let (array, report) = array.rebuild_to_spare(Default::default(), &|_| {}).unwrap();
-    assert_eq!(report.streams, 3);
+    assert_eq!(report.streams, streams);
     assert!(report.completed);
     let st = array.status();
     assert_eq!(st.state, "optimal", "{st:?}");
@@ -268,30 +277,34 @@ fn s2raid5_rebuilds_into_spare_space() {
 fn s2raid10_rebuilds_into_spare_space() {
     let chunk = 4096;
     let size = MIB + chunk * 4 * 32;
-    // A data member and a mirror member fail first; every other member second.
-    for failed in [1usize, 4] {
-        for second in (0..6).filter(|&m| m != failed) {
-            let (_, members) = fault_members(6, size, 78 + failed as u64);
-            let mut o = opts("s2raid10", chunk);
-            o.layout.spare_partitions = 1;
-            let array = Array::create(members, &o).unwrap();
-            let cap = array.capacity();
-            let data = Rng(9).bytes(cap as usize);
-            array.write(0, &data).unwrap();
-            array.fail(failed).unwrap();
-            let (array, report) = array.rebuild_to_spare(Default::default(), &|_| {}).unwrap();
-            assert_eq!(report.streams, 3, "member {failed}");
-            assert!(report.completed);
-            let st = array.status();
-            assert_eq!(st.state, "optimal", "{st:?}");
-            assert_eq!(st.member_states[failed].state, "removed");
-            let mut out = vec![0u8; cap as usize];
-            array.read(0, &mut out).unwrap();
-            assert!(out == data);
-            assert_eq!(array.scrub(None).unwrap().mismatches, 0);
-            array.fail(second).unwrap();
-            array.read(0, &mut out).unwrap();
-            assert!(out == data, "failed {failed}, then {second}");
+    // A data member and a mirror member fail first; every other member second;
+    // the default partition count with spare space (m - 1 = 2 streams) and m.
+    for (partitions, streams) in [(None, 2), (Some(3), 3)] {
+        for failed in [1usize, 4] {
+            for second in (0..6).filter(|&m| m != failed) {
+                let (_, members) = fault_members(6, size, 78 + failed as u64);
+                let mut o = opts("s2raid10", chunk);
+                o.layout.spare_partitions = 1;
+                o.layout.partitions = partitions;
+                let array = Array::create(members, &o).unwrap();
+                let cap = array.capacity();
+                let data = Rng(9).bytes(cap as usize);
+                array.write(0, &data).unwrap();
+                array.fail(failed).unwrap();
+                let (array, report) = array.rebuild_to_spare(Default::default(), &|_| {}).unwrap();
+                assert_eq!(report.streams, streams, "member {failed}");
+                assert!(report.completed);
+                let st = array.status();
+                assert_eq!(st.state, "optimal", "{st:?}");
+                assert_eq!(st.member_states[failed].state, "removed");
+                let mut out = vec![0u8; cap as usize];
+                array.read(0, &mut out).unwrap();
+                assert!(out == data);
+                assert_eq!(array.scrub(None).unwrap().mismatches, 0);
+                array.fail(second).unwrap();
+                array.read(0, &mut out).unwrap();
+                assert!(out == data, "failed {failed}, then {second}");
+            }
         }
     }
 }

@@ -62,6 +62,11 @@ pub fn layout_kind(cfg: &RunConfig) -> Result<hetraid_core::layout::LayoutKind, 
         cfg.raidx_level.as_deref(),
     )
     .map_err(|e| e.to_string())
+    .and_then(|k| {
+        // S2-RAID's partition count when unset, as `hetraid create` stores it.
+        let members = parse_members(&cfg.members)?.len();
+        Ok(k.with_default_partitions(members))
+    })
 }
 
 /// Everything fixed before the clock starts.

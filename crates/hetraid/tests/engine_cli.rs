@@ -459,14 +459,16 @@ fn s2_create<'a>(m: &'a [String], extra: &[&'a str]) -> Vec<&'a str> {
     c
 }
 
-/// K < G: no disk is shared by two rebuild streams, and no note.
+/// K = G with spare space: one disk is shared by two rebuild streams, and
+/// create says so, naming both disks by path.
 #[test]
-fn s2raid5_with_fewer_partitions_than_the_group_gets_no_note() {
+fn s2raid5_with_as_many_partitions_as_the_group_gets_a_note() {
     let d = tempfile::tempdir().unwrap();
     let m = nine(d.path());
-    let (code, _, err) = run(&s2_create(&m, &["--partitions", "2", "--size", "4M"]), None);
+    let (code, _, err) = run(&s2_create(&m, &["--partitions", "3", "--size", "4M"]), None);
     assert_eq!(code, 0, "{err}");
-    assert!(!err.contains("note:"), "{err}");
+    assert!(err.contains("leave out --partitions"), "{err}");
+    assert!(err.contains(&format!("when {} fails", m[0])), "{err}");
 }
 
 #[test]
@@ -474,10 +476,21 @@ fn s2raid5_rebuilds_to_spare_from_the_command_line() {
     let d = tempfile::tempdir().unwrap();
     let m = nine(d.path());
     let create = s2_create(&m, &["--chunk", "8K", "--size", "4M"]);
-    // K = G: the rebuild into spare space will share a disk, and create says so.
+    // With spare partitions K defaults to G - 1 (core `default_partitions`):
+    // no disk is shared by two rebuild streams, and no note.
     let (code, _, err) = run(&create, None);
     assert_eq!(code, 0, "{err}");
-    assert!(err.contains("--partitions below --group"), "{err}");
+    assert!(!err.contains("note:"), "{err}");
+    let st: Value = serde_json::from_slice(&ok(&with("status", &m, &["--json"]), None)).unwrap();
+    assert_eq!(
+        (st["partitions"].as_u64(), st["spare_partitions"].as_u64()),
+        (Some(2), Some(1))
+    );
+    let text = String::from_utf8(ok(&with("status", &m, &[]), None)).unwrap();
+    assert!(
+        text.contains("s2raid5 (2 partitions + 1 spare per member)"),
+        "{text}"
+    );
     let payload = data(5_000_000, 9);
     ok(&with("write", &m, &["--offset", "0"]), Some(&payload));
     ok(&with("fail", &m, &["--member", "4"]), None);
@@ -496,7 +509,7 @@ fn s2raid5_rebuilds_to_spare_from_the_command_line() {
         None,
     ))
     .unwrap();
-    assert_eq!(r["streams"], 3);
+    assert_eq!(r["streams"], 2);
     let st: Value = serde_json::from_slice(&ok(&with("status", &live, &["--json"]), None)).unwrap();
     assert_eq!(st["state"], "optimal");
     assert_eq!(st["member_states"][4]["state"], "removed");

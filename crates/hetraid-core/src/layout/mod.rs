@@ -37,7 +37,7 @@ pub use presets::{Permuted, Preset};
 pub use raidh::{swrr_cycle, swrr_pairs, RaidH, RaidH6};
 pub use raidx::{max_bundles, position_roles, PositionRole, RaidX, RaidXLevel};
 pub use remap::{Move, Remapped};
-pub use s2::{S2Raid10, S2Raid5};
+pub use s2::{default_partitions, S2Raid10, S2Raid5};
 
 use crate::error::LayoutError;
 use crate::member::MemberKind;
@@ -214,6 +214,42 @@ pub enum LayoutKind {
 }
 
 impl LayoutKind {
+    /// This kind with S2-RAID's partition count made explicit for `members`
+    /// members ([`s2::default_partitions`]: K = G, or G − 1 with spare space).
+    /// The engine stores the result, so an array never depends on a later
+    /// default; other kinds are returned as they are.
+    pub fn with_default_partitions(self, members: usize) -> Self {
+        match self {
+            LayoutKind::S2Raid5 {
+                group,
+                partitions: None,
+                spare_partitions,
+            } => LayoutKind::S2Raid5 {
+                group,
+                partitions: Some(s2::default_partitions(group, spare_partitions)),
+                spare_partitions,
+            },
+            LayoutKind::S2Raid10 {
+                partitions: None,
+                spare_partitions,
+            } => LayoutKind::S2Raid10 {
+                partitions: Some(s2::default_partitions(members / 2, spare_partitions)),
+                spare_partitions,
+            },
+            other => other,
+        }
+    }
+
+    /// S2-RAID's partition count, when this kind has one and it is set.
+    pub fn partitions(&self) -> Option<usize> {
+        match self {
+            LayoutKind::S2Raid5 { partitions, .. } | LayoutKind::S2Raid10 { partitions, .. } => {
+                *partitions
+            }
+            _ => None,
+        }
+    }
+
     /// Parse a layout name (parameters come from [`LayoutSpec`]'s other fields).
     pub fn names() -> &'static [&'static str] {
         &[

@@ -37,6 +37,29 @@ fn spare_partition_location(
     })
 }
 
+/// The partition count K an S2-RAID array gets when none is asked for.
+///
+/// Without spare space the paper's K = G (S2-RAID5) or K = m (S2-RAID10, m
+/// data members): the most streams. With spare partitions reserved, a rebuild
+/// writes every stream into spare space on a member that stream does not read,
+/// and K = G cannot do that without one member being both read by one stream
+/// and written by another: K streams of N members need K·N = R members where
+/// R − 1 survive. That member then carries two streams' worth of I/O and the
+/// rebuild takes about twice its streams' time; no spreading of the writes helps
+/// enough (K·N disk-loads of work over R − 1 disks is at best (R − 1)/(K·N) of
+/// the ideal: 8/9 on 9 disks). So with spare space the default is the largest K
+/// whose streams (N − 1 members read, one written, each) fit in the survivors:
+/// K·N ≤ N·G − 1, K = G − 1 for S2-RAID5; 2K ≤ 2m − 1, K = m − 1 for
+/// S2-RAID10 (pass m as `group`); at least 1.
+/// `tests::default_partitions_share_no_disk` checks this against the scheduler.
+pub fn default_partitions(group: usize, spare_partitions: usize) -> usize {
+    if spare_partitions > 0 {
+        group.saturating_sub(1).max(1)
+    } else {
+        group
+    }
+}
+
 /// S2-RAID5 over R = N*G members: G prime, N groups of G consecutive members, each
 /// member cut into K partitions (plus optional spare partitions at the end).
 ///

@@ -26,9 +26,18 @@ pub(crate) fn region_start(layout: &dyn Layout, slot: usize, data_size: u64) -> 
 /// and no `--weights` take their parity weights from the kinds (core
 /// `weights_from_kinds`: parity on the SSDs), and the weights are stored
 /// with the array, so its layout never depends on a later reading of kinds.
-pub(crate) fn created_record(rec: &LayoutRecord, kinds: &[MemberKind]) -> Result<LayoutRecord> {
+/// S2-RAID's partition count is stored too (core `default_partitions`: one
+/// fewer with spare space), so an array never depends on a later default.
+pub(crate) fn created_record(
+    rec: &LayoutRecord,
+    kinds: &[MemberKind],
+    members: usize,
+) -> Result<LayoutRecord> {
     let kind = rec.kind().map_err(EngineError::Layout)?;
     let mut rec = rec.clone();
+    if rec.partitions.is_none() {
+        rec.partitions = kind.clone().with_default_partitions(members).partitions();
+    }
     if let Some(w) = hetraid_core::layout::weights_from_kinds(&kind, kinds) {
         rec.weights = w;
     }
@@ -350,7 +359,7 @@ impl Array {
             .enumerate()
             .map(|(i, m)| data_area(m.len(), opts.chunk_bytes, region_of(i), raidx))
             .collect();
-        let record = created_record(&opts.layout, &kinds)?;
+        let record = created_record(&opts.layout, &kinds, members.len())?;
         let kind = record.kind().map_err(EngineError::Layout)?;
         let spec = LayoutSpec {
             kind,

@@ -13,6 +13,12 @@ pub struct Status {
     /// RAID5's parity rotation (mdadm's "Layout : left-symmetric").
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parity_order: Option<&'static str>,
+    /// S²-RAID: partitions per member and spare partitions (as stored at
+    /// create; old arrays that stored none have K = G, or m for S²-RAID10).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partitions: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spare_partitions: Option<usize>,
     pub members: usize,
     pub chunk_bytes: u64,
     pub capacity_bytes: u64,
@@ -147,6 +153,7 @@ impl Array {
         let usage = self
             .usage
             .get_or_init(|| hetraid_core::layout::member_usage(self.layout()));
+        let s2 = self.layout.name().starts_with("s2raid");
         Status {
             uuid: sb.uuid_string(),
             name: self.name(),
@@ -157,6 +164,14 @@ impl Array {
                     .as_str()
             }),
             layout: self.layout.name(),
+            // What the layout was built with: a stored count, or the old
+            // default K = G (m) for arrays that stored none.
+            partitions: s2.then(|| {
+                sb.layout
+                    .partitions
+                    .unwrap_or(sb.layout.group.unwrap_or(sb.roles.len() / 2))
+            }),
+            spare_partitions: s2.then_some(sb.layout.spare_partitions),
             members: sb.roles.len(),
             chunk_bytes: sb.chunk_bytes,
             capacity_bytes: self.capacity(),

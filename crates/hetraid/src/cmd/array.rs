@@ -541,8 +541,16 @@ impl CreateCmd {
         // Spare space that a rebuild must share (S²-RAID with K = G): say
         // what it costs and what avoids it.
         if let Some(t) = hetraid_core::rebuild::shared_spare_target(array.layout(), 0) {
+            let name = |i: usize| {
+                st.member_states
+                    .get(i)
+                    .and_then(|m| m.path.clone())
+                    .unwrap_or_else(|| format!("member {i}"))
+            };
             eprintln!(
-                "hetraid: note: a rebuild into spare space will have one disk (member {t} when member 0 fails) written by one stream while another reads it, so it takes about twice as long as its streams apart: with as many partitions as the group size, a failed disk's streams need more disks than survive; --partitions below --group avoids it, at the cost of capacity"
+                "hetraid: note: a rebuild into spare space will have one disk ({} when {} fails) written by one stream while another reads it, so it takes about twice as long as its streams apart: with as many partitions as the group size, a failed disk's streams need more disks than survive; leave out --partitions (with spare partitions it defaults to one fewer than the group) to avoid it, at the cost of capacity",
+                name(t),
+                name(0)
             );
         }
         println!(
@@ -687,9 +695,14 @@ pub fn print_status(st: &hetraid_engine::Status) {
             format!("{} ", st.name)
         },
         st.uuid,
-        match st.parity_order {
-            Some(o) => format!("{} {o}", st.layout),
-            None => st.layout.clone(),
+        match (st.parity_order, st.partitions) {
+            (Some(o), _) => format!("{} {o}", st.layout),
+            (None, Some(k)) => format!(
+                "{} ({k} partitions + {} spare per member)",
+                st.layout,
+                st.spare_partitions.unwrap_or(0)
+            ),
+            (None, None) => st.layout.clone(),
         },
         st.state,
         if st.clean { "" } else { " (dirty)" }
