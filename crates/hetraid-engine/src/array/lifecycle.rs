@@ -1475,3 +1475,63 @@ impl Array {
         self.flush()
     }
 }
+
+#[cfg(test)]
+mod partition_default_tests {
+    use super::*;
+    use hetraid_core::layout::{build, LayoutSpec};
+
+    fn built(rec: &LayoutRecord) -> (u64, String) {
+        let l = build(&LayoutSpec {
+            kind: rec.kind().unwrap(),
+            chunk_bytes: 65536,
+            sizes: vec![64 << 20; 9],
+            kinds: vec![],
+        })
+        .unwrap();
+        let s = l.stripe(l.stripe_count() - 1);
+        (
+            l.stripe_count(),
+            format!("{:?}", s.all().collect::<Vec<_>>()),
+        )
+    }
+
+    /// `create` stores S²-RAID's partition count (G - 1 with spare space);
+    /// a superblock written before it was stored (no count) still builds
+    /// the layout it was created with, K = G: reading old arrays never
+    /// changes where their data is.
+    #[test]
+    fn the_stored_count_decides_and_old_records_keep_k_equal_g() {
+        let old = LayoutRecord {
+            name: "s2raid5".into(),
+            group: Some(3),
+            partitions: None,
+            spare_partitions: 1,
+            ..Default::default()
+        };
+        let created = created_record(&old, &[], 9).unwrap();
+        assert_eq!(created.partitions, Some(2));
+        let k3 = LayoutRecord {
+            partitions: Some(3),
+            ..old.clone()
+        };
+        assert_eq!(built(&old), built(&k3));
+        assert_ne!(built(&created), built(&k3));
+        // Without spare space the default is unchanged: K = G.
+        let no_spare = LayoutRecord {
+            spare_partitions: 0,
+            ..old.clone()
+        };
+        assert_eq!(
+            created_record(&no_spare, &[], 9).unwrap().partitions,
+            Some(3)
+        );
+        // S²-RAID10 on 6 members: m - 1 = 2 with spare space.
+        let r10 = LayoutRecord {
+            name: "s2raid10".into(),
+            spare_partitions: 1,
+            ..Default::default()
+        };
+        assert_eq!(created_record(&r10, &[], 6).unwrap().partitions, Some(2));
+    }
+}
