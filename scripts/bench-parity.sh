@@ -4,11 +4,18 @@
 # (cases: xor 4+1/8+1/16+1, pq 4+2/8+2/16+2, recover 2 data 4+2, pq-update 4+2; each
 # at 64K cache, 64K dram and 4K cache; pq-update counts the one block updated)
 # and for block checksums:  crc32c 4K cache: hetraid X GB/s, isa-l Y GB/s, ratio R (crc32c crate Z GB/s, kernel K)
-# Each number is the median of RUNS alternating runs (default 3) of MILLIS ms each.
+# Paired measurement: hetraid and ISA-L run back to back RUNS times (default 7,
+# MILLIS ms each, the order swapped every pair), and the ratio is the median of
+# the pairs' ratios. On a shared machine the memory and cache bandwidth a run
+# gets moves by 10-25 % from second to second; two runs next to each other see
+# about the same, so a pair's ratio is steady where separate medians are not.
+# The GB/s figures are the medians of each side's runs; memcpy is run 3 times.
+# Both harnesses keep their buffers in 2 MiB huge pages (same physical layout
+# every run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RUNS=${RUNS:-3}
-MILLIS=${MILLIS:-400}
+RUNS=${RUNS:-7}
+MILLIS=${MILLIS:-200}
 
 if [ ! -f /usr/include/isa-l/raid.h ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -41,16 +48,23 @@ for where in "64K cache 65536 0" "64K dram 65536 $((512 << 20))" "4K cache 4096 
             recover) name="recover 2 data $k+2" ;;
             pq-update) name="pq-update $k+2" ;;
         esac
-        h=() i=() m=()
-        for _ in $(seq "$RUNS"); do
-            h+=("$($HET "$mode" "$k" "$CHUNK" "$WS" "$MILLIS" | cut -d' ' -f1)")
-            i+=("$($ISAL "$mode" "$k" "$CHUNK" "$WS" "$MILLIS")")
-            m+=("$($ISAL memcpy "$k" "$CHUNK" "$WS" "$MILLIS")")
+        h=() i=() m=() r=()
+        for n in $(seq "$RUNS"); do
+            if [ $((n % 2)) = 1 ]; then
+                a=$($HET "$mode" "$k" "$CHUNK" "$WS" "$MILLIS" | cut -d' ' -f1)
+                b=$($ISAL "$mode" "$k" "$CHUNK" "$WS" "$MILLIS")
+            else
+                b=$($ISAL "$mode" "$k" "$CHUNK" "$WS" "$MILLIS")
+                a=$($HET "$mode" "$k" "$CHUNK" "$WS" "$MILLIS" | cut -d' ' -f1)
+            fi
+            h+=("$a") i+=("$b")
+            r+=("$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.4f", a / b}')")
+            if [ "$n" -le 3 ]; then m+=("$($ISAL memcpy "$k" "$CHUNK" "$WS" "$MILLIS")"); fi
         done
         hm=$(printf '%s\n' "${h[@]}" | median)
         im=$(printf '%s\n' "${i[@]}" | median)
         mm=$(printf '%s\n' "${m[@]}" | median)
-        ratio=$(awk -v a="$hm" -v b="$im" 'BEGIN {printf "%.2f", a / b}')
+        ratio=$(printf '%s\n' "${r[@]}" | median | awk '{printf "%.2f", $1}')
         echo "$name $size $ws_name: hetraid $hm GB/s, isa-l $im GB/s, ratio $ratio (memcpy $mm GB/s, kernels $($HET "$mode" "$k" "$CHUNK" "$WS" 10 | cut -d' ' -f2))"
     done
 done
@@ -60,15 +74,22 @@ done
 # kernel ours replaced.
 for ws_name in cache dram; do
     if [ $ws_name = cache ]; then WS=0; else WS=$((512 << 20)); fi
-    h=() i=() c=()
-    for _ in $(seq "$RUNS"); do
-        h+=("$($HET crc32c 1 4096 $WS "$MILLIS" | cut -d' ' -f1)")
-        i+=("$($ISAL crc32c 1 4096 $WS "$MILLIS")")
-        c+=("$($HET crc32c-crate 1 4096 $WS "$MILLIS" | cut -d' ' -f1)")
+    h=() i=() c=() r=()
+    for n in $(seq "$RUNS"); do
+        if [ $((n % 2)) = 1 ]; then
+            a=$($HET crc32c 1 4096 $WS "$MILLIS" | cut -d' ' -f1)
+            b=$($ISAL crc32c 1 4096 $WS "$MILLIS")
+        else
+            b=$($ISAL crc32c 1 4096 $WS "$MILLIS")
+            a=$($HET crc32c 1 4096 $WS "$MILLIS" | cut -d' ' -f1)
+        fi
+        h+=("$a") i+=("$b")
+        r+=("$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.4f", a / b}')")
+        if [ "$n" -le 3 ]; then c+=("$($HET crc32c-crate 1 4096 $WS "$MILLIS" | cut -d' ' -f1)"); fi
     done
     hm=$(printf '%s\n' "${h[@]}" | median)
     im=$(printf '%s\n' "${i[@]}" | median)
     cm=$(printf '%s\n' "${c[@]}" | median)
-    ratio=$(awk -v a="$hm" -v b="$im" 'BEGIN {printf "%.2f", a / b}')
+    ratio=$(printf '%s\n' "${r[@]}" | median | awk '{printf "%.2f", $1}')
     echo "crc32c 4K $ws_name: hetraid $hm GB/s, isa-l $im GB/s, ratio $ratio (crc32c crate $cm GB/s, kernel $($HET crc32c 1 4096 $WS 10 | cut -d' ' -f2))"
 done

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 static double now(void) {
@@ -60,7 +61,10 @@ int main(int argc, char **argv) {
     size_t per = (size_t)(k + parity) * chunk;
     size_t stripes = ws / per ? ws / per : 1;
     unsigned char *buf;
-    if (posix_memalign((void **)&buf, 4096, stripes * per)) return 1;
+    /* 2 MiB huge pages, as the Rust harness: the same physical layout per run. */
+    size_t huge = 2u << 20, bytes = (stripes * per + huge - 1) / huge * huge;
+    if (posix_memalign((void **)&buf, huge, bytes)) return 1;
+    madvise(buf, bytes, MADV_HUGEPAGE);
     for (size_t i = 0; i < stripes * per; i++) buf[i] = (unsigned char)((i * 2654435761u) >> 8);
     void *ptrs[64];
     unsigned long long ops = 0;

@@ -147,6 +147,12 @@ unsafe fn xor_fixed<const K: usize>(dst: &mut [u8], srcs: &[&[u8]], len: usize) 
     if K > 8 {
         return xor_lanes::<K, XOR_WIDE_ROW_LANES>(dst, srcs, len);
     }
+    // 5-8 sources: sixteen accumulators (1 KiB per step) measured ahead of
+    // eight (8+1 at 64 KiB in cache: 210 against 190 GB/s, ISA-L 205); up to
+    // four, eight (sixteen fell to 143 against 162 GB/s for 4+1).
+    if K > 4 {
+        return xor_lanes::<K, 16>(dst, srcs, len);
+    }
     xor_lanes::<K, 8>(dst, srcs, len)
 }
 
