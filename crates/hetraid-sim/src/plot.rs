@@ -562,3 +562,93 @@ mod tests {
         assert!(svg.contains("<circle") && svg.contains("<rect x=") && svg.contains("<polygon"));
     }
 }
+
+/// One point of a [`scatter_chart`].
+#[derive(Debug, Clone)]
+pub struct ScatterPoint {
+    pub label: String,
+    pub x: f64,
+    pub y: f64,
+    /// Drawn in colour, numbered and listed (a Pareto front); the rest grey.
+    pub marked: bool,
+}
+
+/// Points on a linear x axis and a linear y axis, both from 0. Marked points
+/// are numbered by their place in `points` (give them ranked) and listed by
+/// number beside the plot (the first `LABELS_MAX`); the others are grey dots
+/// behind them.
+pub fn scatter_chart(title: &str, xlabel: &str, ylabel: &str, points: &[ScatterPoint]) -> String {
+    const LABELS_MAX: usize = 20;
+    // The legend column holds about this many characters at 10 px.
+    const LABEL_CHARS_MAX: usize = 27;
+    let scale = Scale::for_values(points.iter().map(|p| p.y), false);
+    let mut svg = String::new();
+    frame(&mut svg, title, ylabel, scale);
+    let (xmax, xstep) = nice(
+        points
+            .iter()
+            .map(|p| p.x)
+            .filter(|x| x.is_finite())
+            .fold(0.0, f64::max),
+    );
+    let pw = W - L - R;
+    let px = |x: f64| L + (x / xmax).clamp(0.0, 1.0) * pw;
+    let mut t = 0.0;
+    // Bounded: nice() gives at most about seven steps.
+    while t <= xmax + xstep / 2.0 {
+        let label = if xstep < 1.0 {
+            format!("{t:.2}")
+        } else {
+            format!("{t:.0}")
+        };
+        x_tick(&mut svg, px(t), &label);
+        t += xstep;
+    }
+    x_title(&mut svg, xlabel);
+    for p in points.iter().filter(|p| !p.marked) {
+        let _ = write!(
+            svg,
+            r##"<circle cx="{:.1}" cy="{:.1}" r="2.5" fill="#bbb"/>"##,
+            px(p.x),
+            scale.py(p.y)
+        );
+    }
+    let c = COLORS[0];
+    let mut listed = 0;
+    for (i, p) in points.iter().enumerate().filter(|(_, p)| p.marked) {
+        let (x, y) = (px(p.x), scale.py(p.y));
+        let _ = write!(
+            svg,
+            r#"<circle cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{c}"/><text x="{:.1}" y="{:.1}" font-size="9" fill="{c}">{}</text>"#,
+            x + 4.0,
+            y - 4.0,
+            i + 1
+        );
+        if listed < LABELS_MAX {
+            let mut label: String = p.label.chars().take(LABEL_CHARS_MAX).collect();
+            if p.label.chars().count() > LABEL_CHARS_MAX {
+                label.push('…');
+            }
+            let _ = write!(
+                svg,
+                r#"<text x="{}" y="{}" font-size="10">{:>2} {}</text>"#,
+                W - R + 8.0,
+                T + 8.0 + listed as f64 * 15.0,
+                i + 1,
+                esc(&label)
+            );
+        }
+        listed += 1;
+    }
+    if listed > LABELS_MAX {
+        let _ = write!(
+            svg,
+            r#"<text x="{}" y="{}" font-size="10">... {} more</text>"#,
+            W - R + 8.0,
+            T + 8.0 + LABELS_MAX as f64 * 15.0,
+            listed - LABELS_MAX
+        );
+    }
+    svg.push_str("</svg>\n");
+    svg
+}

@@ -1,26 +1,67 @@
 //! `hetraid advise`: from the devices you own and your workload to the
-//! layout to build. Enumerates the layouts that fit the members (classic
-//! levels, the thesis's placements with the members put in the order each
-//! wants, RAIDH with automatic weights, weighted RAID6), each write policy
-//! and chunk size; keeps those with the redundancy asked for; simulates them
-//! in parallel within the time budget; ranks them by the objective and marks
-//! the Pareto front over throughput, p99 response and usable capacity.
+//! layout to build.
+//!
+//! 1. Members: presets, device files, or real files and block devices, which
+//!    are measured first (`probe`, read-only).
+//! 2. Candidates: every layout that fits the members — classic levels, the
+//!    thesis's placements with the members put in the order each wants, RAIDH
+//!    with automatic weights, weighted RAID6, S²-RAID5/10 (with and without
+//!    spare space), RAIDX, HPDA when the kinds fit — times each write policy
+//!    and chunk size from 4 KiB to 1 MiB.
+//! 3. Analytic pruning: layouts that do not fit or survive fewer failures
+//!    than `--redundancy` are dropped before anything runs.
+//! 4. Simulation in parallel within `--budget-s`: throughput, p99, energy;
+//!    then, per distinct placement, an offline rebuild (a 1 GiB sample of
+//!    each member scaled to the whole) that gives the rebuild time and, as
+//!    the repair time, the MTTDL.
+//! 5. Ranking by `--objective`, one row per distinct result, the Pareto front
+//!    over every metric every row has, the `create` line for the winner, and
+//!    optionally an SVG of the front.
 
 use clap::Args;
 use hetraid_core::MemberKind;
 use hetraid_sim::config::Weights;
 use hetraid_sim::{RunConfig, Size};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::Instant;
+
+/// The objectives: name, what it measures, higher is better.
+const OBJECTIVES: &[(&str, &str, bool)] = &[
+    ("throughput", "MB/s", true),
+    ("p99", "p99 response, ms", false),
+    ("capacity", "usable bytes", true),
+    ("energy", "J per GB moved", false),
+    ("watts", "mean power, W", false),
+    ("mttdl", "mean time to data loss", true),
+    ("rebuild", "offline rebuild of the slowest member", false),
+    ("cost-per-gb", "$ per usable GB", false),
+    ("cost-per-iops", "$ per IOPS", false),
+];
+
+/// The chunk sizes tried.
+const CHUNKS: [u64; 5] = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20];
+
+/// The smallest chunk tried for RAIDX.
+const RAIDX_CHUNK_MIN: u64 = 256 << 10;
+
+/// Each member's bytes in the rebuild sample (scaled to the whole member).
+const REBUILD_SAMPLE: u64 = 1 << 30;
+
+const HOURS_PER_YEAR: f64 = 8766.0;
 
 #[derive(Debug, Args)]
 pub struct AdviseCmd {
-    /// The devices you have: presets or device files (probe's too), as for
-    /// sim: 'caviar-black-640*4,x25e-64'.
+    /// The devices you have: presets, device files (probe's too), or real
+    /// files and block devices (measured read-only first, --probe-seconds
+    /// each), as for sim: 'caviar-black-640*4,x25e-64'.
     #[arg(long)]
     pub members: String,
-    /// random-write, random-read, mixed, seq-write, seq-read, or trace.
-    #[arg(long, default_value = "random-write")]
-    pub workload: String,
+    /// random-write (default), random-read, mixed, seq-write, seq-read;
+    /// with --trace the trace is the workload.
+    #[arg(long)]
+    pub workload: Option<String>,
     /// Share of reads for the mixed workload.
     #[arg(long)]
     pub read_fraction: Option<f64>,
@@ -30,12 +71,14 @@ pub struct AdviseCmd {
     /// Outstanding requests.
     #[arg(long, default_value = "10")]
     pub qd: u32,
-    /// A trace to replay (with --workload trace).
+    /// A trace to replay (SPC, MSR, blkparse or DiskSim ASCII) instead of a
+    /// synthetic workload.
     #[arg(long)]
     pub trace: Option<String>,
-    /// What ranks the candidates: throughput (MB/s, higher first), p99
-    /// (response, lower first), capacity (usable bytes), energy (J per GB
-    /// moved, lower first).
+    /// What ranks the candidates: throughput (MB/s), p99 (response),
+    /// capacity (usable bytes), energy (J per GB moved), watts, mttdl,
+    /// rebuild (offline, the slowest member), cost-per-gb, cost-per-iops
+    /// (the last two need every device's price).
     #[arg(long, default_value = "throughput")]
     pub objective: String,
     /// Member failures the array must survive: 1 or 2.
@@ -45,9 +88,16 @@ pub struct AdviseCmd {
     /// listed as not run).
     #[arg(long, default_value = "60")]
     pub budget_s: f64,
-    /// Bytes simulated per candidate.
+    /// Bytes simulated per candidate (synthetic workloads).
     #[arg(long, default_value = "32M", value_parser = crate::args::size)]
     pub total: u64,
+    /// Seconds per measurement when a member is a real file or device.
+    #[arg(long, default_value = "1")]
+    pub probe_seconds: f64,
+    /// Write the front as an SVG scatter: throughput against the objective
+    /// (against p99 when the objective is throughput).
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
     /// One JSON document instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -58,17 +108,134 @@ struct Candidate {
     layout: String,
     members: String,
     weights: Option<Vec<u64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    group: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    spare_partitions: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    chunks_per_bundle: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    raidx_level: Option<String>,
     policy: String,
     chunk: u64,
     capacity_bytes: u64,
     throughput_mbps: Option<f64>,
+    iops: Option<f64>,
     p99_ms: Option<f64>,
     energy_j_per_gb: Option<f64>,
+    watts: Option<f64>,
+    /// Offline rebuild of the slowest member (one of each kind tried),
+    /// seconds, from a sample scaled to the whole member.
+    rebuild_s: Option<f64>,
+    /// With the rebuild time as the repair time (a hot spare or spare
+    /// space) and `analyze mttdl`'s device figures.
+    mttdl_h: Option<f64>,
+    price_usd: Option<f64>,
+    usd_per_gb: Option<f64>,
+    usd_per_iops: Option<f64>,
+    /// RAIDH with automatic weights: the model's gain over RAID5 and the
+    /// simulated one (same policy and chunk).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model_gain: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    simulated_gain: Option<f64>,
     pareto: bool,
     create: String,
     /// Candidates with the very same figures (the same placement under
     /// another name or policy): layout/policy.
     equivalent: Vec<String>,
+}
+
+impl Candidate {
+    /// The value of objective `name` (None when not measured).
+    fn metric(&self, name: &str) -> Option<f64> {
+        match name {
+            "throughput" => self.throughput_mbps,
+            "p99" => self.p99_ms,
+            "capacity" => Some(self.capacity_bytes as f64),
+            "energy" => self.energy_j_per_gb,
+            "watts" => self.watts,
+            "mttdl" => self.mttdl_h,
+            "rebuild" => self.rebuild_s,
+            "cost-per-gb" => self.usd_per_gb,
+            "cost-per-iops" => self.usd_per_iops,
+            _ => None,
+        }
+    }
+
+    /// Layout parameters as `hetraid create` flags.
+    fn layout_flags(&self) -> String {
+        let mut f = String::new();
+        if let Some(g) = self.group {
+            f += &format!(" --group {g}");
+        }
+        if let Some(s) = self.spare_partitions.filter(|s| *s > 0) {
+            f += &format!(" --spare-partitions {s}");
+        }
+        if let Some(c) = self.chunks_per_bundle {
+            f += &format!(" --chunks-per-bundle {c}");
+        }
+        if let Some(l) = &self.raidx_level {
+            f += &format!(" --raidx-level {l}");
+        }
+        if let Some(w) = &self.weights {
+            f += &format!(" --weights {}", join(w));
+        }
+        f
+    }
+
+    fn name(&self) -> String {
+        let mut n = self.layout.clone();
+        if let Some(g) = self.group {
+            n += &format!(" G{g}");
+        }
+        if self.spare_partitions.is_some_and(|s| s > 0) {
+            n += "+spare";
+        }
+        if let (Some(c), Some(l)) = (self.chunks_per_bundle, &self.raidx_level) {
+            n += &format!(" c{c} L{l}");
+        }
+        n
+    }
+}
+
+fn join(w: &[u64]) -> String {
+    w.iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// One layout to try: name, members in its order, and its parameters.
+#[derive(Debug, Clone)]
+struct Shape {
+    layout: String,
+    members: String,
+    weights: Option<Weights>,
+    group: Option<usize>,
+    spare_partitions: usize,
+    chunks_per_bundle: Option<usize>,
+    raidx_level: Option<String>,
+}
+
+impl Shape {
+    fn new(layout: &str, members: &str) -> Self {
+        Self {
+            layout: layout.into(),
+            members: members.into(),
+            weights: None,
+            group: None,
+            spare_partitions: 0,
+            chunks_per_bundle: None,
+            raidx_level: None,
+        }
+    }
+
+    /// Layouts whose copies are whole chunks: the write policy does not apply.
+    fn mirrored(&self) -> bool {
+        matches!(self.layout.as_str(), "raid10" | "s2raid10" | "hpda")
+            || self.raidx_level.as_deref() == Some("1")
+    }
 }
 
 /// The members' entries one device each (`x*2,y` -> x, x, y).
@@ -86,10 +253,27 @@ fn expand(members: &str) -> Vec<String> {
     out
 }
 
+fn is_prime(g: usize) -> bool {
+    g >= 2 && (2..g).take_while(|d| d * d <= g).all(|d| g % d != 0)
+}
+
 impl AdviseCmd {
-    fn base(&self, layout: &str, members: &str) -> RunConfig {
-        let mut c = RunConfig::new(layout, members);
-        c.workload = self.workload.clone();
+    fn workload(&self) -> Result<String, String> {
+        match (&self.trace, self.workload.as_deref()) {
+            (Some(_), None | Some("trace")) => Ok("trace".into()),
+            (Some(_), Some(w)) => Err(format!(
+                "--workload {w} does not apply with --trace: the trace is the workload; leave out one of them"
+            )),
+            (None, Some("trace")) => {
+                Err("--workload trace needs --trace FILE (or leave out --workload)".into())
+            }
+            (None, w) => Ok(w.unwrap_or("random-write").into()),
+        }
+    }
+
+    fn base(&self, shape: &Shape) -> Result<RunConfig, String> {
+        let mut c = RunConfig::new(&shape.layout, &shape.members);
+        c.workload = self.workload()?;
         c.read_fraction = self.read_fraction;
         c.size = Size(self.size);
         c.qd = self.qd;
@@ -97,20 +281,64 @@ impl AdviseCmd {
         if self.trace.is_none() {
             c.total = Some(Size(self.total));
         }
-        c
+        c.weights = shape.weights.clone();
+        c.group = shape.group;
+        c.spare_partitions = shape.spare_partitions;
+        c.chunks_per_bundle = shape.chunks_per_bundle;
+        c.raidx_level = shape.raidx_level.clone();
+        Ok(c)
+    }
+
+    /// Real files and block devices among the members are measured
+    /// (read-only) and replaced by the device files written into `dir`;
+    /// presets and device files pass as they are.
+    fn resolve_members(&self, dir: &Path) -> Result<(String, Vec<String>), String> {
+        let mut out = Vec::new();
+        let mut notes = Vec::new();
+        let mut probed: Vec<(String, String)> = Vec::new();
+        for part in self.members.split(',').map(str::trim) {
+            let (name, rep) = match part.rsplit_once('*') {
+                Some((n, r)) => (n.trim(), Some(r.trim())),
+                None => (part, None),
+            };
+            let is_device = !name.ends_with(".toml")
+                && hetraid_sim::preset::DeviceSpec::lookup(name).is_err()
+                && std::fs::metadata(name).is_ok_and(|m| !m.is_dir());
+            let name = if is_device {
+                if let Some((_, f)) = probed.iter().find(|(p, _)| p == name) {
+                    f.clone()
+                } else {
+                    let stem = Path::new(name)
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_else(|| "device".into());
+                    let file = dir.join(format!("probe-{}-{stem}.toml", probed.len()));
+                    let (text, summary) =
+                        super::probe::probe_member(name, &stem, self.probe_seconds, false, None)?;
+                    std::fs::write(&file, text).map_err(|e| format!("{}: {e}", file.display()))?;
+                    notes.push(summary);
+                    let f = file.display().to_string();
+                    probed.push((name.to_string(), f.clone()));
+                    f
+                }
+            } else {
+                name.to_string()
+            };
+            out.push(match rep {
+                Some(r) => format!("{name}*{r}"),
+                None => name,
+            });
+        }
+        Ok((out.join(","), notes))
     }
 
     /// Every layout that fits the members, with its members in the order it
-    /// wants: (layout, members, weights).
-    fn layouts(
-        &self,
-        tokens: &[String],
-        kinds: &[MemberKind],
-    ) -> Vec<(String, String, Option<Weights>)> {
+    /// wants.
+    fn shapes(&self, tokens: &[String], kinds: &[MemberKind], mixed: bool) -> Vec<Shape> {
         let n = tokens.len();
         let same = tokens.join(",");
         let ssds = kinds.iter().filter(|k| **k != MemberKind::Hdd).count();
-        let mut out: Vec<(String, String, Option<Weights>)> = Vec::new();
+        let mut out: Vec<Shape> = Vec::new();
         if self.redundancy == 1 {
             // Heterogeneous placements first: on a tie the one built for
             // the hardware is named (the sort is stable).
@@ -131,68 +359,136 @@ impl AdviseCmd {
                     }
                 }
                 if order.len() == n && preset.check_kinds(&want).is_ok() {
-                    out.push((p.into(), order.join(","), None));
+                    out.push(Shape::new(p, &order.join(",")));
                 }
             }
             if ssds > 0 && ssds < n {
-                out.push(("raidh".into(), same.clone(), Some(Weights::Auto)));
+                let mut s = Shape::new("raidh", &same);
+                s.weights = Some(Weights::Auto);
+                out.push(s);
             }
-            out.push(("raid5".into(), same.clone(), None));
-            out.push(("raid4".into(), same.clone(), None));
+            out.push(Shape::new("raid5", &same));
+            out.push(Shape::new("raid4", &same));
             if n.is_multiple_of(2) {
-                out.push(("raid10".into(), same.clone(), None));
+                out.push(Shape::new("raid10", &same));
+            }
+            // S²-RAID5: a prime group G dividing the members into 2..=G groups.
+            for g in (2..=n / 2).filter(|&g| is_prime(g) && n.is_multiple_of(g)) {
+                if (2..=g).contains(&(n / g)) {
+                    for spare in [0, 1] {
+                        let mut s = Shape::new("s2raid5", &same);
+                        s.group = Some(g);
+                        s.spare_partitions = spare;
+                        out.push(s);
+                    }
+                }
+            }
+            if n >= 4 && n.is_multiple_of(2) {
+                for spare in [0, 1] {
+                    let mut s = Shape::new("s2raid10", &same);
+                    s.spare_partitions = spare;
+                    out.push(s);
+                }
+            }
+            // RAIDX: for members of different sizes (what it is for).
+            for (c, level) in [(2, "1"), (3, "5")].into_iter().filter(|_| mixed) {
+                let mut s = Shape::new("raidx", &same);
+                s.chunks_per_bundle = Some(c);
+                s.raidx_level = Some(level.into());
+                out.push(s);
+            }
+            // HPDA: its own roles from the kinds (pruned when they do not fit).
+            if ssds > 0 {
+                out.push(Shape::new("hpda", &same));
             }
         } else {
-            out.push(("raid6".into(), same.clone(), None));
+            out.push(Shape::new("raid6", &same));
             if ssds >= 2 && 2 * ssds <= n + ssds {
                 let w: Vec<u64> = kinds
                     .iter()
                     .map(|k| u64::from(*k != MemberKind::Hdd))
                     .collect();
-                out.push(("raidh6".into(), same.clone(), Some(Weights::List(w))));
+                let mut s = Shape::new("raidh6", &same);
+                s.weights = Some(Weights::List(w));
+                out.push(s);
             }
+            let mut s = Shape::new("raidx", &same);
+            s.chunks_per_bundle = Some(4);
+            if !mixed {
+                return out;
+            }
+            s.raidx_level = Some("6".into());
+            out.push(s);
         }
         out
     }
 
     pub fn run(&self) -> Result<(), String> {
         let t0 = Instant::now();
-        if !matches!(
-            self.objective.as_str(),
-            "throughput" | "p99" | "capacity" | "energy"
-        ) {
+        let Some(&(_, objective_what, higher)) =
+            OBJECTIVES.iter().find(|(n, _, _)| *n == self.objective)
+        else {
             return Err(format!(
-                "--objective {} is unknown; use throughput, p99, capacity or energy",
-                self.objective
+                "--objective {} is unknown; use one of {}",
+                self.objective,
+                OBJECTIVES
+                    .iter()
+                    .map(|o| o.0)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
-        }
+        };
         if !(1..=2).contains(&self.redundancy) {
             return Err(format!("--redundancy {} must be 1 or 2", self.redundancy));
         }
         if !(self.budget_s > 0.0 && self.budget_s.is_finite()) {
             return Err("--budget-s must be a positive number of seconds".into());
         }
-        let specs = hetraid_sim::preset::parse_members(&self.members)?;
+        if !(self.probe_seconds > 0.0 && self.probe_seconds <= 60.0) {
+            return Err(format!(
+                "--probe-seconds {} must be above 0 and at most 60",
+                self.probe_seconds
+            ));
+        }
+        if let Some(p) = &self.svg {
+            if p.is_dir() {
+                return Err(format!("--svg {} is a directory; name a file", p.display()));
+            }
+        }
+        self.workload()?;
+        let probe_dir =
+            tempfile::tempdir().map_err(|e| format!("a directory for probed devices: {e}"))?;
+        let (members, probe_notes) = self.resolve_members(probe_dir.path())?;
+        for n in &probe_notes {
+            eprintln!("hetraid: probed {n}");
+        }
+        let specs = hetraid_sim::preset::parse_members(&members)?;
         let kinds: Vec<MemberKind> = specs.iter().map(|s| s.kind).collect();
-        let tokens = expand(&self.members);
-        // The workload must be valid before anything is enumerated.
-        hetraid_sim::setup::Setup::new(&self.base("raid0", &self.members))?;
+        let tokens = expand(&members);
         let given = tokens.join(",");
-        let mut cands: Vec<(RunConfig, Candidate)> = Vec::new();
-        for (layout, members, weights) in self.layouts(&tokens, &kinds) {
+        // The workload must be valid before anything is enumerated.
+        hetraid_sim::setup::Setup::new(&self.base(&Shape::new("raid0", &members))?)?;
+        let prices: Option<f64> = specs.iter().map(|s| s.price_usd).sum();
+        let mut cands: Vec<(RunConfig, Shape, Candidate)> = Vec::new();
+        let mixed = specs.iter().any(|s| s.capacity() != specs[0].capacity());
+        for shape in self.shapes(&tokens, &kinds, mixed) {
             // modthresh first: never worse than md in the thesis, so it is
             // named on a tie.
             for policy in ["modthresh", "modthresh-stripe", "md", "cost", "rmw-always"] {
-                if layout == "raid10" && policy != "md" {
+                if shape.mirrored() && policy != "md" {
                     continue;
                 }
-                for chunk in [4u64 << 10, 16 << 10, 64 << 10, 256 << 10] {
-                    let mut c = self.base(&layout, &members);
-                    c.weights = weights.clone();
+                for chunk in CHUNKS {
+                    // RAIDX keeps a table entry per chunk: at small chunks on
+                    // large members that is gigabytes; its paper used 512K.
+                    if shape.layout == "raidx" && chunk < RAIDX_CHUNK_MIN {
+                        continue;
+                    }
+                    let mut c = self.base(&shape)?;
                     c.policy = policy.into();
                     c.chunk = Size(chunk);
-                    // Layouts that do not fit (too few members, too small)
-                    // or miss the redundancy are pruned here.
+                    // Layouts that do not fit (too few members, too small,
+                    // the wrong kinds) or miss the redundancy are pruned here.
                     let Ok(setup) = hetraid_sim::setup::Setup::new(&c) else {
                         continue;
                     };
@@ -200,35 +496,51 @@ impl AdviseCmd {
                         continue;
                     }
                     let resolved = hetraid_sim::setup::resolved_weights(&c).ok().flatten();
-                    let kinds_arg: Vec<&str> = hetraid_sim::preset::parse_members(&members)
+                    let model_gain = matches!(shape.weights, Some(Weights::Auto))
+                        .then(|| hetraid_sim::setup::auto_weights(&c).ok())
+                        .flatten()
+                        .map(|p| p.predicted_gain);
+                    let kinds_arg: Vec<&str> = hetraid_sim::preset::parse_members(&shape.members)
                         .map(|s| s.iter().map(|d| d.kind.as_str()).collect())
                         .unwrap_or_default();
-                    let create = format!(
-                        "hetraid create --layout {layout}{} --policy {policy} --chunk {} --kinds {} MEMBER...  # members in this order: {members}",
-                        resolved
-                            .as_ref()
-                            .map(|w| format!(" --weights {}", w.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",")))
-                            .unwrap_or_default(),
+                    let capacity = setup.layout.capacity_bytes();
+                    let mut cand = Candidate {
+                        layout: shape.layout.clone(),
+                        members: shape.members.clone(),
+                        weights: resolved,
+                        group: shape.group,
+                        spare_partitions: (shape.layout.starts_with("s2raid"))
+                            .then_some(shape.spare_partitions),
+                        chunks_per_bundle: shape.chunks_per_bundle,
+                        raidx_level: shape.raidx_level.clone(),
+                        policy: policy.into(),
+                        chunk,
+                        capacity_bytes: capacity,
+                        throughput_mbps: None,
+                        iops: None,
+                        p99_ms: None,
+                        energy_j_per_gb: None,
+                        watts: None,
+                        rebuild_s: None,
+                        mttdl_h: None,
+                        price_usd: prices,
+                        usd_per_gb: prices.map(|p| p / (capacity.max(1) as f64 / 1e9)),
+                        usd_per_iops: None,
+                        model_gain,
+                        simulated_gain: None,
+                        pareto: false,
+                        create: String::new(),
+                        equivalent: vec![],
+                    };
+                    cand.create = format!(
+                        "hetraid create --layout {}{} --policy {policy} --chunk {} --kinds {} MEMBER...  # members in this order: {}",
+                        cand.layout,
+                        cand.layout_flags(),
                         hetraid_core::units::format_size(chunk),
-                        kinds_arg.join(",")
+                        kinds_arg.join(","),
+                        cand.members
                     );
-                    cands.push((
-                        c,
-                        Candidate {
-                            layout: layout.clone(),
-                            members: members.clone(),
-                            weights: resolved,
-                            policy: policy.into(),
-                            chunk,
-                            capacity_bytes: setup.layout.capacity_bytes(),
-                            throughput_mbps: None,
-                            p99_ms: None,
-                            energy_j_per_gb: None,
-                            pareto: false,
-                            create,
-                            equivalent: vec![],
-                        },
-                    ));
+                    cands.push((c, shape.clone(), cand));
                 }
             }
         }
@@ -239,51 +551,115 @@ impl AdviseCmd {
                 self.redundancy
             ));
         }
-        // Simulate in parallel until the budget is spent.
         let deadline = t0 + std::time::Duration::from_secs_f64(self.budget_s);
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let results: std::sync::Mutex<Vec<Option<hetraid_sim::Report>>> =
-            std::sync::Mutex::new(vec![None; cands.len()]);
         let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-        std::thread::scope(|s| {
-            for _ in 0..threads.min(cands.len()) {
-                s.spawn(|| loop {
-                    if Instant::now() >= deadline {
-                        break;
-                    }
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some((c, _)) = cands.get(i) else { break };
-                    if let Ok(r) = hetraid_sim::run(c) {
-                        results.lock().unwrap()[i] = Some(r);
-                    }
-                });
-            }
+        // Performance: every candidate, in parallel, until the budget is spent.
+        let reports = parallel(cands.len(), threads, deadline, |i| {
+            hetraid_sim::run(&cands[i].0).ok()
         });
-        let results = results.into_inner().unwrap();
         let total = cands.len();
-        let mut rows: Vec<Candidate> = cands
-            .into_iter()
-            .zip(results)
-            .map(|((_, mut cand), r)| {
-                if let Some(r) = r {
-                    cand.throughput_mbps = Some(r.throughput_mbps);
-                    cand.p99_ms = Some(r.p99_response_ms);
-                    cand.energy_j_per_gb = Some(r.energy_j / (r.bytes.max(1) as f64 / 1e9));
-                }
-                cand
-            })
-            .collect();
-        // Pareto front over throughput (up), p99 (down), capacity (up).
-        let dominated = |a: &Candidate, b: &Candidate| -> bool {
-            match (a.throughput_mbps, a.p99_ms, b.throughput_mbps, b.p99_ms) {
-                (Some(ta), Some(pa), Some(tb), Some(pb)) => {
-                    tb >= ta
-                        && pb <= pa
-                        && b.capacity_bytes >= a.capacity_bytes
-                        && (tb > ta || pb < pa || b.capacity_bytes > a.capacity_bytes)
-                }
-                _ => false,
+        for ((_, _, cand), r) in cands.iter_mut().zip(&reports) {
+            if let Some(r) = r {
+                cand.throughput_mbps = Some(r.throughput_mbps);
+                cand.iops = Some(r.iops);
+                cand.p99_ms = Some(r.p99_response_ms);
+                cand.energy_j_per_gb = Some(r.energy_j / (r.bytes.max(1) as f64 / 1e9));
+                cand.watts = Some(r.energy_j / r.sim_time_s.max(1e-9));
+                cand.usd_per_iops = cand.price_usd.map(|p| p / r.iops.max(1e-9));
             }
+        }
+        // Reliability: per distinct placement (the write policy does not
+        // change a rebuild), with what remains of the budget.
+        let mut placements: Vec<(Shape, u64)> = Vec::new();
+        for (c, shape, cand) in &cands {
+            if cand.throughput_mbps.is_some()
+                && !placements.iter().any(|(s, ch)| {
+                    s.layout == shape.layout
+                        && s.members == shape.members
+                        && *ch == c.chunk.0
+                        && s.group == shape.group
+                        && s.spare_partitions == shape.spare_partitions
+                        && s.chunks_per_bundle == shape.chunks_per_bundle
+                        && s.raidx_level == shape.raidx_level
+                })
+            {
+                placements.push((shape.clone(), c.chunk.0));
+            }
+        }
+        let reliability = parallel(placements.len(), threads, deadline, |i| {
+            let (shape, chunk) = &placements[i];
+            self.rebuild_and_mttdl(shape, *chunk).ok()
+        });
+        for (c, shape, cand) in cands.iter_mut() {
+            if let Some(Some((rebuild_s, mttdl_h))) =
+                placements
+                    .iter()
+                    .zip(&reliability)
+                    .find_map(|((s, ch), r)| {
+                        (s.layout == shape.layout
+                            && s.members == shape.members
+                            && *ch == c.chunk.0
+                            && s.group == shape.group
+                            && s.spare_partitions == shape.spare_partitions
+                            && s.chunks_per_bundle == shape.chunks_per_bundle
+                            && s.raidx_level == shape.raidx_level)
+                            .then_some(*r)
+                    })
+            {
+                cand.rebuild_s = Some(rebuild_s);
+                cand.mttdl_h = Some(mttdl_h);
+            }
+        }
+        // RAIDH: the simulated gain beside the model's.
+        let raid5: Vec<(String, u64, f64)> = cands
+            .iter()
+            .filter(|(_, _, c)| c.layout == "raid5")
+            .filter_map(|(_, _, c)| Some((c.policy.clone(), c.chunk, c.throughput_mbps?)))
+            .collect();
+        for (_, _, cand) in cands.iter_mut() {
+            if cand.model_gain.is_some() {
+                cand.simulated_gain = raid5
+                    .iter()
+                    .find(|(p, ch, _)| *p == cand.policy && *ch == cand.chunk)
+                    .and_then(|(_, _, t)| Some(cand.throughput_mbps? / t));
+            }
+        }
+        let mut rows: Vec<Candidate> = cands.into_iter().map(|(_, _, c)| c).collect();
+        let simulated = rows.iter().filter(|r| r.throughput_mbps.is_some()).count();
+        if simulated == 0 {
+            return Err(format!(
+                "no candidate was simulated within --budget-s {}; give more time or a smaller --total",
+                self.budget_s
+            ));
+        }
+        // The Pareto front over every metric every simulated row has.
+        let dims: Vec<(&str, bool)> = OBJECTIVES
+            .iter()
+            .filter(|(n, _, _)| *n != "energy")
+            .filter(|(n, _, _)| {
+                rows.iter()
+                    .filter(|r| r.throughput_mbps.is_some())
+                    .all(|r| r.metric(n).is_some())
+            })
+            .map(|(n, _, h)| (*n, *h))
+            .collect();
+        let better_or_equal = |a: f64, b: f64, higher: bool| if higher { b >= a } else { b <= a };
+        let dominated = |a: &Candidate, b: &Candidate| -> bool {
+            if b.throughput_mbps.is_none() {
+                return false;
+            }
+            let mut strictly = false;
+            for &(d, h) in &dims {
+                let (x, y) = (
+                    a.metric(d).unwrap_or(f64::NAN),
+                    b.metric(d).unwrap_or(f64::NAN),
+                );
+                if !better_or_equal(x, y, h) {
+                    return false;
+                }
+                strictly |= x != y;
+            }
+            strictly
         };
         let front: Vec<bool> = rows
             .iter()
@@ -292,21 +668,47 @@ impl AdviseCmd {
         for (r, f) in rows.iter_mut().zip(front) {
             r.pareto = f;
         }
+        if rows
+            .iter()
+            .filter(|r| r.throughput_mbps.is_some())
+            .all(|r| r.metric(&self.objective).is_none())
+        {
+            return Err(match self.objective.as_str() {
+                "cost-per-gb" | "cost-per-iops" => format!(
+                    "--objective {} needs every device's price; {} has none (give device files with price_usd)",
+                    self.objective,
+                    specs
+                        .iter()
+                        .find(|s| s.price_usd.is_none())
+                        .map_or("a device", |s| s.name.as_str())
+                ),
+                _ => format!(
+                    "--objective {}: no candidate was measured for it within --budget-s {}; give more time",
+                    self.objective, self.budget_s
+                ),
+            });
+        }
         let key = |c: &Candidate| -> f64 {
-            match self.objective.as_str() {
-                "throughput" => -c.throughput_mbps.unwrap_or(f64::NEG_INFINITY),
-                "p99" => c.p99_ms.unwrap_or(f64::INFINITY),
-                "capacity" => -(c.capacity_bytes as f64) - c.throughput_mbps.unwrap_or(0.0) * 1e-9,
-                _ => c.energy_j_per_gb.unwrap_or(f64::INFINITY),
+            match c.metric(&self.objective) {
+                Some(v) if higher => -v,
+                Some(v) => v,
+                None => f64::INFINITY,
             }
         };
         rows.sort_by(|a, b| {
-            // Not simulated last.
-            (a.throughput_mbps.is_none(), key(a))
-                .partial_cmp(&(b.throughput_mbps.is_none(), key(b)))
+            // Not simulated last; ties by throughput.
+            (
+                a.throughput_mbps.is_none(),
+                key(a),
+                -a.throughput_mbps.unwrap_or(0.0),
+            )
+                .partial_cmp(&(
+                    b.throughput_mbps.is_none(),
+                    key(b),
+                    -b.throughput_mbps.unwrap_or(0.0),
+                ))
                 .unwrap_or(std::cmp::Ordering::Equal)
         });
-        let simulated = rows.iter().filter(|r| r.throughput_mbps.is_some()).count();
         // One row per distinct result: the same figures at the same chunk
         // are the same placement (raid4 with the SSD last is raid4s).
         let same = |a: &Candidate, b: &Candidate| {
@@ -316,28 +718,35 @@ impl AdviseCmd {
                 && a.throughput_mbps == b.throughput_mbps
                 && a.p99_ms == b.p99_ms
                 && a.energy_j_per_gb == b.energy_j_per_gb
+                && a.rebuild_s == b.rebuild_s
         };
         let mut kept: Vec<Candidate> = Vec::with_capacity(rows.len());
         for r in rows {
             match kept.iter_mut().find(|k| same(k, &r)) {
-                Some(k) => k.equivalent.push(format!("{}/{}", r.layout, r.policy)),
+                Some(k) => {
+                    k.equivalent
+                        .push(format!("{}/{}", r.name().replace(' ', ":"), r.policy))
+                }
                 None => kept.push(r),
             }
         }
         let rows = kept;
         let secs = t0.elapsed().as_secs_f64();
-        if simulated == 0 {
-            return Err(format!(
-                "no candidate was simulated within --budget-s {}; give more time or a smaller --total",
-                self.budget_s
-            ));
+        if let Some(path) = &self.svg {
+            std::fs::write(path, self.front_svg(&rows))
+                .map_err(|e| format!("--svg {}: {e}", path.display()))?;
         }
+        let front_dims: Vec<&str> = dims.iter().map(|d| d.0).collect();
         if self.json {
             let v = serde_json::json!({
                 "objective": self.objective,
                 "redundancy": self.redundancy,
+                "members": members,
+                "probed": probe_notes,
+                "candidates": total,
                 "distinct": rows.len(),
                 "simulated": simulated,
+                "pareto_over": front_dims,
                 "seconds": secs,
                 "ranked": rows,
                 "winner": rows[0],
@@ -348,30 +757,46 @@ impl AdviseCmd {
             );
             return Ok(());
         }
+        let workload = match &self.trace {
+            Some(t) => format!("trace {t}"),
+            None => format!(
+                "{} {}",
+                self.workload()?,
+                hetraid_core::units::format_size(self.size)
+            ),
+        };
         println!(
-            "{total} candidates for {} ({} {}, QD {}), redundancy {}, by {}: {simulated} simulated in {secs:.1} s, {} distinct results",
+            "{total} candidates for {} ({workload}, QD {}), redundancy {}, by {} ({objective_what}): {simulated} simulated in {secs:.1} s, {} distinct results; pareto over {}",
             self.members,
-            self.workload,
-            hetraid_core::units::format_size(self.size),
             self.qd,
             self.redundancy,
             self.objective,
-            rows.len()
+            rows.len(),
+            front_dims.join(", ")
         );
+        let money = rows.iter().any(|r| r.usd_per_gb.is_some());
         println!(
-            "{:>4} {:<8} {:<17} {:>6} {:>9} {:>9} {:>9} {:>8}  pareto  weights, order, same results",
-            "rank", "layout", "policy", "chunk", "MB/s", "p99 ms", "GB", "J/GB"
+            "{:>4} {:<15} {:<17} {:>5} {:>8} {:>7} {:>7} {:>6} {:>6} {:>8} {:>9}{}  pareto  notes",
+            "rank",
+            "layout",
+            "policy",
+            "chunk",
+            "MB/s",
+            "p99 ms",
+            "GB",
+            "J/GB",
+            "W",
+            "rebuild",
+            "MTTDL y",
+            if money { "     $/GB   $/IOPS" } else { "" }
         );
         for (i, r) in rows.iter().enumerate().take(20) {
             let mut notes = Vec::new();
             if let Some(w) = &r.weights {
-                notes.push(format!(
-                    "weights {}",
-                    w.iter()
-                        .map(|x| x.to_string())
-                        .collect::<Vec<_>>()
-                        .join(",")
-                ));
+                notes.push(format!("weights {}", join(w)));
+            }
+            if let (Some(m), Some(s)) = (r.model_gain, r.simulated_gain) {
+                notes.push(format!("RAID5 x{m:.2} by the model, x{s:.2} simulated"));
             }
             if r.members != given {
                 notes.push(format!("members {}", r.members));
@@ -379,16 +804,27 @@ impl AdviseCmd {
             if !r.equivalent.is_empty() {
                 notes.push(format!("= {}", r.equivalent.join(" ")));
             }
+            let f = |v: Option<f64>, d: usize| v.map_or("-".into(), |v| format!("{v:.d$}"));
             println!(
-                "{:>4} {:<8} {:<17} {:>6} {:>9} {:>9} {:>9} {:>8}  {:<6}  {}",
+                "{:>4} {:<15} {:<17} {:>5} {:>8} {:>7} {:>7} {:>6} {:>6} {:>8} {:>9}{}  {:<6}  {}",
                 i + 1,
-                r.layout,
+                r.name(),
                 r.policy,
                 hetraid_core::units::format_size(r.chunk),
-                r.throughput_mbps.map_or("-".into(), |v| format!("{v:.2}")),
-                r.p99_ms.map_or("-".into(), |v| format!("{v:.1}")),
+                f(r.throughput_mbps, 2),
+                f(r.p99_ms, 1),
                 format!("{:.1}", r.capacity_bytes as f64 / 1e9),
-                r.energy_j_per_gb.map_or("-".into(), |v| format!("{v:.0}")),
+                f(r.energy_j_per_gb, 0),
+                f(r.watts, 1),
+                r.rebuild_s
+                    .map_or("-".into(), |s| format!("{:.1} h", s / 3600.0)),
+                r.mttdl_h
+                    .map_or("-".into(), |h| format!("{:.3e}", h / HOURS_PER_YEAR)),
+                if money {
+                    format!(" {:>8} {:>8}", f(r.usd_per_gb, 3), f(r.usd_per_iops, 3))
+                } else {
+                    String::new()
+                },
                 if r.pareto { "*" } else { "" },
                 notes.join("; ")
             );
@@ -396,7 +832,129 @@ impl AdviseCmd {
         if rows.len() > 20 {
             println!("  ... {} more (--json lists every one)", rows.len() - 20);
         }
+        if let Some(p) = &self.svg {
+            println!("front: {}", p.display());
+        }
         println!("build the winner: {}", rows[0].create);
         Ok(())
     }
+
+    /// Offline rebuild time (seconds) of the slowest member, one of each
+    /// kind failed in turn, from a `REBUILD_SAMPLE` of every member scaled by
+    /// the capacities; and the MTTDL (hours) with that repair time.
+    fn rebuild_and_mttdl(&self, shape: &Shape, chunk: u64) -> Result<(f64, f64), String> {
+        let mut c = self.base(shape)?;
+        c.chunk = Size(chunk);
+        c.policy = "md".into();
+        let full = hetraid_sim::setup::Setup::new(&c)?;
+        let smallest = full.specs.iter().map(|s| s.capacity()).min().unwrap_or(0);
+        let mut sample = c.clone();
+        sample.trace = None;
+        sample.workload = "random-write".into();
+        sample.total = Some(Size(4096));
+        sample.rebuild = true;
+        sample.failed = Some(0.into());
+        sample.to_spare = full.layout.spare_slots() > 0;
+        sample.min_speed = Size(1 << 40);
+        sample.max_speed = Size(1 << 40);
+        // Members of one size (or layouts that use the smallest's size) are
+        // sampled; RAIDX on mixed sizes is rebuilt whole.
+        let mixed = full.specs.iter().any(|s| s.capacity() != smallest);
+        if !(mixed && shape.layout == "raidx") && smallest > REBUILD_SAMPLE {
+            sample.member_size = Some(Size(REBUILD_SAMPLE));
+        }
+        let small = hetraid_sim::setup::Setup::new(&sample)?;
+        let scale =
+            full.layout.capacity_bytes() as f64 / small.layout.capacity_bytes().max(1) as f64;
+        let mut worst: f64 = 0.0;
+        let mut seen: Vec<MemberKind> = Vec::new();
+        for (i, s) in full.specs.iter().enumerate() {
+            if seen.contains(&s.kind) {
+                continue;
+            }
+            seen.push(s.kind);
+            let mut one = sample.clone();
+            one.failed = Some(i.into());
+            let rb = hetraid_sim::run(&one)?
+                .rebuild
+                .ok_or("the simulator reported no rebuild")?;
+            worst = worst.max(rb.rebuild_time_s * scale);
+        }
+        let mttdl = super::analyze::default_mttdl_h(&full, worst / 3600.0)?;
+        Ok((worst, mttdl))
+    }
+
+    /// The candidates as a scatter: throughput (x) against the objective
+    /// (p99 when the objective is throughput), the front marked.
+    fn front_svg(&self, rows: &[Candidate]) -> String {
+        let y_name = if self.objective == "throughput" {
+            "p99"
+        } else {
+            self.objective.as_str()
+        };
+        let (scale, unit) = match y_name {
+            "capacity" => (1e-9, "GB"),
+            "mttdl" => (1.0 / HOURS_PER_YEAR, "years"),
+            "rebuild" => (1.0 / 3600.0, "h"),
+            "p99" => (1.0, "ms"),
+            "energy" => (1.0, "J/GB"),
+            "watts" => (1.0, "W"),
+            "cost-per-gb" => (1.0, "$/GB"),
+            _ => (1.0, "$/IOPS"),
+        };
+        let points: Vec<hetraid_sim::plot::ScatterPoint> = rows
+            .iter()
+            .filter_map(|r| {
+                Some(hetraid_sim::plot::ScatterPoint {
+                    label: format!(
+                        "{} {} {}",
+                        r.name(),
+                        r.policy,
+                        hetraid_core::units::format_size(r.chunk)
+                    ),
+                    x: r.throughput_mbps?,
+                    y: r.metric(y_name)? * scale,
+                    marked: r.pareto,
+                })
+            })
+            .collect();
+        hetraid_sim::plot::scatter_chart(
+            &format!(
+                "hetraid advise: {} ({} candidates, Pareto front in colour)",
+                self.members,
+                points.len()
+            ),
+            "throughput (MB/s)",
+            &format!("{y_name} ({unit})"),
+            &points,
+        )
+    }
+}
+
+/// Run `f(0..n)` on `threads` threads until done or `deadline`; results by
+/// index (None: not reached or failed).
+fn parallel<T: Send>(
+    n: usize,
+    threads: usize,
+    deadline: Instant,
+    f: impl Fn(usize) -> Option<T> + Sync,
+) -> Vec<Option<T>> {
+    let next = AtomicUsize::new(0);
+    let out: Mutex<Vec<Option<T>>> = Mutex::new((0..n).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..threads.min(n) {
+            s.spawn(|| loop {
+                if Instant::now() >= deadline {
+                    break;
+                }
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    break;
+                }
+                let r = f(i);
+                out.lock().unwrap()[i] = r;
+            });
+        }
+    });
+    out.into_inner().unwrap()
 }

@@ -191,6 +191,41 @@ fn rebuild_times_s(array: &ArrayArgs, setup: &Setup) -> Result<Vec<f64>, String>
         .collect()
 }
 
+/// Each member's MTBF in hours: by kind, an SSD holding parity worn
+/// `parity_wear` times faster (its writes).
+fn member_mtbf_h(
+    setup: &Setup,
+    sets: &FailureSets,
+    (hdd, ssd, nvram): (f64, f64, f64),
+    parity_wear: f64,
+) -> Vec<f64> {
+    let parity = sets.parity_members();
+    setup
+        .specs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| match s.kind {
+            hetraid_core::MemberKind::Hdd => hdd,
+            hetraid_core::MemberKind::Ssd if parity >> i & 1 == 1 => ssd / parity_wear,
+            hetraid_core::MemberKind::Ssd => ssd,
+            hetraid_core::MemberKind::Nvram => nvram,
+        })
+        .collect()
+}
+
+/// MTTDL in hours with `analyze mttdl`'s default device figures (HDD 50,000
+/// h, SSD and NVRAM 200,000 h, parity wear 2) and every member repaired in
+/// `mttr_h` hours (`hetraid advise`).
+pub(crate) fn default_mttdl_h(setup: &Setup, mttr_h: f64) -> Result<f64, String> {
+    let sets = failure_sets(setup)?;
+    let mtbf = member_mtbf_h(setup, &sets, (50_000.0, 200_000.0, 200_000.0), 2.0);
+    let rates: Vec<f64> = mtbf.iter().map(|h| 1.0 / h).collect();
+    let repair = vec![1.0 / mttr_h.max(1e-9); rates.len()];
+    mttdl_per_member(&sets, &rates, &repair)
+        .map(|m| m.hours)
+        .map_err(|e| e.to_string())
+}
+
 impl MttdlCmd {
     pub fn run(&self) -> Result<(), String> {
         let setup = Setup::new(&self.array.config())?;
@@ -220,17 +255,7 @@ impl MttdlCmd {
         let layout = setup.layout.as_ref();
         let sets = failure_sets(&setup)?;
         let parity = sets.parity_members();
-        let mtbf: Vec<f64> = setup
-            .specs
-            .iter()
-            .enumerate()
-            .map(|(i, s)| match s.kind {
-                hetraid_core::MemberKind::Hdd => hdd,
-                hetraid_core::MemberKind::Ssd if parity >> i & 1 == 1 => ssd / self.ssd_parity_wear,
-                hetraid_core::MemberKind::Ssd => ssd,
-                hetraid_core::MemberKind::Nvram => nvram,
-            })
-            .collect();
+        let mtbf = member_mtbf_h(&setup, &sets, (hdd, ssd, nvram), self.ssd_parity_wear);
         let rates: Vec<f64> = mtbf.iter().map(|h| 1.0 / h).collect();
         let rebuild_s = if self.mttr_from_sim {
             Some(rebuild_times_s(&self.array, &setup)?)

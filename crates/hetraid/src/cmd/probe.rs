@@ -202,65 +202,8 @@ impl ProbeCmd {
             plan.push((m.clone(), name, out));
         }
         for (m, name, out) in plan {
-            let (f, direct) = open(Path::new(&m), self.destructive)?;
-            let size = (&f)
-                .seek(SeekFrom::End(0))
-                .map_err(|e| format!("{m}: {e}"))?;
-            if size < LARGE as u64 {
-                return Err(format!(
-                    "{m} holds {size} bytes; a probe needs at least 1 MiB"
-                ));
-            }
-            let s = self.seconds;
-            let (iops1, read_ms) = random_ops(&f, size, false, 1, s)?;
-            let (iops8, _) = random_ops(&f, size, false, 8, s)?;
-            let read_mbps = sequential(&f, size, false, s)?;
-            let (write_ms, write_mbps) = if self.destructive {
-                let (_, w) = random_ops(&f, size, true, 1, s)?;
-                (w, sequential(&f, size, true, s)?)
-            } else {
-                (read_ms, read_mbps)
-            };
-            let parallelism = (iops8 / iops1.max(1e-9)).round().clamp(1.0, 64.0) as u32;
-            let kind = self.kind.unwrap_or(if read_ms > 1.0 {
-                MemberKind::Hdd
-            } else {
-                MemberKind::Ssd
-            });
-            let (rw, ww, iw) = match kind {
-                MemberKind::Hdd => (8.0, 8.0, 5.0),
-                MemberKind::Ssd => (2.0, 3.0, 0.5),
-                MemberKind::Nvram => (1.0, 1.0, 0.5),
-            };
-            let text = format!(
-                "# Measured by hetraid probe on {m} ({when}){how}.\n\
-                 # Power is not measured: typical figures for the kind.\n\
-                 name = \"probe-{name}\"\n\
-                 kind = \"{kind}\"\n\
-                 capacity = \"{size}\"\n\n\
-                 [measured]\n\
-                 read_ms = {read_ms:.6}\n\
-                 write_ms = {write_ms:.6}\n\
-                 read_mbps = {read_mbps:.1}\n\
-                 write_mbps = {write_mbps:.1}\n\
-                 parallelism = {parallelism}\n\n\
-                 [power]\n\
-                 read_w = {rw}\n\
-                 write_w = {ww}\n\
-                 idle_w = {iw}\n\
-                 standby_w = 0.0\n",
-                when = if direct {
-                    "O_DIRECT"
-                } else {
-                    "buffered: the file system has no O_DIRECT, the page cache answers"
-                },
-                how = if self.destructive {
-                    ""
-                } else {
-                    "; read-only, so the write figures repeat the read ones (--destructive measures writes)"
-                },
-                kind = kind.as_str(),
-            );
+            let (text, summary) =
+                probe_member(&m, &name, self.seconds, self.destructive, self.kind)?;
             // The file must be one the simulator takes.
             hetraid_sim::preset::DeviceSpec::parse(&text, &out.display().to_string())?;
             // create_new: never through a symlink or over a file made since
@@ -276,18 +219,89 @@ impl ProbeCmd {
                         format!("{}: {e}; remove it or give another --out", out.display())
                     })?;
             }
-            println!(
-                "{m}: random 4K reads {read_ms:.3} ms ({iops1:.0}/s at 1, {iops8:.0}/s at 8: {parallelism} at once), sequential reads {read_mbps:.0} MB/s{}; {} -> {} (kind {})",
-                if self.destructive {
-                    format!(", random 4K writes {write_ms:.3} ms, sequential writes {write_mbps:.0} MB/s")
-                } else {
-                    ", writes not measured (read-only; --destructive measures them)".into()
-                },
-                if direct { "O_DIRECT" } else { "buffered (no O_DIRECT here)" },
-                out.display(),
-                kind.as_str()
-            );
+            println!("{summary} -> {}", out.display());
         }
         Ok(())
     }
+}
+
+/// Measure member `m` (a file or block device): the device file's text and
+/// a one-line summary of what was measured.
+pub(crate) fn probe_member(
+    m: &str,
+    name: &str,
+    seconds: f64,
+    destructive: bool,
+    kind: Option<MemberKind>,
+) -> Result<(String, String), String> {
+    let (f, direct) = open(Path::new(m), destructive)?;
+    let size = (&f)
+        .seek(SeekFrom::End(0))
+        .map_err(|e| format!("{m}: {e}"))?;
+    if size < LARGE as u64 {
+        return Err(format!(
+            "{m} holds {size} bytes; a probe needs at least 1 MiB"
+        ));
+    }
+    let s = seconds;
+    let (iops1, read_ms) = random_ops(&f, size, false, 1, s)?;
+    let (iops8, _) = random_ops(&f, size, false, 8, s)?;
+    let read_mbps = sequential(&f, size, false, s)?;
+    let (write_ms, write_mbps) = if destructive {
+        let (_, w) = random_ops(&f, size, true, 1, s)?;
+        (w, sequential(&f, size, true, s)?)
+    } else {
+        (read_ms, read_mbps)
+    };
+    let parallelism = (iops8 / iops1.max(1e-9)).round().clamp(1.0, 64.0) as u32;
+    let kind = kind.unwrap_or(if read_ms > 1.0 {
+        MemberKind::Hdd
+    } else {
+        MemberKind::Ssd
+    });
+    let (rw, ww, iw) = match kind {
+        MemberKind::Hdd => (8.0, 8.0, 5.0),
+        MemberKind::Ssd => (2.0, 3.0, 0.5),
+        MemberKind::Nvram => (1.0, 1.0, 0.5),
+    };
+    let text = format!(
+        "# Measured by hetraid probe on {m} ({when}){how}.\n\
+         # Power is not measured: typical figures for the kind.\n\
+         name = \"probe-{name}\"\n\
+         kind = \"{kind}\"\n\
+         capacity = \"{size}\"\n\n\
+         [measured]\n\
+         read_ms = {read_ms:.6}\n\
+         write_ms = {write_ms:.6}\n\
+         read_mbps = {read_mbps:.1}\n\
+         write_mbps = {write_mbps:.1}\n\
+         parallelism = {parallelism}\n\n\
+         [power]\n\
+         read_w = {rw}\n\
+         write_w = {ww}\n\
+         idle_w = {iw}\n\
+         standby_w = 0.0\n",
+        when = if direct {
+            "O_DIRECT"
+        } else {
+            "buffered: the file system has no O_DIRECT, the page cache answers"
+        },
+        how = if destructive {
+            ""
+        } else {
+            "; read-only, so the write figures repeat the read ones (--destructive measures writes)"
+        },
+        kind = kind.as_str(),
+    );
+    let summary = format!(
+        "{m}: random 4K reads {read_ms:.3} ms ({iops1:.0}/s at 1, {iops8:.0}/s at 8: {parallelism} at once), sequential reads {read_mbps:.0} MB/s{}; {} (kind {})",
+        if destructive {
+            format!(", random 4K writes {write_ms:.3} ms, sequential writes {write_mbps:.0} MB/s")
+        } else {
+            ", writes not measured (read-only; --destructive measures them)".into()
+        },
+        if direct { "O_DIRECT" } else { "buffered (no O_DIRECT here)" },
+        kind.as_str()
+    );
+    Ok((text, summary))
 }
