@@ -676,6 +676,8 @@ fn probe_writes_a_device_file_the_simulator_takes() {
 /// two failures get RAID6 placements; bad input is refused.
 #[test]
 fn advise_picks_what_the_thesis_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("front.svg");
     let advise = |args: &[&str]| {
         let mut a = vec!["advise", "--total", "8M", "--json"];
         a.extend_from_slice(args);
@@ -724,6 +726,75 @@ fn advise_picks_what_the_thesis_would() {
         auto >= hand * 0.99,
         "advise {auto} MB/s, hand weights {hand}"
     );
+    // A read-only web-search trace: no dedicated parity placement pays (the
+    // SSD would hold parity nobody reads); ranked by p99 by default.
+    let web = advise(&[
+        "--members",
+        "caviar-black-640*4,x25e-64",
+        "--trace",
+        "traces/websearch.spc",
+        "--chunks",
+        "64K,1M",
+    ]);
+    assert_eq!(web["objective"], "p99");
+    let l = web["winner"]["layout"].as_str().unwrap();
+    assert!(
+        !matches!(l, "raid4" | "raid4s" | "raidh"),
+        "{}",
+        web["winner"]
+    );
+    let best_p99 = |layout: &str| {
+        web["ranked"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| {
+                r["layout"] == layout
+                    || r["equivalent"]
+                        .to_string()
+                        .contains(&format!("\"{layout}/"))
+            })
+            .filter_map(|r| r["p99_ms"].as_f64())
+            .fold(f64::INFINITY, f64::min)
+    };
+    assert!(
+        web["winner"]["p99_ms"].as_f64().unwrap() < best_p99("raid4s"),
+        "{}",
+        web["winner"]
+    );
+    // Rebuild time: S²-RAID's parallel streams into spare space beat RAID10's
+    // one copy (a sampled offline rebuild, scaled), and the MTTDL follows.
+    let rb = advise(&[
+        "--members",
+        "caviar-black-640*6",
+        "--objective",
+        "rebuild",
+        "--chunks",
+        "64K",
+        "--svg",
+        &svg.display().to_string(),
+    ]);
+    let w = &rb["winner"];
+    assert!(w["layout"].as_str().unwrap().starts_with("s2raid"), "{w}");
+    let r10 = rb["ranked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["layout"] == "raid10")
+        .unwrap();
+    assert!(w["rebuild_s"].as_f64().unwrap() < r10["rebuild_s"].as_f64().unwrap() * 0.6);
+    assert!(w["mttdl_h"].as_f64().unwrap() > r10["mttdl_h"].as_f64().unwrap());
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+    // Prices: $/IOPS where every device has one; refused where one has none.
+    let cost = advise(&[
+        "--members",
+        "wd2500yd*4,x25e-64",
+        "--objective",
+        "cost-per-iops",
+        "--chunks",
+        "64K",
+    ]);
+    assert!(cost["winner"]["usd_per_iops"].as_f64().unwrap() > 0.0);
     let two = advise(&["--members", "wd2500yd*4,x25e-64*2", "--redundancy", "2"]);
     let l = two["winner"]["layout"].as_str().unwrap();
     assert!(matches!(l, "raid6" | "raidh6"), "{l}");
@@ -740,9 +811,64 @@ fn advise_picks_what_the_thesis_would() {
             vec!["advise", "--members", "x25e-64*2", "--redundancy", "2"],
             "no layout fits",
         ),
+        (
+            vec![
+                "advise",
+                "--members",
+                "caviar-black-640*5",
+                "--objective",
+                "cost-per-gb",
+                "--chunks",
+                "64K",
+            ],
+            "needs every device's price",
+        ),
+        (
+            vec![
+                "advise",
+                "--members",
+                "x25e-64*4",
+                "--trace",
+                "traces/websearch.spc",
+                "--workload",
+                "random-read",
+            ],
+            "does not apply with --trace",
+        ),
+        (
+            vec!["advise", "--members", "x25e-64*4", "--chunks", "6K"],
+            "--chunks",
+        ),
     ] {
         let (code, _, err) = hetraid(&args);
         assert_eq!(code, 2, "{args:?}: {err}");
         assert!(err.contains(want), "{args:?}: {err}");
     }
+}
+
+/// Real files among the members are measured (read-only, `probe`) before
+/// the candidates are made; the JSON says what was probed.
+#[test]
+fn advise_probes_real_members_first() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("disk");
+    std::fs::write(&f, vec![7u8; 8 << 20]).unwrap();
+    let members = format!("{}*3", f.display());
+    let r = json(&[
+        "advise",
+        "--members",
+        &members,
+        "--probe-seconds",
+        "0.2",
+        "--chunks",
+        "64K",
+        "--total",
+        "1M",
+        "--json",
+    ]);
+    assert_eq!(r["probed"].as_array().unwrap().len(), 1, "{}", r["probed"]);
+    assert!(r["probed"][0].as_str().unwrap().contains("random 4K reads"));
+    assert!(r["simulated"].as_u64().unwrap() > 0);
+    // Read-only: the file is as it was.
+    assert!(std::fs::read(&f).unwrap().iter().all(|b| *b == 7));
 }

@@ -37,7 +37,7 @@ pub use presets::{Permuted, Preset};
 pub use raidh::{swrr_cycle, swrr_pairs, RaidH, RaidH6};
 pub use raidx::{max_bundles, position_roles, PositionRole, RaidX, RaidXLevel};
 pub use remap::{Move, Remapped};
-pub use s2::{default_partitions, S2Raid10, S2Raid5};
+pub use s2::{default_partitions, is_prime, S2Raid10, S2Raid5};
 
 use crate::error::LayoutError;
 use crate::member::MemberKind;

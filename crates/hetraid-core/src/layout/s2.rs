@@ -4,7 +4,8 @@
 use super::{need_members, ChunkLoc, Layout, ParityOrder, Redundancy, Stripe};
 use crate::error::LayoutError;
 
-fn is_prime(g: usize) -> bool {
+/// Is `g` prime (S²-RAID's group size must be).
+pub fn is_prime(g: usize) -> bool {
     g >= 2
         && (2..g)
             .take_while(|d| d * d <= g)

@@ -40,9 +40,6 @@ const OBJECTIVES: &[(&str, &str, bool)] = &[
     ("cost-per-iops", "$ per IOPS", false),
 ];
 
-/// The chunk sizes tried.
-const CHUNKS: [u64; 5] = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20];
-
 /// The smallest chunk tried for RAIDX.
 const RAIDX_CHUNK_MIN: u64 = 256 << 10;
 
@@ -78,9 +75,14 @@ pub struct AdviseCmd {
     /// What ranks the candidates: throughput (MB/s), p99 (response),
     /// capacity (usable bytes), energy (J per GB moved), watts, mttdl,
     /// rebuild (offline, the slowest member), cost-per-gb, cost-per-iops
-    /// (the last two need every device's price).
-    #[arg(long, default_value = "throughput")]
-    pub objective: String,
+    /// (the last two need every device's price). Default: throughput, or p99
+    /// with --trace (a trace replayed at its own times moves the same bytes
+    /// on every layout; how fast they are answered is what differs).
+    #[arg(long)]
+    pub objective: Option<String>,
+    /// Chunk sizes to try.
+    #[arg(long, value_delimiter = ',', value_parser = crate::args::size, default_value = "4K,16K,64K,256K,1M")]
+    pub chunks: Vec<u64>,
     /// Member failures the array must survive: 1 or 2.
     #[arg(long, default_value = "1")]
     pub redundancy: usize,
@@ -253,10 +255,6 @@ fn expand(members: &str) -> Vec<String> {
     out
 }
 
-fn is_prime(g: usize) -> bool {
-    g >= 2 && (2..g).take_while(|d| d * d <= g).all(|d| g % d != 0)
-}
-
 impl AdviseCmd {
     fn workload(&self) -> Result<String, String> {
         match (&self.trace, self.workload.as_deref()) {
@@ -373,7 +371,9 @@ impl AdviseCmd {
                 out.push(Shape::new("raid10", &same));
             }
             // S²-RAID5: a prime group G dividing the members into 2..=G groups.
-            for g in (2..=n / 2).filter(|&g| is_prime(g) && n.is_multiple_of(g)) {
+            for g in
+                (2..=n / 2).filter(|&g| hetraid_core::layout::is_prime(g) && n.is_multiple_of(g))
+            {
                 if (2..=g).contains(&(n / g)) {
                     for spare in [0, 1] {
                         let mut s = Shape::new("s2raid5", &same);
@@ -423,14 +423,22 @@ impl AdviseCmd {
         out
     }
 
+    fn objective(&self) -> &str {
+        match (&self.objective, &self.trace) {
+            (Some(o), _) => o,
+            (None, Some(_)) => "p99",
+            (None, None) => "throughput",
+        }
+    }
+
     pub fn run(&self) -> Result<(), String> {
         let t0 = Instant::now();
+        let objective = self.objective();
         let Some(&(_, objective_what, higher)) =
-            OBJECTIVES.iter().find(|(n, _, _)| *n == self.objective)
+            OBJECTIVES.iter().find(|(n, _, _)| *n == objective)
         else {
             return Err(format!(
-                "--objective {} is unknown; use one of {}",
-                self.objective,
+                "--objective {objective} is unknown; use one of {}",
                 OBJECTIVES
                     .iter()
                     .map(|o| o.0)
@@ -443,6 +451,9 @@ impl AdviseCmd {
         }
         if !(self.budget_s > 0.0 && self.budget_s.is_finite()) {
             return Err("--budget-s must be a positive number of seconds".into());
+        }
+        if self.chunks.is_empty() || self.chunks.iter().any(|c| *c == 0 || c % 4096 != 0) {
+            return Err("--chunks must list sizes that are multiples of 4K, e.g. 16K,64K".into());
         }
         if !(self.probe_seconds > 0.0 && self.probe_seconds <= 60.0) {
             return Err(format!(
@@ -478,7 +489,7 @@ impl AdviseCmd {
                 if shape.mirrored() && policy != "md" {
                     continue;
                 }
-                for chunk in CHUNKS {
+                for &chunk in &self.chunks {
                     // RAIDX keeps a table entry per chunk: at small chunks on
                     // large members that is gigabytes; its paper used 512K.
                     if shape.layout == "raidx" && chunk < RAIDX_CHUNK_MIN {
@@ -671,12 +682,12 @@ impl AdviseCmd {
         if rows
             .iter()
             .filter(|r| r.throughput_mbps.is_some())
-            .all(|r| r.metric(&self.objective).is_none())
+            .all(|r| r.metric(objective).is_none())
         {
-            return Err(match self.objective.as_str() {
+            return Err(match objective {
                 "cost-per-gb" | "cost-per-iops" => format!(
                     "--objective {} needs every device's price; {} has none (give device files with price_usd)",
-                    self.objective,
+                    objective,
                     specs
                         .iter()
                         .find(|s| s.price_usd.is_none())
@@ -684,12 +695,12 @@ impl AdviseCmd {
                 ),
                 _ => format!(
                     "--objective {}: no candidate was measured for it within --budget-s {}; give more time",
-                    self.objective, self.budget_s
+                    objective, self.budget_s
                 ),
             });
         }
         let key = |c: &Candidate| -> f64 {
-            match c.metric(&self.objective) {
+            match c.metric(objective) {
                 Some(v) if higher => -v,
                 Some(v) => v,
                 None => f64::INFINITY,
@@ -739,7 +750,7 @@ impl AdviseCmd {
         let front_dims: Vec<&str> = dims.iter().map(|d| d.0).collect();
         if self.json {
             let v = serde_json::json!({
-                "objective": self.objective,
+                "objective": objective,
                 "redundancy": self.redundancy,
                 "members": members,
                 "probed": probe_notes,
@@ -758,19 +769,19 @@ impl AdviseCmd {
             return Ok(());
         }
         let workload = match &self.trace {
-            Some(t) => format!("trace {t}"),
+            Some(t) => format!("trace {t}, replayed at its times"),
             None => format!(
-                "{} {}",
+                "{} {}, QD {}",
                 self.workload()?,
-                hetraid_core::units::format_size(self.size)
+                hetraid_core::units::format_size(self.size),
+                self.qd
             ),
         };
         println!(
-            "{total} candidates for {} ({workload}, QD {}), redundancy {}, by {} ({objective_what}): {simulated} simulated in {secs:.1} s, {} distinct results; pareto over {}",
+            "{total} candidates for {} ({workload}), redundancy {}, by {} ({objective_what}): {simulated} simulated in {secs:.1} s, {} distinct results; pareto over {}",
             self.members,
-            self.qd,
             self.redundancy,
-            self.objective,
+            objective,
             rows.len(),
             front_dims.join(", ")
         );
@@ -887,10 +898,9 @@ impl AdviseCmd {
     /// The candidates as a scatter: throughput (x) against the objective
     /// (p99 when the objective is throughput), the front marked.
     fn front_svg(&self, rows: &[Candidate]) -> String {
-        let y_name = if self.objective == "throughput" {
-            "p99"
-        } else {
-            self.objective.as_str()
+        let y_name = match self.objective() {
+            "throughput" => "p99",
+            o => o,
         };
         let (scale, unit) = match y_name {
             "capacity" => (1e-9, "GB"),
