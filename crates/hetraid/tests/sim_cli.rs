@@ -872,3 +872,58 @@ fn advise_probes_real_members_first() {
     // Read-only: the file is as it was.
     assert!(std::fs::read(&f).unwrap().iter().all(|b| *b == 7));
 }
+
+/// The analytic models prune before anything is simulated: capacity,
+/// MTTDL (24 h repair), and the load map (RAID4 with its parity on an HDD
+/// and the SSD as data: the parity disk does two operations per write).
+#[test]
+fn advise_prunes_with_the_analytic_models_first() {
+    let r = json(&[
+        "advise",
+        "--members",
+        "caviar-black-640*4,x25e-64",
+        "--chunks",
+        "256K",
+        "--total",
+        "4M",
+        "--capacity-min",
+        "1T",
+        "--json",
+    ]);
+    assert!(
+        r["pruned"]["capacity"].as_u64().unwrap() > 0,
+        "{}",
+        r["pruned"]
+    );
+    assert_eq!(r["winner"]["layout"], "raidx", "{}", r["winner"]);
+    assert!(r["winner"]["capacity_bytes"].as_u64().unwrap() >= 1 << 40);
+    let r = json(&[
+        "advise",
+        "--members",
+        "caviar-black-640*4,x25e-64",
+        "--chunks",
+        "64K",
+        "--total",
+        "4M",
+        "--json",
+    ]);
+    assert!(
+        r["pruned"]["load_map"].as_u64().unwrap() > 0,
+        "{}",
+        r["pruned"]
+    );
+    assert!(r["ranked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|x| x["layout"] != "raid4n"));
+    let (code, _, err) = hetraid(&[
+        "advise",
+        "--members",
+        "caviar-black-640*4,x25e-64",
+        "--mttdl-min-years",
+        "1e12",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--mttdl-min-years"), "{err}");
+}

@@ -40,6 +40,55 @@ const OBJECTIVES: &[(&str, &str, bool)] = &[
     ("cost-per-iops", "$ per IOPS", false),
 ];
 
+/// The load map prunes candidates predicted this many times as busy (the
+/// busiest member per write) as the best.
+const LOAD_PRUNE: f64 = 2.5;
+
+/// Candidates not simulated, by the analytic check that dropped them.
+#[derive(Debug, Default, serde::Serialize)]
+struct Pruned {
+    fit: usize,
+    capacity: usize,
+    mttdl: usize,
+    load_map: usize,
+}
+
+/// The load map of one write of `size` bytes at every chunk of a placement
+/// cycle (core `plan`, healthy): the busiest member's operations per write
+/// times its service time, ns. None for layouts whose cycle is too long to
+/// enumerate (S²-RAID, RAIDX: their cycle is the whole array).
+fn predicted_write_ns(setup: &hetraid_sim::setup::Setup, policy: &str, size: u64) -> Option<f64> {
+    use hetraid_core::plan::{ArrayState, Planner, Request};
+    const STARTS_MAX: u64 = 4096;
+    let l = setup.layout.as_ref();
+    let starts = l.parity_cycle() * l.data_per_stripe() as u64;
+    let chunk = l.chunk_bytes();
+    let cap = l.capacity_bytes();
+    if starts == 0 || starts > STARTS_MAX || cap < size {
+        return None;
+    }
+    let policy = hetraid_core::WritePolicy::parse(policy).ok()?;
+    let models: Vec<hetraid_core::ServiceModel> = setup
+        .specs
+        .iter()
+        .map(|s| s.build().service_model())
+        .collect();
+    let planner = Planner::new(l, policy, models.clone());
+    let n = l.members();
+    let state = ArrayState::healthy(n);
+    let mut ops = vec![0u64; n];
+    for s in 0..starts {
+        let off = (s * chunk).min(cap - size);
+        let plan = planner.plan(&Request::write(off, size), &state).ok()?;
+        for io in plan.member_io(n) {
+            ops[io.device] += io.read_ops + io.write_ops;
+        }
+    }
+    (0..n)
+        .map(|d| ops[d] as f64 / starts as f64 * models[d].service_ns(size.min(chunk)) as f64)
+        .max_by(|a, b| a.total_cmp(b))
+}
+
 /// The smallest chunk tried for RAIDX.
 const RAIDX_CHUNK_MIN: u64 = 256 << 10;
 
@@ -93,6 +142,13 @@ pub struct AdviseCmd {
     /// Bytes simulated per candidate (synthetic workloads).
     #[arg(long, default_value = "32M", value_parser = crate::args::size)]
     pub total: u64,
+    /// Prune, before simulating, layouts holding less than this.
+    #[arg(long, value_parser = crate::args::size)]
+    pub capacity_min: Option<u64>,
+    /// Prune, before simulating, layouts whose MTTDL (analytic, a 24 h
+    /// repair as `analyze mttdl` assumes) is below this many years.
+    #[arg(long)]
+    pub mttdl_min_years: Option<f64>,
     /// Seconds per measurement when a member is a real file or device.
     #[arg(long, default_value = "1")]
     pub probe_seconds: f64,
@@ -480,7 +536,15 @@ impl AdviseCmd {
         // The workload must be valid before anything is enumerated.
         hetraid_sim::setup::Setup::new(&self.base(&Shape::new("raid0", &members))?)?;
         let prices: Option<f64> = specs.iter().map(|s| s.price_usd).sum();
-        let mut cands: Vec<(RunConfig, Shape, Candidate)> = Vec::new();
+        let mut cands: Vec<(RunConfig, Shape, Candidate, Option<f64>)> = Vec::new();
+        let mut pruned = Pruned::default();
+        // The load map's share of writes (None: the mix is not known).
+        let write_share = match (self.trace.is_some(), self.workload()?.as_str()) {
+            (true, _) => None,
+            (_, "random-write" | "seq-write") => Some(1.0),
+            (_, "mixed") => Some(1.0 - self.read_fraction.unwrap_or(0.5)),
+            _ => Some(0.0),
+        };
         let mixed = specs.iter().any(|s| s.capacity() != specs[0].capacity());
         for shape in self.shapes(&tokens, &kinds, mixed) {
             // modthresh first: never worse than md in the thesis, so it is
@@ -501,11 +565,30 @@ impl AdviseCmd {
                     // Layouts that do not fit (too few members, too small,
                     // the wrong kinds) or miss the redundancy are pruned here.
                     let Ok(setup) = hetraid_sim::setup::Setup::new(&c) else {
+                        pruned.fit += 1;
                         continue;
                     };
                     if setup.layout.redundancy().tolerance() < self.redundancy {
+                        pruned.fit += 1;
                         continue;
                     }
+                    if self
+                        .capacity_min
+                        .is_some_and(|m| setup.layout.capacity_bytes() < m)
+                    {
+                        pruned.capacity += 1;
+                        continue;
+                    }
+                    if let Some(min_y) = self.mttdl_min_years {
+                        let h = super::analyze::default_mttdl_h(&setup, 24.0)?;
+                        if h / HOURS_PER_YEAR < min_y {
+                            pruned.mttdl += 1;
+                            continue;
+                        }
+                    }
+                    let load = write_share
+                        .filter(|w| *w > 0.0)
+                        .and_then(|_| predicted_write_ns(&setup, policy, self.size));
                     let resolved = hetraid_sim::setup::resolved_weights(&c).ok().flatten();
                     let model_gain = matches!(shape.weights, Some(Weights::Auto))
                         .then(|| hetraid_sim::setup::auto_weights(&c).ok())
@@ -551,24 +634,48 @@ impl AdviseCmd {
                         kinds_arg.join(","),
                         cand.members
                     );
-                    cands.push((c, shape.clone(), cand));
+                    cands.push((c, shape.clone(), cand, load));
                 }
             }
         }
         if cands.is_empty() {
             return Err(format!(
-                "no layout fits {} members with redundancy {}",
+                "no layout fits {} members with redundancy {}{}",
                 kinds.len(),
-                self.redundancy
+                self.redundancy,
+                if pruned.capacity + pruned.mttdl > 0 {
+                    " and the --capacity-min / --mttdl-min-years asked for"
+                } else {
+                    ""
+                }
             ));
         }
+        // The load map: a candidate whose busiest member is predicted
+        // LOAD_PRUNE times as busy per write as the best candidate's is not
+        // simulated (and the rest are simulated best first, so a short
+        // budget goes to the promising ones).
+        if let Some(best) = cands
+            .iter()
+            .filter_map(|c| c.3)
+            .min_by(|a, b| a.total_cmp(b))
+        {
+            let before = cands.len();
+            cands.retain(|c| c.3.is_none_or(|t| t <= best * LOAD_PRUNE));
+            pruned.load_map = before - cands.len();
+            cands.sort_by(|a, b| {
+                a.3.unwrap_or(f64::INFINITY)
+                    .total_cmp(&b.3.unwrap_or(f64::INFINITY))
+            });
+        }
+        let mut cands: Vec<(RunConfig, Shape, Candidate)> =
+            cands.into_iter().map(|(c, s, d, _)| (c, s, d)).collect();
         let deadline = t0 + std::time::Duration::from_secs_f64(self.budget_s);
         let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
         // Performance: every candidate, in parallel, until the budget is spent.
         let reports = parallel(cands.len(), threads, deadline, |i| {
             hetraid_sim::run(&cands[i].0).ok()
         });
-        let total = cands.len();
+        let total = cands.len() + pruned.fit + pruned.capacity + pruned.mttdl + pruned.load_map;
         for ((_, _, cand), r) in cands.iter_mut().zip(&reports) {
             if let Some(r) = r {
                 cand.throughput_mbps = Some(r.throughput_mbps);
@@ -755,6 +862,7 @@ impl AdviseCmd {
                 "members": members,
                 "probed": probe_notes,
                 "candidates": total,
+                "pruned": pruned,
                 "distinct": rows.len(),
                 "simulated": simulated,
                 "pareto_over": front_dims,
@@ -784,6 +892,10 @@ impl AdviseCmd {
             objective,
             rows.len(),
             front_dims.join(", ")
+        );
+        println!(
+            "pruned before simulating: {} that do not fit or survive fewer failures, {} by --capacity-min, {} by --mttdl-min-years, {} by the load map (busiest member over {LOAD_PRUNE}x the best's per write)",
+            pruned.fit, pruned.capacity, pruned.mttdl, pruned.load_map
         );
         let money = rows.iter().any(|r| r.usd_per_gb.is_some());
         println!(
