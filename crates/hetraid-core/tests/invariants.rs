@@ -75,6 +75,19 @@ fn any_spec() -> impl Strategy<Value = LayoutSpec> {
             },
             2 * m
         )),
+        // Declustered: groups of width G over N members with S spares a row.
+        (5usize..10, 2usize..6, 1usize..3, 0usize..3)
+            .prop_filter("fits", |(n, g, p, s)| g + s <= *n && *g > *p)
+            .prop_map(move |(n, g, p, s)| LayoutSpec {
+                kind: LayoutKind::Declustered {
+                    width: g,
+                    parity: p,
+                    spares: s,
+                },
+                chunk_bytes: CHUNK,
+                sizes: vec![CHUNK * 40; n],
+                kinds: vec![],
+            }),
         (proptest::collection::vec(1u64..8, 3..6), 0usize..5).prop_map(move |(sz, l)| {
             let (c, level) = [
                 (2, RaidXLevel::X1),

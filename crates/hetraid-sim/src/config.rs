@@ -213,6 +213,15 @@ pub struct RunConfig {
     pub chunks_per_bundle: Option<usize>,
     #[serde(default)]
     pub raidx_level: Option<String>,
+    /// Declustered: members per redundancy group (parity included).
+    #[serde(default)]
+    pub width: Option<usize>,
+    /// Declustered: parity chunks per group, 1 or 2 (default 1).
+    #[serde(default)]
+    pub parity: Option<usize>,
+    /// Declustered: spare chunks per row (default 1).
+    #[serde(default)]
+    pub spares: Option<usize>,
     /// md, modthresh, modthresh-stripe (the threshold decided per stripe), rmw-always, cost.
     #[serde(default = "d_policy")]
     pub policy: String,

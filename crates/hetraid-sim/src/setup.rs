@@ -7,7 +7,7 @@ use crate::kernel::{Ns, Rng, NS_PER_S};
 use crate::preset::{parse_members, DeviceSpec};
 use crate::trace;
 use crate::workload::{Closed, Pattern, Replay, Source};
-use hetraid_core::layout::{build, parse_kind, Layout, LayoutSpec};
+use hetraid_core::layout::{build, Layout, LayoutSpec};
 use hetraid_core::plan::{ArrayState, Request};
 use hetraid_core::WritePolicy;
 
@@ -50,7 +50,7 @@ pub fn auto_weights(cfg: &RunConfig) -> Result<hetraid_core::weights::WeightPlan
 
 /// The layout a run names, with its parameters.
 pub fn layout_kind(cfg: &RunConfig) -> Result<hetraid_core::layout::LayoutKind, String> {
-    parse_kind(
+    hetraid_core::layout::parse_kind_with(
         &cfg.layout,
         resolved_weights(cfg)?,
         cfg.parity_order.as_deref(),
@@ -60,6 +60,11 @@ pub fn layout_kind(cfg: &RunConfig) -> Result<hetraid_core::layout::LayoutKind, 
         cfg.spare_partitions,
         cfg.chunks_per_bundle,
         cfg.raidx_level.as_deref(),
+        hetraid_core::layout::DeclusterParams {
+            width: cfg.width,
+            parity: cfg.parity,
+            spares: cfg.spares,
+        },
     )
     .map_err(|e| e.to_string())
     .and_then(|k| {

@@ -1,7 +1,7 @@
 //! Layout options shared by every verb, turned into a core `LayoutSpec`.
 
 use clap::Args;
-use hetraid_core::layout::{parse_kind, LayoutKind, LayoutSpec};
+use hetraid_core::layout::{LayoutKind, LayoutSpec};
 use hetraid_core::units::parse_size;
 use hetraid_core::MemberKind;
 
@@ -67,9 +67,26 @@ pub struct LayoutParamArgs {
     /// RAIDX level inside a bundle: 0, 1, 5, 6, 10 (default by c: 1->0, 2->1, 3+->5).
     #[arg(long)]
     pub raidx_level: Option<String>,
+    /// Declustered: members per redundancy group G, parity included.
+    #[arg(long)]
+    pub width: Option<usize>,
+    /// Declustered: parity chunks per group, 1 or 2 (default 1).
+    #[arg(long)]
+    pub parity: Option<usize>,
+    /// Declustered: spare chunks in every row, spread over all members (default 1).
+    #[arg(long)]
+    pub spares: Option<usize>,
 }
 
 impl LayoutParamArgs {
+    pub fn decluster(&self) -> hetraid_core::layout::DeclusterParams {
+        hetraid_core::layout::DeclusterParams {
+            width: self.width,
+            parity: self.parity,
+            spares: self.spares,
+        }
+    }
+
     /// Set the parameters given on the command line in a simulator run config
     /// (the ones not given keep the config's values).
     pub fn apply_to(&self, c: &mut hetraid_sim::RunConfig) {
@@ -85,7 +102,10 @@ impl LayoutParamArgs {
             group,
             partitions,
             chunks_per_bundle,
-            raidx_level
+            raidx_level,
+            width,
+            parity,
+            spares
         );
         if let Some(n) = self.spare_partitions {
             c.spare_partitions = n;
@@ -140,6 +160,20 @@ impl LayoutOpts {
     /// The layout as the engine stores it (a misspelt option value is an error,
     /// never stored as the default).
     pub fn record(&self) -> Result<hetraid_engine::format::LayoutRecord, String> {
+        // The declustered layout runs in the simulator and the analytic
+        // commands; the engine has no superblock fields for it yet.
+        let d = self.params.decluster();
+        if self.layout.eq_ignore_ascii_case("declustered")
+            || self.layout.eq_ignore_ascii_case("draid")
+        {
+            return Err("the engine does not build declustered arrays yet: hetraid sim, layout and analyze model them; choose another layout for an array".into());
+        }
+        if d != hetraid_core::layout::DeclusterParams::default() {
+            return Err(format!(
+                "--width, --parity and --spares apply to the declustered layout, not to '{}'; leave them out",
+                self.layout
+            ));
+        }
         let parity_order = match self.params.parity_order.as_deref() {
             Some(o) => {
                 Some(hetraid_core::layout::ParityOrder::parse(o).map_err(|e| e.to_string())?)
@@ -182,7 +216,7 @@ impl LayoutArgs {
             Some(s) => s.clone(),
             None => vec![1 << 30; self.devices],
         };
-        let kind = parse_kind(
+        let kind = hetraid_core::layout::parse_kind_with(
             &o.layout,
             engine_weights(
                 &o.params.weights,
@@ -196,6 +230,7 @@ impl LayoutArgs {
             o.params.spare_partitions.unwrap_or(0),
             o.params.chunks_per_bundle,
             o.params.raidx_level.as_deref(),
+            o.params.decluster(),
         )
         .map_err(|e| e.to_string())?;
         // Geometry alone: kinds that would not move a chunk are an error, not

@@ -21,6 +21,7 @@ macro_rules! row_accessors {
 }
 
 mod classic;
+mod declustered;
 mod hpda;
 mod presets;
 mod raidh;
@@ -32,6 +33,7 @@ pub mod reshape;
 mod s2;
 
 pub use classic::{ParityOrder, Raid0, Raid1, Raid10, Raid4, Raid5, Raid6};
+pub use declustered::Declustered;
 pub use hpda::{Hpda, LogRegion};
 pub use presets::{Permuted, Preset};
 pub use raidh::{swrr_cycle, swrr_pairs, RaidH, RaidH6};
@@ -210,6 +212,12 @@ pub enum LayoutKind {
         weights: Vec<u64>,
     },
     Hpda,
+    /// Parity declustering with distributed spare space (issue 20).
+    Declustered {
+        width: usize,
+        parity: usize,
+        spares: usize,
+    },
     Preset(Preset),
 }
 
@@ -253,8 +261,24 @@ impl LayoutKind {
     /// Parse a layout name (parameters come from [`LayoutSpec`]'s other fields).
     pub fn names() -> &'static [&'static str] {
         &[
-            "raid0", "raid1", "raid10", "raid4", "raid5", "raid6", "raidh", "raidh6", "s2raid5",
-            "s2raid10", "raidx", "hpda", "raid4s", "raid4n", "raid5s", "raidf5", "raide",
+            "raid0",
+            "raid1",
+            "raid10",
+            "raid4",
+            "raid5",
+            "raid6",
+            "raidh",
+            "raidh6",
+            "s2raid5",
+            "s2raid10",
+            "raidx",
+            "hpda",
+            "declustered",
+            "raid4s",
+            "raid4n",
+            "raid5s",
+            "raidf5",
+            "raide",
             "raid5nss",
         ]
     }
@@ -355,9 +379,23 @@ pub fn build(spec: &LayoutSpec) -> Result<Box<dyn Layout>, LayoutError> {
             weights,
         )?),
         LayoutKind::Hpda => Box::new(Hpda::new(sizes, c, &spec.kinds_or_default())?),
+        LayoutKind::Declustered {
+            width,
+            parity,
+            spares,
+        } => Box::new(Declustered::new(sizes, c, *width, *parity, *spares)?),
         LayoutKind::Preset(p) => p.build(sizes, c, &spec.kinds_or_default())?,
     };
     Ok(layout)
+}
+
+/// The declustered layout's options as given (`--width`, `--parity`,
+/// `--spares`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeclusterParams {
+    pub width: Option<usize>,
+    pub parity: Option<usize>,
+    pub spares: Option<usize>,
 }
 
 /// Parse a layout name plus the generic options the CLI passes along.
@@ -372,6 +410,34 @@ pub fn parse_kind(
     spare_partitions: usize,
     chunks_per_bundle: Option<usize>,
     raidx_level: Option<&str>,
+) -> Result<LayoutKind, LayoutError> {
+    parse_kind_with(
+        name,
+        weights,
+        order,
+        copies,
+        group,
+        partitions,
+        spare_partitions,
+        chunks_per_bundle,
+        raidx_level,
+        DeclusterParams::default(),
+    )
+}
+
+/// [`parse_kind`] with the declustered layout's options.
+#[allow(clippy::too_many_arguments)]
+pub fn parse_kind_with(
+    name: &str,
+    weights: Option<Vec<u64>>,
+    order: Option<&str>,
+    copies: Option<usize>,
+    group: Option<usize>,
+    partitions: Option<usize>,
+    spare_partitions: usize,
+    chunks_per_bundle: Option<usize>,
+    raidx_level: Option<&str>,
+    decl: DeclusterParams,
 ) -> Result<LayoutKind, LayoutError> {
     let has_weights = weights.is_some();
     let lname = name.to_ascii_lowercase().replace(['-', '_', '²'], "");
@@ -432,6 +498,15 @@ pub fn parse_kind(
             }
         }
         "hpda" => LayoutKind::Hpda,
+        "declustered" | "draid" => LayoutKind::Declustered {
+            width: decl.width.ok_or_else(|| {
+                LayoutError::Invalid(
+                    "declustered needs --width G (members per redundancy group, parity included)".into(),
+                )
+            })?,
+            parity: decl.parity.unwrap_or(1),
+            spares: decl.spares.unwrap_or(1),
+        },
         other => match Preset::parse(other) {
             Some(p) => LayoutKind::Preset(p),
             None => {
@@ -499,6 +574,22 @@ pub fn parse_kind(
         "raidx",
     )?;
     refuse(raidx_level.is_some() && !raidx, "--raidx-level", "raidx")?;
+    let declustered = matches!(kind, LayoutKind::Declustered { .. });
+    refuse(
+        decl.width.is_some() && !declustered,
+        "--width",
+        "declustered",
+    )?;
+    refuse(
+        decl.parity.is_some() && !declustered,
+        "--parity",
+        "declustered",
+    )?;
+    refuse(
+        decl.spares.is_some() && !declustered,
+        "--spares",
+        "declustered",
+    )?;
     Ok(kind)
 }
 
