@@ -693,7 +693,7 @@ impl Array {
                 // order: one writes its batch while the next reads. Each lane holds
                 // only its own batch's stripe locks, like any request, so lanes
                 // cannot deadlock each other or user I/O.
-                for _ in 0..hetraid_core::rebuild::BATCHES_IN_FLIGHT {
+                for _ in 0..hetraid_core::rebuild::batches_in_flight(layout) {
                     let (planner, done_flags, done, bytes, stop, error, last_ckpt, claimed) = (
                         &planner,
                         &done_flags,

@@ -240,8 +240,8 @@ pub fn parse_members(s: &str) -> Result<Vec<DeviceSpec>, String> {
         let (name, n) = match part.rsplit_once('*') {
             Some((name, n)) => (
                 name.trim(),
-                n.trim().parse::<usize>().ok().filter(|&n| (1..=64).contains(&n)).ok_or_else(|| {
-                    format!("--members entry '{part}' repeats a bad count; write NAME*n with n from 1 to 64")
+                n.trim().parse::<usize>().ok().filter(|&n| (1..=hetraid_core::layout::MAX_MEMBERS).contains(&n)).ok_or_else(|| {
+                    format!("--members entry '{part}' repeats a bad count; write NAME*n with n from 1 to 128")
                 })?,
             ),
             None => (part, 1),
@@ -249,9 +249,10 @@ pub fn parse_members(s: &str) -> Result<Vec<DeviceSpec>, String> {
         let spec = DeviceSpec::lookup(name)?;
         out.extend(std::iter::repeat_n(spec, n));
     }
-    if out.len() > 64 {
+    let max = hetraid_core::layout::MAX_MEMBERS;
+    if out.len() > max {
         return Err(format!(
-            "--members lists {} devices; at most 64 are supported",
+            "--members lists {} devices; at most {max} are supported",
             out.len()
         ));
     }

@@ -270,18 +270,24 @@ impl Setup {
             (true, Some(f)) => {
                 if layout.spare_slots() == 0 {
                     return Err(format!(
-                        "layout {} reserves no spare space; use s2raid5 with --spare-partitions 1 or rebuild without --to-spare",
+                        "layout {} reserves no spare space; use s2raid5 with --spare-partitions 1, declustered with --spares 1, or rebuild without --to-spare",
                         cfg.layout
                     ));
                 }
                 let state = ArrayState::with_failed(specs.len(), &cfg.failed.as_ref().unwrap().0);
                 let sched = hetraid_core::rebuild::schedule(layout.as_ref(), &state, &[f], true)
                     .map_err(|e| e.to_string())?;
-                let moves = hetraid_core::rebuild::spare_moves(layout.as_ref(), &sched, &[f])
-                    .map_err(|e| e.to_string())?;
-                let inner = build(&spec).map_err(|e| e.to_string())?;
-                let after: Box<dyn Layout> =
-                    Box::new(hetraid_core::layout::Remapped::new(inner, moves));
+                let after: Box<dyn Layout> = match layout.relocated(&[f]) {
+                    // Distributed spare: the layout relocates by rule.
+                    Some(l) => l,
+                    None => {
+                        let moves =
+                            hetraid_core::rebuild::spare_moves(layout.as_ref(), &sched, &[f])
+                                .map_err(|e| e.to_string())?;
+                        let inner = build(&spec).map_err(|e| e.to_string())?;
+                        Box::new(hetraid_core::layout::Remapped::new(inner, moves))
+                    }
+                };
                 Some((sched, after))
             }
             _ => None,

@@ -181,6 +181,20 @@ impl SweepConfig {
             if !matches!(s.get("name"), Some(Value::String(_))) {
                 return Err(format!("{origin}: series {} needs name = \"...\"", i + 1));
             }
+            // A series may vary another key in step with x (a baseline whose
+            // own parameter differs: RAID5 of G members where x is the
+            // declustered width G).
+            match (s.get("x_key"), s.get("x_values")) {
+                (None, None) => {}
+                (Some(Value::String(_)), Some(Value::Array(v))) if v.len() == c.x_values.len() => {}
+                _ => {
+                    return Err(format!(
+                        "{origin}: series {} gives x_key and x_values together, x_values with one value per sweep x value ({})",
+                        i + 1,
+                        c.x_values.len()
+                    ))
+                }
+            }
         }
         for h in &c.headline {
             for name in std::iter::once(&h.numerator).chain(h.denominator.iter()) {
@@ -234,15 +248,25 @@ impl SweepConfig {
         for combo in &combos {
             for s in &self.series {
                 let name = s["name"].as_str().unwrap().to_string();
-                for x in &self.x_values {
+                for (xi, x) in self.x_values.iter().enumerate() {
                     let mut t = self.base.clone();
-                    for (k, v) in s.iter().filter(|(k, _)| *k != "name") {
+                    for (k, v) in s
+                        .iter()
+                        .filter(|(k, _)| !matches!(k.as_str(), "name" | "x_key" | "x_values"))
+                    {
                         t.insert(k.clone(), v.clone());
                     }
                     for (k, v) in combo {
                         t.insert(k.clone(), v.clone());
                     }
-                    t.insert(self.x.clone(), x.clone());
+                    match (s.get("x_key").and_then(Value::as_str), s.get("x_values")) {
+                        (Some(k), Some(Value::Array(v))) => {
+                            t.insert(k.to_string(), v[xi].clone());
+                        }
+                        _ => {
+                            t.insert(self.x.clone(), x.clone());
+                        }
+                    }
                     let mut config: RunConfig =
                         Value::Table(t).try_into().map_err(|e: toml::de::Error| {
                             format!(

@@ -554,6 +554,12 @@ fn reproductions_run_and_keep_their_published_direction() {
     assert!(get("HDD RAID5 / HPDA rebuild time (best trace)") > 1.0);
     // RAIDX (issue 14): two copies beat seven on writes.
     assert!(get("RAIDX1 / MD RAID1, writes") > 2.0);
+    // Declustered (issue 20): at least 0.8 of the (N - 1)/G limit on 90
+    // disks, ahead of dRAID's published 40-50 % of it.
+    for (g, limit) in [(2, 44.5), (5, 17.8), (9, 9.9), (17, 5.2)] {
+        let v = get(&format!("hot spare / declustered rebuild time, G = {g}"));
+        assert!(v > 0.8 * limit, "G = {g}: {v} against {limit}");
+    }
 }
 
 /// `hetraid probe` (issue 19): a file measured read-only is left as it was,

@@ -51,6 +51,9 @@ pub struct Declustered {
     groups_per_slice: u64,
     slices: u64,
     bases: Vec<Vec<u16>>,
+    /// Members rebuilt into spare space, in order: relocated[i]'s chunks
+    /// live in spare slot i of their rows.
+    relocated: Vec<usize>,
 }
 
 fn gcd(a: u64, b: u64) -> u64 {
@@ -120,6 +123,7 @@ impl Declustered {
             groups_per_slice,
             slices,
             bases: Vec::new(),
+            relocated: Vec::new(),
         };
         l.bases = l.choose_bases();
         Ok(l)
@@ -227,6 +231,16 @@ impl Declustered {
         bases
     }
 
+    /// Spare slot `slot` of the row at byte `offset`: the member at the
+    /// row's position N − S + slot.
+    fn spare_home(&self, offset: u64, slot: usize) -> ChunkLoc {
+        let q = offset / self.chunk / self.rows_per_slice;
+        ChunkLoc {
+            member: self.member_at(q, self.n - self.s + slot),
+            offset,
+        }
+    }
+
     /// Where the chunk at `lost` is rebuilt into spare space when it is the
     /// `slot`-th failure relocated (0 first): the row's spare position
     /// N − S + slot. None past the spares or for a spare chunk itself.
@@ -234,8 +248,7 @@ impl Declustered {
         if slot >= self.s || lost.member >= self.n {
             return None;
         }
-        let row = lost.offset / self.chunk;
-        let q = row / self.rows_per_slice;
+        let q = lost.offset / self.chunk / self.rows_per_slice;
         if q >= self.slices {
             return None;
         }
@@ -244,10 +257,56 @@ impl Declustered {
         if is_spare {
             return None;
         }
-        Some(ChunkLoc {
-            member: self.member_at(q, self.n - self.s + slot),
-            offset: lost.offset,
-        })
+        Some(self.spare_home(lost.offset, slot))
+    }
+
+    /// A row's spare slots through the failures `failures` (in order): each
+    /// failure loses the chunk its member holds in the row (its own, or a
+    /// rebuilt one in its spare slot), which goes to the first slot whose
+    /// member is alive and empty. Returns, for the tracked chunk (the one
+    /// originally on `track`), the member holding it at the end, and the
+    /// member that received the last failure's lost chunk (None: the last
+    /// failure lost nothing in this row). Bounded: failures x S steps.
+    fn row_walk(&self, q: u64, failures: &[usize], track: usize) -> (usize, Option<usize>) {
+        let spare: Vec<usize> = (0..self.s)
+            .map(|k| self.member_at(q, self.n - self.s + k))
+            .collect();
+        // Slot k holds the chunk first placed on member held[k].
+        let mut held: Vec<Option<usize>> = vec![None; self.s];
+        let mut at = track;
+        let mut last = None;
+        for (j, &f) in failures.iter().enumerate() {
+            let dead = &failures[..=j];
+            let lost = match spare.iter().position(|&m| m == f) {
+                Some(k) => held[k].take(),
+                None => Some(f),
+            };
+            last = None;
+            if let Some(orig) = lost {
+                if let Some(k) =
+                    (0..self.s).find(|&k| held[k].is_none() && !dead.contains(&spare[k]))
+                {
+                    held[k] = Some(orig);
+                    last = Some(spare[k]);
+                    if orig == track {
+                        at = spare[k];
+                    }
+                }
+            }
+        }
+        (at, last)
+    }
+
+    /// `loc` (a chunk's place before any failure) after the relocations.
+    fn relocate(&self, loc: ChunkLoc) -> ChunkLoc {
+        if self.relocated.is_empty() {
+            return loc;
+        }
+        let q = loc.offset / self.chunk / self.rows_per_slice;
+        ChunkLoc {
+            member: self.row_walk(q, &self.relocated, loc.member).0,
+            offset: loc.offset,
+        }
     }
 }
 
@@ -275,9 +334,11 @@ impl Layout for Declustered {
         let j = s % self.groups_per_slice;
         let locs: Vec<ChunkLoc> = self
             .group_positions(j)
-            .map(|(row, pos)| ChunkLoc {
-                member: self.member_at(q, pos),
-                offset: (q * self.rows_per_slice + row) * self.chunk,
+            .map(|(row, pos)| {
+                self.relocate(ChunkLoc {
+                    member: self.member_at(q, pos),
+                    offset: (q * self.rows_per_slice + row) * self.chunk,
+                })
             })
             .collect();
         let k = self.g - self.p;
@@ -287,6 +348,46 @@ impl Layout for Declustered {
             parity: locs[k..].to_vec(),
             mirrors: vec![],
         }
+    }
+    fn parity_cycle(&self) -> u64 {
+        self.stripe_count()
+    }
+    fn spare_slots(&self) -> usize {
+        self.s - self.relocated.len()
+    }
+    fn distributed_spare(&self) -> bool {
+        true
+    }
+    fn spare_location(&self, lost: ChunkLoc, _target: usize, _slot: usize) -> Option<ChunkLoc> {
+        // The layout, not the scheduler, picks the member: the first live,
+        // empty spare of the lost chunk's row (`row_walk`).
+        if self.relocated.len() >= self.s || lost.member >= self.n {
+            return None;
+        }
+        let q = lost.offset / self.chunk / self.rows_per_slice;
+        if q >= self.slices {
+            return None;
+        }
+        let mut failures = self.relocated.clone();
+        failures.push(lost.member);
+        let member = self.row_walk(q, &failures, usize::MAX).1?;
+        Some(ChunkLoc {
+            member,
+            offset: lost.offset / self.chunk * self.chunk,
+        })
+    }
+    fn spare_extent(&self, lost: ChunkLoc) -> Option<(u64, u64)> {
+        Some((lost.offset / self.chunk * self.chunk, self.chunk))
+    }
+    fn rebuild_spread(&self) -> u64 {
+        // A group touches G of N members; four times N/G stripes a batch
+        // (measured with `DECLUSTERED_BATCHES_IN_FLIGHT`, experiment 12).
+        4 * (self.n / self.g).max(1) as u64
+    }
+    fn relocated(&self, failed: &[usize]) -> Option<Box<dyn Layout>> {
+        let mut l = self.clone();
+        l.relocated.extend_from_slice(failed);
+        (l.relocated.len() <= self.s).then(|| Box::new(l) as Box<dyn Layout>)
     }
 }
 
@@ -383,6 +484,50 @@ mod tests {
             }
         }
         assert!(early.iter().all(|&c| c == early[0]), "{early:?}");
+    }
+
+    /// After a rebuild into spare space the relocated layout has no chunk on
+    /// the failed member, every chunk is where the rebuild put it (its row's
+    /// spare), and no two chunks share a place; a second failure takes the
+    /// next spare slot, past the last none is left.
+    #[test]
+    fn relocation_moves_the_failed_members_chunks_into_their_rows_spares() {
+        let (n, g, s) = (11, 4, 2);
+        let l = Declustered::new(&vec![1 << 22; n], 4096, g, 1, s).unwrap();
+        let one = l.relocated(&[3]).unwrap();
+        let two = l.relocated(&[3, 7]).unwrap();
+        assert!(l.relocated(&[3, 7, 1]).is_none());
+        assert_eq!(
+            (l.spare_slots(), one.spare_slots(), two.spare_slots()),
+            (2, 1, 0)
+        );
+        for (lay, gone) in [(&one, vec![3]), (&two, vec![3, 7])] {
+            let mut seen = std::collections::HashSet::new();
+            for st in 0..lay.stripe_count() {
+                let a: Vec<ChunkLoc> = lay.stripe(st).all().collect();
+                let b: Vec<ChunkLoc> = l.stripe(st).all().collect();
+                for (x, y) in a.iter().zip(&b) {
+                    assert!(!gone.contains(&x.member), "stripe {st}: {x:?}");
+                    assert!(seen.insert(*x), "stripe {st}: {x:?} twice");
+                    if x != y {
+                        assert_eq!(x.offset, y.offset, "stays in its row");
+                        assert!(gone.contains(&y.member));
+                    }
+                }
+            }
+        }
+        // The planner's redirect for the first failure lands where the
+        // relocated layout expects it.
+        let st = (0..l.stripe_count())
+            .find(|&st| l.stripe(st).all().any(|c| c.member == 3))
+            .unwrap();
+        let lost = l.stripe(st).all().find(|c| c.member == 3).unwrap();
+        let home = one
+            .stripe(st)
+            .all()
+            .find(|c| c.offset == lost.offset && !l.stripe(st).all().any(|o| o == *c))
+            .unwrap();
+        assert_eq!(l.spare_location(lost, usize::MAX, 0), Some(home));
     }
 
     #[test]

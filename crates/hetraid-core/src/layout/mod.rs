@@ -47,7 +47,9 @@ use crate::units::PAGE;
 use serde::Serialize;
 
 /// Most members one array may have (stripe column sets are 64-bit masks).
-pub const MAX_MEMBERS: usize = 64;
+/// Members a layout may have (the engine's superblock holds 64; the
+/// simulator models up to this many, a 90-disk declustered shelf).
+pub const MAX_MEMBERS: usize = 128;
 
 /// One chunk's place: member index and byte offset in that member's data area.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -172,6 +174,26 @@ pub trait Layout: Send + Sync + std::fmt::Debug {
     /// Spare slots per member (0 = none).
     fn spare_slots(&self) -> usize {
         0
+    }
+
+    /// Spare space the layout places itself, chunk by chunk (declustered:
+    /// in every row), rather than on a member the rebuild scheduler picks.
+    fn distributed_spare(&self) -> bool {
+        false
+    }
+
+    /// How many times a RAID5's stripes per rebuild batch this layout takes
+    /// so each member still sees about one batch-sized operation: a
+    /// declustered group touches G of N members (core `batch_stripes`).
+    fn rebuild_spread(&self) -> u64 {
+        1
+    }
+
+    /// The layout once `failed` members (in that order) have been rebuilt
+    /// into its distributed spare space, when it computes that itself rather
+    /// than from a list of moved extents.
+    fn relocated(&self, _failed: &[usize]) -> Option<Box<dyn Layout>> {
+        None
     }
 }
 

@@ -83,10 +83,12 @@ struct RebuildRun {
     /// Per stream, the spare slot it writes into (rebuild into spare space).
     redirect: Vec<Option<(usize, usize)>>,
     pos: Vec<usize>,
-    /// Per stream, batches in flight (at most `rebuild::BATCHES_IN_FLIGHT`).
+    /// Per stream, batches in flight (at most `lanes`).
     inflight: Vec<usize>,
     active: usize,
     batch: usize,
+    /// Batches kept in flight per stream (core `batches_in_flight`).
+    lanes: usize,
     bytes: u64,
     /// Per stream, bytes rebuilt (what per-stream limits hold) and when it
     /// wrote its last batch.
@@ -212,6 +214,7 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
                 redirect: sched.streams.iter().map(|st| st.target).collect(),
                 streams: sched.streams.iter().map(|st| st.stripes.clone()).collect(),
                 batch: hetraid_core::rebuild::batch_stripes(s.layout.as_ref(), s.cfg.max_speed.0),
+                lanes: hetraid_core::rebuild::batches_in_flight(s.layout.as_ref()),
                 bytes: 0,
                 stream_bytes: vec![0; sched.streams.len()],
                 stream_done: vec![None; sched.streams.len()],
@@ -239,6 +242,7 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
                 stream_done: vec![None; sched.streams.len()],
                 streams: sched.streams.into_iter().map(|st| st.stripes).collect(),
                 batch: hetraid_core::rebuild::batch_stripes(s.layout.as_ref(), s.cfg.max_speed.0),
+                lanes: hetraid_core::rebuild::batches_in_flight(s.layout.as_ref()),
                 bytes: 0,
                 pace: s.pace,
                 finished_at: None,

@@ -28,9 +28,7 @@ impl Runner<'_> {
         // Bounded: each round starts a batch or returns.
         loop {
             let rb = self.rebuild.as_ref().unwrap();
-            if rb.inflight[stream] >= hetraid_core::rebuild::BATCHES_IN_FLIGHT
-                || rb.finished_at.is_some()
-            {
+            if rb.inflight[stream] >= rb.lanes || rb.finished_at.is_some() {
                 return Ok(());
             }
             if !self.rebuild_batch(stream)? {

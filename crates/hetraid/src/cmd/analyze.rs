@@ -120,6 +120,13 @@ const SHAPE_STRIPES_MAX: u64 = 1 << 20;
 /// would show only its first band of sub-arrays.
 fn failure_sets(setup: &Setup) -> Result<FailureSets, String> {
     let layout = setup.layout.as_ref();
+    // The failure sets are member bit masks of 64 bits.
+    if layout.members() > 64 {
+        return Err(format!(
+            "the reliability model takes at most 64 members; this array has {}",
+            layout.members()
+        ));
+    }
     let stripes = layout.stripe_count();
     if stripes <= SHAPE_STRIPES_MAX {
         return Ok(FailureSets::of(layout));
