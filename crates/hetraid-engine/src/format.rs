@@ -43,7 +43,35 @@ pub struct LayoutRecord {
 }
 
 impl LayoutRecord {
+    /// Is this the declustered layout (whose width, parity and spares are
+    /// stored in the `group`, `copies` and `spare_partitions` fields)?
+    pub fn is_declustered(&self) -> bool {
+        matches!(
+            self.name.to_ascii_lowercase().as_str(),
+            "declustered" | "draid"
+        )
+    }
+
     pub fn kind(&self) -> Result<LayoutKind, String> {
+        if self.is_declustered() {
+            return hetraid_core::layout::parse_kind_with(
+                &self.name,
+                None,
+                None,
+                None,
+                None,
+                None,
+                0,
+                None,
+                None,
+                hetraid_core::layout::DeclusterParams {
+                    width: self.group,
+                    parity: self.copies,
+                    spares: Some(self.spare_partitions),
+                },
+            )
+            .map_err(|e| e.to_string());
+        }
         parse_kind(
             &self.name,
             (!self.weights.is_empty()).then(|| self.weights.clone()),

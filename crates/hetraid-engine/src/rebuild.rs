@@ -566,7 +566,7 @@ impl Array {
             ));
         }
         let mut used = vec![0usize; sb.roles.len()];
-        for r in &sb.relocations {
+        for r in sb.relocations.iter().filter(|r| r.len > 0) {
             used[r.to_member as usize] += 1;
         }
         let sched =
@@ -578,7 +578,21 @@ impl Array {
         self.flush()?;
         // Record where every lost extent now lives.
         let sb = self.superblock();
-        let moved: Vec<crate::format::Relocation> =
+        // A distributed spare (declustered) is recorded as one length-0
+        // record per member, in failure order: the layout computes where
+        // each chunk went (core `Layout::relocated`).
+        let moved: Vec<crate::format::Relocation> = if layout.distributed_spare() {
+            failed
+                .iter()
+                .map(|&f| crate::format::Relocation {
+                    from_member: f as u16,
+                    to_member: f as u16,
+                    from_offset: 0,
+                    to_offset: 0,
+                    len: 0,
+                })
+                .collect()
+        } else {
             hetraid_core::rebuild::spare_moves(layout, &sched, &failed)?
                 .into_iter()
                 .map(|m| crate::format::Relocation {
@@ -588,7 +602,8 @@ impl Array {
                     to_offset: m.to.offset,
                     len: m.len,
                 })
-                .collect();
+                .collect()
+        };
         if sb.relocations.len() + moved.len() > crate::format::MAX_RELOCATIONS {
             return Err(EngineError::Refused(
                 "the superblock's relocation table is full".into(),

@@ -160,13 +160,41 @@ impl LayoutOpts {
     /// The layout as the engine stores it (a misspelt option value is an error,
     /// never stored as the default).
     pub fn record(&self) -> Result<hetraid_engine::format::LayoutRecord, String> {
-        // The declustered layout runs in the simulator and the analytic
-        // commands; the engine has no superblock fields for it yet.
         let d = self.params.decluster();
         if self.layout.eq_ignore_ascii_case("declustered")
             || self.layout.eq_ignore_ascii_case("draid")
         {
-            return Err("the engine does not build declustered arrays yet: hetraid sim, layout and analyze model them; choose another layout for an array".into());
+            // Every option checked as for any layout (--group on it is an
+            // error), then stored in the record's group (width), copies
+            // (parity) and spare_partitions (spares) fields.
+            let kind = hetraid_core::layout::parse_kind_with(
+                &self.layout,
+                self.params.weights.as_ref().map(|_| vec![]),
+                self.params.parity_order.as_deref(),
+                self.params.copies,
+                self.params.group,
+                self.params.partitions,
+                self.params.spare_partitions.unwrap_or(0),
+                self.params.chunks_per_bundle,
+                self.params.raidx_level.as_deref(),
+                d,
+            )
+            .map_err(|e| e.to_string())?;
+            let hetraid_core::layout::LayoutKind::Declustered {
+                width,
+                parity,
+                spares,
+            } = kind
+            else {
+                unreachable!("the name is declustered");
+            };
+            return Ok(hetraid_engine::format::LayoutRecord {
+                name: "declustered".into(),
+                group: Some(width),
+                copies: Some(parity),
+                spare_partitions: spares,
+                ..Default::default()
+            });
         }
         if d != hetraid_core::layout::DeclusterParams::default() {
             return Err(format!(

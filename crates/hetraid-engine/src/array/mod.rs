@@ -204,6 +204,19 @@ pub(crate) fn relocated(layout: Box<dyn Layout>, sb: &Superblock) -> Box<dyn Lay
     if sb.relocations.is_empty() {
         return layout;
     }
+    // A distributed spare relocates whole members by the layout's rule: one
+    // record of length 0 per member, in failure order (docs/FORMAT.md).
+    if layout.distributed_spare() {
+        let members: Vec<usize> = sb
+            .relocations
+            .iter()
+            .filter(|r| r.len == 0)
+            .map(|r| r.from_member as usize)
+            .collect();
+        if let Some(l) = layout.relocated(&members) {
+            return l;
+        }
+    }
     let moves = sb
         .relocations
         .iter()
