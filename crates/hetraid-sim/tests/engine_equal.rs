@@ -141,10 +141,21 @@ fn check_with(
     let array = Array::create(
         dyn_members,
         &CreateOptions {
-            layout: LayoutRecord {
-                name: cfg.layout.clone(),
-                weights,
-                ..Default::default()
+            layout: if cfg.layout == "declustered" {
+                // The record keeps width, parity and spares in these fields.
+                LayoutRecord {
+                    name: cfg.layout.clone(),
+                    group: cfg.width,
+                    copies: cfg.parity,
+                    spare_partitions: cfg.spares.unwrap_or(1),
+                    ..Default::default()
+                }
+            } else {
+                LayoutRecord {
+                    name: cfg.layout.clone(),
+                    weights,
+                    ..Default::default()
+                }
             },
             chunk_bytes: cfg.chunk.0,
             policy: WritePolicy::parse(&cfg.policy).unwrap(),
@@ -393,6 +404,24 @@ fn raid6_raid10_raid0_raidh() {
     );
     h.weights = Some(hetraid_sim::config::Weights::List(vec![2, 0, 0, 0, 2]));
     check(h, 5, vec![2, 0, 0, 0, 2]);
+}
+
+/// Declustered (issue 20): the same member I/O in both executors, healthy,
+/// one parity with a member out, two parities with two out.
+#[test]
+fn declustered_healthy_and_degraded() {
+    let mut d = cfg("declustered", "wd20eads*9", "mixed", 12 << 10).with_rf(0.4);
+    d.width = Some(4);
+    d.spares = Some(1);
+    check(d.clone(), 9, vec![]);
+    d.failed = Some(hetraid_sim::config::FailedSet(vec![3]));
+    check(d, 9, vec![]);
+    let mut d2 = cfg("declustered", "wd20eads*10", "random-write", 20 << 10);
+    d2.width = Some(6);
+    d2.parity = Some(2);
+    d2.spares = Some(2);
+    d2.failed = Some(hetraid_sim::config::FailedSet(vec![0, 7]));
+    check(d2, 10, vec![]);
 }
 
 trait WithRf {

@@ -527,3 +527,80 @@ fn s2raid5_rebuilds_to_spare_from_the_command_line() {
     );
     assert!(back == payload);
 }
+
+/// The declustered layout from the command line (issue 20): create, write,
+/// fail, rebuild into distributed spare space, read back; options of other
+/// layouts are refused with it, and its own with others.
+#[test]
+fn declustered_from_the_command_line() {
+    let d = tempfile::tempdir().unwrap();
+    let m = paths(d.path(), &["d0", "d1", "d2", "d3", "d4", "d5", "d6", "d7"]);
+    let mut create = vec![
+        "create",
+        "--layout",
+        "declustered",
+        "--width",
+        "4",
+        "--spares",
+        "1",
+        "--chunk",
+        "8K",
+        "--size",
+        "4M",
+    ];
+    create.extend(m.iter().map(|s| s.as_str()));
+    let (code, _, err) = run(&create, None);
+    assert_eq!(code, 0, "{err}");
+    let payload = data(3_000_000, 5);
+    ok(&with("write", &m, &["--offset", "0"]), Some(&payload));
+    ok(&with("fail", &m, &["--member", "5"]), None);
+    let live: Vec<String> = m
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 5)
+        .map(|(_, s)| s.clone())
+        .collect();
+    let r: Value = serde_json::from_slice(&ok(
+        &with(
+            "rebuild",
+            &live,
+            &["--to-spare", "--json", "--max-speed", "0"],
+        ),
+        None,
+    ))
+    .unwrap();
+    assert_eq!(r["completed"], true, "{r}");
+    let st: Value = serde_json::from_slice(&ok(&with("status", &live, &["--json"]), None)).unwrap();
+    assert_eq!(st["state"], "optimal");
+    let back = ok(
+        &with("read", &live, &["--offset", "0", "--length", "3000000"]),
+        None,
+    );
+    assert!(back == payload);
+    for (extra, want) in [
+        (
+            vec!["--layout", "declustered", "--width", "4", "--group", "3"],
+            "--group",
+        ),
+        (vec!["--layout", "raid5", "--width", "4"], "--width"),
+        (vec!["--layout", "declustered"], "--width"),
+        (
+            vec!["--layout", "declustered", "--width", "8", "--spares", "1"],
+            "--width + --spares",
+        ),
+    ] {
+        let d2 = tempfile::tempdir().unwrap();
+        let m2 = paths(d2.path(), &["a", "b", "c", "e", "f", "g", "h", "i"]);
+        let mut c = vec!["create"];
+        c.extend(extra.iter().copied());
+        c.extend(["--size", "4M"]);
+        c.extend(m2.iter().map(|s| s.as_str()));
+        let (code, _, err) = run(&c, None);
+        assert_eq!(code, 2, "{extra:?}: {err}");
+        assert!(err.contains(want), "{extra:?}: {err}");
+        assert!(
+            !m2.iter().any(|p| std::path::Path::new(p).exists()),
+            "{extra:?} wrote a member"
+        );
+    }
+}

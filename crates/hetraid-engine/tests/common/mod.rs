@@ -136,6 +136,28 @@ pub fn all_layouts() -> Vec<(LayoutRecord, usize)> {
             5,
         ),
         (r("hpda"), 5),
+        // Declustered (issue 20): width in `group`, parity in `copies`,
+        // spares in `spare_partitions`.
+        (
+            LayoutRecord {
+                name: "declustered".into(),
+                group: Some(4),
+                copies: Some(1),
+                spare_partitions: 1,
+                ..Default::default()
+            },
+            7,
+        ),
+        (
+            LayoutRecord {
+                name: "declustered".into(),
+                group: Some(5),
+                copies: Some(2),
+                spare_partitions: 1,
+                ..Default::default()
+            },
+            8,
+        ),
     ]
 }
 
