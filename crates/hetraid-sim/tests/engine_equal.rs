@@ -467,9 +467,25 @@ fn per_stream_pacing_is_the_same_in_engine_and_simulator() {
     );
 }
 
+/// Declustered (issue 20): a paced rebuild of a 9-member array takes the
+/// same time in both executors (the batches and lanes of core
+/// `batch_stripes`/`batches_in_flight`).
+#[test]
+fn declustered_pacing_is_the_same_in_engine_and_simulator() {
+    const DATA: u64 = 6 << 20;
+    const SPEED: u64 = 2_000_000;
+    let (_, sim) = paced_rebuild("declustered", 9, Some(4), PaceScope::Array, SPEED, DATA);
+    let want = DATA as f64 / SPEED as f64;
+    assert!(
+        (sim / want - 1.0).abs() < 0.15,
+        "simulator {sim:.3} s for {want:.3}"
+    );
+}
+
 /// Rebuild member 1 of `layout` (in place, onto a fresh member) at
 /// `speed` in both executors; asserts they agree within 5 % and returns
-/// (engine s, simulator s).
+/// (engine s, simulator s). `group` is S²-RAID5's group, or the
+/// declustered width (one parity, one spare).
 fn paced_rebuild(
     layout: &str,
     n: u64,
@@ -484,10 +500,13 @@ fn paced_rebuild(
     let members: Vec<Arc<dyn Member>> = (0..n)
         .map(|i| Arc::new(FaultMember::new(&format!("m{i}"), DATA_OFFSET + data, i)) as _)
         .collect();
+    let declustered = layout == "declustered";
     let opts = CreateOptions {
         layout: LayoutRecord {
             name: layout.into(),
             group,
+            copies: declustered.then_some(1),
+            spare_partitions: usize::from(declustered),
             ..Default::default()
         },
         chunk_bytes: chunk,
@@ -521,7 +540,13 @@ fn paced_rebuild(
     assert!(engine.completed);
 
     let mut c = RunConfig::new(layout, &format!("nvram-1g*{n}"));
-    c.group = group;
+    if declustered {
+        c.width = group;
+        c.parity = Some(1);
+        c.spares = Some(1);
+    } else {
+        c.group = group;
+    }
     c.chunk = Size(chunk);
     c.member_size = Some(Size(data));
     c.failed = Some(1.into());
