@@ -174,6 +174,10 @@ struct Candidate {
     chunks_per_bundle: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     raidx_level: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    width: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parity: Option<usize>,
     policy: String,
     chunk: u64,
     capacity_bytes: u64,
@@ -236,6 +240,9 @@ impl Candidate {
         if let Some(l) = &self.raidx_level {
             f += &format!(" --raidx-level {l}");
         }
+        if let (Some(w), Some(p)) = (self.width, self.parity) {
+            f += &format!(" --width {w} --parity {p} --spares 1");
+        }
         if let Some(w) = &self.weights {
             f += &format!(" --weights {}", join(w));
         }
@@ -253,6 +260,9 @@ impl Candidate {
         if let (Some(c), Some(l)) = (self.chunks_per_bundle, &self.raidx_level) {
             n += &format!(" c{c} L{l}");
         }
+        if let (Some(w), Some(p)) = (self.width, self.parity) {
+            n = format!("decl G{w}P{p}");
+        }
         n
     }
 }
@@ -265,7 +275,7 @@ fn join(w: &[u64]) -> String {
 }
 
 /// One layout to try: name, members in its order, and its parameters.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 struct Shape {
     layout: String,
     members: String,
@@ -274,6 +284,8 @@ struct Shape {
     spare_partitions: usize,
     chunks_per_bundle: Option<usize>,
     raidx_level: Option<String>,
+    width: Option<usize>,
+    parity: Option<usize>,
 }
 
 impl Shape {
@@ -286,7 +298,16 @@ impl Shape {
             spare_partitions: 0,
             chunks_per_bundle: None,
             raidx_level: None,
+            width: None,
+            parity: None,
         }
+    }
+
+    fn declustered(members: &str, width: usize, parity: usize) -> Self {
+        let mut s = Self::new("declustered", members);
+        s.width = Some(width);
+        s.parity = Some(parity);
+        s
     }
 
     /// Layouts whose copies are whole chunks: the write policy does not apply.
@@ -340,6 +361,11 @@ impl AdviseCmd {
         c.spare_partitions = shape.spare_partitions;
         c.chunks_per_bundle = shape.chunks_per_bundle;
         c.raidx_level = shape.raidx_level.clone();
+        if shape.layout == "declustered" {
+            c.width = shape.width;
+            c.parity = shape.parity;
+            c.spares = Some(1);
+        }
         Ok(c)
     }
 
@@ -457,6 +483,12 @@ impl AdviseCmd {
             if ssds > 0 {
                 out.push(Shape::new("hpda", &same));
             }
+            // Declustered with one spare chunk a row, groups narrower than
+            // the array (a group as wide as the members left is RAID5 with a
+            // rotating spare).
+            for g in [3usize, 5, 9].into_iter().filter(|&g| g + 2 <= n) {
+                out.push(Shape::declustered(&same, g, 1));
+            }
         } else {
             out.push(Shape::new("raid6", &same));
             if ssds >= 2 && 2 * ssds <= n + ssds {
@@ -467,6 +499,9 @@ impl AdviseCmd {
                 let mut s = Shape::new("raidh6", &same);
                 s.weights = Some(Weights::List(w));
                 out.push(s);
+            }
+            for g in [5usize, 9].into_iter().filter(|&g| g + 2 <= n) {
+                out.push(Shape::declustered(&same, g, 2));
             }
             let mut s = Shape::new("raidx", &same);
             s.chunks_per_bundle = Some(4);
@@ -607,6 +642,8 @@ impl AdviseCmd {
                             .then_some(shape.spare_partitions),
                         chunks_per_bundle: shape.chunks_per_bundle,
                         raidx_level: shape.raidx_level.clone(),
+                        width: shape.width,
+                        parity: shape.parity,
                         policy: policy.into(),
                         chunk,
                         capacity_bytes: capacity,
@@ -691,15 +728,9 @@ impl AdviseCmd {
         let mut placements: Vec<(Shape, u64)> = Vec::new();
         for (c, shape, cand) in &cands {
             if cand.throughput_mbps.is_some()
-                && !placements.iter().any(|(s, ch)| {
-                    s.layout == shape.layout
-                        && s.members == shape.members
-                        && *ch == c.chunk.0
-                        && s.group == shape.group
-                        && s.spare_partitions == shape.spare_partitions
-                        && s.chunks_per_bundle == shape.chunks_per_bundle
-                        && s.raidx_level == shape.raidx_level
-                })
+                && !placements
+                    .iter()
+                    .any(|(s, ch)| s == shape && *ch == c.chunk.0)
             {
                 placements.push((shape.clone(), c.chunk.0));
             }
@@ -709,20 +740,10 @@ impl AdviseCmd {
             self.rebuild_and_mttdl(shape, *chunk).ok()
         });
         for (c, shape, cand) in cands.iter_mut() {
-            if let Some(Some((rebuild_s, mttdl_h))) =
-                placements
-                    .iter()
-                    .zip(&reliability)
-                    .find_map(|((s, ch), r)| {
-                        (s.layout == shape.layout
-                            && s.members == shape.members
-                            && *ch == c.chunk.0
-                            && s.group == shape.group
-                            && s.spare_partitions == shape.spare_partitions
-                            && s.chunks_per_bundle == shape.chunks_per_bundle
-                            && s.raidx_level == shape.raidx_level)
-                            .then_some(*r)
-                    })
+            if let Some(Some((rebuild_s, mttdl_h))) = placements
+                .iter()
+                .zip(&reliability)
+                .find_map(|((s, ch), r)| (s == shape && *ch == c.chunk.0).then_some(*r))
             {
                 cand.rebuild_s = Some(rebuild_s);
                 cand.mttdl_h = Some(mttdl_h);
