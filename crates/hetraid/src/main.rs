@@ -116,6 +116,11 @@ enum Command {
         after_help = "Example:\n  hetraid probe /dev/nvme0n1 --out devices/\n  hetraid sim --layout raid5 --members 'devices/probe-nvme0n1.toml*4' --workload random-write"
     )]
     Probe(cmd::probe::ProbeCmd),
+    /// hetraid's placements for a Ceph cluster: a CRUSH map with device classes, an erasure-code profile and rule (coding shards on the fast class when that pays: RAID4S at cluster scale), primary affinity, and predicted per-OSD load and recovery.
+    #[command(
+        after_help = "Example:\n  hetraid ceph --host node1=caviar-black-640*4,x25e-64 --host node2=caviar-black-640*4,x25e-64 --failure-domain osd --out ceph/\n  crushtool -c ceph/crushmap.txt -o ceph/crushmap.bin && crushtool -i ceph/crushmap.bin --test --rule 1 --num-rep 6 --show-mappings"
+    )]
+    Ceph(cmd::ceph::CephCmd),
     /// Simulate one run: a layout on HDD/SSD models under a workload or trace.
     #[command(
         after_help = "Example:\n  hetraid sim --layout raid5 --members 'caviar-black-640*5' --workload mixed --read-fraction 0.7 --size 64K --qd 10"
@@ -268,6 +273,7 @@ fn main() {
         Command::Sim(c) => c.run(),
         Command::Probe(c) => c.run(),
         Command::Advise(c) => c.run(),
+        Command::Ceph(c) => c.run(),
         Command::Sweep(c) => c.run(),
         Command::Trace(c) => c.run(),
         Command::Analyze(c) => c.run(),

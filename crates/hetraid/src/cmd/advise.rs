@@ -318,7 +318,7 @@ impl Shape {
 }
 
 /// The members' entries one device each (`x*2,y` -> x, x, y).
-fn expand(members: &str) -> Vec<String> {
+pub(crate) fn expand(members: &str) -> Vec<String> {
     let mut out = Vec::new();
     for part in members.split(',').map(str::trim) {
         match part.rsplit_once('*') {

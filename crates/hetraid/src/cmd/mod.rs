@@ -1,6 +1,7 @@
 pub mod advise;
 pub mod analyze;
 pub mod array;
+pub mod ceph;
 pub mod demo;
 pub mod events;
 pub mod layout;
