@@ -476,3 +476,46 @@ mod shared_target_tests {
         }
     }
 }
+
+/// A copy-back onto a replacement: the member whose chunks go home, and
+/// each chunk's move from its spare home to its own place on that member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopyBack {
+    pub member: usize,
+    /// In stripe order; each one chunk long.
+    pub moves: Vec<crate::layout::Move>,
+}
+
+/// What copying the last member rebuilt into distributed spare space back
+/// onto a replacement in its slot moves: every chunk whose place differs
+/// between `layout` and its [`Layout::restored`] form, which must be that
+/// member's (a chunk of another member moving would mean the spare homes
+/// are not what the restored layout computes: refused). Reads only spare
+/// homes and writes only the replacement, so the layout in force stays
+/// whole until the copy is recorded: a copy cut short is simply redone, or
+/// replaced by a rebuild.
+pub fn copy_back_moves(layout: &dyn Layout) -> Result<CopyBack, PlanError> {
+    let (member, after) = layout.restored().ok_or_else(|| {
+        PlanError::Invalid(
+            "no member was rebuilt into distributed spare space: nothing to copy back".into(),
+        )
+    })?;
+    let mut moves = Vec::new();
+    let len = layout.chunk_bytes();
+    for s in 0..layout.stripe_count() {
+        let (b, a) = (layout.stripe(s), after.stripe(s));
+        for (from, to) in b.all().zip(a.all()) {
+            if from == to {
+                continue;
+            }
+            if to.member != member || from.member == member {
+                return Err(PlanError::Invalid(format!(
+                    "stripe {s}: a chunk of member {} would move from member {} to {}; only member {member}'s chunks go home in a copy-back",
+                    to.member, from.member, to.member
+                )));
+            }
+            moves.push(crate::layout::Move { from, to, len });
+        }
+    }
+    Ok(CopyBack { member, moves })
+}

@@ -19,5 +19,5 @@ pub use array::{
     CreateOptions, LogSpec, Reopen, Status,
 };
 pub use error::{EngineError, Result};
-pub use rebuild::{RebuildOptions, RebuildProgress, RebuildReport};
+pub use rebuild::{CopyBackReport, RebuildOptions, RebuildProgress, RebuildReport};
 pub use scrub::{ScrubMismatch, ScrubOptions, ScrubReport};

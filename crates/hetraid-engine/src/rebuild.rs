@@ -73,6 +73,20 @@ pub struct RebuildReport {
     pub stream_seconds: Vec<f64>,
 }
 
+/// What a copy-back did.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CopyBackReport {
+    /// The slot that took the replacement.
+    pub member: usize,
+    /// The replacement's path, and the path of the device that left the slot.
+    pub path: String,
+    pub old_path: String,
+    /// Chunks copied from spare space, and their bytes.
+    pub chunks: u64,
+    pub bytes: u64,
+    pub seconds: f64,
+}
+
 impl Array {
     /// Put `new` in slot `i` (faulty, removed or missing) as a device to
     /// rebuild, on an assembled or a running (served) array alike; I/O goes on
@@ -535,10 +549,14 @@ impl Array {
     ) -> Result<(Array, RebuildReport)> {
         let layout = self.layout();
         if layout.spare_slots() == 0 {
-            return Err(EngineError::Refused(format!(
-                "layout {} reserves no spare space; replace the failed member instead (or create with --spare-partitions)",
-                layout.name()
-            )));
+            return Err(EngineError::Refused(if layout.distributed_spare() {
+                "every spare chunk holds a member rebuilt into spare space already; copy one back onto a replacement first (hetraid rebalance MEMBERS... --with NEW), or replace the failed member".to_string()
+            } else {
+                format!(
+                    "layout {} reserves no spare space; replace the failed member instead (or create with --spare-partitions)",
+                    layout.name()
+                )
+            }));
         }
         let sb = self.superblock();
         let state = self.state();
@@ -641,6 +659,120 @@ impl Array {
                 seconds: run.seconds,
                 completed: run.completed,
                 stream_seconds: run.stream_seconds,
+            },
+        ))
+    }
+
+    /// Copy the member rebuilt into distributed spare space last back onto
+    /// `new`, put in its slot ("rebalance", as dRAID calls it): each of its
+    /// chunks is read from its spare home (one read, where a rebuild reads
+    /// the rest of the group) and written to its own place on `new`, and
+    /// the spare chunks are free again. Offline (the array is consumed and
+    /// returned reassembled). Crash-safe: the attach records the slot as
+    /// rebuilding with the relocation dropped, in one superblock update, so
+    /// a copy cut short leaves a member to rebuild (`hetraid rebuild`
+    /// reconstructs it from parity; the spare homes are never trusted
+    /// after that), and the activation is one more update.
+    pub fn copy_back(
+        self,
+        new: Arc<dyn Member>,
+        force: bool,
+        progress: &(dyn Fn(RebuildProgress) + Sync),
+    ) -> Result<(Array, CopyBackReport)> {
+        let plan = hetraid_core::rebuild::copy_back_moves(self.layout())
+            .map_err(|e| EngineError::Refused(e.to_string()))?;
+        let f = plan.member;
+        let sb = self.superblock();
+        let state = self.state();
+        // Every spare home read must be readable; another member failed
+        // meanwhile may wait (its rebuild can use the spare space this
+        // frees).
+        let mut sources: Vec<usize> = plan.moves.iter().map(|m| m.from.member).collect();
+        sources.sort_unstable();
+        sources.dedup();
+        if let Some(&i) = sources
+            .iter()
+            .find(|&&i| state.members[i] != MemberState::InSync)
+        {
+            return Err(EngineError::Refused(format!(
+                "member {i} ({}) holds spare chunks of member {f} and is {}; rebuild it first",
+                self.path_of(i).unwrap_or_default(),
+                sb.roles[i].state.as_str()
+            )));
+        }
+        if sb.roles[f].state != RoleState::Removed {
+            return Err(EngineError::Refused(format!(
+                "slot {f} is {}, not retired into spare space; nothing to copy back",
+                sb.roles[f].state.as_str()
+            )));
+        }
+        let t0 = std::time::Instant::now();
+        let old_path = self.path_of(f).unwrap_or_default();
+        // One update: the slot takes `new` (rebuilding from stripe 0) and the
+        // last relocation is dropped, so the layout in force is the restored
+        // one from here on.
+        let drop_last = |s: &mut Superblock| {
+            if let Some(k) = s
+                .relocations
+                .iter()
+                .rposition(|r| r.len == 0 && r.from_member as usize == f)
+            {
+                s.relocations.remove(k);
+            }
+        };
+        self.replace_editing(f, new, force, &drop_last)?;
+        let target = self
+            .member(f)
+            .ok_or_else(|| EngineError::Refused(format!("slot {f} holds no device after the attach")))?;
+        let chunk = self.layout().chunk_bytes();
+        let mut buf = AlignedBuf::zeroed(chunk as usize);
+        let total = plan.moves.len() as u64;
+        let stripes_total = self.layout().stripe_count();
+        for (k, mv) in plan.moves.iter().enumerate() {
+            debug_assert_eq!(mv.to.member, f);
+            let src = self.member(mv.from.member).ok_or_else(|| {
+                EngineError::Refused(format!("member {} is gone; the copy-back stopped (run hetraid rebuild)", mv.from.member))
+            })?;
+            src.read_at(&mut buf, crate::format::DATA_OFFSET + mv.from.offset)
+                .map_err(|e| EngineError::Io { member: src.name(), source: e })?;
+            target
+                .write_at(&buf, crate::format::DATA_OFFSET + mv.to.offset)
+                .map_err(|e| EngineError::Io { member: target.name(), source: e })?;
+            if k % 256 == 255 || k as u64 + 1 == total {
+                progress(RebuildProgress {
+                    stripes_done: (k as u64 + 1) * stripes_total / total.max(1),
+                    stripes_total,
+                    bytes_done: (k as u64 + 1) * chunk,
+                    elapsed_s: t0.elapsed().as_secs_f64(),
+                });
+            }
+        }
+        target
+            .flush()
+            .map_err(|e| EngineError::Io { member: target.name(), source: e })?;
+        let device = self.superblock().roles[f].device;
+        self.transition(Transition::FinishRebuild { slot: f, device })?;
+        self.record_member(
+            EventKind::RebuildFinished,
+            f,
+            [total, (t0.elapsed().as_secs_f64() * 1000.0) as u64, total * chunk],
+        );
+        let path = self.path_of(f).unwrap_or_default();
+        let members: Vec<Arc<dyn Member>> = (0..self.slot_count())
+            .filter(|&i| self.superblock().roles[i].state.is_in())
+            .filter_map(|i| self.member(i))
+            .collect();
+        drop(self);
+        let array = Array::assemble(members)?;
+        Ok((
+            array,
+            CopyBackReport {
+                member: f,
+                path,
+                old_path,
+                chunks: total,
+                bytes: total * chunk,
+                seconds: t0.elapsed().as_secs_f64(),
             },
         ))
     }

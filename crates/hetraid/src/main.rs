@@ -84,6 +84,14 @@ enum Command {
     /// Rebuild members being replaced, with MD-like speed limits and a progress bar.
     #[command(after_help = "Example:\n  hetraid rebuild a.img e.img c.img d.img --max-speed 100M")]
     Rebuild(cmd::array::RebuildCmd),
+    /// Declustered: copy the member rebuilt into distributed spare space
+    /// back onto a replacement (dRAID's rebalance): one read per chunk, and
+    /// the spare space is free for the next failure. Offline; crash-safe
+    /// (a copy cut short leaves a member for hetraid rebuild).
+    #[command(
+        after_help = "Example:\n  hetraid rebuild m0.img m1.img ... m11.img --to-spare\n  hetraid rebalance m0.img m2.img ... m11.img --with new.img"
+    )]
+    Rebalance(cmd::array::RebalanceCmd),
     /// Check redundancy of every stripe; --repair rewrites mismatches.
     #[command(after_help = "Example:\n  hetraid scrub a.img b.img c.img d.img --repair")]
     Scrub(cmd::array::ScrubCmd),
@@ -274,6 +282,7 @@ fn main() {
         Command::Probe(c) => c.run(),
         Command::Advise(c) => c.run(),
         Command::Ceph(c) => c.run(),
+        Command::Rebalance(c) => c.run(),
         Command::Sweep(c) => c.run(),
         Command::Trace(c) => c.run(),
         Command::Analyze(c) => c.run(),

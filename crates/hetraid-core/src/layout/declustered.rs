@@ -389,6 +389,12 @@ impl Layout for Declustered {
         l.relocated.extend_from_slice(failed);
         (l.relocated.len() <= self.s).then(|| Box::new(l) as Box<dyn Layout>)
     }
+
+    fn restored(&self) -> Option<(usize, Box<dyn Layout>)> {
+        let mut l = self.clone();
+        let m = l.relocated.pop()?;
+        Some((m, Box::new(l)))
+    }
 }
 
 #[cfg(test)]

@@ -195,6 +195,15 @@ pub trait Layout: Send + Sync + std::fmt::Debug {
     fn relocated(&self, _failed: &[usize]) -> Option<Box<dyn Layout>> {
         None
     }
+
+    /// The member rebuilt into distributed spare space last, and the layout
+    /// with its chunks home again (on a replacement in its slot): what a
+    /// copy-back ("rebalance", as dRAID calls it) changes to. Only the last
+    /// one: an earlier member's removal would move the chunks of those that
+    /// failed after it, whose spare homes depended on it.
+    fn restored(&self) -> Option<(usize, Box<dyn Layout>)> {
+        None
+    }
 }
 
 /// Which layout, with its own parameters.

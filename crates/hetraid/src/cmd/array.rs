@@ -2222,6 +2222,59 @@ impl RebuildCmd {
     }
 }
 
+#[derive(Debug, Args)]
+pub struct RebalanceCmd {
+    /// The array's member files (a declustered array that rebuilt a member
+    /// into its distributed spare space).
+    #[arg(required = true)]
+    pub members: Vec<String>,
+    /// The replacement (PATH[:hdd|ssd|nvram]): it takes the slot of the
+    /// member rebuilt into spare space last, and that member's chunks are
+    /// copied onto it from their spare homes.
+    #[arg(long, value_name = "PATH[:kind]")]
+    pub with: String,
+    /// Overwrite a replacement that holds data or another array's member.
+    #[arg(long)]
+    pub force: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl RebalanceCmd {
+    pub fn run(&self) -> Result<(), String> {
+        if remote(&self.members, serde_json::json!({"verb": "status"})).is_some() {
+            return Err("rebalance runs on an array that is not served: stop hetraid serve (SIGTERM), rebalance, and serve again".into());
+        }
+        let (p, _kind) = split_member(&self.with)?;
+        let a = assemble(&self.members)?;
+        let new = open_member(&p)?;
+        let bar = progress_bar("copy-back");
+        let chunk = a.layout().chunk_bytes();
+        let show = |pr: hetraid_engine::RebuildProgress| {
+            bar.set_length(pr.stripes_total * chunk);
+            bar.set_position(pr.bytes_done);
+        };
+        let r = a.copy_back(new, self.force, &show);
+        bar.finish_and_clear();
+        let (a, r) = r.map_err(|e| e.to_string())?;
+        a.close().map_err(|e| e.to_string())?;
+        if self.json {
+            return super::print_json(&serde_json::to_value(&r).map_err(|e| e.to_string())?);
+        }
+        println!(
+            "copied back member {} onto {} (in place of {}): {} chunks, {} in {:.2} s, {:.1} MB/s; its spare chunks are free again",
+            r.member,
+            r.path,
+            if r.old_path.is_empty() { "the failed device" } else { &r.old_path },
+            r.chunks,
+            format_size(r.bytes),
+            r.seconds,
+            r.bytes as f64 / r.seconds.max(1e-9) / 1e6
+        );
+        Ok(())
+    }
+}
+
 fn print_rebuilt(r: &hetraid_engine::RebuildReport) -> Result<(), String> {
     {
         if r.members.is_empty() {
