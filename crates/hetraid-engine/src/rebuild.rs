@@ -721,9 +721,9 @@ impl Array {
             }
         };
         self.replace_editing(f, new, force, &drop_last)?;
-        let target = self
-            .member(f)
-            .ok_or_else(|| EngineError::Refused(format!("slot {f} holds no device after the attach")))?;
+        let target = self.member(f).ok_or_else(|| {
+            EngineError::Refused(format!("slot {f} holds no device after the attach"))
+        })?;
         let chunk = self.layout().chunk_bytes();
         let mut buf = AlignedBuf::zeroed(chunk as usize);
         let total = plan.moves.len() as u64;
@@ -731,13 +731,22 @@ impl Array {
         for (k, mv) in plan.moves.iter().enumerate() {
             debug_assert_eq!(mv.to.member, f);
             let src = self.member(mv.from.member).ok_or_else(|| {
-                EngineError::Refused(format!("member {} is gone; the copy-back stopped (run hetraid rebuild)", mv.from.member))
+                EngineError::Refused(format!(
+                    "member {} is gone; the copy-back stopped (run hetraid rebuild)",
+                    mv.from.member
+                ))
             })?;
             src.read_at(&mut buf, crate::format::DATA_OFFSET + mv.from.offset)
-                .map_err(|e| EngineError::Io { member: src.name(), source: e })?;
+                .map_err(|e| EngineError::Io {
+                    member: src.name(),
+                    source: e,
+                })?;
             target
                 .write_at(&buf, crate::format::DATA_OFFSET + mv.to.offset)
-                .map_err(|e| EngineError::Io { member: target.name(), source: e })?;
+                .map_err(|e| EngineError::Io {
+                    member: target.name(),
+                    source: e,
+                })?;
             if k % 256 == 255 || k as u64 + 1 == total {
                 progress(RebuildProgress {
                     stripes_done: (k as u64 + 1) * stripes_total / total.max(1),
@@ -747,15 +756,20 @@ impl Array {
                 });
             }
         }
-        target
-            .flush()
-            .map_err(|e| EngineError::Io { member: target.name(), source: e })?;
+        target.flush().map_err(|e| EngineError::Io {
+            member: target.name(),
+            source: e,
+        })?;
         let device = self.superblock().roles[f].device;
         self.transition(Transition::FinishRebuild { slot: f, device })?;
         self.record_member(
             EventKind::RebuildFinished,
             f,
-            [total, (t0.elapsed().as_secs_f64() * 1000.0) as u64, total * chunk],
+            [
+                total,
+                (t0.elapsed().as_secs_f64() * 1000.0) as u64,
+                total * chunk,
+            ],
         );
         let path = self.path_of(f).unwrap_or_default();
         let members: Vec<Arc<dyn Member>> = (0..self.slot_count())

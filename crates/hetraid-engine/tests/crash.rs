@@ -378,3 +378,129 @@ fn declustered_rebuilds_into_distributed_spare_space() {
     array.read(0, &mut out).unwrap();
     assert!(out == data, "two parities, two failures");
 }
+
+/// A declustered rig: 10 members (and a replacement), G = 4, one parity,
+/// two spare chunks a row, all dying together with `death`; data written,
+/// members 2 then 7 rebuilt into spare space.
+fn relocated_rig(
+    death: &std::sync::Arc<hetraid_engine::member::Death>,
+) -> (
+    Vec<std::sync::Arc<hetraid_engine::member::FaultMember>>,
+    Vec<std::sync::Arc<dyn hetraid_engine::member::Member>>,
+    Vec<u8>,
+) {
+    let chunk = 4096;
+    let size = MIB + chunk * 10 * 32;
+    let (faults, members) = fault_members(11, size, 93);
+    for f in &faults {
+        f.set_faults(FaultConfig {
+            death: Some(death.clone()),
+            ..Default::default()
+        });
+    }
+    let mut o = opts("declustered", chunk);
+    o.layout.group = Some(4);
+    o.layout.copies = Some(1);
+    o.layout.spare_partitions = 2;
+    let array = Array::create(members[..10].to_vec(), &o).unwrap();
+    let data = Rng(23).bytes(array.capacity() as usize);
+    array.write(0, &data).unwrap();
+    array.fail(2).unwrap();
+    let (array, _) = array.rebuild_to_spare(Default::default(), &|_| {}).unwrap();
+    array.fail(7).unwrap();
+    let (array, _) = array.rebuild_to_spare(Default::default(), &|_| {}).unwrap();
+    array.close().unwrap();
+    (faults, members, data)
+}
+
+/// The members that assemble after a crash: the ten minus the retired
+/// ones, and the replacement when its superblock landed.
+fn survivors(members: &[std::sync::Arc<dyn hetraid_engine::member::Member>]) -> Array {
+    let live: Vec<_> = members
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| ![2, 7].contains(i))
+        .map(|(_, m)| m.clone())
+        .collect();
+    Array::assemble(live.clone()).unwrap_or_else(|_| Array::assemble(live[..8].to_vec()).unwrap())
+}
+
+/// Copy-back ("rebalance", issue 20): the last member rebuilt into spare
+/// space (7) goes home onto a replacement; the data reads back, parity
+/// scrubs clean, one spare chunk a row is free again (a third failure
+/// rebuilds into it). Then kill -9 at every write of a copy-back: after
+/// the crash the array assembles, rebuilds whatever the attach left
+/// rebuilding (from parity, never from spare homes), and every byte reads
+/// back with clean parity.
+#[test]
+fn declustered_copies_back_onto_a_replacement_and_survives_a_kill_at_every_step() {
+    use hetraid_engine::member::Death;
+    use std::sync::Arc;
+    let death = Arc::new(Death::never());
+    let (_, members, data) = relocated_rig(&death);
+    let array = survivors(&members);
+    let (array, r) = array
+        .copy_back(members[10].clone(), false, &|_| {})
+        .unwrap();
+    assert_eq!(r.member, 7, "the last relocated member goes home first");
+    assert!(r.chunks > 0);
+    assert_eq!(array.status().state, "optimal");
+    let mut out = vec![0u8; data.len()];
+    array.read(0, &mut out).unwrap();
+    assert!(out == data);
+    assert_eq!(array.scrub(None).unwrap().mismatches, 0);
+    assert_eq!(
+        array.layout().spare_slots(),
+        1,
+        "one spare chunk a row free again"
+    );
+    array.fail(4).unwrap();
+    let (array, _) = array.rebuild_to_spare(Default::default(), &|_| {}).unwrap();
+    array.read(0, &mut out).unwrap();
+    assert!(out == data, "a third failure into the freed spare");
+    // Nothing left to copy back is refused in a sentence.
+    let (_, members2, _) = relocated_rig(&Arc::new(Death::never()));
+    let a = survivors(&members2);
+    let (a, _) = a.copy_back(members2[10].clone(), false, &|_| {}).unwrap();
+    let (a, _) = a.copy_back(members2[7].clone(), true, &|_| {}).unwrap();
+    assert_eq!(a.layout().spare_slots(), 2);
+    let e = a
+        .copy_back(members2[2].clone(), true, &|_| {})
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("nothing to copy back"), "{e}");
+
+    // kill -9 after k writes, for every k until a copy-back completes.
+    let mut k = 0;
+    loop {
+        let death = Arc::new(Death::never());
+        let (faults, members, data) = relocated_rig(&death);
+        let array = survivors(&members);
+        death.after(k);
+        let done = array.copy_back(members[10].clone(), false, &|_| {}).is_ok()
+            && death
+                .first_lost_offset
+                .load(std::sync::atomic::Ordering::SeqCst)
+                == u64::MAX;
+        for f in &faults {
+            f.crash(k % 2 == 1);
+        }
+        death.revive();
+        let array = survivors(&members);
+        let rebuilding = array.status().state != "optimal";
+        array.rebuild(Default::default(), &|_| {}).unwrap();
+        let mut out = vec![0u8; data.len()];
+        array.read(0, &mut out).unwrap();
+        assert!(
+            out == data,
+            "kill after {k} writes (rebuilding: {rebuilding})"
+        );
+        assert_eq!(array.scrub(None).unwrap().mismatches, 0, "kill after {k}");
+        if done {
+            break;
+        }
+        k += if k < 40 { 1 } else { 37 };
+        assert!(k < 100_000, "the copy-back never finished");
+    }
+}
