@@ -382,13 +382,14 @@ fn declustered_rebuilds_into_distributed_spare_space() {
 /// A declustered rig: 10 members (and a replacement), G = 4, one parity,
 /// two spare chunks a row, all dying together with `death`; data written,
 /// members 2 then 7 rebuilt into spare space.
-fn relocated_rig(
-    death: &std::sync::Arc<hetraid_engine::member::Death>,
-) -> (
+/// The rig's fault handles, its members (the replacement last) and the data.
+type Rig = (
     Vec<std::sync::Arc<hetraid_engine::member::FaultMember>>,
     Vec<std::sync::Arc<dyn hetraid_engine::member::Member>>,
     Vec<u8>,
-) {
+);
+
+fn relocated_rig(death: &std::sync::Arc<hetraid_engine::member::Death>) -> Rig {
     let chunk = 4096;
     let size = MIB + chunk * 10 * 32;
     let (faults, members) = fault_members(11, size, 93);

@@ -580,7 +580,10 @@ fn declustered_from_the_command_line() {
     // Rebalance: member 5's chunks go home onto a replacement, which
     // frees the spare chunks; the array is whole on the new member set.
     let fresh = d.path().join("n5").to_str().unwrap().to_string();
-    std::fs::File::create(&fresh).unwrap().set_len(5 << 20).unwrap();
+    std::fs::File::create(&fresh)
+        .unwrap()
+        .set_len(5 << 20)
+        .unwrap();
     let r: Value = serde_json::from_slice(&ok(
         &with("rebalance", &live, &["--with", &fresh, "--json"]),
         None,
@@ -592,7 +595,10 @@ fn declustered_from_the_command_line() {
     all.push(fresh.clone());
     let st: Value = serde_json::from_slice(&ok(&with("status", &all, &["--json"]), None)).unwrap();
     assert_eq!(st["state"], "optimal");
-    let back = ok(&with("read", &all, &["--offset", "0", "--length", "3000000"]), None);
+    let back = ok(
+        &with("read", &all, &["--offset", "0", "--length", "3000000"]),
+        None,
+    );
     assert!(back == payload);
     let sc = String::from_utf8(ok(&with("scrub", &all, &[]), None)).unwrap();
     assert!(sc.contains(" 0 mismatched"), "{sc}");
