@@ -486,6 +486,34 @@ pub struct CopyBack {
     pub moves: Vec<crate::layout::Move>,
 }
 
+/// Bytes of chunks one copy-back batch moves: its reads (spread over the
+/// members holding spare homes) are issued together, then its writes (in
+/// order, onto the replacement). Large enough that the replacement's writes
+/// stream; two batches in flight ([`COPY_BACK_BATCHES_IN_FLIGHT`]) keep it
+/// writing while the next batch is read.
+pub const COPY_BACK_BATCH_BYTES: u64 = 64 << 20;
+
+/// Copy-back batches in flight: one being written while the next is read.
+/// The simulator runs this many jobs; the engine, offline and on one
+/// thread, runs them one after the other (the same operations).
+pub const COPY_BACK_BATCHES_IN_FLIGHT: usize = 2;
+
+impl CopyBack {
+    /// The moves in batches of at most [`COPY_BACK_BATCH_BYTES`] (at least
+    /// one move each), in order. The engine and the simulator both copy by
+    /// these: one read per move from its spare home, one write per move to
+    /// its place.
+    pub fn batches(&self) -> std::slice::Chunks<'_, crate::layout::Move> {
+        let len = self.moves.first().map_or(1, |m| m.len.max(1));
+        self.moves
+            .chunks((COPY_BACK_BATCH_BYTES / len).max(1) as usize)
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.moves.iter().map(|m| m.len).sum()
+    }
+}
+
 /// What copying the last member rebuilt into distributed spare space back
 /// onto a replacement in its slot moves: every chunk whose place differs
 /// between `layout` and its [`Layout::restored`] form, which must be that

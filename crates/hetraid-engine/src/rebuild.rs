@@ -725,36 +725,52 @@ impl Array {
             EngineError::Refused(format!("slot {f} holds no device after the attach"))
         })?;
         let chunk = self.layout().chunk_bytes();
-        let mut buf = AlignedBuf::zeroed(chunk as usize);
         let total = plan.moves.len() as u64;
         let stripes_total = self.layout().stripe_count();
-        for (k, mv) in plan.moves.iter().enumerate() {
-            debug_assert_eq!(mv.to.member, f);
-            let src = self.member(mv.from.member).ok_or_else(|| {
-                EngineError::Refused(format!(
-                    "member {} is gone; the copy-back stopped (run hetraid rebuild)",
-                    mv.from.member
-                ))
-            })?;
-            src.read_at(&mut buf, crate::format::DATA_OFFSET + mv.from.offset)
+        // The core's batches: every read of a batch, then its writes (the
+        // simulator overlaps one batch's writes with the next one's reads;
+        // here, offline and on one thread, they simply follow).
+        let batch_max = plan.batches().map(|b| b.len()).max().unwrap_or(0);
+        let mut buf = AlignedBuf::zeroed(batch_max * chunk as usize);
+        let mut done = 0u64;
+        for batch in plan.batches() {
+            for (k, mv) in batch.iter().enumerate() {
+                let src = self.member(mv.from.member).ok_or_else(|| {
+                    EngineError::Refused(format!(
+                        "member {} is gone; the copy-back stopped (run hetraid rebuild)",
+                        mv.from.member
+                    ))
+                })?;
+                let at = k * chunk as usize;
+                src.read_at(
+                    &mut buf[at..at + chunk as usize],
+                    crate::format::DATA_OFFSET + mv.from.offset,
+                )
                 .map_err(|e| EngineError::Io {
                     member: src.name(),
                     source: e,
                 })?;
-            target
-                .write_at(&buf, crate::format::DATA_OFFSET + mv.to.offset)
-                .map_err(|e| EngineError::Io {
-                    member: target.name(),
-                    source: e,
-                })?;
-            if k % 256 == 255 || k as u64 + 1 == total {
-                progress(RebuildProgress {
-                    stripes_done: (k as u64 + 1) * stripes_total / total.max(1),
-                    stripes_total,
-                    bytes_done: (k as u64 + 1) * chunk,
-                    elapsed_s: t0.elapsed().as_secs_f64(),
-                });
             }
+            for (k, mv) in batch.iter().enumerate() {
+                debug_assert_eq!(mv.to.member, f);
+                let at = k * chunk as usize;
+                target
+                    .write_at(
+                        &buf[at..at + chunk as usize],
+                        crate::format::DATA_OFFSET + mv.to.offset,
+                    )
+                    .map_err(|e| EngineError::Io {
+                        member: target.name(),
+                        source: e,
+                    })?;
+            }
+            done += batch.len() as u64;
+            progress(RebuildProgress {
+                stripes_done: done * stripes_total / total.max(1),
+                stripes_total,
+                bytes_done: done * chunk,
+                elapsed_s: t0.elapsed().as_secs_f64(),
+            });
         }
         target.flush().map_err(|e| EngineError::Io {
             member: target.name(),

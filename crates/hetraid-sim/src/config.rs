@@ -287,6 +287,11 @@ pub struct RunConfig {
     /// partitions) instead of onto a replacement device.
     #[serde(default)]
     pub to_spare: bool,
+    /// After the rebuild into distributed spare space, put a fresh device
+    /// in the failed member's slot and copy its chunks back onto it
+    /// (`hetraid rebalance`, dRAID's rebalance): declustered layouts.
+    #[serde(default)]
+    pub copy_back: bool,
     /// MD's speed_limit_min / speed_limit_max, bytes per second.
     #[serde(default = "d_min_speed")]
     pub min_speed: Size,

@@ -97,6 +97,27 @@ pub struct RebuildReport {
     pub completed: bool,
 }
 
+/// A copy-back onto a replacement after a rebuild into distributed spare
+/// space (`copy_back`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CopyBackReport {
+    pub member: usize,
+    /// When it started (the rebuild into spare space ended).
+    pub start_s: f64,
+    /// From its start to its last write (to the end of the run when it did
+    /// not finish: see `completed`).
+    pub copy_back_time_s: f64,
+    pub chunks: u64,
+    pub copied_bytes: u64,
+    /// copied_bytes / copy_back_time_s, MB/s.
+    pub copy_back_mbps: f64,
+    /// User requests that completed while it ran.
+    pub requests_during: u64,
+    pub mean_response_during_ms: f64,
+    pub p99_response_during_ms: f64,
+    pub completed: bool,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
     pub throughput_mbps: f64,
@@ -124,6 +145,8 @@ pub struct Report {
     pub energy_j: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rebuild: Option<RebuildReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub copy_back: Option<CopyBackReport>,
     /// Response times of reads and of writes apart, as fio reports them.
     pub read: DirectionStats,
     pub write: DirectionStats,

@@ -85,6 +85,9 @@ pub struct Setup {
     /// Rebuild into spare space: the schedule (one target per stream) and the layout
     /// with the lost extents relocated, used once the rebuild is done.
     pub spare: Option<(hetraid_core::rebuild::RebuildSchedule, Box<dyn Layout>)>,
+    /// The copy-back onto a replacement that follows the rebuild into
+    /// spare space (`copy_back`): the core's moves, from the relocated layout.
+    pub copy_back: Option<hetraid_core::rebuild::CopyBack>,
     /// The write log: its devices (one per copy) and ring size.
     pub log: Option<LogSetup>,
     /// How reads choose a copy (layouts with copies).
@@ -292,6 +295,20 @@ impl Setup {
             }
             _ => None,
         };
+        let copy_back = match (&spare, cfg.copy_back) {
+            (_, false) => None,
+            (None, true) => {
+                return Err("copy_back (--copy-back) follows a rebuild into spare space; add --rebuild --to-spare".into())
+            }
+            (Some((_, after)), true) => Some(
+                hetraid_core::rebuild::copy_back_moves(after.as_ref()).map_err(|_| {
+                    format!(
+                        "layout {} relocates into spare space without a copy-back (only declustered does); leave out --copy-back",
+                        cfg.layout
+                    )
+                })?,
+            ),
+        };
         let log = match (&cfg.log, cfg.log_mode.as_deref()) {
             _ if hpda => {
                 let regions = layout.log_regions();
@@ -385,6 +402,7 @@ impl Setup {
             span,
             trace,
             spare,
+            copy_back,
             log,
         };
         setup.source()?;

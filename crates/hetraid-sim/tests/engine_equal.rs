@@ -572,3 +572,120 @@ fn paced_rebuild(
     );
     (engine.seconds, sim.rebuild_time_s)
 }
+
+/// Copy-back (issue 20, `hetraid rebalance`): after a rebuild into
+/// distributed spare space, the engine's copy onto a replacement and the
+/// simulator's issue the same reads and writes to every member (the core's
+/// `copy_back_moves` in `CopyBack::batches`): one read per chunk from its
+/// spare home, one write per chunk to its place on the replacement, and
+/// nothing else. The simulator's share is its run with `copy_back` less
+/// the same run without.
+#[test]
+fn declustered_copy_back_is_the_same_in_engine_and_simulator() {
+    use hetraid_engine::member::FaultMember;
+    const DATA: u64 = 6 << 20;
+    const N: usize = 9;
+    const FAILED: usize = 3;
+    let chunk = 65536;
+    let counting: Vec<Arc<Counting>> = (0..=N)
+        .map(|i| {
+            Arc::new(Counting {
+                inner: Arc::new(FaultMember::new(
+                    &format!("m{i}"),
+                    DATA_OFFSET + DATA,
+                    i as u64,
+                )),
+                c: Default::default(),
+            })
+        })
+        .collect();
+    let members: Vec<Arc<dyn Member>> = counting[..N]
+        .iter()
+        .map(|c| c.clone() as Arc<dyn Member>)
+        .collect();
+    let opts = CreateOptions {
+        layout: LayoutRecord {
+            name: "declustered".into(),
+            group: Some(4),
+            copies: Some(1),
+            spare_partitions: 1,
+            ..Default::default()
+        },
+        chunk_bytes: chunk,
+        policy: WritePolicy::Md,
+        kinds: vec![],
+        assume_clean: true,
+        force: false,
+        checksums: false,
+        read_policy: None,
+        log: None,
+    };
+    let a = Array::create(members, &opts).unwrap();
+    a.fail(FAILED).unwrap();
+    let (a, _) = a.rebuild_to_spare(Default::default(), &|_| {}).unwrap();
+    let before: Vec<[u64; 6]> = counting.iter().map(|c| c.get()).collect();
+    let (a, r) = a
+        .copy_back(counting[N].clone() as Arc<dyn Member>, false, &|_| {})
+        .unwrap();
+    assert_eq!(r.member, FAILED);
+    assert_eq!(a.status().state, "optimal");
+    let mut engine: Vec<[u64; 6]> = counting
+        .iter()
+        .zip(&before)
+        .map(|(c, b)| std::array::from_fn(|k| c.get()[k] - b[k]))
+        .collect();
+    // The replacement sits in the failed member's slot.
+    engine.swap(FAILED, N);
+    engine.truncate(N);
+
+    let run = |copy_back: bool| {
+        let mut c = RunConfig::new("declustered", &format!("nvram-1g*{N}"));
+        c.width = Some(4);
+        c.parity = Some(1);
+        c.spares = Some(1);
+        c.chunk = Size(chunk);
+        c.member_size = Some(Size(DATA));
+        c.failed = Some(FAILED.into());
+        c.rebuild = true;
+        c.to_spare = true;
+        c.copy_back = copy_back;
+        c.total = Some(Size(4096));
+        c.qd = 1;
+        hetraid_sim::run(&c).unwrap()
+    };
+    let (with, without) = (run(true), run(false));
+    let cb = with.copy_back.as_ref().expect("a copy-back report");
+    assert!(cb.completed);
+    assert_eq!(cb.chunks, r.chunks);
+    assert_eq!(cb.copied_bytes, r.bytes);
+    let sim: Vec<[u64; 6]> = with
+        .members
+        .iter()
+        .zip(&without.members)
+        .map(|(w, o)| {
+            [
+                w.reads - o.reads,
+                w.read_bytes - o.read_bytes,
+                w.read_pages - o.read_pages,
+                w.writes - o.writes,
+                w.write_bytes - o.write_bytes,
+                w.write_pages - o.write_pages,
+            ]
+        })
+        .collect();
+    for (m, (e, s)) in engine.iter().zip(&sim).enumerate() {
+        assert_eq!(
+            e, s,
+            "member {m}: engine {e:?}, simulator {s:?} (reads, bytes, pages, writes, bytes, pages)"
+        );
+    }
+    // Only the replacement is written, one chunk a write, and every
+    // survivor reads some of its spare homes.
+    assert_eq!(engine[FAILED][3], r.chunks);
+    assert_eq!(engine[FAILED][0], 0);
+    for (m, e) in engine.iter().enumerate().filter(|&(m, _)| m != FAILED) {
+        assert_eq!(e[3], 0, "member {m} written by a copy-back");
+        assert!(e[0] > 0, "member {m} read no spare home");
+    }
+    assert_eq!(engine.iter().map(|e| e[0]).sum::<u64>(), r.chunks);
+}

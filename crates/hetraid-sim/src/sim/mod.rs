@@ -37,6 +37,8 @@ enum Ev {
     RebuildWake {
         stream: u32,
     },
+    /// Start copy-back batches (up to the core's number in flight).
+    CopyBackWake,
     /// HPDA: ask the reclaimer's policy (core `hpda::reclaim_step`).
     HpdaWake,
 }
@@ -58,6 +60,11 @@ enum JobKind {
     Rebuild {
         stream: usize,
         batch: Vec<u64>,
+    },
+    /// One batch of a copy-back: its reads from spare homes, then its
+    /// writes onto the replacement.
+    CopyBack {
+        bytes: u64,
     },
     /// A write-back reclaimer's write (journaled like a user write).
     Reclaim {
@@ -130,6 +137,10 @@ struct Runner<'a> {
     end: Ns,
     member_ops: u64,
     rebuild: Option<RebuildRun>,
+    copy_back: Option<rebuild::CopyBackRun>,
+    /// The replacement could not be built (reported at the next wake-up).
+    copy_back_error: Option<String>,
+    resp_copy_back: Vec<Ns>,
     service: Vec<hetraid_core::ServiceModel>,
     log: Option<LogRun>,
     /// HPDA: the monitor (None: another layout), and whether a wake-up of
@@ -329,6 +340,9 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
         end: 0,
         member_ops: 0,
         rebuild,
+        copy_back: None,
+        copy_back_error: None,
+        resp_copy_back: Vec::new(),
     };
     r.run()
 }
@@ -364,6 +378,7 @@ impl Runner<'_> {
                 Ev::Xor { job } => self.before_writes(job)?,
                 Ev::Arrive { index } => self.arrive(index as usize)?,
                 Ev::RebuildWake { stream } => self.rebuild_next(stream as usize)?,
+                Ev::CopyBackWake => self.copy_back_next()?,
                 Ev::HpdaWake => self.hpda_wake()?,
             }
         }
@@ -390,6 +405,18 @@ impl Runner<'_> {
         {
             return Err(format!(
                 "the rebuild did not finish; this is a hetraid bug: please report it with the config and seed {}",
+                self.s.cfg.seed
+            ));
+        }
+        if self.s.copy_back.is_some()
+            && self
+                .copy_back
+                .as_ref()
+                .and_then(|c| c.finished_at)
+                .is_none()
+        {
+            return Err(format!(
+                "the copy-back did not finish; this is a hetraid bug: please report it with the config and seed {}",
                 self.s.cfg.seed
             ));
         }
@@ -592,6 +619,13 @@ impl Runner<'_> {
             .is_some_and(|r| r.finished_at.is_none())
         {
             self.resp_rebuild.push(rt);
+        }
+        if self
+            .copy_back
+            .as_ref()
+            .is_some_and(|c| c.finished_at.is_none())
+        {
+            self.resp_copy_back.push(rt);
         }
         self.bytes += req.len;
         match req.op {
@@ -928,6 +962,7 @@ impl Runner<'_> {
             }
             JobKind::User { req, arrived, .. } => self.user_done(req, arrived, now)?,
             JobKind::Reclaim { .. } => {}
+            JobKind::CopyBack { bytes } => self.copy_back_batch_done(bytes, now),
             JobKind::Rebuild { stream, batch } => {
                 let rb = self.rebuild.as_mut().unwrap();
                 rb.inflight[stream] -= 1;
@@ -1018,6 +1053,22 @@ impl Runner<'_> {
                 completed: rb.finished_at.is_some(),
             }
         });
+        let copy_back = self.copy_back.as_ref().map(|c| {
+            let (m, _, p, _) = summarize(&mut self.resp_copy_back);
+            let took = c.finished_at.unwrap_or(end) - c.started_at;
+            crate::report::CopyBackReport {
+                member: c.member,
+                start_s: secs(c.started_at),
+                copy_back_time_s: secs(took),
+                chunks: c.chunks,
+                copied_bytes: c.bytes,
+                copy_back_mbps: c.bytes as f64 / secs(took.max(1)) / 1e6,
+                requests_during: self.resp_copy_back.len() as u64,
+                mean_response_during_ms: m,
+                p99_response_during_ms: p,
+                completed: c.finished_at.is_some(),
+            }
+        });
         let requests = self.reads + self.writes;
         // User throughput over the time the user load ran (a rebuild may go on).
         let user_end = self.last_user_done.max(1);
@@ -1042,6 +1093,7 @@ impl Runner<'_> {
             busy_throughput_mbps: self.bytes as f64 / secs(self.array_busy_ns.max(1)) / 1e6,
             member_ops: self.member_ops,
             rebuild,
+            copy_back,
             read: crate::report::DirectionStats::of(&mut self.resp_read),
             write: crate::report::DirectionStats::of(&mut self.resp_write),
             log,

@@ -79,6 +79,10 @@ pub struct SimCmd {
     /// --spare-partitions 1).
     #[arg(long)]
     pub to_spare: bool,
+    /// After the rebuild into spare space, copy the member back onto a
+    /// fresh device in its slot (declustered; hetraid rebalance).
+    #[arg(long)]
+    pub copy_back: bool,
     /// MD speed_limit_min / speed_limit_max (bytes per second, e.g. 1M, 200M).
     #[arg(long)]
     pub min_speed: Option<Size>,
@@ -178,6 +182,7 @@ impl SimCmd {
         self.params.apply_to(&mut c);
         c.rebuild |= self.rebuild;
         c.to_spare |= self.to_spare;
+        c.copy_back |= self.copy_back;
         c.align_to_size |= self.align_to_size;
         c.precondition |= self.precondition;
         Ok(c)
@@ -273,6 +278,19 @@ fn print_human(c: &RunConfig, r: &Report) {
             rb.streams,
             rb.rebuilt_bytes / 1_000_000,
             rb.mean_response_during_ms
+        );
+    }
+    if let Some(c) = &r.copy_back {
+        println!(
+            "  copy-back of member {} onto a replacement: {:.2} s from {:.2} s{}, {} chunks, {} MB ({:.1} MB/s); user response during it {:.2} ms",
+            c.member,
+            c.copy_back_time_s,
+            c.start_s,
+            if c.completed { "" } else { " (not finished when the run ended)" },
+            c.chunks,
+            c.copied_bytes / 1_000_000,
+            c.copy_back_mbps,
+            c.mean_response_during_ms
         );
     }
     println!(
