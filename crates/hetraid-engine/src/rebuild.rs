@@ -93,7 +93,28 @@ impl Array {
     /// meanwhile and [`Array::rebuild`] fills it. `new` must be empty or a member
     /// that left this array; anything else (another array's member, a file with
     /// data) is refused unless `force`.
+    /// A slot whose chunks were rebuilt into distributed spare space
+    /// (declustered) is refused: its data lives in the spare homes and goes
+    /// back with [`Array::copy_back`] (`hetraid rebalance`).
     pub fn replace(&self, i: usize, new: Arc<dyn Member>, force: bool) -> Result<()> {
+        let sb = self.superblock();
+        if sb
+            .relocations
+            .iter()
+            .any(|r| r.len == 0 && r.from_member as usize == i)
+        {
+            let last = self.layout().restored().map(|(m, _)| m);
+            return Err(EngineError::Refused(format!(
+                "slot {i} ({}) was rebuilt into distributed spare space; its data goes back onto a new device with hetraid rebalance MEMBERS... --with NEW{}",
+                self.path_of(i).unwrap_or_default(),
+                match last {
+                    Some(m) if m != i => format!(
+                        " (member {m}, rebuilt into spare space after it, goes back first)"
+                    ),
+                    _ => String::new(),
+                }
+            )));
+        }
         self.replace_editing(i, new, force, &|_| {})
     }
 

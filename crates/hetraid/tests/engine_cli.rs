@@ -584,6 +584,16 @@ fn declustered_from_the_command_line() {
         .unwrap()
         .set_len(5 << 20)
         .unwrap();
+    // `add` into the retired slot would attach an empty device whose data
+    // is in spare space: refused, naming the slot's path and rebalance,
+    // and nothing written to the new device.
+    let (code, _, err) = run(&with("add", &live, &["--with", &fresh]), None);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("slot 5") && err.contains(&m[5]) && err.contains("hetraid rebalance"),
+        "{err}"
+    );
+    assert!(std::fs::read(&fresh).unwrap().iter().all(|&b| b == 0));
     let r: Value = serde_json::from_slice(&ok(
         &with("rebalance", &live, &["--with", &fresh, "--json"]),
         None,
