@@ -134,6 +134,7 @@ impl ArrayState {
     }
 
     /// Does `member` hold valid data for `stripe`?
+    #[inline]
     pub fn available(&self, member: usize, stripe: u64) -> bool {
         match self.members.get(member) {
             Some(MemberState::InSync) => true,
@@ -445,6 +446,7 @@ enum Cover {
 }
 
 impl<'a> Planner<'a> {
+    #[inline]
     pub fn new(layout: &'a dyn Layout, policy: WritePolicy, service: Vec<ServiceModel>) -> Self {
         Self {
             layout,
@@ -467,12 +469,13 @@ impl<'a> Planner<'a> {
 
     /// Does choosing among copies apply (a mirrored layout, a policy other
     /// than `first`)?
+    #[inline]
     fn balances(&self) -> bool {
-        crate::readbalance::keeps_copies(self.layout)
-            && self
-                .reads
-                .as_ref()
-                .is_some_and(|r| r.policy != crate::readbalance::ReadPolicy::First)
+        // The cheap test first: the layout's is a virtual call.
+        self.reads
+            .as_ref()
+            .is_some_and(|r| r.policy != crate::readbalance::ReadPolicy::First)
+            && crate::readbalance::keeps_copies(self.layout)
     }
 
     /// Where a read of `len` bytes at `co` into data chunk `i` of stripe `s`
@@ -480,6 +483,7 @@ impl<'a> Planner<'a> {
     /// among the live ones, given `loads` (updated with the choice, so the
     /// next chunk of the same request sees it) and the member the previous
     /// chunk used. None when no copy is available (the full planner then).
+    #[inline]
     fn read_loc(
         &self,
         s: u64,
@@ -521,6 +525,7 @@ impl<'a> Planner<'a> {
         })
     }
 
+    #[inline]
     fn read_cursor(&self) -> ReadCursor {
         ReadCursor {
             loads: match &self.reads {
@@ -565,13 +570,20 @@ impl<'a> Planner<'a> {
     /// The read fast path (MD's chunk-aligned read): a read that stays inside one
     /// chunk whose member is in sync goes straight to that member. Returns
     /// (member, member offset), or None when the full planner is needed.
+    #[inline]
     pub fn direct_read(&self, offset: u64, len: u64, state: &ArrayState) -> Option<(usize, u64)> {
         let chunk = self.layout.chunk_bytes();
-        let co = offset % chunk;
+        // Chunks are powers of two but for odd layouts: a mask and a shift
+        // instead of a 64-bit division on every read.
+        let (index, co) = if chunk.is_power_of_two() {
+            (offset >> chunk.trailing_zeros(), offset & (chunk - 1))
+        } else {
+            (offset / chunk, offset % chunk)
+        };
         if len == 0 || co + len > chunk || offset.checked_add(len)? > self.layout.capacity_bytes() {
             return None;
         }
-        let (s, i) = self.layout.locate_chunk(offset / chunk);
+        let (s, i) = self.layout.locate_chunk(index);
         let loc = self.read_loc(s, i, co, len, state, &mut self.read_cursor())?;
         Some((loc.member, loc.offset + co))
     }

@@ -63,6 +63,71 @@ fn slow(paths: &[PathBuf], kind: MemberKind) -> Vec<Arc<dyn Member>> {
         .collect()
 }
 
+/// A member that stores only its superblock area and reads its data area
+/// as nothing (the buffer is left as it is): the engine's cost alone.
+struct NullMember {
+    name: String,
+    len: u64,
+    head: std::sync::Mutex<Vec<u8>>,
+}
+
+impl NullMember {
+    fn new(name: &str, len: u64) -> Self {
+        Self {
+            name: name.into(),
+            len,
+            head: std::sync::Mutex::new(vec![0; hetraid_engine::format::DATA_OFFSET as usize]),
+        }
+    }
+}
+
+impl Member for NullMember {
+    fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
+        let h = hetraid_engine::format::DATA_OFFSET;
+        if off < h {
+            let head = self.head.lock().unwrap();
+            let n = buf.len().min((h - off) as usize);
+            buf[..n].copy_from_slice(&head[off as usize..off as usize + n]);
+        }
+        Ok(())
+    }
+    fn write_at(&self, buf: &[u8], off: u64) -> std::io::Result<()> {
+        let h = hetraid_engine::format::DATA_OFFSET;
+        if off < h {
+            let mut head = self.head.lock().unwrap();
+            let n = buf.len().min((h - off) as usize);
+            head[off as usize..off as usize + n].copy_from_slice(&buf[..n]);
+        }
+        Ok(())
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn len(&self) -> u64 {
+        self.len
+    }
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+}
+
+fn create_opts(layout: &str, checksums: bool) -> CreateOptions {
+    CreateOptions {
+        layout: LayoutRecord {
+            name: layout.into(),
+            ..Default::default()
+        },
+        chunk_bytes: 64 << 10,
+        policy: WritePolicy::Md,
+        kinds: vec![],
+        assume_clean: true,
+        force: true,
+        checksums,
+        read_policy: None,
+        log: None,
+    }
+}
+
 fn create(paths: &[PathBuf], layout: &str) -> Array {
     create_with(paths, layout, false)
 }
@@ -479,6 +544,36 @@ fn main() {
             format!("{secs:.4} {used} {ring} {records}")
         }
         // One side only (for perf stat): "engine" or "raw" IOPS.
+        "read-overhead" => {
+            // The engine's own cost per 4 KiB read, the members doing
+            // nothing (their data area is not stored): ns per read, one
+            // thread, and the same loop without the engine.
+            let members: Vec<Arc<dyn Member>> = (0..5)
+                .map(|i| Arc::new(NullMember::new(&format!("null{i}"), size)) as Arc<dyn Member>)
+                .collect();
+            let a = Array::create(members, &{
+                let mut o = create_opts("raid5", false);
+                o.assume_clean = true;
+                o
+            })
+            .expect("create array");
+            let cap = a.capacity();
+            let n = 20_000_000u64;
+            let mut buf = vec![0u8; 4096];
+            let mut x = X(0x9e37_79b9);
+            let t = Instant::now();
+            for _ in 0..n {
+                a.read(x.next() % (cap / 4096) * 4096, &mut buf).unwrap();
+            }
+            let e = t.elapsed().as_secs_f64() * 1e9 / n as f64;
+            let t = Instant::now();
+            for _ in 0..n {
+                std::hint::black_box(x.next() % (cap / 4096) * 4096);
+                std::hint::black_box(&mut buf);
+            }
+            let b = t.elapsed().as_secs_f64() * 1e9 / n as f64;
+            format!("{e:.1} {b:.1}")
+        }
         "rand-read-engine" | "rand-read-raw" | "rand-read-mapped" => {
             let a = create(&r5, "raid5");
             seq_write(&a);

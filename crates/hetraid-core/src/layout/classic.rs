@@ -318,7 +318,9 @@ impl Layout for Raid5 {
     fn data_loc(&self, s: u64, idx: usize) -> ChunkLoc {
         let n = self.n;
         let k = n - 1;
-        let r = (s % n as u64) as usize;
+        // The read fast path runs this on every read: one division (32-bit
+        // while the stripe number fits), no second one.
+        let r = super::divmod(s, n as u64).1 as usize;
         let pd = match self.order {
             ParityOrder::LeftAsymmetric | ParityOrder::LeftSymmetric => k - r,
             ParityOrder::RightAsymmetric | ParityOrder::RightSymmetric => r,
@@ -331,7 +333,15 @@ impl Layout for Raid5 {
                     idx
                 }
             }
-            ParityOrder::LeftSymmetric | ParityOrder::RightSymmetric => (pd + 1 + idx) % n,
+            // pd + 1 + idx < 2n: (pd + 1 + idx) % n without dividing.
+            ParityOrder::LeftSymmetric | ParityOrder::RightSymmetric => {
+                let d = pd + 1 + idx;
+                if d >= n {
+                    d - n
+                } else {
+                    d
+                }
+            }
         };
         loc(d, s, self.chunk)
     }

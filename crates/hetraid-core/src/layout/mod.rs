@@ -129,8 +129,8 @@ pub trait Layout: Send + Sync + std::fmt::Debug {
 
     /// Logical chunk -> (stripe, data index). Default: stripes hold consecutive chunks.
     fn locate_chunk(&self, logical_chunk: u64) -> (u64, usize) {
-        let k = self.data_per_stripe() as u64;
-        (logical_chunk / k, (logical_chunk % k) as usize)
+        let (q, r) = divmod(logical_chunk, self.data_per_stripe() as u64);
+        (q, r as usize)
     }
 
     /// Inverse of [`Layout::locate_chunk`].
@@ -769,6 +769,19 @@ pub fn survives(layout: &dyn Layout, out: &[usize]) -> bool {
             r => st.all().filter(|c| is_out[c.member]).count() <= r.tolerance(),
         }
     })
+}
+
+/// `(a / b, a % b)`, with a 32-bit division when both fit (about half the
+/// latency of a 64-bit one on current x86; the read fast path divides on
+/// every read).
+#[inline]
+pub(crate) fn divmod(a: u64, b: u64) -> (u64, u64) {
+    if (a | b) >> 32 == 0 {
+        let (a, b) = (a as u32, b as u32);
+        ((a / b) as u64, (a % b) as u64)
+    } else {
+        (a / b, a % b)
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use super::*;
 
 impl Array {
     /// Read `buf.len()` bytes at `offset`.
+    #[inline]
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         if let Some(wb) = self.wbuf.get() {
             // Buffered writes are newer than the members (looked up first).
@@ -45,6 +46,7 @@ impl Array {
 
     /// A planner for the read fast paths: with the read policy and the
     /// members' loads when reads balance over copies (core `readbalance`).
+    #[inline]
     fn read_planner(&self) -> Planner<'_> {
         let p = Planner::new(self.layout.as_ref(), WritePolicy::Md, Vec::new());
         if self.balance_reads.load(Ordering::Relaxed) {
@@ -55,6 +57,7 @@ impl Array {
     }
 
     /// Read from the members (the log aside).
+    #[inline]
     fn read_members(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         self.note_user_io();
         // Fast path: inside one chunk on an in-sync member, read it directly (no

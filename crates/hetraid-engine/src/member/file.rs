@@ -256,7 +256,7 @@ impl FileMember {
 /// I/O must stay inside the member's size as opened: a write past it would
 /// extend a file (a truncated member would silently grow back sparse), a read
 /// past the end of a file truncated meanwhile returns an error, never zeros.
-fn inside(len: u64, off: u64, n: usize) -> io::Result<()> {
+pub(crate) fn inside(len: u64, off: u64, n: usize) -> io::Result<()> {
     if off.checked_add(n as u64).is_some_and(|e| e <= len) {
         return Ok(());
     }
@@ -288,6 +288,15 @@ impl FileMember {
 }
 
 impl Member for FileMember {
+    fn plain_file(&self) -> Option<super::PlainFile> {
+        use std::os::fd::AsRawFd;
+        Some(super::PlainFile {
+            fd: self.file.as_raw_fd(),
+            len: self.len,
+            direct: self.direct,
+        })
+    }
+
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
         inside(self.len, off, buf.len())?;
         if !self.direct

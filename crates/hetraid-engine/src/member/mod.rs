@@ -5,6 +5,7 @@
 pub mod checksum;
 mod fault;
 mod file;
+mod hazard;
 mod region;
 mod slot;
 mod slow;
@@ -44,6 +45,20 @@ pub trait Member: Send + Sync {
     fn rehash(&self, _off: u64, _len: u64) -> io::Result<()> {
         Ok(())
     }
+    /// A file read as it is, with nothing in between (a [`FileMember`], not
+    /// a wrapper): its descriptor, size and whether it is O_DIRECT. The slot
+    /// reads such a member with one `pread` and no virtual call.
+    fn plain_file(&self) -> Option<PlainFile> {
+        None
+    }
+}
+
+/// See [`Member::plain_file`]. The descriptor lives as long as the member.
+#[derive(Clone, Copy, Debug)]
+pub struct PlainFile {
+    pub fd: std::os::fd::RawFd,
+    pub len: u64,
+    pub direct: bool,
 }
 
 /// Join `parts` into one pooled buffer and write it with `write_at`.
