@@ -617,22 +617,41 @@ fn main() {
             let files: Vec<std::fs::File> =
                 r5.iter().map(|p| std::fs::File::open(p).unwrap()).collect();
             let per = (size - MIB) / 4096;
-            // Alternate engine and raw passes (a third of the time each) and take
-            // medians, so drift on a shared machine hits both alike.
-            let (mut es, mut bs) = (Vec::new(), Vec::new());
-            for _ in 0..3 {
-                es.push(rand_reads(qd, secs / 3.0, |x, buf| {
+            // Pairs of passes, engine and raw back to back (the order
+            // swapped every pair), the ratio the median of the pairs'
+            // ratios: the throughput a pass gets on a shared machine
+            // drifts by several per cent from second to second, and two
+            // passes next to each other see about the same (as
+            // bench-parity.sh pairs its kernels).
+            const PAIRS: usize = 5;
+            let (mut es, mut bs, mut rs) = (Vec::new(), Vec::new(), Vec::new());
+            let engine = || {
+                rand_reads(qd, secs / PAIRS as f64, |x, buf| {
                     a.read(x.next() % (cap / 4096) * 4096, buf).unwrap()
-                }));
-                bs.push(rand_reads(qd, secs / 3.0, |x, buf| {
+                })
+            };
+            let raw = || {
+                rand_reads(qd, secs / PAIRS as f64, |x, buf| {
                     let v = x.next();
                     files[(v % 5) as usize]
                         .read_exact_at(buf, MIB + (v >> 8) % per * 4096)
                         .unwrap();
-                }));
+                })
+            };
+            for p in 0..PAIRS {
+                let (e, b) = if p % 2 == 0 {
+                    let e = engine();
+                    (e, raw())
+                } else {
+                    let b = raw();
+                    (engine(), b)
+                };
+                es.push(e);
+                bs.push(b);
+                rs.push(e / b);
             }
             drop(a);
-            format!("{:.0} {:.0}", median(es), median(bs))
+            format!("{:.0} {:.0} {:.4}", median(es), median(bs), median(rs))
         }
         _ => {
             eprintln!(

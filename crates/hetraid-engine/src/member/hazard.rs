@@ -59,13 +59,31 @@ impl Owner {
 
 impl Drop for Owner {
     fn drop(&mut self) {
+        // This thread stops using the record before another may take it
+        // (RECORD has no destructor, so it is still there).
+        let _ = RECORD.try_with(|c| c.set(None));
         self.0.ptr.store(std::ptr::null_mut(), Ordering::Release);
         self.0.owned.store(false, Ordering::Release);
     }
 }
 
 thread_local! {
+    /// This thread's record once it has one: a plain pointer, so the read
+    /// path's access is one thread-local load (no lazy-init check)...
+    static RECORD: std::cell::Cell<Option<&'static Record>> = const { std::cell::Cell::new(None) };
+    /// ...and the owner that gives it back when the thread ends.
     static MINE: Owner = Owner::acquire();
+}
+
+/// This thread's record (None while the thread is ending).
+#[inline]
+fn record() -> Option<&'static Record> {
+    if let Some(r) = RECORD.with(|c| c.get()) {
+        return Some(r);
+    }
+    let r = MINE.try_with(|o| o.0).ok()?;
+    RECORD.with(|c| c.set(Some(r)));
+    Some(r)
 }
 
 /// Whether `membarrier` serves the heavy side (decided once, before any
@@ -134,8 +152,8 @@ pub(crate) fn announced(p: *const ()) -> bool {
 /// caller takes its slower path.
 #[inline]
 pub(crate) fn protect<T, R>(src: &AtomicPtr<T>, f: impl FnOnce(Option<&T>) -> R) -> Option<R> {
-    MINE.try_with(|owner| {
-        let rec = owner.0;
+    {
+        let rec = record()?;
         if !rec.ptr.load(Ordering::Relaxed).is_null() {
             return None;
         }
@@ -166,7 +184,5 @@ pub(crate) fn protect<T, R>(src: &AtomicPtr<T>, f: impl FnOnce(Option<&T>) -> R)
         // announcement (fenced): the writer's scan after its barrier sees
         // it and keeps the object alive until the announcement is cleared.
         Some(f(Some(unsafe { &*p })))
-    })
-    .ok()
-    .flatten()
+    }
 }
