@@ -10,7 +10,7 @@
 #   rebuild 9 x emulated hdd ...: raid5 in place A s, s2raid5 into spare space B s, ratio R
 #   s2raid5 with 2 partitions (no disk shared): ..., rebuild streams: ideal ..., per stream ...
 # seq-write is the median of 3 alternating passes; rand-read the median of 3 runs,
-# each the median ratio of 5 engine/raw pairs of passes.
+# each the median ratio of 10 engine/raw pairs of 1 s passes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${DIR:-/dev/shm}
@@ -21,11 +21,12 @@ B=target/release/examples/engine_bench
 read -r e b < <($B seq-write "$DIR" "$MIB")
 awk -v e="$e" -v b="$b" 'BEGIN {printf "engine raid5 4+1 seq-write 1M: %.2f GB/s, raid0 4 members %.2f GB/s, ratio %.2f\n", e, b, e / b}'
 
-# rand-read: each run pairs engine and raw passes back to back and gives the
-# median of the pairs' ratios; the line is the median of 3 runs.
+# rand-read: each run pairs engine and raw passes back to back (10 pairs, the
+# order swapped every pair) and gives the median of the pairs' ratios; the
+# line is the median of 3 runs.
 es=() bs=() rs=()
 for _ in 1 2 3; do
-    read -r e b r < <($B rand-read "$DIR" "$MIB" 16 5)
+    read -r e b r < <($B rand-read "$DIR" "$MIB" 16 10)
     es+=("$e") bs+=("$b") rs+=("$r")
 done
 median() { printf '%s\n' "$@" | sort -n | sed -n 2p; }
