@@ -208,7 +208,7 @@ fn rand_ops(qd: usize, secs: f64, batch: u64, op: impl Fn(&mut X, &mut [u8]) + S
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let n = v.len();
-    if n % 2 == 0 {
+    if n.is_multiple_of(2) {
         (v[n / 2 - 1] + v[n / 2]) / 2.0
     } else {
         v[n / 2]
