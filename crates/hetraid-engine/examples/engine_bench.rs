@@ -133,21 +133,7 @@ fn create(paths: &[PathBuf], layout: &str) -> Array {
 }
 
 fn create_with(paths: &[PathBuf], layout: &str, checksums: bool) -> Array {
-    let o = CreateOptions {
-        layout: LayoutRecord {
-            name: layout.into(),
-            ..Default::default()
-        },
-        chunk_bytes: 64 << 10,
-        policy: WritePolicy::Md,
-        kinds: vec![],
-        assume_clean: true,
-        force: true,
-        checksums,
-        read_policy: None,
-        log: None,
-    };
-    Array::create(open(paths), &o).expect("create array")
+    Array::create(open(paths), &create_opts(layout, checksums)).expect("create array")
 }
 
 fn seq_write(a: &Array) -> f64 {
@@ -557,12 +543,7 @@ fn main() {
             let members: Vec<Arc<dyn Member>> = (0..5)
                 .map(|i| Arc::new(NullMember::new(&format!("null{i}"), size)) as Arc<dyn Member>)
                 .collect();
-            let a = Array::create(members, &{
-                let mut o = create_opts("raid5", false);
-                o.assume_clean = true;
-                o
-            })
-            .expect("create array");
+            let a = Array::create(members, &create_opts("raid5", false)).expect("create array");
             let cap = a.capacity();
             let n = 20_000_000u64;
             let mut buf = vec![0u8; 4096];

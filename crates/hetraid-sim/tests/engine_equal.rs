@@ -501,23 +501,16 @@ fn paced_rebuild(
         .map(|i| Arc::new(FaultMember::new(&format!("m{i}"), DATA_OFFSET + data, i)) as _)
         .collect();
     let declustered = layout == "declustered";
-    let opts = CreateOptions {
-        layout: LayoutRecord {
+    let opts = create_opts(
+        LayoutRecord {
             name: layout.into(),
             group,
             copies: declustered.then_some(1),
             spare_partitions: usize::from(declustered),
             ..Default::default()
         },
-        chunk_bytes: chunk,
-        policy: WritePolicy::Md,
-        kinds: vec![],
-        assume_clean: true,
-        force: false,
-        checksums: false,
-        read_policy: None,
-        log: None,
-    };
+        chunk,
+    );
     let a = Array::create(members, &opts).unwrap();
     a.fail(1).unwrap();
     a.replace(
@@ -603,23 +596,16 @@ fn declustered_copy_back_is_the_same_in_engine_and_simulator() {
         .iter()
         .map(|c| c.clone() as Arc<dyn Member>)
         .collect();
-    let opts = CreateOptions {
-        layout: LayoutRecord {
+    let opts = create_opts(
+        LayoutRecord {
             name: "declustered".into(),
             group: Some(4),
             copies: Some(1),
             spare_partitions: 1,
             ..Default::default()
         },
-        chunk_bytes: chunk,
-        policy: WritePolicy::Md,
-        kinds: vec![],
-        assume_clean: true,
-        force: false,
-        checksums: false,
-        read_policy: None,
-        log: None,
-    };
+        chunk,
+    );
     let a = Array::create(members, &opts).unwrap();
     a.fail(FAILED).unwrap();
     let (a, _) = a.rebuild_to_spare(Default::default(), &|_| {}).unwrap();
@@ -688,4 +674,20 @@ fn declustered_copy_back_is_the_same_in_engine_and_simulator() {
         assert!(e[0] > 0, "member {m} read no spare home");
     }
     assert_eq!(engine.iter().map(|e| e[0]).sum::<u64>(), r.chunks);
+}
+
+/// Create options for the rebuild and copy-back checks: `layout` at
+/// `chunk`, MD's write policy, assumed clean.
+fn create_opts(layout: LayoutRecord, chunk: u64) -> CreateOptions {
+    CreateOptions {
+        layout,
+        chunk_bytes: chunk,
+        policy: WritePolicy::Md,
+        kinds: vec![],
+        assume_clean: true,
+        force: false,
+        checksums: false,
+        read_policy: None,
+        log: None,
+    }
 }

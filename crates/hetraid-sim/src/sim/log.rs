@@ -13,7 +13,7 @@
 //! the ordinary path), then checkpoints; it runs when a write finds the log
 //! more than half used, or no room for its data.
 
-use super::{Job, JobKind, Phase, Runner};
+use super::{JobKind, Runner};
 use hetraid_core::journal::{self, LogIndex, Placement, Ring, PAGE, RING_OFFSET};
 use hetraid_core::plan::{Op, Request};
 use std::collections::VecDeque;
@@ -523,16 +523,7 @@ impl Runner<'_> {
             .planner
             .request_io_logged(&req, &self.state)
             .map_err(|e| e.to_string())?;
-        let j = self.alloc(Job {
-            logged: false,
-            kind: JobKind::Reclaim { req },
-            io,
-            pending: 0,
-            phase: Phase::Reads,
-            locked: false,
-            planned_version: self.state_version,
-        });
-        self.try_lock(j)
+        self.start_job(JobKind::Reclaim { req }, io)
     }
 
     fn log_issue_next(&mut self) {

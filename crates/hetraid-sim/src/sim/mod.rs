@@ -499,6 +499,21 @@ impl Runner<'_> {
         self.start_user(req)
     }
 
+    /// A new job of `kind` doing `io`, planned now, started (or queued for
+    /// its stripes).
+    fn start_job(&mut self, kind: JobKind, io: RequestIo) -> Result<(), String> {
+        let j = self.alloc(Job {
+            logged: false,
+            kind,
+            io,
+            pending: 0,
+            phase: Phase::Reads,
+            locked: false,
+            planned_version: self.state_version,
+        });
+        self.try_lock(j)
+    }
+
     fn alloc(&mut self, job: Job) -> u32 {
         match self.free.pop() {
             Some(i) => {

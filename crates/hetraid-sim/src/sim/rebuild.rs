@@ -1,7 +1,7 @@
 //! The controller's rebuild: streams from the core's schedule, batches of the
 //! engine's size, MD's speed limits, in place or into spare space.
 
-use super::{build_device, Ev, Job, JobKind, Phase, Runner};
+use super::{build_device, Ev, JobKind, Runner};
 use crate::kernel::{Ns, NS_PER_S};
 use hetraid_core::iomap::RequestIo;
 use hetraid_core::plan::{MemberState, Op, Planner};
@@ -85,16 +85,7 @@ impl Runner<'_> {
         }
         let mut io = Planner::plan_io(&plans, Op::Write);
         io.stripes = batch.clone();
-        let j = self.alloc(Job {
-            logged: false,
-            kind: JobKind::Rebuild { stream, batch },
-            io,
-            pending: 0,
-            phase: Phase::Reads,
-            locked: false,
-            planned_version: self.state_version,
-        });
-        self.try_lock(j)?;
+        self.start_job(JobKind::Rebuild { stream, batch }, io)?;
         Ok(true)
     }
 
@@ -197,16 +188,7 @@ impl Runner<'_> {
                 stripes: Vec::new(),
             };
             let bytes = moves.iter().map(|m| m.len).sum();
-            let j = self.alloc(Job {
-                logged: false,
-                kind: JobKind::CopyBack { bytes },
-                io,
-                pending: 0,
-                phase: Phase::Reads,
-                locked: false,
-                planned_version: self.state_version,
-            });
-            self.try_lock(j)?;
+            self.start_job(JobKind::CopyBack { bytes }, io)?;
         }
         let run = self.copy_back.as_mut().unwrap();
         if run.inflight == 0 && run.next >= run.batches.len() && run.finished_at.is_none() {
