@@ -203,25 +203,19 @@ mod tests {
     use super::*;
     use crate::cluster::tests_support::cluster;
     use crate::cluster::FailureDomain;
-    use crate::placement::{plan, EcProfile};
+    use crate::placement::plan_km;
 
     #[test]
     fn the_map_names_every_osd_its_class_and_the_rules_take_the_classes() {
         let c = cluster(3, 2, 1, FailureDomain::Host);
-        let p = plan(
-            &c,
-            Placement::CodingOnFast,
-            EcProfile::new(2, 1).unwrap(),
-            0.0,
-        )
-        .unwrap();
+        let p = plan_km(&c, Placement::CodingOnFast, 2, 1);
         let m = crush_map(&c, &p);
         assert!(m.contains("device 2 osd.2 class ssd"), "{m}");
         assert!(m.contains("host node2 {\n\tid -4"), "{m}");
         assert!(m.contains("step take default class hdd\n\tstep chooseleaf indep 2 type host"));
         assert!(m.contains("step take default class ssd\n\tstep chooseleaf indep 1 type host"));
         assert!(m.contains(HYBRID_RULE));
-        let s = plan(&c, Placement::Spread, EcProfile::new(2, 1).unwrap(), 0.0).unwrap();
+        let s = plan_km(&c, Placement::Spread, 2, 1);
         assert!(
             crush_map(&c, &s).contains("step take default\n\tstep chooseleaf indep 0 type host")
         );

@@ -306,7 +306,7 @@ pub fn recovery(
 mod tests {
     use super::*;
     use crate::cluster::tests_support::cluster;
-    use crate::placement::{plan, EcProfile, Placement};
+    use crate::placement::{plan, plan_km, EcProfile, Placement};
 
     #[test]
     fn partial_writes_make_the_coding_shards_the_hot_spot() {
@@ -374,13 +374,7 @@ mod tests {
     #[test]
     fn recovery_reads_k_shards_per_lost_shard_and_writes_each_once() {
         let c = cluster(6, 4, 1, FailureDomain::Host);
-        let pl = plan(
-            &c,
-            Placement::CodingOnFast,
-            EcProfile::new(4, 2).unwrap(),
-            0.0,
-        )
-        .unwrap();
+        let pl = plan_km(&c, Placement::CodingOnFast, 4, 2);
         for lost in [0usize, 4] {
             let r = recovery(&c, &pl, lost, 0.5).unwrap();
             let read: u64 = r.read_bytes.iter().sum();

@@ -322,6 +322,12 @@ pub fn successive_sampling(w: &[f64], count: usize) -> Vec<f64> {
     out
 }
 
+/// Tests: the plan of `placement` for a k+m profile with no read share.
+#[cfg(test)]
+pub(crate) fn plan_km(c: &Cluster, placement: Placement, k: usize, m: usize) -> PlacementPlan {
+    plan(c, placement, EcProfile::new(k, m).unwrap(), 0.0).unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -360,13 +366,7 @@ mod tests {
     #[test]
     fn coding_on_fast_puts_every_coding_shard_on_the_fast_class() {
         let c = cluster(3, 4, 1, FailureDomain::Host);
-        let p = plan(
-            &c,
-            Placement::CodingOnFast,
-            EcProfile::new(2, 1).unwrap(),
-            0.0,
-        )
-        .unwrap();
+        let p = plan_km(&c, Placement::CodingOnFast, 2, 1);
         for o in &c.osds {
             if o.class() == "ssd" {
                 assert_eq!(p.data_shards[o.id], 0.0);
@@ -376,7 +376,7 @@ mod tests {
                 assert!((p.data_shards[o.id] - 2.0 / 12.0).abs() < 1e-9);
             }
         }
-        let s = plan(&c, Placement::Spread, EcProfile::new(2, 1).unwrap(), 0.0).unwrap();
+        let s = plan_km(&c, Placement::Spread, 2, 1);
         assert!((s.data_shards.iter().sum::<f64>() - 2.0).abs() < 1e-9);
         assert!((s.coding_shards.iter().sum::<f64>() - 1.0).abs() < 1e-9);
         // The SSDs are small: coding on them caps the pool far below spread.
