@@ -178,74 +178,40 @@ pub fn recover(
             Ok(())
         }
         (1, [x, _]) => {
-            // Data block x and P missing: both from Q and the other data in
-            // one pass. Dx = (Q ^ sum g^i Di) / g^x; P = Dx ^ sum Di.
+            // Data block x and P missing: with S_Q = Q ^ sum g^i Di over the
+            // other data, Dx = S_Q / g^x and P = Dx ^ sum Di.
             let x = *x;
-            let cx = gf::inv(gf::pow2(x));
-            let coef = |i: usize| {
-                if i == q_idx {
-                    (cx, cx)
-                } else {
-                    let c = gf::mul(cx, gf::pow2(i));
-                    (c, 1 ^ c)
-                }
-            };
-            combine2(blocks, x, p_idx, coef);
+            solve2(blocks, data_count, x, p_idx, 0, gf::inv(gf::pow2(x)));
             Ok(())
         }
         (2, [x, y]) => {
-            // Both from P, Q and the other data in one pass. With
-            // A = Dx ^ Dy and B = g^x Dx ^ g^y Dy (P and Q less the other
-            // data): Dx = (g^y A ^ B) / (g^x ^ g^y), Dy = A ^ Dx.
+            // Both from P, Q and the other data. With the syndromes S_P =
+            // Dx ^ Dy and S_Q = g^x Dx ^ g^y Dy (P and Q less the other
+            // data): Dx = (g^y S_P ^ S_Q) / (g^x ^ g^y), Dy = S_P ^ Dx.
             let (x, y) = (*x, *y);
             let (gx, gy) = (gf::pow2(x), gf::pow2(y));
             let c_q = gf::inv(gx ^ gy);
-            let c_p = gf::mul(gy, c_q);
-            let coef = |i: usize| {
-                if i == p_idx {
-                    (c_p, 1 ^ c_p)
-                } else if i == q_idx {
-                    (c_q, c_q)
-                } else {
-                    let b = gf::mul(c_q, gf::pow2(i));
-                    (c_p ^ b, 1 ^ c_p ^ b)
-                }
-            };
-            combine2(blocks, x, y, coef);
+            solve2(blocks, data_count, x, y, gf::mul(gy, c_q), c_q);
             Ok(())
         }
         _ => unreachable!("at most two blocks are missing and at most two are data"),
     }
 }
 
-/// Blocks `a` and `b` rebuilt as two linear combinations of every other
-/// block of the row, `coef(i)` giving block i's pair, in one pass over the
-/// sources per 16 of them (small stack batches: a 4 KiB row pays no setup
-/// for the 257 blocks a row may have).
-fn combine2(blocks: &mut [&mut [u8]], a: usize, b: usize, coef: impl Fn(usize) -> (u8, u8)) {
-    const BATCH: usize = 16;
-    let ta = std::mem::take(&mut blocks[a]);
-    let tb = std::mem::take(&mut blocks[b]);
-    let mut srcs: [&[u8]; BATCH] = [&[]; BATCH];
-    let mut coefs = [(0u8, 0u8); BATCH];
-    let (mut k, mut acc) = (0, false);
-    for (i, blk) in blocks.iter().enumerate() {
-        if i == a || i == b {
-            continue;
-        }
-        srcs[k] = blk;
-        coefs[k] = coef(i);
-        k += 1;
-        if k == BATCH {
-            best().mul_sum2(&srcs, &coefs, ta, tb, acc);
-            (k, acc) = (0, true);
-        }
+/// Lost blocks `x` (data) and `y` (data, or P) of a RAID-6 row rebuilt by
+/// [`Kernels::solve2`] with coefficients `a` and `b`.
+fn solve2(blocks: &mut [&mut [u8]], data_count: usize, x: usize, y: usize, a: u8, b: u8) {
+    let tx = std::mem::take(&mut blocks[x]);
+    let ty = std::mem::take(&mut blocks[y]);
+    let (data, parity) = blocks.split_at(data_count);
+    let mut arr: [&[u8]; MAX_BLOCKS] = [&[]; MAX_BLOCKS];
+    for (slot, d) in arr.iter_mut().zip(data) {
+        *slot = d;
     }
-    if k > 0 || !acc {
-        best().mul_sum2(&srcs[..k], &coefs[..k], ta, tb, acc);
-    }
-    blocks[a] = ta;
-    blocks[b] = tb;
+    let p = (!parity[0].is_empty()).then_some(&*parity[0]);
+    best().solve2(&arr[..data_count], p, &parity[1], a, b, tx, ty);
+    blocks[x] = tx;
+    blocks[y] = ty;
 }
 
 /// Run `f` with the blocks `0..upto` that are not empty (taken ones are empty).

@@ -100,6 +100,37 @@ proptest! {
             kern.mul_acc(c, srcs[k - 1], &mut m);
             reference::mul_acc(c, srcs[k - 1], &mut wm);
             prop_assert_eq!(&m, &wm, "mul_acc {}", kern.name());
+            // Syndrome recovery: blocks x and y lost (y == k: P lost too),
+            // every set against the reference's sums.
+            for (x, y) in [(0, k - 1), (k / 2, k), (k - 1, k)] {
+                if x >= y {
+                    continue;
+                }
+                let (a, b) = (c, c.rotate_left(3) ^ 0x5a);
+                let mut data = srcs.clone();
+                data[x] = &[];
+                if y < k {
+                    data[y] = &[];
+                }
+                let p = (y < k).then_some(&wp[..]);
+                let (mut sp, mut sq) = (vec![0u8; len], wq.clone());
+                for (i, d) in data.iter().enumerate().filter(|(_, d)| !d.is_empty()) {
+                    sp.iter_mut().zip(d.iter()).for_each(|(s, d)| *s ^= d);
+                    reference::mul_acc(hetraid_parity::gf::pow2(i), d, &mut sq);
+                }
+                if let Some(p) = p {
+                    sp.iter_mut().zip(p).for_each(|(s, p)| *s ^= p);
+                }
+                let mut w0 = vec![0u8; len];
+                reference::mul_acc(a, &sp, &mut w0);
+                reference::mul_acc(b, &sq, &mut w0);
+                let mut w1 = sp.clone();
+                reference::xor_gen(&mut w1, &[&sp, &w0]);
+                let (mut o0, mut o1) = (vec![7u8; len + off], vec![8u8; len + off]);
+                kern.solve2(&data, p, &wq, a, b, &mut o0[off..], &mut o1[off..]);
+                prop_assert_eq!(&o0[off..], &w0[..], "solve2 out0 {} x {} y {}", kern.name(), x, y);
+                prop_assert_eq!(&o1[off..], &w1[..], "solve2 out1 {} x {} y {}", kern.name(), x, y);
+            }
             let (mut p2, mut q2) = (wp.clone(), wq.clone());
             kern.pq_update(c, &old, &new, &mut p2, &mut q2);
             prop_assert_eq!(&p2, &up, "pq_update P {}", kern.name());

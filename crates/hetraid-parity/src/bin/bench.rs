@@ -70,9 +70,18 @@ fn main() {
     while start.elapsed() < deadline {
         for _ in 0..16 {
             if recover {
-                let stripe = &mut buf[s * per_stripe..(s + 1) * per_stripe];
-                let mut blocks: Vec<&mut [u8]> = stripe.chunks_mut(chunk).collect();
-                hetraid_parity::recover(&mut blocks, k, &[0, 1]).expect("a valid row");
+                // The row's blocks on the stack, as the C harness's pointers.
+                let st = unsafe { base.add(s * per_stripe) };
+                let mut blocks: [&mut [u8]; 64] = std::array::from_fn(|i| {
+                    if i < k + parity {
+                        // SAFETY: block i of the stripe, inside `buf`; blocks do not overlap.
+                        unsafe { std::slice::from_raw_parts_mut(st.add(i * chunk), chunk) }
+                    } else {
+                        &mut []
+                    }
+                });
+                hetraid_parity::recover(&mut blocks[..k + parity], k, &[0, 1])
+                    .expect("a valid row");
                 ops += 1;
                 s = (s + 1) % stripes;
                 continue;

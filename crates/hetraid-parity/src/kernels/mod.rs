@@ -52,6 +52,69 @@ pub trait Kernels: Sync {
             self.mul_acc(b, s, out1);
         }
     }
+    /// Two lost blocks of a RAID-6 row, at least one of them data, from the
+    /// syndromes: with `S_P = P ^ XOR of the data present` (P left out when
+    /// `p` is `None`, that is when P is the other lost block) and `S_Q = Q ^
+    /// sum g^i D_i` over the data present, `out0 = a * S_P ^ b * S_Q` and
+    /// `out1 = S_P ^ out0`. `data` holds every data block in index order,
+    /// the lost ones empty. Sets whose multiplication is cheap fold it into
+    /// [`Kernels::mul_sum2`] ([`solve2_by_sums`]); AVX2 computes the
+    /// syndromes with Horner doublings and multiplies only twice per byte.
+    #[allow(clippy::too_many_arguments)]
+    fn solve2(
+        &self,
+        data: &[&[u8]],
+        p: Option<&[u8]>,
+        q: &[u8],
+        a: u8,
+        b: u8,
+        out0: &mut [u8],
+        out1: &mut [u8],
+    ) {
+        solve2_by_sums(self, data, p, q, a, b, out0, out1)
+    }
+}
+
+/// [`Kernels::solve2`] as two linear combinations of every surviving block
+/// (data i: `(a ^ b g^i, 1 ^ a ^ b g^i)`, P: `(a, 1 ^ a)`, Q: `(b, b)`), in
+/// one [`Kernels::mul_sum2`] pass per 16 sources (small stack batches: a
+/// 4 KiB row pays no setup for the 257 blocks a row may have).
+#[allow(clippy::too_many_arguments)]
+pub fn solve2_by_sums<K: Kernels + ?Sized>(
+    kern: &K,
+    data: &[&[u8]],
+    p: Option<&[u8]>,
+    q: &[u8],
+    a: u8,
+    b: u8,
+    out0: &mut [u8],
+    out1: &mut [u8],
+) {
+    const BATCH: usize = 16;
+    let mut srcs: [&[u8]; BATCH] = [&[]; BATCH];
+    let mut coefs = [(0u8, 0u8); BATCH];
+    let (mut k, mut acc) = (0, false);
+    let present = data
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| !d.is_empty())
+        .map(|(i, d)| {
+            let c = a ^ crate::gf::mul(b, crate::gf::pow2(i));
+            (*d, (c, 1 ^ c))
+        });
+    let parity = p.map(|p| (p, (a, 1 ^ a))).into_iter().chain([(q, (b, b))]);
+    for (src, coef) in present.chain(parity) {
+        srcs[k] = src;
+        coefs[k] = coef;
+        k += 1;
+        if k == BATCH {
+            kern.mul_sum2(&srcs, &coefs, out0, out1, acc);
+            (k, acc) = (0, true);
+        }
+    }
+    if k > 0 || !acc {
+        kern.mul_sum2(&srcs[..k], &coefs[..k], out0, out1, acc);
+    }
 }
 
 /// Every kernel set this CPU can run, widest first (used by tests and benches).
