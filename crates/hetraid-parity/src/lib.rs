@@ -209,7 +209,7 @@ fn solve2(blocks: &mut [&mut [u8]], data_count: usize, x: usize, y: usize, a: u8
         *slot = d;
     }
     let p = (!parity[0].is_empty()).then_some(&*parity[0]);
-    best().solve2(&arr[..data_count], p, &parity[1], a, b, tx, ty);
+    best().solve2(&arr[..data_count], p, parity[1], a, b, tx, ty);
     blocks[x] = tx;
     blocks[y] = ty;
 }
