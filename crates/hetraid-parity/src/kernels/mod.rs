@@ -8,6 +8,8 @@ pub mod avx512;
 #[cfg(target_arch = "x86_64")]
 pub mod gfni;
 pub mod portable;
+#[cfg(target_arch = "x86_64")]
+pub mod residency;
 
 /// The primitive operations every instruction set provides. Callers guarantee that
 /// all slices have the same length (any length, odd ones included) and that
