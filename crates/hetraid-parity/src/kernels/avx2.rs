@@ -460,7 +460,7 @@ mod tests {
         // 32-byte aligned outputs (a Vec of 32-byte elements).
         #[derive(Clone, Copy)]
         #[repr(align(32))]
-        struct Ymm([u8; 32]);
+        struct Ymm(#[allow(dead_code)] [u8; 32]);
         let aligned = || vec![Ymm([0; 32]); len / 32];
         for stream in [false, true] {
             let (mut x, mut p, mut q) = (aligned(), aligned(), aligned());
