@@ -209,7 +209,14 @@ fn solve2(blocks: &mut [&mut [u8]], data_count: usize, x: usize, y: usize, a: u8
         *slot = d;
     }
     let p = (!parity[0].is_empty()).then_some(&*parity[0]);
-    best().solve2(&arr[..data_count], p, parity[1], a, b, tx, ty);
+    let syn = kernels::Syndromes {
+        data: &arr[..data_count],
+        p,
+        q: parity[1],
+        a,
+        b,
+    };
+    best().solve2(syn, tx, ty);
     blocks[x] = tx;
     blocks[y] = ty;
 }

@@ -127,7 +127,8 @@ proptest! {
                 let mut w1 = sp.clone();
                 reference::xor_gen(&mut w1, &[&sp, &w0]);
                 let (mut o0, mut o1) = (vec![7u8; len + off], vec![8u8; len + off]);
-                kern.solve2(&data, p, &wq, a, b, &mut o0[off..], &mut o1[off..]);
+                let syn = kernels::Syndromes { data: &data, p, q: &wq, a, b };
+                kern.solve2(syn, &mut o0[off..], &mut o1[off..]);
                 prop_assert_eq!(&o0[off..], &w0[..], "solve2 out0 {} x {} y {}", kern.name(), x, y);
                 prop_assert_eq!(&o1[off..], &w1[..], "solve2 out1 {} x {} y {}", kern.name(), x, y);
             }

@@ -5,7 +5,7 @@
 
 use super::{
     portable::{self, Portable},
-    residency, Kernels,
+    residency, Kernels, Syndromes,
 };
 use crate::gf;
 use std::arch::x86_64::*;
@@ -109,16 +109,7 @@ impl Kernels for Avx2 {
         );
     }
 
-    fn solve2(
-        &self,
-        data: &[&[u8]],
-        p: Option<&[u8]>,
-        q: &[u8],
-        a: u8,
-        b: u8,
-        out0: &mut [u8],
-        out1: &mut [u8],
-    ) {
+    fn solve2(&self, syn: Syndromes<'_>, out0: &mut [u8], out1: &mut [u8]) {
         let done = out0.len() / BLOCK * BLOCK;
         let (o0, o1) = (out0.as_mut_ptr(), out1.as_mut_ptr());
         // SAFETY: as in `xor_gen`; both outputs must be aligned to stream.
@@ -128,30 +119,27 @@ impl Kernels for Avx2 {
             } else {
                 o1
             };
-            let streams = data.len() + 3;
+            let streams = syn.data.len() + 3;
             residency::run(
                 residency::Kind::Solve,
                 streams,
                 aligned,
                 done,
-                |from, to, stream| solve2_blocks(data, p, q, a, b, o0, o1, from, to, stream),
+                |from, to, stream| solve2_blocks(syn, o0, o1, from, to, stream),
             );
         }
         if done < out0.len() {
             let mut tail: [&[u8]; crate::MAX_BLOCKS] = [&[]; crate::MAX_BLOCKS];
-            for (t, d) in tail.iter_mut().zip(data) {
+            for (t, d) in tail.iter_mut().zip(syn.data) {
                 *t = d.get(done..).unwrap_or(&[]);
             }
-            super::solve2_by_sums(
-                &Portable,
-                &tail[..data.len()],
-                p.map(|p| &p[done..]),
-                &q[done..],
-                a,
-                b,
-                &mut out0[done..],
-                &mut out1[done..],
-            );
+            let tail = Syndromes {
+                data: &tail[..syn.data.len()],
+                p: syn.p.map(|p| &p[done..]),
+                q: &syn.q[done..],
+                ..syn
+            };
+            super::solve2_by_sums(&Portable, tail, &mut out0[done..], &mut out1[done..]);
         }
     }
 }
@@ -202,14 +190,9 @@ unsafe fn pq_update_blocks(c: u8, old: &[u8], new: &[u8], p: &mut [u8], q: &mut 
 /// for `out1`. Against one multiply-accumulate per source and output (ISA-L's
 /// `ec_encode_data`), a 4+2 row of two lost blocks multiplies 2 times per
 /// byte instead of 8.
-#[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2")]
 unsafe fn solve2_blocks(
-    data: &[&[u8]],
-    p: Option<&[u8]>,
-    q: &[u8],
-    a: u8,
-    b: u8,
+    Syndromes { data, p, q, a, b }: Syndromes<'_>,
     o0: *mut u8,
     o1: *mut u8,
     from: usize,
@@ -478,18 +461,14 @@ mod tests {
                 let (g1, g3) = (gf::pow2(1), gf::pow2(3));
                 let c_q = gf::inv(g1 ^ g3);
                 let data = [s[0], &[], s[2], &[], s[4]];
-                solve2_blocks(
-                    &data,
-                    Some(&wp),
-                    &wq,
-                    gf::mul(g3, c_q),
-                    c_q,
-                    xp,
-                    pp,
-                    0,
-                    len,
-                    stream,
-                );
+                let syn = Syndromes {
+                    data: &data,
+                    p: Some(&wp),
+                    q: &wq,
+                    a: gf::mul(g3, c_q),
+                    b: c_q,
+                };
+                solve2_blocks(syn, xp, pp, 0, len, stream);
                 assert_eq!(got(xp), srcs[1], "D1, stream {stream}");
                 assert_eq!(got(pp), srcs[3], "D3, stream {stream}");
             }

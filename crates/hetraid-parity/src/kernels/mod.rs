@@ -62,33 +62,30 @@ pub trait Kernels: Sync {
     /// the lost ones empty. Sets whose multiplication is cheap fold it into
     /// [`Kernels::mul_sum2`] ([`solve2_by_sums`]); AVX2 computes the
     /// syndromes with Horner doublings and multiplies only twice per byte.
-    #[allow(clippy::too_many_arguments)]
-    fn solve2(
-        &self,
-        data: &[&[u8]],
-        p: Option<&[u8]>,
-        q: &[u8],
-        a: u8,
-        b: u8,
-        out0: &mut [u8],
-        out1: &mut [u8],
-    ) {
-        solve2_by_sums(self, data, p, q, a, b, out0, out1)
+    fn solve2(&self, s: Syndromes<'_>, out0: &mut [u8], out1: &mut [u8]) {
+        solve2_by_sums(self, s, out0, out1)
     }
+}
+
+/// What [`Kernels::solve2`] rebuilds from: every data block in index order
+/// (the lost ones empty), P (`None` when it is the other lost block), Q,
+/// and the coefficients `a` of S_P and `b` of S_Q.
+#[derive(Clone, Copy)]
+pub struct Syndromes<'a> {
+    pub data: &'a [&'a [u8]],
+    pub p: Option<&'a [u8]>,
+    pub q: &'a [u8],
+    pub a: u8,
+    pub b: u8,
 }
 
 /// [`Kernels::solve2`] as two linear combinations of every surviving block
 /// (data i: `(a ^ b g^i, 1 ^ a ^ b g^i)`, P: `(a, 1 ^ a)`, Q: `(b, b)`), in
 /// one [`Kernels::mul_sum2`] pass per 16 sources (small stack batches: a
 /// 4 KiB row pays no setup for the 257 blocks a row may have).
-#[allow(clippy::too_many_arguments)]
 pub fn solve2_by_sums<K: Kernels + ?Sized>(
     kern: &K,
-    data: &[&[u8]],
-    p: Option<&[u8]>,
-    q: &[u8],
-    a: u8,
-    b: u8,
+    Syndromes { data, p, q, a, b }: Syndromes<'_>,
     out0: &mut [u8],
     out1: &mut [u8],
 ) {
