@@ -30,6 +30,11 @@ impl Kernels for Avx2 {
     }
 
     fn xor_gen(&self, dst: &mut [u8], srcs: &[&[u8]]) {
+        if srcs.is_empty() {
+            // The XOR of nothing (recovery hands zero-length rows over with
+            // no sources; `xor_any` reads its first source's pointer).
+            return dst.fill(0);
+        }
         let done = dst.len() / LANE * LANE;
         let d = dst.as_mut_ptr();
         // SAFETY: AVX2 is present (this set is only handed out when detected) and all

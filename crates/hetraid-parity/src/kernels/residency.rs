@@ -14,7 +14,7 @@
 //! took over [`SLOWER`] times as long, the sources came from memory and the
 //! rest of the call streams. The cached time is measured by running the
 //! probe a second time (everything is in cache then), on a thread's first
-//! call of each kind and every [`RECALIBRATE`]th after, and kept per thread
+//! call of each kind and every [`RECALIBRATE`]th probe after, and kept per thread
 //! per kernel kind, per stream (inputs plus outputs). Both passes write the
 //! same bytes (the kernels using this compute their outputs from inputs they
 //! do not overwrite), so the probe costs time only. A wrong guess (an
@@ -42,7 +42,7 @@ pub const PROBE: usize = 2048;
 /// First pass against the cached one: from memory it is 5-20 times as
 /// slow, from L2 or L3 at most 2-3 times.
 pub const SLOWER: u64 = 4;
-/// Calls between two measurements of the cached time.
+/// Probed calls between two measurements of the cached time.
 pub const RECALIBRATE: u32 = 64;
 /// Decisions in a row that make a run.
 pub const STEADY: u32 = 4;
@@ -153,7 +153,11 @@ mod tests {
     #[test]
     fn calls_cover_the_output_and_runs_skip_the_probe() {
         let len = 64 * 1024;
-        let out = vec![0u64; len / 8];
+        // A 32-byte aligned output (an unaligned one is never probed).
+        #[derive(Clone, Copy)]
+        #[repr(align(32))]
+        struct Ymm(#[allow(dead_code)] [u8; 32]);
+        let out = vec![Ymm([0; 32]); len / 32];
         let (mut probed, calls) = (0, 200);
         for call in 0..calls {
             let mut ranges = Vec::new();
@@ -181,6 +185,7 @@ mod tests {
             assert_eq!((rest[0].0, rest[0].1), (expect_from, len), "call {call}");
             probed += usize::from(probes > 0);
         }
+        assert!(probed > 0, "no call probed");
         assert!(probed < calls, "every one of {calls} calls probed");
         // Under the minimum size nothing is probed.
         let mut ranges = Vec::new();
