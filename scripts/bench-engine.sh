@@ -10,7 +10,8 @@
 #   rebuild 9 x emulated hdd ...: raid5 in place A s, s2raid5 into spare space B s, ratio R
 #   s2raid5 with 2 partitions (no disk shared): ..., rebuild streams: ideal ..., per stream ...
 # seq-write is the median of 3 alternating passes; rand-read the median of 3 runs,
-# each the median ratio of 10 engine/raw pairs of 1 s passes.
+# each the median ratio of 40 engine/raw pairs of 0.25 s passes (after one
+# untimed pass of each).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${DIR:-/dev/shm}

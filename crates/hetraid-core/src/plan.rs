@@ -580,7 +580,7 @@ impl<'a> Planner<'a> {
         } else {
             (offset / chunk, offset % chunk)
         };
-        if len == 0 || co + len > chunk || offset.checked_add(len)? > self.layout.capacity_bytes() {
+        if len == 0 || len > chunk - co || offset.checked_add(len)? > self.layout.capacity_bytes() {
             return None;
         }
         let (s, i) = self.layout.locate_chunk(index);

@@ -2,6 +2,7 @@
 //! the last member, as MD does), RAID5 (MD's four parity orders), RAID6 (MD's
 //! left-symmetric P+Q rotation).
 
+use super::direct::{DirectMap, Placement};
 use super::{min_chunks, need_members, ChunkLoc, Layout, Redundancy, Stripe};
 
 use crate::error::LayoutError;
@@ -60,6 +61,15 @@ impl Raid0 {
 impl Layout for Raid0 {
     fn data_loc(&self, s: u64, idx: usize) -> ChunkLoc {
         loc(idx, s, self.chunk)
+    }
+    fn direct_map(&self) -> Option<DirectMap> {
+        DirectMap::new(
+            Placement::Fixed,
+            self.n,
+            self.n,
+            self.chunk,
+            self.capacity_bytes(),
+        )
     }
     fn parity_cycle(&self) -> u64 {
         1
@@ -216,6 +226,15 @@ impl Layout for Raid4 {
     fn data_loc(&self, s: u64, idx: usize) -> ChunkLoc {
         loc(idx, s, self.chunk)
     }
+    fn direct_map(&self) -> Option<DirectMap> {
+        DirectMap::new(
+            Placement::Fixed,
+            self.n,
+            self.n - 1,
+            self.chunk,
+            self.capacity_bytes(),
+        )
+    }
     fn parity_cycle(&self) -> u64 {
         1
     }
@@ -294,6 +313,45 @@ impl ParityOrder {
     }
 }
 
+/// The member of RAID5 data chunk `idx` in stripe `s` of `n` members (the
+/// read fast path runs this on every read: one division, 32-bit while the
+/// stripe number fits, no second one).
+#[inline]
+pub(crate) fn raid5_data_member(order: ParityOrder, n: usize, s: u64, idx: usize) -> usize {
+    let k = n - 1;
+    let r = super::divmod(s, n as u64).1 as usize;
+    let pd = match order {
+        ParityOrder::LeftAsymmetric | ParityOrder::LeftSymmetric => k - r,
+        ParityOrder::RightAsymmetric | ParityOrder::RightSymmetric => r,
+    };
+    match order {
+        ParityOrder::LeftAsymmetric | ParityOrder::RightAsymmetric => {
+            if idx >= pd {
+                idx + 1
+            } else {
+                idx
+            }
+        }
+        // pd + 1 + idx < 2n: (pd + 1 + idx) % n without dividing.
+        ParityOrder::LeftSymmetric | ParityOrder::RightSymmetric => {
+            let d = pd + 1 + idx;
+            if d >= n {
+                d - n
+            } else {
+                d
+            }
+        }
+    }
+}
+
+/// The member of RAID6 data chunk `idx` in stripe `s` of `n` members (MD's
+/// left-symmetric rotation: P, Q, then data).
+#[inline]
+pub(crate) fn raid6_data_member(n: usize, s: u64, idx: usize) -> usize {
+    let pd = n - 1 - super::divmod(s, n as u64).1 as usize;
+    (pd + 2 + idx) % n
+}
+
 #[derive(Debug, Clone)]
 pub struct Raid5 {
     n: usize,
@@ -316,34 +374,11 @@ impl Raid5 {
 
 impl Layout for Raid5 {
     fn data_loc(&self, s: u64, idx: usize) -> ChunkLoc {
-        let n = self.n;
-        let k = n - 1;
-        // The read fast path runs this on every read: one division (32-bit
-        // while the stripe number fits), no second one.
-        let r = super::divmod(s, n as u64).1 as usize;
-        let pd = match self.order {
-            ParityOrder::LeftAsymmetric | ParityOrder::LeftSymmetric => k - r,
-            ParityOrder::RightAsymmetric | ParityOrder::RightSymmetric => r,
-        };
-        let d = match self.order {
-            ParityOrder::LeftAsymmetric | ParityOrder::RightAsymmetric => {
-                if idx >= pd {
-                    idx + 1
-                } else {
-                    idx
-                }
-            }
-            // pd + 1 + idx < 2n: (pd + 1 + idx) % n without dividing.
-            ParityOrder::LeftSymmetric | ParityOrder::RightSymmetric => {
-                let d = pd + 1 + idx;
-                if d >= n {
-                    d - n
-                } else {
-                    d
-                }
-            }
-        };
-        loc(d, s, self.chunk)
+        loc(raid5_data_member(self.order, self.n, s, idx), s, self.chunk)
+    }
+    fn direct_map(&self) -> Option<DirectMap> {
+        let p = Placement::Raid5(self.order);
+        DirectMap::new(p, self.n, self.n - 1, self.chunk, self.capacity_bytes())
     }
     fn parity_cycle(&self) -> u64 {
         self.n as u64
@@ -387,9 +422,16 @@ impl Raid6 {
 
 impl Layout for Raid6 {
     fn data_loc(&self, s: u64, idx: usize) -> ChunkLoc {
-        let n = self.n;
-        let pd = n - 1 - (s % n as u64) as usize;
-        loc((pd + 2 + idx) % n, s, self.chunk)
+        loc(raid6_data_member(self.n, s, idx), s, self.chunk)
+    }
+    fn direct_map(&self) -> Option<DirectMap> {
+        DirectMap::new(
+            Placement::Raid6,
+            self.n,
+            self.n - 2,
+            self.chunk,
+            self.capacity_bytes(),
+        )
     }
     fn parity_cycle(&self) -> u64 {
         self.n as u64

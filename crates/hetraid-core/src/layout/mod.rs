@@ -22,6 +22,7 @@ macro_rules! row_accessors {
 
 mod classic;
 mod declustered;
+mod direct;
 mod hpda;
 mod presets;
 mod raidh;
@@ -34,6 +35,7 @@ mod s2;
 
 pub use classic::{ParityOrder, Raid0, Raid1, Raid10, Raid4, Raid5, Raid6};
 pub use declustered::Declustered;
+pub use direct::{DirectMap, Placement};
 pub use hpda::{Hpda, LogRegion};
 pub use presets::{Permuted, Preset};
 pub use raidh::{swrr_cycle, swrr_pairs, RaidH, RaidH6};
@@ -140,6 +142,13 @@ pub trait Layout: Send + Sync + std::fmt::Debug {
 
     fn capacity_bytes(&self) -> u64 {
         self.stripe_count() * self.data_per_stripe() as u64 * self.chunk_bytes()
+    }
+
+    /// The read fast path's arithmetic ([`DirectMap`]), for layouts that
+    /// are plain striping; None (the default) leaves reads to the planner.
+    /// A wrapper (relocations) must not pass its inner layout's map on.
+    fn direct_map(&self) -> Option<DirectMap> {
+        None
     }
 
     /// Stripes after which the placement pattern repeats (RAID5: n, RAIDH: sum of

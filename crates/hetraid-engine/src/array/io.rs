@@ -62,12 +62,17 @@ impl Array {
         self.note_user_io();
         // Fast path: inside one chunk on an in-sync member, read it directly (no
         // plan, no stripe lock — as MD's chunk-aligned reads bypass the stripe cache).
-        let planner = self.read_planner();
-        let direct = if self.all_in_sync.load(Ordering::Acquire) {
-            // Common case: no lock at all (a shared read-only flag).
-            planner.direct_read(offset, buf.len() as u64, &self.healthy_state)
+        let len = buf.len() as u64;
+        let direct = if !self.all_in_sync.load(Ordering::Acquire) {
+            self.read_planner()
+                .direct_read(offset, len, &self.state.read().unwrap())
+        } else if let Some(map) = &self.direct_map {
+            // Common case: no lock, no virtual call (core `DirectMap`).
+            map.locate(offset, len)
         } else {
-            planner.direct_read(offset, buf.len() as u64, &self.state.read().unwrap())
+            // No lock at all (a shared read-only flag).
+            self.read_planner()
+                .direct_read(offset, len, &self.healthy_state)
         };
         if let Some((m, off)) = direct {
             // One slot load on the hot path; an error from a slot emptied meanwhile

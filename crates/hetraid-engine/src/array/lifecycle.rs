@@ -547,6 +547,7 @@ impl Array {
             .map(|k| k.default_service())
             .collect();
         let checksums = sb.checksums;
+        let direct_map = layout.direct_map();
         let array = Self {
             read_only: false,
             stripe_pool: Mutex::new(Vec::new()),
@@ -577,6 +578,7 @@ impl Array {
             checksum_errors: (0..n).map(|_| Default::default()).collect(),
             all_in_sync: AtomicBool::new(in_sync),
             healthy_state: ArrayState::healthy(n),
+            direct_map,
             warnings: Mutex::new(Vec::new()),
             annex: Mutex::new(None),
             progress: Mutex::new(None),

@@ -175,6 +175,9 @@ pub struct Array {
     /// Every member in sync: the read fast path needs no lock.
     all_in_sync: AtomicBool,
     healthy_state: ArrayState,
+    /// The layout's read fast path map (`Layout::direct_map`), for reads
+    /// inside one chunk while every member is in sync.
+    pub(crate) direct_map: Option<hetraid_core::layout::DirectMap>,
     warnings: Mutex<Vec<String>>,
     /// Name, last known member paths, events (`crate::annex`); None when the
     /// bitmap leaves no room for it.

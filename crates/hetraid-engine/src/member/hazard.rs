@@ -24,7 +24,12 @@
 use std::sync::atomic::{compiler_fence, fence, AtomicBool, AtomicPtr, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-/// One thread's announcement: the object it is using, or null.
+/// One thread's announcement: the object it is using, or null. Two stores
+/// per read: a record of its own cache lines (128 bytes, the pair the
+/// prefetcher fetches together), so threads on other cores announcing at
+/// the same time do not take the line from each other (records are made
+/// by whichever thread needs one, and small heap objects sit together).
+#[repr(align(128))]
 struct Record {
     ptr: AtomicPtr<()>,
     owned: AtomicBool,
