@@ -864,7 +864,7 @@ impl Array {
         let chunk = layout.chunk_bytes();
         let batch_len = hetraid_core::rebuild::batch_stripes(layout, opts.max_speed);
         let last_ckpt = Mutex::new(Instant::now());
-        self.user_io.store(false, Ordering::Relaxed);
+        self.hot.user_io.store(false, Ordering::Relaxed);
         // Stripes handed to lanes so far (for `stop_after`).
         let claimed = AtomicU64::new(0);
         let todos: Vec<Vec<u64>> = sched
@@ -973,7 +973,7 @@ impl Array {
                             // The core's pacer (the simulator's too): min speed
                             // while users are doing I/O, max otherwise. No stripe
                             // lock is held while sleeping.
-                            let busy = self.user_io.swap(false, Ordering::Relaxed);
+                            let busy = self.hot.user_io.swap(false, Ordering::Relaxed);
                             let limits = hetraid_core::pace::PaceLimits {
                                 min_bps: opts.min_speed,
                                 max_bps: opts.max_speed,

@@ -224,7 +224,8 @@ impl Array {
             min_bps: opts.min_speed,
             max_bps: opts.max_speed,
         };
-        self.user_io
+        self.hot
+            .user_io
             .store(false, std::sync::atomic::Ordering::Relaxed);
         self.record(
             crate::annex::EventKind::ScrubStarted,
@@ -246,6 +247,7 @@ impl Array {
             self.note_progress("scrub", &p, 0);
             progress(p);
             let busy = self
+                .hot
                 .user_io
                 .swap(false, std::sync::atomic::Ordering::Relaxed);
             let wait =

@@ -264,6 +264,7 @@ impl ArrayCell {
             // Requests since the last batch ran on the array now in the cell.
             let busy = self
                 .current()
+                .hot
                 .user_io
                 .swap(false, std::sync::atomic::Ordering::Relaxed);
             if let Some(mut r) = self.step()? {

@@ -48,7 +48,7 @@ impl Array {
         }
         let mut a = read_annex(given, sb.uuid).unwrap_or_else(|| Annex::new(sb.uuid, "", vec![]));
         let mut changed = false;
-        for i in 0..self.slots.len() {
+        for i in 0..self.hot.slots.len() {
             if let Some(m) = self.member(i) {
                 let p = absolute(&m.name());
                 if a.paths.get(i) != Some(&crate::annex::tail(&p, crate::annex::PATH_MAX)) {
@@ -75,7 +75,7 @@ impl Array {
             return;
         };
         a.sb_events = sb.events;
-        for (i, slot) in self.slots.iter().enumerate() {
+        for (i, slot) in self.hot.slots.iter().enumerate() {
             let Some(m) = slot.get() else { continue };
             if !sb.roles[i].state.is_in() {
                 continue;

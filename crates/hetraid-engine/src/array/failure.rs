@@ -69,7 +69,7 @@ impl Array {
     /// A write to member `i` failed. The member is failed when the array can do
     /// without it; returns whether it was (false: the request must fail).
     pub(crate) fn member_error(&self, i: usize, e: &std::io::Error) -> bool {
-        let name = self.slots[i].name();
+        let name = self.hot.slots[i].name();
         if is_no_space(e) {
             self.warnings.lock().unwrap().push(format!(
                 "member {i} ({name}): {e}; the write failed, the member stays in the array (free space on its filesystem)"
@@ -102,7 +102,7 @@ impl Array {
     /// is to be failed (too many errors); the caller then reconstructs the data
     /// and writes it back (`repair_member`).
     pub(crate) fn read_error(&self, i: usize, e: &std::io::Error) -> bool {
-        let name = self.slots[i].name();
+        let name = self.hot.slots[i].name();
         if e.kind() == std::io::ErrorKind::UnexpectedEof {
             // A read past the end: the member was truncated. Rewriting would
             // extend it with a gap of zeros; it is failed instead.

@@ -8,10 +8,22 @@ impl Array {
     /// Read `buf.len()` bytes at `offset`.
     #[inline]
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        if let Some(wb) = self.wbuf.get() {
+        // No write buffer, no write-back log: straight to the members, the
+        // whole path inlined (see `member::slot::pread_exact` on why the
+        // calls between here and the system call cost).
+        if !self.hot.write_back_log && self.hot.wbuf.get().is_none() {
+            return self.read_members(offset, buf);
+        }
+        self.read_layered(offset, buf)
+    }
+
+    /// A read with a write buffer or a write-back log in front.
+    #[inline(never)]
+    fn read_layered(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        if let Some(wb) = self.hot.wbuf.get() {
             // Buffered writes are newer than the members (looked up first).
             let pieces = self.buffer_pieces(wb, offset, buf.len() as u64);
-            self.read_members(offset, buf)?;
+            self.read_members_cold(offset, buf)?;
             for p in pieces {
                 let at = (p.start - offset) as usize;
                 let n = (p.end - p.start) as usize;
@@ -19,8 +31,11 @@ impl Array {
             }
             return Ok(());
         }
+        if !self.hot.write_back_log {
+            return self.read_members_cold(offset, buf);
+        }
         let Some(log) = self.log.as_ref().filter(|l| l.mode() == LogMode::WriteBack) else {
-            return self.read_members(offset, buf);
+            return self.read_members_cold(offset, buf);
         };
         // Write-back: what the log holds is newer. The index is looked up
         // before the members are read: a piece reclaimed meanwhile is on the
@@ -32,9 +47,9 @@ impl Array {
             h.read();
         }
         if !hetraid_core::journal::covers(&pieces, offset, end) {
-            self.read_members(offset, buf)?;
+            self.read_members_cold(offset, buf)?;
         } else if end > self.capacity() {
-            return self.read_members(offset, buf);
+            return self.read_members_cold(offset, buf);
         }
         for p in pieces {
             let at = (p.start - offset) as usize;
@@ -56,17 +71,24 @@ impl Array {
         }
     }
 
+    /// Read from the members (the log aside): out of line, for the
+    /// layered paths.
+    #[inline(never)]
+    fn read_members_cold(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.read_members(offset, buf)
+    }
+
     /// Read from the members (the log aside).
-    #[inline]
+    #[inline(always)]
     fn read_members(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         self.note_user_io();
         // Fast path: inside one chunk on an in-sync member, read it directly (no
         // plan, no stripe lock — as MD's chunk-aligned reads bypass the stripe cache).
         let len = buf.len() as u64;
-        let direct = if !self.all_in_sync.load(Ordering::Acquire) {
+        let direct = if !self.hot.all_in_sync.load(Ordering::Acquire) {
             self.read_planner()
                 .direct_read(offset, len, &self.state.read().unwrap())
-        } else if let Some(map) = &self.direct_map {
+        } else if let Some(map) = &self.hot.direct_map {
             // Common case: no lock, no virtual call (core `DirectMap`).
             map.locate(offset, len)
         } else {
@@ -79,9 +101,9 @@ impl Array {
             // is not the member's fault, so only a present member is failed.
             // A read error is counted here and corrected under the stripe
             // lock by the planned path below, even when it was transient.
-            match self.slots[m].read_at(buf, DATA_OFFSET + off) {
+            match self.hot.slots[m].read_fast(buf, DATA_OFFSET + off) {
                 Ok(()) => return Ok(()),
-                Err(e) if self.slots[m].present() => {
+                Err(e) if self.hot.slots[m].present() => {
                     let stripe = self
                         .layout
                         .locate_chunk(offset / self.layout.chunk_bytes())
@@ -110,7 +132,7 @@ impl Array {
 
     /// Write `data` at `offset` (durable after [`Array::flush`]).
     pub fn write(&self, offset: u64, data: &[u8]) -> Result<()> {
-        match self.wbuf.get() {
+        match self.hot.wbuf.get() {
             Some(wb) if !self.read_only => self.buffered_write(wb, offset, data),
             _ => self.write_now(offset, data),
         }
@@ -156,17 +178,17 @@ impl Array {
             return r;
         }
         let planner = Planner::new(self.layout.as_ref(), WritePolicy::Md, Vec::new());
-        let direct = if self.all_in_sync.load(Ordering::Acquire) {
+        let direct = if self.hot.all_in_sync.load(Ordering::Acquire) {
             planner.direct_write(offset, data.len() as u64, &self.healthy_state)
         } else {
             planner.direct_write(offset, data.len() as u64, &self.state.read().unwrap())
         };
         if let Some((m, off)) = direct {
-            match self.slots[m].write_at(data, DATA_OFFSET + off) {
+            match self.hot.slots[m].write_at(data, DATA_OFFSET + off) {
                 Ok(()) => return Ok(()),
-                Err(e) if self.slots[m].present() => {
+                Err(e) if self.hot.slots[m].present() => {
                     if !self.member_error(m, &e) {
-                        return Err(io_err(self.slots[m].as_ref(), e));
+                        return Err(io_err(self.hot.slots[m].as_ref(), e));
                     }
                 }
                 Err(_) => {}
@@ -223,13 +245,13 @@ impl Array {
             } else {
                 let e = std::io::Error::other("its data could not be rewritten after a read error");
                 if !self.member_error(m, &e) {
-                    return Err(io_err(self.slots[m].as_ref(), e));
+                    return Err(io_err(self.hot.slots[m].as_ref(), e));
                 }
             }
         }
         // Each retry follows a member failure or a first correction of a member,
         // so it is bounded by twice the member count.
-        for _ in 0..=2 * self.slots.len() {
+        for _ in 0..=2 * self.hot.slots.len() {
             let plan = {
                 let mut state = self.state.read().unwrap().clone();
                 excluded
@@ -252,7 +274,7 @@ impl Array {
                         if !self.state().members[m].eq(&MemberState::Failed)
                             && !self.member_error(m, &e)
                         {
-                            return Err(io_err(self.slots[m].as_ref(), e));
+                            return Err(io_err(self.hot.slots[m].as_ref(), e));
                         }
                     }
                     corrected.extend(stripes.iter().map(|&s| (m, s)));
@@ -443,8 +465,8 @@ impl Array {
 
     pub(crate) fn live_members(&self) -> Vec<usize> {
         let st = self.state();
-        (0..self.slots.len())
-            .filter(|&i| self.slots[i].present() && st.members[i] != MemberState::Failed)
+        (0..self.hot.slots.len())
+            .filter(|&i| self.hot.slots[i].present() && st.members[i] != MemberState::Failed)
             .collect()
     }
 
@@ -552,7 +574,7 @@ impl Array {
             return Ok(());
         }
         // Buffered writes first reach the members.
-        if let Some(wb) = self.wbuf.get() {
+        if let Some(wb) = self.hot.wbuf.get() {
             self.wait_drained(wb)?;
         }
         let live = self.live_members();
@@ -626,7 +648,7 @@ impl Array {
                         bad_block: crate::member::checksum::bad_block(&e),
                         stripes,
                         failed,
-                        error: io_err(self.slots[g.member].as_ref(), e),
+                        error: io_err(self.hot.slots[g.member].as_ref(), e),
                     });
                 }
             };
@@ -747,7 +769,7 @@ impl Array {
     /// member count times the data) must fit in the quarter of the ring that
     /// data may not use, with room to spare.
     fn write_back_record_max(&self, log: &crate::log::Log) -> u64 {
-        log.write_back_record_max(self.slots.len())
+        log.write_back_record_max(self.hot.slots.len())
     }
 
     /// Write everything the write-back log holds to the members and free the
@@ -822,7 +844,7 @@ impl Array {
         for (r, m) in run_batch(&self.queues, ops).into_iter().zip(live) {
             if let Err(e) = r {
                 if !self.member_error(m, &e) {
-                    return Err(io_err(self.slots[m].as_ref(), e));
+                    return Err(io_err(self.hot.slots[m].as_ref(), e));
                 }
             }
         }
@@ -861,7 +883,7 @@ impl Array {
         for (g, r) in groups.iter().zip(run_batch(&self.queues, ops)) {
             if let Err(e) = r {
                 if !self.member_error(g.member, &e) && kept.is_none() {
-                    kept = Some(io_err(self.slots[g.member].as_ref(), e));
+                    kept = Some(io_err(self.hot.slots[g.member].as_ref(), e));
                 }
             }
         }
@@ -892,7 +914,7 @@ impl Array {
         let parallel = members.len() > 1 && req.len >= (256 << 10);
         let failed = AtomicBool::new(false);
         let one = |m: usize, mo: u64, b: UserBuf<'_>| {
-            let Some(member) = Some(&self.slots[m]).filter(|s| s.present()) else {
+            let Some(member) = Some(&self.hot.slots[m]).filter(|s| s.present()) else {
                 failed.store(true, Ordering::Relaxed);
                 return;
             };
@@ -950,7 +972,7 @@ impl Array {
         if parallel {
             // One thread per member, each doing its extents in order.
             let mut by_member: Vec<Vec<(u64, UserBuf<'_>)>> =
-                (0..self.slots.len()).map(|_| Vec::new()).collect();
+                (0..self.hot.slots.len()).map(|_| Vec::new()).collect();
             for (m, mo, b) in pieces {
                 by_member[m].push((mo, b));
             }

@@ -480,7 +480,7 @@ impl Array {
         }
         let mut array =
             Self::from_parts(sb, spec, layout, members.into_iter().map(Some).collect())?;
-        array.log = log;
+        array.set_log(log);
         array.load_annex(&[]);
         array.record(
             crate::annex::EventKind::Created,
@@ -549,6 +549,15 @@ impl Array {
         let checksums = sb.checksums;
         let direct_map = layout.direct_map();
         let array = Self {
+            hot: ReadHot {
+                slots: slots.into(),
+                direct_map,
+                wbuf: std::sync::OnceLock::new(),
+                all_in_sync: AtomicBool::new(in_sync),
+                user_io: AtomicBool::new(false),
+                io_seen: AtomicBool::new(false),
+                write_back_log: false,
+            },
             read_only: false,
             stripe_pool: Mutex::new(Vec::new()),
             read_errors: (0..n).map(|_| Default::default()).collect(),
@@ -557,13 +566,10 @@ impl Array {
             holds,
             sb: Mutex::new(sb),
             layout,
-            slots,
             queues,
             state: RwLock::new(state),
             locks: (0..LOCK_SHARDS).map(|_| Mutex::new(())).collect(),
             bitmap: Mutex::new(bitmap),
-            user_io: AtomicBool::new(false),
-            io_seen: AtomicBool::new(false),
             rebuild_running: AtomicBool::new(false),
             checksums,
             log: None,
@@ -572,13 +578,10 @@ impl Array {
                 .then(super::hpda::HpdaRuntime::new),
             read_policy: std::sync::atomic::AtomicU8::new(0),
             kinds: spec.kinds_or_default(),
-            wbuf: std::sync::OnceLock::new(),
             balance_reads: AtomicBool::new(false),
             marked_dirty: AtomicBool::new(false),
             checksum_errors: (0..n).map(|_| Default::default()).collect(),
-            all_in_sync: AtomicBool::new(in_sync),
             healthy_state: ArrayState::healthy(n),
-            direct_map,
             warnings: Mutex::new(Vec::new()),
             annex: Mutex::new(None),
             progress: Mutex::new(None),
@@ -811,7 +814,7 @@ impl Array {
         let len = array.bitmap.lock().unwrap().bits.len();
         let mut bits = vec![0u8; len];
         let mut page = AlignedBuf::zeroed(len.div_ceil(PAGE as usize) * PAGE as usize);
-        for m in array.slots.iter().filter_map(|s| s.get()) {
+        for m in array.hot.slots.iter().filter_map(|s| s.get()) {
             if page.is_empty() {
                 break;
             }
@@ -1049,15 +1052,15 @@ impl Array {
                     for r in &records {
                         for (slot, off, buf) in &r.entries {
                             let i = *slot as usize;
-                            if i >= self.slots.len()
+                            if i >= self.hot.slots.len()
                                 || !self.present(i)
                                 || st.members[i] == MemberState::Failed
                             {
                                 continue;
                             }
-                            if let Err(e) = self.slots[i].write_at(buf, DATA_OFFSET + off) {
+                            if let Err(e) = self.hot.slots[i].write_at(buf, DATA_OFFSET + off) {
                                 if !self.member_error(i, &e) {
-                                    return Err(io_err(self.slots[i].as_ref(), e));
+                                    return Err(io_err(self.hot.slots[i].as_ref(), e));
                                 }
                             }
                             writes += 1;
@@ -1077,7 +1080,7 @@ impl Array {
         if access == Access::ReadWrite {
             log.checkpoint(&|| self.flush_members())?;
         }
-        self.log = Some(log);
+        self.set_log(Some(log));
         if access == Access::ReadWrite {
             // Copies missing now are recorded as out: they cannot come back
             // later with records behind the others'.
@@ -1198,9 +1201,9 @@ impl Array {
             return Ok(());
         }
         // Bounded: each round removes a member from the live set or returns.
-        for _ in 0..=self.slots.len() {
+        for _ in 0..=self.hot.slots.len() {
             let mut ops = Vec::new();
-            for (i, slot) in self.slots.iter().enumerate() {
+            for (i, slot) in self.hot.slots.iter().enumerate() {
                 if !slot.present() || !sb.roles[i].state.is_in() {
                     continue;
                 }
@@ -1233,10 +1236,10 @@ impl Array {
                     },
                     &survives,
                 )
-                .map_err(|_| io_err(self.slots[i].as_ref(), e))?;
+                .map_err(|_| io_err(self.hot.slots[i].as_ref(), e))?;
             self.warnings.lock().unwrap().push(format!(
                 "member {i} ({}) failed: its superblock could not be written",
-                self.slots[i].name()
+                self.hot.slots[i].name()
             ));
             let old = sb.table();
             sb.set_table(&next);
@@ -1289,7 +1292,7 @@ impl Array {
             | Transition::FinishRebuild { slot, .. }
             | Transition::Remove { slot } => slot,
         };
-        match self.slots.get(slot).and_then(|s| s.get()) {
+        match self.hot.slots.get(slot).and_then(|s| s.get()) {
             Some(m) => msg.replacen(
                 &format!("member {slot} "),
                 &format!("member {slot} ({}) ", m.name()),
@@ -1305,8 +1308,8 @@ impl Array {
         for (i, (o, n)) in old.slots.iter().zip(&new.slots).enumerate() {
             let same_device = o.device == n.device;
             st.members[i] = match n.state {
-                SlotState::Active if self.slots[i].present() => MemberState::InSync,
-                SlotState::Rebuilding { checkpoint } if self.slots[i].present() => {
+                SlotState::Active if self.hot.slots[i].present() => MemberState::InSync,
+                SlotState::Rebuilding { checkpoint } if self.hot.slots[i].present() => {
                     match (&st.members[i], same_device) {
                         (MemberState::Rebuilding { .. }, true) => continue,
                         _ => MemberState::rebuilding(checkpoint),
@@ -1358,7 +1361,7 @@ impl Array {
         }
         // Checksum errors since assembly (the first of each member was
         // recorded when it happened), once per run.
-        for i in 0..self.slots.len() {
+        for i in 0..self.hot.slots.len() {
             let c = self.checksum_errors[i].load(Ordering::Relaxed);
             if c > 1 && self.checksum_errors_recorded(i) < c {
                 self.record_member(crate::annex::EventKind::ChecksumErrors, i, [c as u64, 0, 0]);
@@ -1455,9 +1458,9 @@ impl Array {
             for &s in stripes {
                 for c in self.layout.stripe(s).all() {
                     if self.present(c.member) {
-                        self.slots[c.member]
+                        self.hot.slots[c.member]
                             .rehash(c.offset, chunk)
-                            .map_err(|e| io_err(self.slots[c.member].as_ref(), e))?;
+                            .map_err(|e| io_err(self.hot.slots[c.member].as_ref(), e))?;
                     }
                 }
             }

@@ -245,7 +245,7 @@ impl Array {
         };
         let st = self.state();
         let usable = |m: usize| {
-            m < self.slots.len() && self.present(m) && st.members[m] == MemberState::InSync
+            m < self.hot.slots.len() && self.present(m) && st.members[m] == MemberState::InSync
         };
         let mut rebuilt = 0u64;
         let mut batches_run = 0u64;
@@ -262,9 +262,9 @@ impl Array {
             for m in &plan.moves[batch.clone()] {
                 let b = m.bundle as usize;
                 if usable(m.from.0) {
-                    self.slots[m.from.0]
+                    self.hot.slots[m.from.0]
                         .read_at(&mut buf, self.data_off() + m.from.1 * chunk)
-                        .map_err(|e| io_err(self.slots[m.from.0].as_ref(), e))?;
+                        .map_err(|e| io_err(self.hot.slots[m.from.0].as_ref(), e))?;
                 } else {
                     let roles =
                         hetraid_core::layout::position_roles(params.level, params.c, p_at(b));
@@ -277,16 +277,16 @@ impl Array {
                         "slot {to} takes a chunk but is not in sync; give all members"
                     )));
                 }
-                self.slots[to]
+                self.hot.slots[to]
                     .write_at(&buf, self.data_off() + m.to.1 * chunk)
-                    .map_err(|e| io_err(self.slots[to].as_ref(), e))?;
+                    .map_err(|e| io_err(self.hot.slots[to].as_ref(), e))?;
                 targets.insert(to);
                 places[b][m.pos] = m.to;
             }
             for &to in &targets {
-                self.slots[to]
+                self.hot.slots[to]
                     .flush()
-                    .map_err(|e| io_err(self.slots[to].as_ref(), e))?;
+                    .map_err(|e| io_err(self.hot.slots[to].as_ref(), e))?;
             }
             hist.pending = Some(Pending {
                 change: pend.change,
@@ -307,15 +307,15 @@ impl Array {
                     "slot {m} takes a new bundle but is not in sync; give all members"
                 )));
             }
-            self.slots[m]
+            self.hot.slots[m]
                 .write_at(&zero, self.data_off() + slot * chunk)
-                .map_err(|e| io_err(self.slots[m].as_ref(), e))?;
+                .map_err(|e| io_err(self.hot.slots[m].as_ref(), e))?;
             zeroed.insert(m);
         }
         for &m in &zeroed {
-            self.slots[m]
+            self.hot.slots[m]
                 .flush()
-                .map_err(|e| io_err(self.slots[m].as_ref(), e))?;
+                .map_err(|e| io_err(self.hot.slots[m].as_ref(), e))?;
         }
         let after = plan.finish(t, &p);
         // Every member's table, then the superblock that makes it the truth
@@ -369,7 +369,7 @@ impl Array {
                 sb.roles[slot].state = RoleState::Removed;
                 let mut b = AlignedBuf::zeroed(SB_SIZE);
                 b.copy_from_slice(&sb.encode());
-                let m = &self.slots[slot];
+                let m = &self.hot.slots[slot];
                 m.write_at(&b, 0)
                     .and_then(|_| m.flush())
                     .map_err(|e| io_err(m.as_ref(), e))?;
@@ -408,9 +408,9 @@ impl Array {
         for (i, &(m, slot)) in places.iter().enumerate() {
             let mut b = AlignedBuf::zeroed(chunk);
             if i != lost && usable(m) {
-                self.slots[m]
+                self.hot.slots[m]
                     .read_at(&mut b, self.data_off() + slot * chunk as u64)
-                    .map_err(|e| io_err(self.slots[m].as_ref(), e))?;
+                    .map_err(|e| io_err(self.hot.slots[m].as_ref(), e))?;
             } else {
                 missing.push(i);
             }

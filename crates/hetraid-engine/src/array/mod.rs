@@ -134,12 +134,37 @@ pub fn new_device_id() -> u64 {
     u64::from_le_bytes(b[..8].try_into().unwrap()).max(1)
 }
 
+/// What every read looks at, in one cache line. Spread over the array's
+/// other fields (as Rust orders them by size) they took five lines, each a
+/// miss after the kernel's `pread` has run through the caches.
+#[repr(C, align(64))]
+pub(crate) struct ReadHot {
+    pub(crate) slots: Box<[Arc<crate::member::Slot>]>,
+    /// The layout's read fast path map (`Layout::direct_map`), for reads
+    /// inside one chunk while every member is in sync.
+    pub(crate) direct_map: Option<hetraid_core::layout::DirectMap>,
+    /// The write buffer, once started (`serve --write-buffer`).
+    pub(crate) wbuf: std::sync::OnceLock<Arc<wbuf::WriteBuffer>>,
+    /// Every member in sync: the read fast path needs no lock.
+    pub(crate) all_in_sync: AtomicBool,
+    /// Set by user I/O, cleared by the rebuild throttle each time it looks.
+    pub(crate) user_io: AtomicBool,
+    /// Set by user I/O, cleared by the idle reclaimer each time it looks.
+    pub(crate) io_seen: AtomicBool,
+    /// The write log is in write-back mode (reads look it up first).
+    pub(crate) write_back_log: bool,
+}
+const _: () = assert!(
+    std::mem::size_of::<ReadHot>() == 64,
+    "ReadHot is one cache line"
+);
+
 pub struct Array {
+    pub(crate) hot: ReadHot,
     /// Assembled read-only (Access::ReadOnly or Inspect): nothing is written.
     read_only: bool,
     sb: Mutex<Superblock>,
     layout: Box<dyn Layout>,
-    slots: Vec<Arc<crate::member::Slot>>,
     queues: Vec<Option<MemberQueue>>,
     pub(crate) state: RwLock<ArrayState>,
     locks: Vec<Mutex<()>>,
@@ -159,8 +184,6 @@ pub struct Array {
     pub(crate) balance_reads: AtomicBool,
     /// Member kinds (fixed for the array's life).
     kinds: Vec<MemberKind>,
-    /// The write buffer, once started (`serve --write-buffer`).
-    pub(crate) wbuf: std::sync::OnceLock<Arc<wbuf::WriteBuffer>>,
     /// The superblock says dirty (log arrays mark it on their first write;
     /// this spares the write path the superblock's lock afterwards).
     pub(crate) marked_dirty: AtomicBool,
@@ -168,16 +191,7 @@ pub struct Array {
     pub(crate) checksum_errors: Vec<std::sync::atomic::AtomicU32>,
     /// A rebuild is running (one at a time).
     pub(crate) rebuild_running: AtomicBool,
-    /// Set by user I/O, cleared by the rebuild throttle each time it looks.
-    pub(crate) user_io: AtomicBool,
-    /// Set by user I/O, cleared by the idle reclaimer each time it looks.
-    pub(crate) io_seen: AtomicBool,
-    /// Every member in sync: the read fast path needs no lock.
-    all_in_sync: AtomicBool,
     healthy_state: ArrayState,
-    /// The layout's read fast path map (`Layout::direct_map`), for reads
-    /// inside one chunk while every member is in sync.
-    pub(crate) direct_map: Option<hetraid_core::layout::DirectMap>,
     warnings: Mutex<Vec<String>>,
     /// Name, last known member paths, events (`crate::annex`); None when the
     /// bitmap leaves no room for it.
@@ -271,16 +285,16 @@ impl Array {
 
     /// Is a member in slot `i`?
     pub fn present(&self, i: usize) -> bool {
-        self.slots.get(i).is_some_and(|s| s.present())
+        self.hot.slots.get(i).is_some_and(|s| s.present())
     }
 
     /// The member in slot `i`, if any.
     pub fn member(&self, i: usize) -> Option<Arc<dyn Member>> {
-        self.slots.get(i).and_then(|s| s.get())
+        self.hot.slots.get(i).and_then(|s| s.get())
     }
 
     pub fn slot_count(&self) -> usize {
-        self.slots.len()
+        self.hot.slots.len()
     }
 
     pub fn state(&self) -> ArrayState {
@@ -311,13 +325,13 @@ impl Array {
     /// Put `m` into slot `i` (the state machine's Attach follows).
     pub(crate) fn set_slot(&self, i: usize, m: Arc<dyn Member>) {
         let _st = self.state.write().unwrap();
-        self.slots[i].set(Some(m));
+        self.hot.slots[i].set(Some(m));
     }
 
     /// Put back what slot `i` held (a refused attach, or a removed member).
     pub(crate) fn restore_slot(&self, i: usize, m: Option<Arc<dyn Member>>) {
         let _st = self.state.write().unwrap();
-        self.slots[i].set(m);
+        self.hot.slots[i].set(m);
     }
 
     pub(crate) fn policy(&self) -> WritePolicy {
@@ -374,18 +388,25 @@ impl Array {
 
     /// Record that users are doing I/O (read-mostly: the flag's cache line is only
     /// written when it changes).
+    /// Attach the write log (the read path's flag follows its mode).
+    pub(crate) fn set_log(&mut self, log: Option<crate::log::Log>) {
+        self.hot.write_back_log = log.as_ref().is_some_and(|l| l.mode() == LogMode::WriteBack);
+        self.log = log;
+    }
+
+    #[inline]
     pub(crate) fn note_user_io(&self) {
-        if !self.user_io.load(Ordering::Relaxed) {
-            self.user_io.store(true, Ordering::Relaxed);
+        if !self.hot.user_io.load(Ordering::Relaxed) {
+            self.hot.user_io.store(true, Ordering::Relaxed);
         }
-        if !self.io_seen.load(Ordering::Relaxed) {
-            self.io_seen.store(true, Ordering::Relaxed);
+        if !self.hot.io_seen.load(Ordering::Relaxed) {
+            self.hot.io_seen.store(true, Ordering::Relaxed);
         }
     }
 
     /// Was there user I/O since the last call? (The idle reclaimer asks.)
     pub fn take_io_seen(&self) -> bool {
-        self.io_seen.swap(false, Ordering::Relaxed)
+        self.hot.io_seen.swap(false, Ordering::Relaxed)
     }
 
     /// The array keeps a write-back log.
@@ -396,7 +417,7 @@ impl Array {
     }
 
     pub(crate) fn refresh_in_sync(&self, st: &ArrayState) {
-        self.all_in_sync.store(
+        self.hot.all_in_sync.store(
             st.members.iter().all(|m| *m == MemberState::InSync),
             Ordering::Release,
         );
@@ -406,7 +427,7 @@ impl Array {
     /// holds data is not in sync, so every region written meanwhile is one
     /// it lacks if it comes back (re-add).
     pub(crate) fn keeps_bitmap(&self) -> bool {
-        if self.all_in_sync.load(Ordering::Acquire) {
+        if self.hot.all_in_sync.load(Ordering::Acquire) {
             return false;
         }
         let st = self.state.read().unwrap();
@@ -474,12 +495,13 @@ impl Array {
         let on = self.keeps_copies() && policy != hetraid_core::readbalance::ReadPolicy::First;
         self.read_policy.store(policy.code(), Ordering::Relaxed);
         self.balance_reads.store(on, Ordering::Relaxed);
-        self.slots.iter().for_each(|s| s.track(on));
+        self.hot.slots.iter().for_each(|s| s.track(on));
     }
 
     /// The members' state as the read policy sees it.
     pub(crate) fn member_loads(&self) -> Vec<hetraid_core::readbalance::MemberLoad> {
-        self.slots
+        self.hot
+            .slots
             .iter()
             .enumerate()
             .map(|(i, s)| {

@@ -117,7 +117,7 @@ impl Array {
         };
         let chunk = sb.chunk_bytes as usize;
         let mut restored = 0;
-        for (i, slot) in self.slots.iter().enumerate() {
+        for (i, slot) in self.hot.slots.iter().enumerate() {
             if !self.present(i) {
                 continue;
             }
@@ -181,7 +181,7 @@ impl Array {
                 assert_eq!(rows, 1, "backed-up steps are one row");
                 let mut d = AlignedBuf::zeroed(chunk as usize);
                 for i in 0..n {
-                    let m = &self.slots[i];
+                    let m = &self.hot.slots[i];
                     if (st.rows.start + 1) * chunk > sb0.roles[i].data_size {
                         continue;
                     }
@@ -200,7 +200,7 @@ impl Array {
                 self.persist(&mut sb)?;
             }
             self.write_new_rows(new.as_ref(), st.rows.clone(), &src)?;
-            for m in &self.slots {
+            for m in &self.hot.slots {
                 m.flush().map_err(|e| io_err(m.as_ref(), e))?;
             }
             let mut sb = self.sb.lock().unwrap();
@@ -283,7 +283,7 @@ impl Array {
         }
         let idx: Vec<usize> = ops.iter().map(|(i, _)| *i).collect();
         for (r, i) in run_batch(&self.queues, ops).into_iter().zip(idx) {
-            r.map_err(|e| io_err(self.slots[i].as_ref(), e))?;
+            r.map_err(|e| io_err(self.hot.slots[i].as_ref(), e))?;
         }
         Ok(())
     }

@@ -188,9 +188,9 @@ impl Array {
                 .enumerate()
                 .map(|(i, r)| MemberStatus {
                     device: i,
-                    path: self.slots[i].get().map(|m| m.name()),
+                    path: self.hot.slots[i].get().map(|m| m.name()),
                     last_path: self.last_path(i),
-                    state: if !self.slots[i].present() && r.state == RoleState::Active {
+                    state: if !self.hot.slots[i].present() && r.state == RoleState::Active {
                         "missing"
                     } else {
                         r.state.as_str()

@@ -68,7 +68,7 @@ impl Array {
             index: RwLock::new(LogIndex::default()),
             drainers: Mutex::new(Vec::new()),
         });
-        if self.wbuf.set(wb.clone()).is_err() {
+        if self.hot.wbuf.set(wb.clone()).is_err() {
             return Err(EngineError::Refused(
                 "the write buffer is on already".into(),
             ));
@@ -83,7 +83,7 @@ impl Array {
 
     /// Drain what is buffered and stop the drainers (before close).
     pub fn stop_write_buffer(&self) -> Result<()> {
-        let Some(wb) = self.wbuf.get() else {
+        let Some(wb) = self.hot.wbuf.get() else {
             return Ok(());
         };
         let r = self.wait_drained(wb);
