@@ -8,7 +8,7 @@
 //! the kernel ours replaced).
 //! The C harness in scripts/ measures ISA-L the same way.
 
-use std::alloc::{alloc_zeroed, Layout};
+use std::alloc::{alloc, Layout};
 use std::time::Instant;
 
 fn arg(args: &[String], i: usize, what: &str) -> u64 {
@@ -41,11 +41,15 @@ fn main() {
     // In 2 MiB huge pages (both harnesses): with 4 KiB pages the physical
     // pages under a stripe, and so its L2 set conflicts, change from process to
     // process, and a 64 KiB-in-cache figure moved by 10 % between runs of the
-    // same kernel. Never freed (process exits).
+    // same kernel. Not zeroed by the allocator: `alloc_zeroed` touched every
+    // page before the advice below, so with THP in "madvise" mode this side
+    // ran on 4 KiB pages while the C harness (advice, then first touch) ran
+    // on huge pages (AnonHugePages 0 kB against 492 MiB for the 512 MiB
+    // working set). The loop after the advice is the first touch; a warning
+    // says when the kernel gave fewer huge pages. Never freed (process exits).
     const HUGE: usize = 2 << 20;
-    let base = unsafe {
-        alloc_zeroed(Layout::from_size_align(total.div_ceil(HUGE) * HUGE, HUGE).unwrap())
-    };
+    let base =
+        unsafe { alloc(Layout::from_size_align(total.div_ceil(HUGE) * HUGE, HUGE).unwrap()) };
     assert!(!base.is_null(), "out of memory");
     // SAFETY: the range is the allocation just made; advice only.
     unsafe {
@@ -58,6 +62,16 @@ fn main() {
     let buf: &mut [u8] = unsafe { std::slice::from_raw_parts_mut(base, total) };
     for (i, b) in buf.iter_mut().enumerate() {
         *b = (i as u32).wrapping_mul(2654435761).to_le_bytes()[1];
+    }
+    let mapped = total.div_ceil(HUGE) * HUGE;
+    if let Some(huge) = anon_huge_bytes() {
+        if huge < mapped as u64 / 2 {
+            eprintln!(
+                "hetraid-parity-bench: only {} of {} MiB in huge pages (transparent_hugepage off?); figures are not comparable with the C harness's",
+                huge >> 20,
+                mapped >> 20
+            );
+        }
     }
     let recover = mode == "recover";
     // Per step only what the C harness does too: point at the stripe's blocks
@@ -143,4 +157,13 @@ fn main() {
         hetraid_parity::kernels::best().name()
     };
     println!("{gbps:.2} {name}");
+}
+
+/// This process's anonymous memory in transparent huge pages (None when
+/// /proc does not say).
+fn anon_huge_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/smaps_rollup").ok()?;
+    let line = text.lines().find(|l| l.starts_with("AnonHugePages:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
 }
