@@ -29,8 +29,17 @@ fi
 mkdir -p scripts/build
 cc -O2 -o scripts/build/isal_bench scripts/isal_bench.c -lisal
 cargo build --release -q -p hetraid-parity --bin hetraid-parity-bench
-HET=target/release/hetraid-parity-bench
-ISAL=scripts/build/isal_bench
+# Both harnesses on one CPU, the last this shell may use (CPU=N to choose):
+# unpinned, each process lands on whichever CPU is free, and the one that
+# takes the machine's interrupts or shares a core with a busy neighbour runs
+# slower. xor 8+1 64K in cache, 11 pairs: unpinned 0.93 (pairs 0.83-1.09);
+# both on CPU 1 1.03 and 1.01 (pairs 0.97-1.04); both on CPU 0, which takes
+# this VM's interrupts, 0.96 (0.87-1.12).
+CPU=${CPU:-$(grep Cpus_allowed_list /proc/self/status | grep -o '[0-9]*' | tail -1)}
+PIN=
+if command -v taskset >/dev/null && [ -n "$CPU" ]; then PIN="taskset -c $CPU"; fi
+HET="$PIN target/release/hetraid-parity-bench"
+ISAL="$PIN scripts/build/isal_bench"
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
