@@ -31,9 +31,6 @@ impl Array {
             }
             return Ok(());
         }
-        if !self.hot.write_back_log {
-            return self.read_members_cold(offset, buf);
-        }
         let Some(log) = self.log.as_ref().filter(|l| l.mode() == LogMode::WriteBack) else {
             return self.read_members_cold(offset, buf);
         };
