@@ -4,20 +4,24 @@
 # (cases: xor 4+1/8+1/16+1, pq 4+2/8+2/16+2, recover 2 data 4+2, pq-update 4+2; each
 # at 64K cache, 64K dram and 4K cache; pq-update counts the one block updated)
 # and for block checksums:  crc32c 4K cache: hetraid X GB/s, isa-l Y GB/s, ratio R (crc32c crate Z GB/s, kernel K)
-# Paired measurement: hetraid and ISA-L run back to back RUNS times (default 7,
-# MILLIS ms each, the order swapped every pair), and the ratio is the median of
-# the pairs' ratios. On a shared machine the memory and cache bandwidth a run
-# gets moves by 10-25 % from second to second; two runs next to each other see
-# about the same, so a pair's ratio is steady where separate medians are not.
-# The GB/s figures are the medians of each side's runs; memcpy is run 3 times.
-# Both harnesses keep their buffers in 2 MiB huge pages (same physical layout
+# Measured in one process (hetraid-parity-bench --versus-isal): ours and
+# ISA-L (loaded from libisal.so.2) on the same buffers, interleaved in slices
+# of about a millisecond, until each side has run MILLIS ms; that RUNS times
+# (default 7, each a new process with other physical pages), and the line's
+# ratio is the median of the runs' ratios. On a shared machine the memory and
+# cache bandwidth a process gets moves by 10-25 % from second to second, and
+# separate processes back to back gave pair ratios from 0.83 to 1.34 for the
+# same two kernels; slices a millisecond apart see the same machine.
+# The GB/s figures are the medians of each side's runs; memcpy (glibc's, as
+# Rust's copy_from_slice calls it) is run 3 times.
+# Both sides keep their buffers in 2 MiB huge pages (same physical layout
 # every run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-7}
 MILLIS=${MILLIS:-200}
 
-if [ ! -f /usr/include/isa-l/raid.h ]; then
+if ! ldconfig -p 2>/dev/null | grep -q 'libisal\.so\.2'; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         apt-get update -qq >/dev/null 2>&1 || true
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libisal-dev >/dev/null
@@ -26,20 +30,17 @@ if [ ! -f /usr/include/isa-l/raid.h ]; then
         exit 1
     fi
 fi
-mkdir -p scripts/build
-cc -O2 -o scripts/build/isal_bench scripts/isal_bench.c -lisal
 cargo build --release -q -p hetraid-parity --bin hetraid-parity-bench
-# Both harnesses on one CPU, the last this shell may use (CPU=N to choose):
-# unpinned, each process lands on whichever CPU is free, and the one that
-# takes the machine's interrupts or shares a core with a busy neighbour runs
-# slower. xor 8+1 64K in cache, 11 pairs: unpinned 0.93 (pairs 0.83-1.09);
+# Pinned to one CPU, the last this shell may use (CPU=N to choose): unpinned,
+# a process lands on whichever CPU is free, and the one that takes the
+# machine's interrupts or shares a core with a busy neighbour runs slower
+# (when the two sides ran as separate processes: xor 8+1 64K in cache, 11 pairs: unpinned 0.93 (pairs 0.83-1.09);
 # both on CPU 1 1.03 and 1.01 (pairs 0.97-1.04); both on CPU 0, which takes
-# this VM's interrupts, 0.96 (0.87-1.12).
+# this VM's interrupts, 0.96 (0.87-1.12)).
 CPU=${CPU:-$(grep Cpus_allowed_list /proc/self/status | grep -o '[0-9]*' | tail -1)}
 PIN=
 if command -v taskset >/dev/null && [ -n "$CPU" ]; then PIN="taskset -c $CPU"; fi
 HET="$PIN target/release/hetraid-parity-bench"
-ISAL="$PIN scripts/build/isal_bench"
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
@@ -59,16 +60,10 @@ for where in "64K cache 65536 0" "64K dram 65536 $((512 << 20))" "4K cache 4096 
         esac
         h=() i=() m=() r=()
         for n in $(seq "$RUNS"); do
-            if [ $((n % 2)) = 1 ]; then
-                a=$($HET "$mode" "$k" "$CHUNK" "$WS" "$MILLIS" | cut -d' ' -f1)
-                b=$($ISAL "$mode" "$k" "$CHUNK" "$WS" "$MILLIS")
-            else
-                b=$($ISAL "$mode" "$k" "$CHUNK" "$WS" "$MILLIS")
-                a=$($HET "$mode" "$k" "$CHUNK" "$WS" "$MILLIS" | cut -d' ' -f1)
-            fi
-            h+=("$a") i+=("$b")
-            r+=("$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.4f", a / b}')")
-            if [ "$n" -le 3 ]; then m+=("$($ISAL memcpy "$k" "$CHUNK" "$WS" "$MILLIS")"); fi
+            out=$($HET --versus-isal "$mode" "$k" "$CHUNK" "$WS" "$MILLIS")
+            read -r a b ratio _ <<<"$out"
+            h+=("$a") i+=("$b") r+=("$ratio")
+            if [ "$n" -le 3 ]; then m+=("$($HET memcpy "$k" "$CHUNK" "$WS" "$MILLIS" | cut -d' ' -f1)"); fi
         done
         hm=$(printf '%s\n' "${h[@]}" | median)
         im=$(printf '%s\n' "${i[@]}" | median)
@@ -85,15 +80,9 @@ for ws_name in cache dram; do
     if [ $ws_name = cache ]; then WS=0; else WS=$((512 << 20)); fi
     h=() i=() c=() r=()
     for n in $(seq "$RUNS"); do
-        if [ $((n % 2)) = 1 ]; then
-            a=$($HET crc32c 1 4096 $WS "$MILLIS" | cut -d' ' -f1)
-            b=$($ISAL crc32c 1 4096 $WS "$MILLIS")
-        else
-            b=$($ISAL crc32c 1 4096 $WS "$MILLIS")
-            a=$($HET crc32c 1 4096 $WS "$MILLIS" | cut -d' ' -f1)
-        fi
-        h+=("$a") i+=("$b")
-        r+=("$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.4f", a / b}')")
+        out=$($HET --versus-isal crc32c 1 4096 $WS "$MILLIS")
+        read -r a b ratio _ <<<"$out"
+        h+=("$a") i+=("$b") r+=("$ratio")
         if [ "$n" -le 3 ]; then c+=("$($HET crc32c-crate 1 4096 $WS "$MILLIS" | cut -d' ' -f1)"); fi
     done
     hm=$(printf '%s\n' "${h[@]}" | median)

@@ -1,0 +1,105 @@
+//! `hetraid-parity-bench --versus-isal`, the harness `scripts/bench-parity.sh`
+//! holds our kernels against ISA-L with: every mode runs, the ISA-L side
+//! computes the same bytes as ours (the bench refuses to time otherwise), and
+//! its output has the fields the script reads. Timing is not checked.
+
+use std::process::Command;
+
+const BENCH: &str = env!("CARGO_BIN_EXE_hetraid-parity-bench");
+
+/// ISA-L is there (`libisal.so.2`); skips locally without it, fails in CI.
+fn isal_present() -> bool {
+    let out = Command::new(BENCH)
+        .args(["--versus-isal", "xor", "2", "4096", "0", "1"])
+        .output()
+        .expect("run the bench");
+    let err = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() && err.contains("cannot load ISA-L") {
+        if std::env::var_os("CI").is_some() {
+            panic!("CI is set and ISA-L is not installed (apt-get install libisal-dev): {err}");
+        }
+        eprintln!("skipping: ISA-L is not installed (apt-get install libisal-dev)");
+        return false;
+    }
+    true
+}
+
+#[test]
+fn every_mode_agrees_with_isal_and_prints_four_fields() {
+    if !isal_present() {
+        return;
+    }
+    for (mode, k) in [
+        ("xor", 2),
+        ("xor", 4),
+        ("xor", 16),
+        ("pq", 2),
+        ("pq", 4),
+        ("pq", 16),
+        ("recover", 2),
+        ("recover", 4),
+        ("recover", 9),
+        ("pq-update", 2),
+        ("pq-update", 4),
+        ("crc32c", 1),
+        ("crc32c", 3),
+    ] {
+        // Lengths with and without tails past the kernels' steps (pq_gen in
+        // ISA-L takes multiples of 32 only).
+        for chunk in [4096usize, 4000, 96] {
+            if mode == "pq" && chunk % 32 != 0 {
+                continue;
+            }
+            let args = [
+                "--versus-isal".to_string(),
+                mode.into(),
+                k.to_string(),
+                chunk.to_string(),
+                "0".into(),
+                "2".into(),
+            ];
+            let out = Command::new(BENCH)
+                .args(&args)
+                .output()
+                .expect("run the bench");
+            let (stdout, stderr) = (
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr),
+            );
+            assert!(out.status.success(), "{args:?}: {stderr}");
+            let fields: Vec<&str> = stdout.split_whitespace().collect();
+            assert_eq!(fields.len(), 4, "{args:?}: {stdout:?}");
+            let nums: Vec<f64> = fields[..3]
+                .iter()
+                .map(|f| f.parse().expect("a number"))
+                .collect();
+            assert!(nums.iter().all(|n| *n > 0.0), "{args:?}: {stdout:?}");
+            // The ratio is the first figure over the second (rounded as printed).
+            let ratio = nums[0] / nums[1];
+            assert!(
+                (ratio - nums[2]).abs() <= 0.01 * ratio + 0.01,
+                "{args:?}: {stdout:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn cases_isal_cannot_run_are_refused_with_a_reason() {
+    for args in [
+        ["--versus-isal", "xor", "1", "4096", "0", "1"],
+        ["--versus-isal", "pq", "4", "100", "0", "1"],
+        ["--versus-isal", "memcpy", "4", "4096", "0", "1"],
+        ["--versus-isal", "nonsense", "4", "4096", "0", "1"],
+        ["--versus-isal", "pq", "0", "4096", "0", "1"],
+    ] {
+        let out = Command::new(BENCH)
+            .args(args)
+            .output()
+            .expect("run the bench");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.starts_with("hetraid-parity-bench: "), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
