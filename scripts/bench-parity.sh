@@ -6,12 +6,14 @@
 # and for block checksums:  crc32c 4K cache: hetraid X GB/s, isa-l Y GB/s, ratio R (crc32c crate Z GB/s, kernel K)
 # Measured in one process (hetraid-parity-bench --versus-isal): ours and
 # ISA-L (loaded from libisal.so.2) on the same buffers, interleaved in slices
-# of about a millisecond, until each side has run MILLIS ms; that RUNS times
-# (default 7, each a new process with other physical pages), and the line's
-# ratio is the median of the runs' ratios. On a shared machine the memory and
+# of about a millisecond, until each side has run MILLIS ms, a run's ratio
+# the median of its rounds' ratios; that RUNS times (default 7, each a new
+# process), and the line's ratio is the median of the runs' ratios. On a shared machine the memory and
 # cache bandwidth a process gets moves by 10-25 % from second to second, and
 # separate processes back to back gave pair ratios from 0.83 to 1.34 for the
 # same two kernels; slices a millisecond apart see the same machine.
+# The control, ISA-L against itself in the same harness
+# (hetraid-parity-bench --isal-vs-isal ...), comes out at 0.99-1.02 here.
 # The GB/s figures are the medians of each side's runs; memcpy (glibc's, as
 # Rust's copy_from_slice calls it) is run 3 times.
 # Both sides keep their buffers in 2 MiB huge pages (same physical layout
