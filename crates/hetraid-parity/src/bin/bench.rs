@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 fn arg(args: &[String], i: usize, what: &str) -> u64 {
     args.get(i).and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        eprintln!("usage: hetraid-parity-bench [--versus-isal|--isal-vs-isal] xor|pq|recover|pq-update|memcpy|crc32c|crc32c-crate K CHUNK_BYTES WORKING_SET_BYTES MILLIS ({what} missing or not a number)");
+        eprintln!("hetraid-parity-bench: {what} missing or not a number; usage: hetraid-parity-bench [--versus-isal|--isal-vs-isal] xor|pq|recover|pq-update|memcpy|crc32c|crc32c-crate K CHUNK_BYTES WORKING_SET_BYTES MILLIS");
         std::process::exit(2)
     })
 }
@@ -97,7 +97,9 @@ struct Stripes {
 }
 
 impl Stripes {
-    fn new(mode: Mode, k: usize, chunk: usize, ws: usize) -> Stripes {
+    /// The buffers, or why they cannot be had (the caller checked `k` and
+    /// `chunk`, so `per_stripe` fits).
+    fn new(mode: Mode, k: usize, chunk: usize, ws: usize) -> Result<Stripes, String> {
         let per_stripe = (k + mode.parity()) * chunk;
         let stripes = (ws / per_stripe).max(1);
         let total = stripes * per_stripe;
@@ -111,9 +113,26 @@ impl Stripes {
         // first touch; a warning says when the kernel gave fewer huge pages.
         // Never freed (the process exits).
         const HUGE: usize = 2 << 20;
-        let mapped = total.div_ceil(HUGE) * HUGE;
-        let base = unsafe { alloc(Layout::from_size_align(mapped, HUGE).unwrap()) };
-        assert!(!base.is_null(), "out of memory");
+        let too_big = || {
+            format!("cannot allocate a working set of {total} bytes; give WORKING_SET_BYTES that fits in memory")
+        };
+        let mapped = total.checked_next_multiple_of(HUGE).ok_or_else(too_big)?;
+        // The first touch below would otherwise meet the OOM killer.
+        if let Some(available) = mem_available_bytes() {
+            if mapped as u64 > available {
+                return Err(format!(
+                    "a working set of {} MiB does not fit in the {} MiB of memory available; give a smaller WORKING_SET_BYTES or CHUNK_BYTES",
+                    mapped >> 20,
+                    available >> 20
+                ));
+            }
+        }
+        let layout = Layout::from_size_align(mapped, HUGE).map_err(|_| too_big())?;
+        // SAFETY: a layout of non-zero size.
+        let base = unsafe { alloc(layout) };
+        if base.is_null() {
+            return Err(too_big());
+        }
         // SAFETY: the range is the allocation just made; advice only.
         unsafe { libc::madvise(base as *mut libc::c_void, mapped, libc::MADV_HUGEPAGE) };
         // SAFETY: the allocation is `mapped >= total` bytes, ours alone.
@@ -130,14 +149,14 @@ impl Stripes {
                 );
             }
         }
-        Stripes {
+        Ok(Stripes {
             mode,
             k,
             chunk,
             per_stripe,
             stripes,
             base,
-        }
+        })
     }
 
     /// Bytes one step counts.
@@ -238,6 +257,13 @@ impl Scratch {
     }
 }
 
+fn stripes_or_exit(mode: Mode, k: usize, chunk: usize, ws: usize) -> Stripes {
+    Stripes::new(mode, k, chunk, ws).unwrap_or_else(|e| {
+        eprintln!("hetraid-parity-bench: {e}");
+        std::process::exit(1)
+    })
+}
+
 /// Run `calls` steps from stripe `*cursor` on, advancing it; the time taken.
 fn slice(st: &Stripes, cursor: &mut usize, calls: u64, mut step: impl FnMut(usize)) -> Duration {
     let t = Instant::now();
@@ -263,6 +289,10 @@ fn main() {
     let chunk = arg(&args, 3, "CHUNK_BYTES") as usize;
     let ws = arg(&args, 4, "WORKING_SET_BYTES") as usize;
     let millis = arg(&args, 5, "MILLIS");
+    if millis == 0 || millis > 3_600_000 {
+        eprintln!("hetraid-parity-bench: MILLIS must be 1..=3600000 (how long each side runs)");
+        std::process::exit(2)
+    }
     let k_max = if mode.parity() == 2 { 62 } else { 63 };
     if k == 0
         || k > k_max
@@ -280,7 +310,7 @@ fn main() {
         _ => hetraid_parity::kernels::best().name(),
     };
     if !versus {
-        let st = Stripes::new(mode, k, chunk, ws);
+        let st = stripes_or_exit(mode, k, chunk, ws);
         let (mut cursor, mut calls, mut took) = (0, 0u64, Duration::ZERO);
         let deadline = Duration::from_millis(millis);
         let mut scratch = Scratch::new();
@@ -309,7 +339,7 @@ fn main() {
             std::process::exit(1)
         }
     };
-    let st = Stripes::new(mode, k, chunk, ws);
+    let st = stripes_or_exit(mode, k, chunk, ws);
     if let Err(e) = same_results(&st, &isal) {
         eprintln!("hetraid-parity-bench: {e}; the comparison would be void");
         std::process::exit(1)
@@ -428,6 +458,14 @@ fn same_results(st: &Stripes, isal: &isal::Isal) -> Result<(), String> {
         )),
         None => Ok(()),
     }
+}
+
+/// MemAvailable from /proc/meminfo (None when it does not say).
+fn mem_available_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
 }
 
 /// This process's anonymous memory in transparent huge pages (None when
