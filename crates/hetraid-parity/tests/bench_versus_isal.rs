@@ -8,14 +8,23 @@ use std::process::Command;
 
 const BENCH: &str = env!("CARGO_BIN_EXE_hetraid-parity-bench");
 
-/// ISA-L is there (`libisal.so.2`); skips locally without it, fails in CI.
-fn isal_present() -> bool {
+/// Run the bench: its exit code (None: killed by a signal), stdout, stderr.
+fn bench<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (Option<i32>, String, String) {
     let out = Command::new(BENCH)
-        .args(["--versus-isal", "xor", "2", "4096", "0", "1"])
+        .args(args)
         .output()
         .expect("run the bench");
-    let err = String::from_utf8_lossy(&out.stderr);
-    if !out.status.success() && err.contains("cannot load ISA-L") {
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// ISA-L is there (`libisal.so.2`); skips locally without it, fails in CI.
+fn isal_present() -> bool {
+    let (code, _, err) = bench(&["--versus-isal", "xor", "2", "4096", "0", "1"]);
+    if code != Some(0) && err.contains("cannot load ISA-L") {
         if std::env::var_os("CI").is_some() {
             panic!("CI is set and ISA-L is not installed (apt-get install libisal-dev): {err}");
         }
@@ -59,15 +68,8 @@ fn every_mode_agrees_with_isal_and_prints_four_fields() {
                 "0".into(),
                 "2".into(),
             ];
-            let out = Command::new(BENCH)
-                .args(&args)
-                .output()
-                .expect("run the bench");
-            let (stdout, stderr) = (
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr),
-            );
-            assert!(out.status.success(), "{args:?}: {stderr}");
+            let (code, stdout, stderr) = bench(&args);
+            assert_eq!(code, Some(0), "{args:?}: {stderr}");
             let fields: Vec<&str> = stdout.split_whitespace().collect();
             assert_eq!(fields.len(), 4, "{args:?}: {stdout:?}");
             let nums: Vec<f64> = fields[..3]
@@ -93,17 +95,13 @@ fn a_working_set_too_big_is_refused() {
         ["pq", "4", "65536", "4611686018427387904", "1"],
         ["pq", "62", "2147483647", "0", "1"],
     ] {
-        let out = Command::new(BENCH)
-            .args(args)
-            .output()
-            .expect("run the bench");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        let (code, stdout, err) = bench(&args);
+        assert_eq!(code, Some(1), "{args:?}: {err}");
         assert!(
             err.contains("cannot allocate a working set") || err.contains("does not fit in the"),
             "{args:?}: {err}"
         );
-        assert!(out.stdout.is_empty(), "{args:?}");
+        assert!(stdout.is_empty(), "{args:?}");
     }
 }
 
@@ -113,16 +111,8 @@ fn the_control_runs_isal_on_both_sides() {
     if !isal_present() {
         return;
     }
-    let out = Command::new(BENCH)
-        .args(["--isal-vs-isal", "pq", "4", "4096", "0", "2"])
-        .output()
-        .expect("run the bench");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (code, stdout, err) = bench(&["--isal-vs-isal", "pq", "4", "4096", "0", "2"]);
+    assert_eq!(code, Some(0), "{err}");
     let fields: Vec<&str> = stdout.split_whitespace().collect();
     assert_eq!(fields.len(), 4, "{stdout:?}");
     assert_eq!(fields[3], "isa-l", "{stdout:?}");
@@ -144,13 +134,9 @@ fn bad_arguments_are_refused_with_a_reason() {
         &["xor", "4", "4096", "-1", "1"],
     ];
     for args in cases {
-        let out = Command::new(BENCH)
-            .args(args)
-            .output()
-            .expect("run the bench");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        let (code, stdout, err) = bench(args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
         assert!(err.starts_with("hetraid-parity-bench: "), "{args:?}: {err}");
-        assert!(out.stdout.is_empty(), "{args:?}");
+        assert!(stdout.is_empty(), "{args:?}");
     }
 }
