@@ -211,10 +211,51 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let mode = args.get(1).map(String::as_str).unwrap_or("seq-write");
+    // Checked before any member file is made (an unknown mode used to exit
+    // after creating five of them, and bad numbers silently became defaults).
+    const MODES: [&str; 12] = [
+        "seq-write",
+        "rand-read",
+        "seq-write-checksums",
+        "rand-read-checksums",
+        "rand-write-journal",
+        "raidx-write-buffer",
+        "hpda-rand-write",
+        "log-recovery",
+        "read-overhead",
+        "rand-read-engine",
+        "rand-read-raw",
+        "rand-read-mapped",
+    ];
+    let fail = |what: String| -> ! {
+        eprintln!("engine_bench: {what}");
+        std::process::exit(2)
+    };
+    if !MODES.contains(&mode) {
+        fail(format!("mode must be one of {}", MODES.join(", ")));
+    }
     let dir = PathBuf::from(args.get(2).map(String::as_str).unwrap_or("/dev/shm"));
-    let mib: u64 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(256);
-    let qd: usize = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(16);
-    let secs: f64 = args.get(5).and_then(|s| s.parse().ok()).unwrap_or(2.0);
+    if !dir.is_dir() {
+        fail(format!(
+            "{} is not a directory; give one for the member files (default /dev/shm)",
+            dir.display()
+        ));
+    }
+    fn number<T: std::str::FromStr>(args: &[String], i: usize, default: T) -> Option<T> {
+        match args.get(i) {
+            None => Some(default),
+            Some(s) => s.parse().ok(),
+        }
+    }
+    let mib: u64 = number(&args, 3, 256)
+        .filter(|m| (1..=1 << 20).contains(m))
+        .unwrap_or_else(|| fail("MIB_PER_MEMBER must be a whole number 1..=1048576".into()));
+    let qd: usize = number(&args, 4, 16)
+        .filter(|q| (1..=1024).contains(q))
+        .unwrap_or_else(|| fail("QD must be a whole number 1..=1024".into()));
+    let secs: f64 = number(&args, 5, 2.0)
+        .filter(|s: &f64| s.is_finite() && *s > 0.0 && *s <= 3600.0)
+        .unwrap_or_else(|| fail("SECONDS must be a number above 0, at most 3600".into()));
     let size = MIB + mib * MIB;
     let r5 = make(&dir, "r5", 5, size);
     let result = match mode {
@@ -662,12 +703,7 @@ fn main() {
             drop(a);
             format!("{:.0} {:.0} {:.4}", median(es), median(bs), median(rs))
         }
-        _ => {
-            eprintln!(
-                "mode must be seq-write, rand-read, seq-write-checksums, rand-read-checksums, rand-write-journal or log-recovery"
-            );
-            std::process::exit(2);
-        }
+        _ => unreachable!("the mode was checked against MODES"),
     };
     r5.iter().for_each(|p| drop(std::fs::remove_file(p)));
     println!("{result}");
