@@ -1,7 +1,8 @@
 //! AVX2: 128 bytes per loop iteration (four 256-bit lanes) for XOR of up to
-//! 8 sources and 256 for more, 128 for P+Q and recovery, split-nibble shuffles for multiplication by a
-//! constant. Outputs of 16 KiB and more take plain or non-temporal stores by
-//! where the sources were found ([`super::residency`]).
+//! 8 sources and 256 for more, 128 for P+Q and recovery, split-nibble
+//! shuffles for multiplication by a constant. Outputs of 16 KiB and more
+//! take plain or non-temporal stores by where the sources were found
+//! ([`super::residency`]).
 
 use super::{
     portable::{self, Portable},
