@@ -227,6 +227,9 @@ pub struct Candidate {
     pub clean: bool,
     /// False when the member is shorter than its slot's data needs (truncated).
     pub size_ok: bool,
+    /// Its write generation (bumped at every clean -> dirty transition on
+    /// every live member; 0: written before generations).
+    pub generation: u64,
 }
 
 impl Candidate {
@@ -243,6 +246,11 @@ pub struct AssembleMode {
     pub force: bool,
     /// The array will be written: record absent members as missing.
     pub writable: bool,
+    /// The operator said the array may run without members that were not
+    /// given (mdadm's `--run`). Without it, a slot the table holds in the
+    /// array that no given member claims is refused ([`AssembleError::NotGiven`]):
+    /// a forgotten path must not degrade a healthy array.
+    pub degraded: bool,
 }
 
 /// Why a given member is not used.
@@ -276,6 +284,11 @@ pub enum AssembleError {
     Unreadable {
         slots: Vec<usize>,
     },
+    /// These slots are in the array, but no given member claims them, and
+    /// the operator did not say `degraded`.
+    NotGiven {
+        slots: Vec<usize>,
+    },
 }
 
 /// Which members an assembly uses and the table it starts with.
@@ -290,6 +303,9 @@ pub struct Assembly {
     pub forced: Vec<LeftOut>,
     /// Slots recorded as missing by this assembly.
     pub recorded_missing: Vec<usize>,
+    /// Slots in the array that no given member claims (with `degraded`;
+    /// without it the assembly is refused).
+    pub not_given: Vec<usize>,
     /// Every member used was clean.
     pub clean: bool,
     /// The table differs from some used member's: write it to all of them.
@@ -347,6 +363,21 @@ pub fn assemble(
             });
         }
     }
+    // The write generation of the array: the newest among the members it
+    // would take. One older than that missed writes (a copy put back, a
+    // snapshot, a rolled-back VM), whatever its event counter says.
+    let generation = cands
+        .iter()
+        .filter(|c| {
+            let r = table.slots[c.slot];
+            c.size_ok
+                && same_device(r.device, c.device())
+                && r.state.is_in()
+                && c.table.events + 1 >= table.events
+        })
+        .map(|c| c.generation)
+        .max()
+        .unwrap_or(0);
     let mut used: Vec<Option<usize>> = vec![None; n];
     let mut left_out = Vec::new();
     for (i, c) in cands.iter().enumerate() {
@@ -369,6 +400,11 @@ pub fn assemble(
             Some(format!(
                 "it is stale (event {} < {})",
                 c.table.events, table.events
+            ))
+        } else if c.generation < generation {
+            Some(format!(
+                "it is older than the array (write generation {} < {}): a copy or snapshot of an earlier state was put back, and it lacks writes made since",
+                c.generation, generation
             ))
         } else if let Some(j) = used[c.slot] {
             return Err(AssembleError::Copies {
@@ -434,6 +470,16 @@ pub fn assemble(
         }
         left_out.retain(|l| !forced.iter().any(|f| f.candidate == l.candidate));
     }
+    // Slots no given member claims (a stale or truncated member given for
+    // its slot is the operator's choice, left out with its reason).
+    let not_given: Vec<usize> = absent(&table, &used)
+        .into_iter()
+        .filter(|&s| !cands.iter().any(|c| c.slot == s))
+        .collect();
+    if !mode.degraded && !not_given.is_empty() {
+        return Err(AssembleError::NotGiven { slots: not_given });
+    }
+    let not_given_slots = not_given;
     if !survives(&unreadable(&table, &used)) {
         return Err(AssembleError::Unreadable {
             slots: unreadable(&table, &used),
@@ -458,6 +504,7 @@ pub fn assemble(
         left_out,
         forced,
         recorded_missing,
+        not_given: not_given_slots,
         changed,
     })
 }
@@ -476,6 +523,7 @@ mod tests {
             slot,
             clean: true,
             size_ok: true,
+            generation: 0,
         }
     }
 
@@ -605,11 +653,89 @@ mod tests {
     }
 
     #[test]
+    fn a_member_not_given_is_refused_unless_degraded() {
+        let t = MemberTable::new(&[1, 2, 3, 4]);
+        let cands = vec![cand(&t, 0), cand(&t, 1), cand(&t, 2)];
+        for writable in [false, true] {
+            let mode = AssembleMode {
+                writable,
+                ..AssembleMode::default()
+            };
+            let e = assemble(&cands, mode, &tolerance(1)).unwrap_err();
+            assert_eq!(e, AssembleError::NotGiven { slots: vec![3] });
+        }
+        let mode = AssembleMode {
+            writable: true,
+            degraded: true,
+            force: false,
+        };
+        let a = assemble(&cands, mode, &tolerance(1)).unwrap();
+        assert_eq!(a.recorded_missing, vec![3]);
+        // A stale member given for its slot is the operator's choice: left
+        // out with its reason, no `degraded` needed.
+        let mut newer = t.clone();
+        newer.events += 2;
+        let cands = vec![
+            cand(&newer, 0),
+            cand(&newer, 1),
+            cand(&newer, 2),
+            cand(&t, 3),
+        ];
+        let mode = AssembleMode {
+            writable: true,
+            ..AssembleMode::default()
+        };
+        let a = assemble(&cands, mode, &tolerance(1)).unwrap();
+        assert_eq!(a.left_out.len(), 1);
+        assert_eq!(a.recorded_missing, vec![3]);
+        // A slot already out needs no member.
+        let out = t
+            .apply(
+                Transition::Fail {
+                    slot: 3,
+                    force: false,
+                },
+                &tolerance(1),
+            )
+            .unwrap();
+        let cands = vec![cand(&out, 0), cand(&out, 1), cand(&out, 2)];
+        assert!(assemble(&cands, mode, &tolerance(1)).is_ok());
+    }
+
+    #[test]
+    fn a_member_of_an_older_generation_is_left_out() {
+        let t = MemberTable::new(&[1, 2, 3, 4]);
+        let mut cands: Vec<Candidate> = (0..4).map(|s| cand(&t, s)).collect();
+        for c in &mut cands {
+            c.generation = 7;
+        }
+        cands[2].generation = 6;
+        let mode = AssembleMode {
+            writable: true,
+            ..AssembleMode::default()
+        };
+        let a = assemble(&cands, mode, &tolerance(1)).unwrap();
+        assert_eq!(a.used, vec![Some(0), Some(1), None, Some(3)]);
+        assert_eq!(a.left_out[0].candidate, 2);
+        assert!(a.left_out[0].reason.contains("generation 6 < 7"));
+        assert_eq!(a.recorded_missing, vec![2]);
+        // Alone, it is the array's newest: nothing to compare with.
+        let a = assemble(&cands[2..3], AssembleMode::default(), &|_: &[usize]| true).unwrap_err();
+        assert_eq!(
+            a,
+            AssembleError::NotGiven {
+                slots: vec![0, 1, 3]
+            }
+        );
+    }
+
+    #[test]
     fn halves_run_apart_are_refused() {
         let t = MemberTable::new(&[1, 2]);
         let s = tolerance(1);
         let w = AssembleMode {
             writable: true,
+            degraded: true,
             force: false,
         };
         let a = assemble(&[cand(&t, 0)], w, &s).unwrap().table;
@@ -645,6 +771,7 @@ mod tests {
             AssembleMode {
                 force: true,
                 writable: true,
+                degraded: true,
             },
             &s,
         )
@@ -680,6 +807,7 @@ mod split_tests {
         // A, alone from the old table, records B missing, then runs on.
         let w = AssembleMode {
             writable: true,
+            degraded: true,
             force: false,
         };
         let mut a = assemble(
@@ -688,6 +816,7 @@ mod split_tests {
                 slot: 0,
                 clean: true,
                 size_ok: true,
+                generation: 0,
             }],
             w,
             &s,
@@ -701,12 +830,14 @@ mod split_tests {
                 slot: 0,
                 clean: true,
                 size_ok: true,
+                generation: 0,
             },
             Candidate {
                 table: b,
                 slot: 1,
                 clean: true,
                 size_ok: true,
+                generation: 0,
             },
         ];
         assert!(matches!(

@@ -169,6 +169,16 @@ pub struct Superblock {
     /// Hot spares (byte 4043 counts them; entries after the member table's
     /// n, state 5): devices that take a failed member's slot by themselves.
     pub spares: Vec<SpareRole>,
+    /// Write generation (bytes 4044..4052): bumped at every clean -> dirty
+    /// transition and written to every live member, so a member that comes
+    /// back older than the others (a copy, a snapshot, a rolled-back VM) is
+    /// known at assembly. 0: written before generations.
+    pub generation: u64,
+    /// The generation in which bitmap bits were last cleared (bytes
+    /// 4052..4060, md's `events_cleared`): every region written since a
+    /// member of a generation at least this old left is still marked, so it
+    /// can be resynced from the bitmap; an older one is resynced whole.
+    pub generation_cleared: u64,
 }
 
 /// A hot spare: a device of the array holding no slot, waiting for one.
@@ -183,6 +193,8 @@ pub struct SpareRole {
 
 /// Where the spare count lives, and the state byte of a spare's entry.
 const SPARES_AT: usize = 4043;
+/// Write generation and the generation bits were last cleared in.
+const GENERATION_AT: usize = 4044;
 const SPARE_STATE: u8 = 5;
 
 /// A restripe in progress (`grow --add` on RAID5/6/RAIDH, `grow --weights`
@@ -508,6 +520,8 @@ impl Superblock {
         }
         assert!(self.roles.len() + self.spares.len() <= MAX_MEMBERS);
         b[SPARES_AT] = self.spares.len() as u8;
+        put_u64(&mut b, GENERATION_AT, self.generation);
+        put_u64(&mut b, GENERATION_AT + 8, self.generation_cleared);
         for (i, r) in self.spares.iter().enumerate() {
             let at = TABLE + ENTRY * (self.roles.len() + i);
             b[at] = SPARE_STATE;
@@ -787,6 +801,8 @@ impl Superblock {
             }
         }
         Ok(Self {
+            generation: u64_at(b, GENERATION_AT),
+            generation_cleared: u64_at(b, GENERATION_AT + 8),
             spares,
             reshape,
             raidx_history,
@@ -891,6 +907,8 @@ mod tests {
 
     fn sample() -> Superblock {
         Superblock {
+            generation: 3,
+            generation_cleared: 2,
             uuid: [7; 16],
             events: 42,
             member: 2,

@@ -324,6 +324,10 @@ impl Array {
             && theirs.roles[i].state == RoleState::Active
             && !sb.roles[i].state.is_in()
             && theirs.events < sb.events
+            // Every region written since it left is still marked: bits were
+            // last cleared in a generation it saw (a copy put back from
+            // before is resynced whole).
+            && theirs.generation >= sb.generation_cleared
             && theirs.layout == sb.layout
             && theirs.relocations == sb.relocations
             && theirs.raidx_history == sb.raidx_history

@@ -303,6 +303,7 @@ fn cycle(seed: u64) -> (Failure, bool, bool) {
             let forced = Array::assemble_with(
                 given.clone(),
                 AssembleOptions {
+                    degraded: true,
                     force: true,
                     ..Default::default()
                 },

@@ -150,6 +150,7 @@ fn cycle(seed: u64, journal: bool) -> Outcome {
     let a = Array::assemble_with(
         given,
         AssembleOptions {
+            degraded: true,
             // Bitmap only: a dirty degraded array starts only with --force.
             force: !journal,
             access: Access::ReadWrite,
@@ -398,6 +399,7 @@ fn unreplayed_logs_and_wrong_logs_are_refused() {
     let ro = Array::assemble_with(
         devs.clone(),
         AssembleOptions {
+            degraded: true,
             force: false,
             access: Access::ReadOnly,
         },
@@ -687,6 +689,7 @@ fn a_lost_log_is_refused_until_forced() {
     let a = Array::assemble_with(
         devs.clone(),
         AssembleOptions {
+            degraded: true,
             force: true,
             access: Access::ReadWrite,
         },

@@ -120,6 +120,7 @@ impl World {
                     return Array::assemble_with(
                         members,
                         AssembleOptions {
+                            degraded: true,
                             force: true,
                             access: Access::ReadWrite,
                         },

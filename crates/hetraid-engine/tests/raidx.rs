@@ -129,6 +129,7 @@ fn bundle_tables_are_stored_checked_and_follow_replacements() {
     let st = Array::assemble_with(
         now,
         hetraid_engine::AssembleOptions {
+            degraded: true,
             access: hetraid_engine::Access::Inspect,
             ..Default::default()
         },

@@ -251,6 +251,7 @@ fn case10_dirty_degraded_start_is_refused() {
         let st = Array::assemble_with(
             members.clone(),
             AssembleOptions {
+                degraded: true,
                 force: false,
                 access: Access::Inspect,
             },
@@ -261,6 +262,7 @@ fn case10_dirty_degraded_start_is_refused() {
         let forced = Array::assemble_with(
             members.clone(),
             AssembleOptions {
+                degraded: true,
                 force: true,
                 access: Access::ReadWrite,
             },

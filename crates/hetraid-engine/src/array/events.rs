@@ -70,6 +70,11 @@ impl Array {
         if self.read_only {
             return;
         }
+        // Nothing before the assembly's decisions are written (`commit`).
+        if self.uncommitted.load(Ordering::Acquire) {
+            self.annex_due.store(true, Ordering::Release);
+            return;
+        }
         let sb = self.superblock();
         let Some(mut a) = self.annex.lock().unwrap().clone() else {
             return;

@@ -142,6 +142,7 @@ impl Array {
                 "the array was opened read-only; nothing was written".into(),
             ));
         }
+        self.commit()?;
         self.note_user_io();
         if let Some(log) = &self.log {
             if log.all_lost() {
@@ -468,6 +469,7 @@ impl Array {
     }
 
     pub(crate) fn write_bitmap_pages(&self, bm: &Bitmap, pages: &[u64]) -> Result<()> {
+        self.commit()?;
         let mut ops = Vec::new();
         for &m in &self.live_members() {
             for &p in pages {
@@ -558,8 +560,12 @@ impl Array {
 
     pub(crate) fn mark_dirty(&self) -> Result<()> {
         let mut sb = self.sb.lock().unwrap();
-        if sb.clean {
+        // A new write generation for every run that writes (a run started
+        // dirty after a crash too), on every live member before the first
+        // write: a member that comes back from before it is known stale.
+        if sb.clean || !self.marked_dirty.load(Ordering::Acquire) {
             sb.clean = false;
+            sb.generation += 1;
             self.persist(&mut sb)?;
         }
         Ok(())
@@ -603,6 +609,15 @@ impl Array {
         let mut bm = self.bitmap.lock().unwrap();
         let pages = bm.clear_idle();
         if !pages.is_empty() {
+            // The superblock says bits were cleared in this generation
+            // before they are: a member older than it cannot be resynced
+            // from the bitmap alone.
+            let mut sb = self.sb.lock().unwrap();
+            if sb.generation_cleared < sb.generation {
+                sb.generation_cleared = sb.generation;
+                self.persist(&mut sb)?;
+            }
+            drop(sb);
             self.write_bitmap_pages(&bm, &pages)?;
         }
         Ok(())
@@ -857,6 +872,7 @@ impl Array {
         bufs: &mut [StripeBufs],
         user: &[u8],
     ) -> Result<()> {
+        self.commit()?;
         let pieces = plan_extents(plans, |r| r.write);
         let groups = merge_extents(&pieces);
         let mut ops = Vec::with_capacity(groups.len());

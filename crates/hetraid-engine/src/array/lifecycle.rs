@@ -377,6 +377,8 @@ impl Array {
         let stripe_bytes = opts.chunk_bytes * layout.data_per_stripe() as u64;
         let spb = Bitmap::stripes_per_bit(layout.stripe_count(), stripe_bytes);
         let sb = Superblock {
+            generation: 0,
+            generation_cleared: 0,
             uuid: *uuid::Uuid::new_v4().as_bytes(),
             events: 1,
             member: 0,
@@ -580,6 +582,9 @@ impl Array {
             kinds: spec.kinds_or_default(),
             balance_reads: AtomicBool::new(false),
             marked_dirty: AtomicBool::new(false),
+            uncommitted: AtomicBool::new(false),
+            not_given: Vec::new(),
+            annex_due: AtomicBool::new(false),
             checksum_errors: (0..n).map(|_| Default::default()).collect(),
             healthy_state: ArrayState::healthy(n),
             warnings: Mutex::new(Vec::new()),
@@ -597,8 +602,56 @@ impl Array {
 
     /// Assemble from members alone, in any order, for reading and writing;
     /// resync regions left dirty by a crash.
+    /// Members not given are recorded missing (`degraded`): for library use
+    /// and for re-assembling a set a command has checked already.
     pub fn assemble(given: Vec<Arc<dyn Member>>) -> Result<Self> {
-        Self::assemble_with(given, AssembleOptions::default())
+        Self::assemble_with(
+            given,
+            AssembleOptions {
+                degraded: true,
+                ..AssembleOptions::default()
+            },
+        )
+    }
+
+    /// Refuse, naming them, when members the array holds were not given and
+    /// `degraded` is not said; writes nothing (for commands that hand the
+    /// members to a procedure that assembles them itself).
+    pub fn check_given(given: &[Arc<dyn Member>], degraded: bool) -> Result<()> {
+        if degraded {
+            return Ok(());
+        }
+        Self::assemble_with(
+            given.to_vec(),
+            AssembleOptions {
+                access: Access::Inspect,
+                ..AssembleOptions::default()
+            },
+        )
+        .map(|_| ())
+    }
+
+    /// Slots of the array that no given member claimed (assembled with
+    /// `degraded`).
+    pub fn not_given(&self) -> &[usize] {
+        &self.not_given
+    }
+
+    /// Write what assembly decided (see `uncommitted`) and the annex if it is
+    /// due. Every write path calls it first; `assemble` and `serve` call it to
+    /// start the array as decided.
+    pub fn commit(&self) -> Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
+        if self.uncommitted.load(Ordering::Acquire) {
+            let mut sb = self.sb.lock().unwrap();
+            self.persist(&mut sb)?;
+        }
+        if self.annex_due.load(Ordering::Acquire) && self.annex_due.swap(false, Ordering::AcqRel) {
+            self.write_annex();
+        }
+        Ok(())
     }
 
     /// Assemble as `opts` says. Which members are used is the core's decision
@@ -721,6 +774,7 @@ impl Array {
                 table: sb.table(),
                 slot: sb.member as usize,
                 clean: sb.clean,
+                generation: sb.generation,
                 size_ok: (sb.member as usize) < n
                     && m.len() >= DATA_OFFSET + fresh.roles[sb.member as usize].data_size,
             })
@@ -733,10 +787,36 @@ impl Array {
         let mode = AssembleMode {
             force: opts.force,
             writable: opts.access == Access::ReadWrite,
+            degraded: opts.degraded,
         };
         let a = membership::assemble(&cands, mode, &survives).map_err(|e| {
             EngineError::Refused(match e {
                 AssembleError::NoMembers => "give the array's members".into(),
+                AssembleError::NotGiven { slots } => {
+                    let annex = super::events::read_annex(&raw, fresh.uuid);
+                    let named: Vec<String> = slots
+                        .iter()
+                        .map(|&s| {
+                            match annex
+                                .as_ref()
+                                .and_then(|a| a.paths.get(s))
+                                .filter(|p| !p.is_empty())
+                            {
+                                Some(p) => format!("member {s} (last seen {p})"),
+                                None => format!("member {s}"),
+                            }
+                        })
+                        .collect();
+                    let (was, it) = if slots.len() == 1 {
+                        ("was", "it")
+                    } else {
+                        ("were", "them")
+                    };
+                    format!(
+                        "{} {was} not given: give {it}, or say --degraded to run without {it}",
+                        named.join(", ")
+                    )
+                }
                 AssembleError::Incarnation { candidate } => format!(
                     "member {} has a member table of another size than the freshest member's; it belongs to another incarnation of the array: leave it out",
                     name(candidate)
@@ -786,7 +866,7 @@ impl Array {
         }
         for &s in &a.recorded_missing {
             warnings.push(format!(
-                "member {s} is missing: recorded in the others' superblocks, so it cannot rejoin without a rebuild"
+                "member {s} is missing: the others' superblocks record it with the array's first write, and it then cannot rejoin without a rebuild"
             ));
         }
         let mut sb = fresh.clone();
@@ -806,6 +886,7 @@ impl Array {
             }
         }
         let mut array = Self::from_parts(sb, spec, layout, slots)?;
+        array.not_given = a.not_given.clone();
         array.warnings.lock().unwrap().extend(table_warning);
         array.read_only = opts.access != Access::ReadWrite;
         array.warnings.lock().unwrap().extend(warnings);
@@ -850,9 +931,10 @@ impl Array {
                 }
             }
         }
-        if a.changed && !array.read_only {
-            let mut sb = array.sb.lock().unwrap();
-            array.persist(&mut sb)?;
+        // Nothing is written yet: the first write commits what was decided
+        // (`commit`), so a command that refuses after this changes nothing.
+        if !array.read_only {
+            array.uncommitted.store(true, Ordering::Release);
         }
         // A restripe step cut by a crash: its backed-up chunks go back first.
         if array
@@ -1047,6 +1129,7 @@ impl Array {
                     )));
                 }
                 Access::ReadWrite => {
+                    self.commit()?;
                     let st = self.state();
                     let (mut writes, mut bytes) = (0u64, 0u64);
                     for r in &records {
@@ -1199,6 +1282,11 @@ impl Array {
     pub(crate) fn persist(&self, sb: &mut Superblock) -> Result<()> {
         if self.read_only {
             return Ok(());
+        }
+        // The superblock written carries what assembly decided: committed,
+        // the annex follows at the next chance.
+        if self.uncommitted.swap(false, Ordering::AcqRel) {
+            self.annex_due.store(true, Ordering::Release);
         }
         // Bounded: each round removes a member from the live set or returns.
         for _ in 0..=self.hot.slots.len() {
@@ -1372,7 +1460,11 @@ impl Array {
             sb.clean = true;
             self.persist(&mut sb)?;
         }
+        drop(sb);
         self.marked_dirty.store(false, Ordering::Release);
+        if self.annex_due.swap(false, Ordering::AcqRel) {
+            self.write_annex();
+        }
         Ok(())
     }
 
@@ -1382,6 +1474,7 @@ impl Array {
         if dirty.is_empty() {
             return Ok(());
         }
+        self.commit()?;
         let spb = self.bitmap.lock().unwrap().stripes_per_bit;
         let state = self.state();
         let degraded = state.members.iter().any(|s| *s != MemberState::InSync);

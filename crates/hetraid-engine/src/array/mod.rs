@@ -126,6 +126,12 @@ pub struct AssembleOptions {
     /// or the array is dirty and degraded (MD's --force).
     pub force: bool,
     pub access: Access,
+    /// Run without members the table holds in the array that were not given
+    /// (mdadm's `--run`): they are recorded missing. Without it such an
+    /// assembly is refused, naming them, so a forgotten path cannot degrade a
+    /// healthy array. `Array::assemble` (library use, re-assembly of a set a
+    /// command already checked) says yes.
+    pub degraded: bool,
 }
 
 /// A fresh random device id (never 0).
@@ -187,6 +193,16 @@ pub struct Array {
     /// The superblock says dirty (log arrays mark it on their first write;
     /// this spares the write path the superblock's lock afterwards).
     pub(crate) marked_dirty: AtomicBool,
+    /// What assembly decided is not written yet (absent members recorded
+    /// missing, forced members, the freshest table for members one event
+    /// behind, moved paths): the first write of any kind writes it first
+    /// (`commit`). A command that refuses after assembling leaves every
+    /// member byte-identical.
+    pub(crate) uncommitted: AtomicBool,
+    /// Slots no given member claimed at assembly (`--degraded`).
+    pub(crate) not_given: Vec<usize>,
+    /// The annex changed while uncommitted: written at the next chance.
+    pub(crate) annex_due: AtomicBool,
     /// Checksum mismatches per member since assembly.
     pub(crate) checksum_errors: Vec<std::sync::atomic::AtomicU32>,
     /// A rebuild is running (one at a time).

@@ -115,6 +115,7 @@ impl Array {
         let Some(row) = sb.reshape.as_ref().and_then(|r| r.backup_row) else {
             return Ok(());
         };
+        self.commit()?;
         let chunk = sb.chunk_bytes as usize;
         let mut restored = 0;
         for (i, slot) in self.hot.slots.iter().enumerate() {

@@ -109,8 +109,15 @@ pub fn member_paths(paths: &[String]) -> Result<Vec<PathBuf>, String> {
     Ok(out)
 }
 
-pub fn assemble(paths: &[String]) -> Result<Array, String> {
-    assemble_with(paths, AssembleOptions::default())
+/// Assemble for writing; members not given are refused unless `degraded`.
+pub fn assemble(paths: &[String], degraded: bool) -> Result<Array, String> {
+    assemble_with(
+        paths,
+        AssembleOptions {
+            degraded,
+            ..AssembleOptions::default()
+        },
+    )
 }
 
 pub fn assemble_with(paths: &[String], opts: AssembleOptions) -> Result<Array, String> {
@@ -589,6 +596,11 @@ pub struct MembersCmd {
     /// The array's member files, in any order.
     #[arg(required = true)]
     pub members: Vec<String>,
+    /// Run without the array's members that are not given: they are
+    /// recorded missing (mdadm's --run). Without it a command given only
+    /// some of a healthy array's members refuses and changes nothing.
+    #[arg(long)]
+    pub degraded: bool,
     /// assemble: start even if some members are stale (the freshest are
     /// brought back: writes made after they left are lost on them) or the array
     /// is dirty and degraded (data in the regions being written may be wrong).
@@ -909,6 +921,9 @@ impl MembersCmd {
         if self.scan {
             return Err("--scan applies to assemble".into());
         }
+        if self.degraded {
+            return Err("--degraded applies to commands that write; status writes nothing and shows any array".into());
+        }
         if self.force {
             return Err(
                 "--force applies to assemble, not to status (status never changes the array)"
@@ -996,6 +1011,7 @@ impl MembersCmd {
             AssembleOptions {
                 force: false,
                 access: Access::Inspect,
+                degraded: true,
             },
         )?;
         let st = a.status();
@@ -1045,6 +1061,7 @@ impl MembersCmd {
             let sub = MembersCmd {
                 members: paths.clone(),
                 force: self.force,
+                degraded: self.degraded,
                 json: false,
                 test: false,
                 scan: false,
@@ -1098,8 +1115,12 @@ impl MembersCmd {
                 AssembleOptions {
                     force: self.force,
                     access: Access::ReadWrite,
+                    degraded: self.degraded,
                 },
             )?;
+            // `assemble` starts the array as decided (absent members
+            // recorded missing with --degraded, a stale table made fresh).
+            a.commit().map_err(|e| e.to_string())?;
             a.close().map_err(|e| e.to_string())?;
             Ok(a)
         };
@@ -1155,6 +1176,11 @@ pub struct MemberOpCmd {
     /// The array's member files.
     #[arg(required = true)]
     pub members: Vec<String>,
+    /// Run without the array's members that are not given: they are
+    /// recorded missing (mdadm's --run). Without it a command given only
+    /// some of a healthy array's members refuses and changes nothing.
+    #[arg(long)]
+    pub degraded: bool,
     /// The member: its slot (0-based) or its path (a member of this array).
     #[arg(long, value_name = "SLOT|PATH")]
     pub member: Option<String>,
@@ -1220,7 +1246,7 @@ impl MemberOpCmd {
             );
             return Ok(());
         }
-        let a = assemble(&self.members)?;
+        let a = assemble(&self.members, self.degraded)?;
         a.fail_with(member, self.force).map_err(|e| e.to_string())?;
         match a.close() {
             // Forced beyond the redundancy, the array is failed: that is what
@@ -1268,7 +1294,7 @@ impl MemberOpCmd {
                         {
                             all.push(path.to_string());
                         }
-                        let a = assemble(&all)?;
+                        let a = assemble(&all, self.degraded)?;
                         a.remove_spare(&p.display().to_string())
                             .map_err(|e| e.to_string())?;
                         a.close().map_err(|e| e.to_string())?;
@@ -1289,7 +1315,7 @@ impl MemberOpCmd {
         ) {
             r?;
         } else {
-            let a = assemble(&self.members)?;
+            let a = assemble(&self.members, self.degraded)?;
             a.remove(member).map_err(|e| e.to_string())?;
             a.close().map_err(|e| e.to_string())?;
         }
@@ -1323,8 +1349,12 @@ impl MemberOpCmd {
             println!("member {} attached to the served array from {}; run hetraid rebuild with the same members", member, abs.display());
             return Ok(());
         }
-        let a = assemble(&self.members)?;
         let (p, _) = split_member(with)?;
+        // The slot named by --member, and a former member coming back in
+        // it, count as given.
+        let members = without(&self.members, &p);
+        check_given_with(&members, Some(&p), Some(member), self.degraded)?;
+        let a = assemble(&members, true)?;
         let new = open_member(&p)?;
         a.replace(member, new, self.force)
             .map_err(|e| e.to_string())?;
@@ -1351,7 +1381,7 @@ impl MemberOpCmd {
                 "{with}: a log copy keeps the kind given at create; give the path alone"
             ));
         }
-        let a = assemble(&self.members)?;
+        let a = assemble(&self.members, self.degraded)?;
         let new = open_member(&p)?;
         a.replace_log_copy(copy, new, self.force)
             .map_err(|e| e.to_string())?;
@@ -1369,6 +1399,11 @@ pub struct AddCmd {
     /// The array's member files.
     #[arg(required = true)]
     pub members: Vec<String>,
+    /// Run without the array's members that are not given: they are
+    /// recorded missing (mdadm's --run). Without it a command given only
+    /// some of a healthy array's members refuses and changes nothing.
+    #[arg(long)]
+    pub degraded: bool,
     /// The new device (PATH[:hdd|ssd|nvram]): put in the first failed,
     /// missing or removed slot (then rebuild), or, when no slot wants one,
     /// added as a hot spare.
@@ -1424,7 +1459,10 @@ impl AddCmd {
             );
             return Ok(());
         }
-        let a = assemble(&self.members)?;
+        // A former member coming back counts as given for its slot.
+        let members = without(&self.members, &p);
+        check_given_with(&members, Some(&p), None, self.degraded)?;
+        let a = assemble(&members, true)?;
         let st = a.status();
         // A device that left this array goes back into its own slot (a
         // re-add: only what was written since it left is resynced).
@@ -1477,6 +1515,11 @@ pub struct GrowCmd {
     /// The array's member files.
     #[arg(required = true)]
     pub members: Vec<String>,
+    /// Run without the array's members that are not given: they are
+    /// recorded missing (mdadm's --run). Without it a command given only
+    /// some of a healthy array's members refuses and changes nothing.
+    #[arg(long)]
+    pub degraded: bool,
     /// The new member (PATH[:hdd|ssd|nvram]): RAIDX moves chunks onto it so
     /// the array holds the most bundles the members allow. Without --add,
     /// a grow or shrink cut short (a crash) is finished.
@@ -1618,6 +1661,70 @@ pub fn open_all(paths: &[String]) -> Result<Vec<Arc<dyn Member>>, String> {
         .collect()
 }
 
+fn open_all_read_only(paths: &[String]) -> Result<Vec<Arc<dyn Member>>, String> {
+    member_paths(paths)?
+        .iter()
+        .map(|p| open_member_for(p, false))
+        .collect()
+}
+
+/// `paths` without `p` (a device named by --with is not one of the members
+/// the command opens, even when listed among them).
+fn without(paths: &[String], p: &Path) -> Vec<String> {
+    paths
+        .iter()
+        .filter(|m| !split_member(m).is_ok_and(|x| same_path(&x.0, p)))
+        .cloned()
+        .collect()
+}
+
+/// Refuse, writing nothing, when members of the array are not among
+/// `paths` and `degraded` was not said; `with` (a device that was a member
+/// of this array, coming back) and `slot` (named by --member) count as
+/// given.
+fn check_given_with(
+    paths: &[String],
+    with: Option<&Path>,
+    slot: Option<usize>,
+    degraded: bool,
+) -> Result<(), String> {
+    if degraded {
+        return Ok(());
+    }
+    let mut given = open_all_read_only(paths)?;
+    let uuid = given
+        .first()
+        .and_then(|m| hetraid_engine::annex::read_member(Path::new(&m.name())).ok())
+        .map(|(sb, _)| sb.uuid);
+    if let Some(p) = with {
+        if hetraid_engine::annex::read_member(p).is_ok_and(|(sb, _)| Some(sb.uuid) == uuid) {
+            given.push(open_member_for(p, false)?);
+        }
+    }
+    let a = Array::assemble_with(
+        given.clone(),
+        AssembleOptions {
+            access: Access::Inspect,
+            degraded: true,
+            force: false,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    if a.not_given().iter().all(|&s| Some(s) == slot) {
+        return Ok(());
+    }
+    Array::check_given(&given, false).map_err(|e| e.to_string())
+}
+
+/// [`open_all`] for a command that hands the members to a procedure that
+/// assembles them itself: refused, writing nothing, when members of the
+/// array were not given and `degraded` was not said.
+pub fn open_given(paths: &[String], degraded: bool) -> Result<Vec<Arc<dyn Member>>, String> {
+    let members = open_all(paths)?;
+    Array::check_given(&members, degraded).map_err(|e| e.to_string())?;
+    Ok(members)
+}
+
 impl GrowCmd {
     pub fn run(&self) -> Result<(), String> {
         if let Some(add) = &self.add {
@@ -1657,7 +1764,7 @@ impl GrowCmd {
                     other => return Err(format!("unexpected reply from the server: {other}")),
                 },
                 None => {
-                    let held = Held::open(&self.members, "grow")?;
+                    let held = Held::open(&self.members, "grow", self.degraded)?;
                     held.cell
                         .set_batches_per_swap(self.speed.batches_per_swap());
                     let r = held
@@ -1719,7 +1826,7 @@ impl GrowCmd {
         if self.batches.is_none() {
             // Held with a control socket, run by the served path's code (a
             // few batches per assembly): status from another shell sees it.
-            let held = Held::open(&self.members, "grow")?;
+            let held = Held::open(&self.members, "grow", self.degraded)?;
             held.cell
                 .set_batches_per_swap(self.speed.batches_per_swap());
             let opts = self.speed.offline_options();
@@ -1753,7 +1860,7 @@ impl GrowCmd {
             return print_change(&r?, self.json);
         }
         self.speed.offline()?;
-        let given = open_all(&self.members)?;
+        let given = open_given(&self.members, self.degraded)?;
         let all = match (&self.add, &self.weights) {
             (None, None) => given,
             (add, weights) => {
@@ -1793,6 +1900,11 @@ pub struct ShrinkCmd {
     /// when it is gone).
     #[arg(required = true)]
     pub members: Vec<String>,
+    /// Run without the array's members that are not given: they are
+    /// recorded missing (mdadm's --run). Without it a command given only
+    /// some of a healthy array's members refuses and changes nothing.
+    #[arg(long)]
+    pub degraded: bool,
     /// The slot whose chunks are re-placed on the other members: a member
     /// failed or missing (its chunks are rebuilt), or one leaving (copied).
     #[arg(long, value_name = "SLOT|PATH")]
@@ -1818,7 +1930,7 @@ impl ShrinkCmd {
             return print_change(&remote_change(r?)?, self.json);
         }
         let slot = slot_of(&self.member, &self.members)?;
-        let held = Held::open(&self.members, "shrink")?;
+        let held = Held::open(&self.members, "shrink", self.degraded)?;
         held.cell
             .set_batches_per_swap(self.speed.batches_per_swap());
         let bar = StatusBar::start(&self.members, "change");
@@ -1861,8 +1973,8 @@ pub struct Held {
 }
 
 impl Held {
-    pub fn open(paths: &[String], role: &'static str) -> Result<Self, String> {
-        let members = open_all(paths)?;
+    pub fn open(paths: &[String], role: &'static str, degraded: bool) -> Result<Self, String> {
+        let members = open_given(paths, degraded)?;
         let a = Array::assemble(members.clone()).map_err(|e| e.to_string())?;
         let uuid = a.status().uuid;
         let cell = Arc::new(hetraid_engine::ArrayCell::new(
@@ -2137,6 +2249,11 @@ pub struct RebuildCmd {
     /// The array's member files, the new one included.
     #[arg(required = true)]
     pub members: Vec<String>,
+    /// Run without the array's members that are not given: they are
+    /// recorded missing (mdadm's --run). Without it a command given only
+    /// some of a healthy array's members refuses and changes nothing.
+    #[arg(long)]
+    pub degraded: bool,
     /// Rebuild speed while user I/O runs (MD speed_limit_min).
     #[arg(long, default_value = "1M", value_parser = size)]
     pub min_speed: u64,
@@ -2177,7 +2294,7 @@ impl RebuildCmd {
             pace: self.pace,
         };
         if !self.to_spare {
-            let held = Held::open(&self.members, "rebuild")?;
+            let held = Held::open(&self.members, "rebuild", self.degraded)?;
             // No replacement given: hot spares take the failed slots.
             let taken = held.cell.get().activate_spares().map_err(|e| e.to_string());
             for (slot, path) in taken.as_deref().unwrap_or_default() {
@@ -2201,7 +2318,7 @@ impl RebuildCmd {
             }
             return print_rebuilt(&r);
         }
-        let a = assemble(&self.members)?;
+        let a = assemble(&self.members, self.degraded)?;
         let chunk = a.layout().chunk_bytes();
         let show = |p: hetraid_engine::RebuildProgress| {
             bar.set_length(p.stripes_total * chunk);
@@ -2228,6 +2345,11 @@ pub struct RebalanceCmd {
     /// into its distributed spare space).
     #[arg(required = true)]
     pub members: Vec<String>,
+    /// Run without the array's members that are not given: they are
+    /// recorded missing (mdadm's --run). Without it a command given only
+    /// some of a healthy array's members refuses and changes nothing.
+    #[arg(long)]
+    pub degraded: bool,
     /// The replacement (PATH[:hdd|ssd|nvram]): it takes the slot of the
     /// member rebuilt into spare space last, and that member's chunks are
     /// copied onto it from their spare homes.
@@ -2246,7 +2368,7 @@ impl RebalanceCmd {
             return Err("rebalance runs on an array that is not served: stop hetraid serve (SIGTERM), rebalance, and serve again".into());
         }
         let (p, _kind) = split_member(&self.with)?;
-        let a = assemble(&self.members)?;
+        let a = assemble(&self.members, self.degraded)?;
         let new = open_member(&p)?;
         let bar = progress_bar("copy-back");
         let chunk = a.layout().chunk_bytes();
@@ -2308,6 +2430,11 @@ fn print_rebuilt(r: &hetraid_engine::RebuildReport) -> Result<(), String> {
 pub struct ScrubCmd {
     #[arg(required = true)]
     pub members: Vec<String>,
+    /// Run without the array's members that are not given: they are
+    /// recorded missing (mdadm's --run). Without it a command given only
+    /// some of a healthy array's members refuses and changes nothing.
+    #[arg(long)]
+    pub degraded: bool,
     /// Rewrite what scrub shows to be wrong (RAID6 syndromes, a minority of
     /// three or more mirror copies). Where the layout cannot tell which member
     /// is wrong, nothing is written unless you say which side to trust.
@@ -2372,6 +2499,11 @@ pub struct ReclaimCmd {
     /// The array's members (and log devices, if on their own).
     #[arg(required = true)]
     pub members: Vec<String>,
+    /// Run without the array's members that are not given: they are
+    /// recorded missing (mdadm's --run). Without it a command given only
+    /// some of a healthy array's members refuses and changes nothing.
+    #[arg(long)]
+    pub degraded: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -2382,7 +2514,7 @@ impl ReclaimCmd {
         let v = if let Some(r) = remote(&self.members, serde_json::json!({"verb": "reclaim"})) {
             r?
         } else {
-            let held = Held::open(&self.members, "reclaim")?;
+            let held = Held::open(&self.members, "reclaim", self.degraded)?;
             let r = {
                 let a = held.cell.get();
                 if !a.has_write_back_log() {
@@ -2422,7 +2554,7 @@ impl ScrubCmd {
         ) {
             r?
         } else {
-            let held = Held::open(&self.members, "scrub")?;
+            let held = Held::open(&self.members, "scrub", self.degraded)?;
             let bar = progress_bar("scrub");
             let r = {
                 let a = held.cell.get();
@@ -2488,6 +2620,11 @@ impl ScrubCmd {
 pub struct DataCmd {
     #[arg(required = true)]
     pub members: Vec<String>,
+    /// Run without the array's members that are not given: they are
+    /// recorded missing (mdadm's --run). Without it a command given only
+    /// some of a healthy array's members refuses and changes nothing.
+    #[arg(long)]
+    pub degraded: bool,
     /// Byte offset in the array.
     #[arg(long, value_parser = size)]
     pub offset: u64,
@@ -2500,7 +2637,7 @@ const IO_STEP: usize = 4 << 20;
 
 impl DataCmd {
     pub fn write(&self) -> Result<(), String> {
-        let a = assemble(&self.members)?;
+        let a = assemble(&self.members, self.degraded)?;
         let cap = a.capacity();
         let mut stdin = std::io::stdin().lock();
         let mut off = self.offset;
@@ -2545,12 +2682,17 @@ impl DataCmd {
 
     pub fn read(&self) -> Result<(), String> {
         let len = self.length.ok_or("read needs --length")?;
+        if self.degraded {
+            return Err("--degraded applies to commands that write; read reads any array it can and never records a member missing".into());
+        }
         // Writable members let a read heal what it finds (a bad block is
         // rewritten from the redundancy); members the user may only read are
-        // opened read-only, and nothing is written.
+        // opened read-only, and nothing is written. So are they when some
+        // member was not given: a read never records one missing.
         let writable = member_paths(&self.members)?
             .iter()
-            .all(|p| std::fs::OpenOptions::new().write(true).open(p).is_ok());
+            .all(|p| std::fs::OpenOptions::new().write(true).open(p).is_ok())
+            && Array::check_given(&open_all_read_only(&self.members)?, false).is_ok();
         let a = assemble_with(
             &self.members,
             AssembleOptions {
@@ -2560,6 +2702,7 @@ impl DataCmd {
                 } else {
                     Access::ReadOnly
                 },
+                degraded: !writable,
             },
         )?;
         let cap = a.capacity();

@@ -11,6 +11,11 @@ pub struct ServeCmd {
     /// The array's member files.
     #[arg(required = true)]
     pub members: Vec<String>,
+    /// Serve without the array's members that are not given: they are
+    /// recorded missing (mdadm's --run). Without it `serve` given only some
+    /// of a healthy array's members refuses and changes nothing.
+    #[arg(long)]
+    pub degraded: bool,
     /// unix:PATH or tcp:HOST:PORT.
     #[arg(long)]
     pub listen: String,
@@ -118,9 +123,12 @@ impl ServeCmd {
             .as_deref()
             .map(hetraid_core::readbalance::ReadPolicy::parse)
             .transpose()?;
-        let members = super::array::open_all(&self.members)?;
+        let members = super::array::open_given(&self.members, self.degraded)?;
         let first =
             Arc::new(hetraid_engine::Array::assemble(members.clone()).map_err(|e| e.to_string())?);
+        // Start as decided: members not given (with --degraded) recorded
+        // missing before any client writes.
+        first.commit().map_err(|e| e.to_string())?;
         // What every assembly of the served array gets (a change of members
         // assembles it again, batch by batch).
         let write_buffer = self.write_buffer;
