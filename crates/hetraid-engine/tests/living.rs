@@ -140,6 +140,7 @@ fn removing_a_lost_member_restores_redundancy_then_a_second_may_fail() {
             given.clone(),
             1,
             data.len() as u64 / bundle_bytes * bundle_bytes,
+            true,
         )
         .unwrap_err()
         .to_string();
@@ -150,7 +151,7 @@ fn removing_a_lost_member_restores_redundancy_then_a_second_may_fail() {
             .and_then(|s| s.split(' ').next())
             .and_then(|s| s.parse().ok())
             .unwrap_or_else(|| panic!("no size in: {e}"));
-        let r = Array::shrink_remove(given.clone(), 1, most)
+        let r = Array::shrink_remove(given.clone(), 1, most, true)
             .unwrap_or_else(|e| panic!("raidx{level}: {e}"));
         assert_eq!(r.capacity_after, most);
         assert!(r.rebuilt > 0, "{r:?}");
@@ -183,7 +184,7 @@ fn removing_a_present_member_copies_its_chunks_away() {
     a.close().unwrap();
     drop(a);
     let keep = 60 * bundle_bytes;
-    let r = Array::shrink_remove(devs.clone(), 2, keep).unwrap();
+    let r = Array::shrink_remove(devs.clone(), 2, keep, true).unwrap();
     assert_eq!(r.rebuilt, 0);
     let given: Vec<Arc<dyn Member>> = devs
         .iter()
@@ -257,7 +258,7 @@ fn crash_cycle(seed: u64) {
                 .map(|_| ())
                 .map_err(|e| e.to_string())
         } else {
-            Array::shrink_remove(given.clone(), lost_slot, keep)
+            Array::shrink_remove(given.clone(), lost_slot, keep, true)
                 .map(|_| ())
                 .map_err(|e| e.to_string())
         }

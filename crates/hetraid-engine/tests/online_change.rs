@@ -162,7 +162,7 @@ fn run(case: &Case, seed: u64) {
             Some(w.clone()),
             false,
         ),
-        What::Remove => cell.begin_shrink(1, keep.unwrap()),
+        What::Remove => cell.begin_shrink(1, keep.unwrap(), true),
     }
     .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
     let mut batches = 0;

@@ -463,7 +463,8 @@ fn change(
         Some("shrink") => Ok((|| {
             let slot = req["member"].as_u64().ok_or("shrink needs \"member\"")? as usize;
             let size = req["size"].as_u64().ok_or("shrink needs \"size\"")?;
-            report(cell.shrink_remove(slot, size, opts))
+            let force = req["force"].as_bool().unwrap_or(false);
+            report(cell.shrink_remove(slot, size, force, opts))
         })()),
         _ => Err(file),
     }

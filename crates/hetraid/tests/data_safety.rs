@@ -221,8 +221,18 @@ fn case09_split_brain_halves_are_not_merged() {
     let d = tempfile::tempdir().unwrap();
     let m = vec![p(d.path(), "a"), p(d.path(), "b")];
     ok(&args("create", &m, &["--layout", "raid1", "--size", "4M"]));
-    assert_eq!(write(&m[..1], 0, &[1u8; 4096]).0, 0);
-    assert_eq!(write(&m[1..], 0, &[2u8; 4096]).0, 0);
+    // Each half alone is refused without --degraded (issue 35), and runs
+    // with it.
+    assert_eq!(write(&m[..1], 0, &[1u8; 4096]).0, 2);
+    let deg = |h: &[String], v: u8| {
+        run_stdin(
+            &args("write", h, &["--offset", "0", "--degraded"]),
+            Some(&[v; 4096]),
+        )
+        .0
+    };
+    assert_eq!(deg(&m[..1], 1), 0);
+    assert_eq!(deg(&m[1..], 2), 0);
     let e = refused(&args("status", &m, &[]), "run apart");
     assert!(e.contains(&m[0]) && e.contains(&m[1]), "{e}");
     refused(

@@ -623,12 +623,29 @@ fn probe_writes_a_device_file_the_simulator_takes() {
     assert_eq!(code, 2);
     assert!(err.contains("exists"), "{err}");
     assert_eq!(std::fs::read_to_string(&dev).unwrap(), text);
-    // Writes measured when asked (the file is then overwritten).
+    // Writes measured when asked (the file is then overwritten): a file
+    // holding data only with --force (issue 35, case 12), unchanged before.
     std::fs::remove_file(&dev).unwrap();
+    let (code, _, err) = hetraid(&[
+        "probe",
+        img.to_str().unwrap(),
+        "--destructive",
+        "--seconds",
+        "0.2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--force") && err.contains("first MiB"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&img).unwrap(), data);
     let (code, stdout, err) = hetraid(&[
         "probe",
         img.to_str().unwrap(),
         "--destructive",
+        "--force",
         "--seconds",
         "0.2",
         "--out",

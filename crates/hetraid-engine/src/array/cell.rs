@@ -156,10 +156,11 @@ impl ArrayCell {
         &self,
         slot: usize,
         size: u64,
+        force: bool,
         opts: ChangeOptions,
     ) -> Result<ChangeReport> {
         let _one = self.changing.lock().unwrap();
-        self.begin_shrink(slot, size)?;
+        self.begin_shrink(slot, size, force)?;
         self.run_batches(opts)
     }
 
@@ -212,10 +213,10 @@ impl ArrayCell {
     }
 
     /// Record a shrink (no chunk moved yet); [`ArrayCell::step`] runs it.
-    pub fn begin_shrink(&self, slot: usize, size: u64) -> Result<()> {
+    pub fn begin_shrink(&self, slot: usize, size: u64, force: bool) -> Result<()> {
         let members = self.members();
         self.swap(&members, || {
-            Array::prepare_shrink(members.clone(), slot, size)
+            Array::prepare_shrink(members.clone(), slot, size, force)
         })
     }
 

@@ -709,6 +709,76 @@ impl Array {
                 )));
             }
         }
+        // Members of one array agree on what never changes while it lives:
+        // the layout's kind and parameters, the chunk, where data starts,
+        // checksums. One that disagrees was altered or comes from elsewhere,
+        // whatever its event counter claims (md's compare_super): refused by
+        // name, or left out with --force.
+        let geometry = |sb: &Superblock| {
+            let l = &sb.layout;
+            (
+                l.name.to_ascii_lowercase(),
+                l.parity_order,
+                l.copies,
+                l.group,
+                l.partitions,
+                l.spare_partitions,
+                l.raidx_level.clone(),
+                sb.chunk_bytes,
+                sb.data_offset,
+                sb.checksums,
+            )
+        };
+        let describe = |sb: &Superblock| {
+            format!(
+                "{}, chunk {}, data at {}{}",
+                sb.layout.name,
+                sb.chunk_bytes,
+                sb.data_offset,
+                if sb.checksums { ", checksums" } else { "" }
+            )
+        };
+        let votes = |g: &_| sbs.iter().filter(|s| geometry(s) == *g).count();
+        let fresh_i = (0..sbs.len())
+            .max_by_key(|&i| (sbs[i].events, usize::MAX - i))
+            .unwrap();
+        let majority = (0..sbs.len())
+            .max_by_key(|&i| (votes(&geometry(&sbs[i])), i == fresh_i, usize::MAX - i))
+            .unwrap();
+        let odd: Vec<usize> = (0..sbs.len())
+            .filter(|&i| geometry(&sbs[i]) != geometry(&sbs[majority]))
+            .collect();
+        if let Some(&i) = odd.first() {
+            if !opts.force {
+                return Err(EngineError::Refused(format!(
+                    "member {} describes another geometry ({}, event {}) than member {} ({}, event {}) of the same array: its superblock was altered or comes from elsewhere; leave it out, or say --force to start without it",
+                    given[i].name(),
+                    describe(&sbs[i]),
+                    sbs[i].events,
+                    given[majority].name(),
+                    describe(&sbs[majority]),
+                    sbs[majority].events
+                )));
+            }
+        }
+        let odd_warnings: Vec<String> = odd
+            .iter()
+            .map(|&i| {
+                format!(
+                    "member {} is left out (--force): it describes another geometry ({}) than the others ({})",
+                    given[i].name(),
+                    describe(&sbs[i]),
+                    describe(&sbs[majority])
+                )
+            })
+            .collect();
+        let (given, sbs): (Vec<_>, Vec<_>) = given
+            .into_iter()
+            .zip(sbs)
+            .enumerate()
+            .filter(|(i, _)| !odd.contains(i))
+            .map(|(_, x)| x)
+            .unzip();
         // Hot spares (a slot past the member table) are set aside: they
         // hold no slot (`spares.rs`).
         let mut spare_given = Vec::new();
@@ -787,7 +857,9 @@ impl Array {
         let mode = AssembleMode {
             force: opts.force,
             writable: opts.access == Access::ReadWrite,
-            degraded: opts.degraded,
+            // A member left out by --force for its geometry was given:
+            // its slot runs degraded as the operator asked.
+            degraded: opts.degraded || opts.force && !odd_warnings.is_empty(),
         };
         let a = membership::assemble(&cands, mode, &survives).map_err(|e| {
             EngineError::Refused(match e {
@@ -847,7 +919,7 @@ impl Array {
                 }
             })
         })?;
-        let mut warnings = Vec::new();
+        let mut warnings = odd_warnings;
         for l in &a.left_out {
             warnings.push(format!(
                 "member {} is left out: {}; to use it again: hetraid add MEMBERS... --with {} (back in slot {}; if it left intact, only the regions written since are resynced)",

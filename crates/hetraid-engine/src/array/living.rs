@@ -744,8 +744,9 @@ impl Array {
         given: Vec<Arc<dyn Member>>,
         slot: usize,
         size: u64,
+        force: bool,
     ) -> Result<ChangeReport> {
-        Self::prepare_shrink(given.clone(), slot, size)?;
+        Self::prepare_shrink(given.clone(), slot, size, force)?;
         Self::resume_change(given, None)?.ok_or_else(|| {
             EngineError::Refused("the shrink was recorded but did not run (a hetraid bug)".into())
         })
@@ -805,7 +806,12 @@ impl Array {
     /// The first half of [`Array::shrink_remove`]: the remove recorded
     /// pending (no chunk moved yet); nothing when the same remove is
     /// pending already (run again after a crash).
-    pub fn prepare_shrink(given: Vec<Arc<dyn Member>>, slot: usize, size: u64) -> Result<()> {
+    pub fn prepare_shrink(
+        given: Vec<Arc<dyn Member>>,
+        slot: usize,
+        size: u64,
+        force: bool,
+    ) -> Result<()> {
         Self::refuse_spares(&given)?;
         let a = Self::assemble(given.clone())?;
         let sb = a.superblock();
@@ -892,6 +898,9 @@ impl Array {
             keep_bundles: keep,
         };
         plan_change(&t, change, &params.core()).map_err(|e| EngineError::Refused(e.to_string()))?;
+        if !force {
+            shrink_guard(&a, size)?;
+        }
         a.close()?;
         record_pending(&a, change, None)?;
         a.close()
@@ -960,4 +969,38 @@ pub(crate) fn upgrade_for_grow(sbs: &mut [Superblock], fresh: &Superblock) {
             sb.member = member;
         }
     }
+}
+
+/// A shrink cuts what lies past `size` off the array: refused without
+/// `force` when data was written there (the last byte that is not zero: a
+/// filesystem shrunk first leaves its old blocks, so saying --force is the
+/// operator's word that they are not needed) or when it would halve the
+/// array (a size typed wrong, `128K` for `128G`).
+fn shrink_guard(a: &Array, size: u64) -> Result<()> {
+    let cap = a.capacity();
+    let cut = cap - size;
+    if size < cap / 2 {
+        return Err(EngineError::Refused(format!(
+            "shrinking to {size} bytes cuts {cut} of the array's {cap} bytes, more than half: check --size (a filesystem on the array must be shrunk first), then say --force"
+        )));
+    }
+    // The last written byte, scanned from the end back a MiB at a time.
+    let step = 1u64 << 20;
+    let mut buf = vec![0u8; step as usize];
+    let mut end = cap;
+    // Bounded: each round moves `end` back by up to a MiB, down to `size`.
+    while end > size {
+        let from = end.saturating_sub(step).max(size);
+        let b = &mut buf[..(end - from) as usize];
+        a.read(from, b)?;
+        if let Some(k) = b.iter().rposition(|&x| x != 0) {
+            let last = from + k as u64;
+            return Err(EngineError::Refused(format!(
+                "shrinking to {size} bytes makes {cut} bytes unreachable, and data was written there (the last byte that is not zero is at offset {last}, {} bytes past the new end): shrink what sits on the array first, then say --force",
+                last + 1 - size
+            )));
+        }
+        end = from;
+    }
+    Ok(())
 }

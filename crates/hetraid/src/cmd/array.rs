@@ -1691,16 +1691,7 @@ fn check_given_with(
     if degraded {
         return Ok(());
     }
-    let mut given = open_all_read_only(paths)?;
-    let uuid = given
-        .first()
-        .and_then(|m| hetraid_engine::annex::read_member(Path::new(&m.name())).ok())
-        .map(|(sb, _)| sb.uuid);
-    if let Some(p) = with {
-        if hetraid_engine::annex::read_member(p).is_ok_and(|(sb, _)| Some(sb.uuid) == uuid) {
-            given.push(open_member_for(p, false)?);
-        }
-    }
+    let given = open_all_read_only(paths)?;
     let a = Array::assemble_with(
         given.clone(),
         AssembleOptions {
@@ -1710,7 +1701,17 @@ fn check_given_with(
         },
     )
     .map_err(|e| e.to_string())?;
-    if a.not_given().iter().all(|&s| Some(s) == slot) {
+    let uuid = a.superblock().uuid;
+    // The slot a device named by --with held in this array, read from its
+    // own superblock (it is not assembled: it may have run apart).
+    let returning = with
+        .and_then(|p| hetraid_engine::annex::read_member(p).ok())
+        .filter(|(sb, _)| sb.uuid == uuid)
+        .map(|(sb, _)| sb.member as usize);
+    if a.not_given()
+        .iter()
+        .all(|&s| Some(s) == slot || Some(s) == returning)
+    {
         return Ok(());
     }
     Array::check_given(&given, false).map_err(|e| e.to_string())
@@ -1913,6 +1914,9 @@ pub struct ShrinkCmd {
     /// shrunk to fit: a whole number of bundles the other members hold.
     #[arg(long, value_parser = size)]
     pub size: u64,
+    /// Shrink even past data written on the array, or by more than half.
+    #[arg(long)]
+    pub force: bool,
     #[command(flatten)]
     pub speed: ChangeSpeed,
     #[arg(long)]
@@ -1921,7 +1925,7 @@ pub struct ShrinkCmd {
 
 impl ShrinkCmd {
     pub fn run(&self) -> Result<(), String> {
-        let mut req = serde_json::json!({"verb": "shrink", "member": slot_of(&self.member, &self.members)?, "size": self.size});
+        let mut req = serde_json::json!({"verb": "shrink", "member": slot_of(&self.member, &self.members)?, "size": self.size, "force": self.force});
         self.speed.put(&mut req);
         let bar = StatusBar::start(&self.members, "change");
         let served = remote(&self.members, req);
@@ -1936,7 +1940,7 @@ impl ShrinkCmd {
         let bar = StatusBar::start(&self.members, "change");
         let r = held
             .cell
-            .shrink_remove(slot, self.size, self.speed.offline_options())
+            .shrink_remove(slot, self.size, self.force, self.speed.offline_options())
             .map_err(|e| e.to_string());
         drop(bar);
         held.close()?;

@@ -33,6 +33,37 @@ pub struct ProbeCmd {
     /// else ssd).
     #[arg(long, value_parser = MemberKind::parse)]
     pub kind: Option<MemberKind>,
+    /// --destructive: overwrite a device that holds a hetraid member or
+    /// other data in its first MiB.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// `--destructive` overwrites the device: refused, as `add` and `replace`
+/// refuse, when it holds a hetraid superblock or anything but zeros in its
+/// first MiB (a partition table, a filesystem, another RAID's metadata).
+fn refuse_holding_data(path: &Path) -> Result<(), String> {
+    use std::io::Read;
+    let m = path.display();
+    if let Ok((sb, annex)) = hetraid_engine::annex::read_member(path) {
+        let name = annex.map(|a| a.name).filter(|n| !n.is_empty());
+        return Err(format!(
+            "{m} is slot {} of hetraid array {}{}: --destructive would destroy it; give another device, or say --force",
+            sb.member,
+            sb.uuid_string(),
+            name.map(|n| format!(" ({n})")).unwrap_or_default()
+        ));
+    }
+    let mut head = Vec::with_capacity(LARGE);
+    std::fs::File::open(path)
+        .and_then(|f| f.take(LARGE as u64).read_to_end(&mut head))
+        .map_err(|e| format!("{m}: {e}"))?;
+    if let Some(at) = head.iter().position(|&b| b != 0) {
+        return Err(format!(
+            "{m} holds data in its first MiB (a byte that is not zero at offset {at}): --destructive would overwrite it; give an empty device, or say --force"
+        ));
+    }
+    Ok(())
 }
 
 /// Bytes of the random and sequential operations.
@@ -192,6 +223,15 @@ impl ProbeCmd {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "device".into());
+            if self.force && !self.destructive {
+                return Err(
+                    "--force applies to --destructive (a read-only probe overwrites nothing)"
+                        .into(),
+                );
+            }
+            if self.destructive && !self.force {
+                refuse_holding_data(path)?;
+            }
             let out = self.out.join(format!("probe-{name}.toml"));
             if out.exists() {
                 return Err(format!(
