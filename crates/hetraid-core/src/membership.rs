@@ -230,6 +230,12 @@ pub struct Candidate {
     /// Its write generation (bumped at every clean -> dirty transition on
     /// every live member; 0: written before generations).
     pub generation: u64,
+    /// If it is one generation behind, it missed only the superblock write
+    /// that began the newest generation (a crash then), and nothing written
+    /// since is lost on it (no member says the newest generation started,
+    /// which it says before any write of it). The engine reads that from
+    /// the superblocks.
+    pub may_trail: bool,
 }
 
 impl Candidate {
@@ -401,7 +407,7 @@ pub fn assemble(
                 "it is stale (event {} < {})",
                 c.table.events, table.events
             ))
-        } else if c.generation < generation {
+        } else if c.generation < generation && !(c.generation + 1 == generation && c.may_trail) {
             Some(format!(
                 "it is older than the array (write generation {} < {}): a copy or snapshot of an earlier state was put back, and it lacks writes made since",
                 c.generation, generation
@@ -524,6 +530,7 @@ mod tests {
             clean: true,
             size_ok: true,
             generation: 0,
+            may_trail: false,
         }
     }
 
@@ -719,6 +726,16 @@ mod tests {
         assert_eq!(a.left_out[0].candidate, 2);
         assert!(a.left_out[0].reason.contains("generation 6 < 7"));
         assert_eq!(a.recorded_missing, vec![2]);
+        // One behind while nothing of the newest generation can be missing
+        // on it (a crash while the generation started): taken. Two behind:
+        // never.
+        let ok = AssembleMode { ..mode };
+        cands[2].may_trail = true;
+        let a = assemble(&cands, ok, &tolerance(1)).unwrap();
+        assert_eq!(a.used, vec![Some(0), Some(1), Some(2), Some(3)]);
+        cands[2].generation = 5;
+        let a = assemble(&cands, ok, &tolerance(1)).unwrap();
+        assert_eq!(a.used[2], None);
         // Alone, it is the array's newest: nothing to compare with.
         let a = assemble(&cands[2..3], AssembleMode::default(), &|_: &[usize]| true).unwrap_err();
         assert_eq!(
@@ -817,6 +834,7 @@ mod split_tests {
                 clean: true,
                 size_ok: true,
                 generation: 0,
+                may_trail: false,
             }],
             w,
             &s,
@@ -831,6 +849,7 @@ mod split_tests {
                 clean: true,
                 size_ok: true,
                 generation: 0,
+                may_trail: false,
             },
             Candidate {
                 table: b,
@@ -838,6 +857,7 @@ mod split_tests {
                 clean: true,
                 size_ok: true,
                 generation: 0,
+                may_trail: false,
             },
         ];
         assert!(matches!(

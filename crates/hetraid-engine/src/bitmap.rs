@@ -102,6 +102,11 @@ impl Bitmap {
         pages
     }
 
+    /// No write is in flight.
+    pub fn idle(&self) -> bool {
+        self.inflight.is_empty()
+    }
+
     /// Set bits (dirty regions).
     pub fn dirty(&self) -> Vec<u64> {
         (0..self.bits.len() as u64 * 8)

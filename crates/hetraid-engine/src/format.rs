@@ -179,6 +179,11 @@ pub struct Superblock {
     /// member of a generation at least this old left is still marked, so it
     /// can be resynced from the bitmap; an older one is resynced whole.
     pub generation_cleared: u64,
+    /// The generation's first superblock write reached every live member
+    /// (the top bit of bytes 4044..4052, written by a second update before
+    /// any data write): a member one generation behind while no member says
+    /// so missed only a crash at the generation's start, and lacks nothing.
+    pub generation_started: bool,
 }
 
 /// A hot spare: a device of the array holding no slot, waiting for one.
@@ -195,6 +200,7 @@ pub struct SpareRole {
 const SPARES_AT: usize = 4043;
 /// Write generation and the generation bits were last cleared in.
 const GENERATION_AT: usize = 4044;
+const STARTED_BIT: u64 = 1 << 63;
 const SPARE_STATE: u8 = 5;
 
 /// A restripe in progress (`grow --add` on RAID5/6/RAIDH, `grow --weights`
@@ -520,7 +526,11 @@ impl Superblock {
         }
         assert!(self.roles.len() + self.spares.len() <= MAX_MEMBERS);
         b[SPARES_AT] = self.spares.len() as u8;
-        put_u64(&mut b, GENERATION_AT, self.generation);
+        put_u64(
+            &mut b,
+            GENERATION_AT,
+            self.generation & !STARTED_BIT | u64::from(self.generation_started) << 63,
+        );
         put_u64(&mut b, GENERATION_AT + 8, self.generation_cleared);
         for (i, r) in self.spares.iter().enumerate() {
             let at = TABLE + ENTRY * (self.roles.len() + i);
@@ -801,7 +811,8 @@ impl Superblock {
             }
         }
         Ok(Self {
-            generation: u64_at(b, GENERATION_AT),
+            generation: u64_at(b, GENERATION_AT) & !STARTED_BIT,
+            generation_started: u64_at(b, GENERATION_AT) & STARTED_BIT != 0,
             generation_cleared: u64_at(b, GENERATION_AT + 8),
             spares,
             reshape,
@@ -909,6 +920,7 @@ mod tests {
         Superblock {
             generation: 3,
             generation_cleared: 2,
+            generation_started: true,
             uuid: [7; 16],
             events: 42,
             member: 2,

@@ -560,12 +560,18 @@ impl Array {
 
     pub(crate) fn mark_dirty(&self) -> Result<()> {
         let mut sb = self.sb.lock().unwrap();
-        // A new write generation for every run that writes (a run started
-        // dirty after a crash too), on every live member before the first
-        // write: a member that comes back from before it is known stale.
-        if sb.clean || !self.marked_dirty.load(Ordering::Acquire) {
+        // A new write generation at every clean -> dirty transition, on
+        // every live member before the first write: a member that comes
+        // back from before it is known stale. (A crash's recovery marks the
+        // array clean, so a run after one starts a generation too.)
+        if sb.clean {
             sb.clean = false;
             sb.generation += 1;
+            sb.generation_started = false;
+            self.persist(&mut sb)?;
+            // Every live member has the generation now; a member found one
+            // behind it later while some member says so was put back.
+            sb.generation_started = true;
             self.persist(&mut sb)?;
         }
         Ok(())
@@ -604,6 +610,24 @@ impl Array {
         // While a member holding data is out, the bits stay: they are what a
         // member coming back intact must resync (mdadm --re-add).
         if self.keeps_bitmap() {
+            // md's safe mode: with nothing in flight the array is marked
+            // clean, so a crash later is not taken for a crash in the middle
+            // of writes. The bits (regions written while a member is out,
+            // for its re-add) stay; a degraded array assembled clean after
+            // a crash starts without --force. The bitmap's lock keeps
+            // writes from beginning meanwhile; the next one marks it dirty
+            // (a new generation) before it starts.
+            if self.log.is_none() {
+                let bm = self.bitmap.lock().unwrap();
+                if bm.idle() {
+                    let mut sb = self.sb.lock().unwrap();
+                    if !sb.clean {
+                        sb.clean = true;
+                        self.persist(&mut sb)?;
+                        self.marked_dirty.store(false, Ordering::Release);
+                    }
+                }
+            }
             return Ok(());
         }
         let mut bm = self.bitmap.lock().unwrap();
@@ -851,6 +875,16 @@ impl Array {
 
     /// Flush every live member (a member that fails is failed).
     pub(crate) fn flush_members(&self) -> Result<()> {
+        // The write log calls this before it lets records go (a
+        // checkpoint): writes of this generation are then no longer all in
+        // the log, which the superblock says first (`generation_cleared`).
+        if self.log.is_some() && !self.read_only {
+            let mut sb = self.sb.lock().unwrap();
+            if sb.generation_cleared < sb.generation {
+                sb.generation_cleared = sb.generation;
+                self.persist(&mut sb)?;
+            }
+        }
         let live = self.live_members();
         let ops: Vec<(usize, IoOp)> = live.iter().map(|&m| (m, IoOp::Flush)).collect();
         for (r, m) in run_batch(&self.queues, ops).into_iter().zip(live) {

@@ -379,6 +379,7 @@ impl Array {
         let sb = Superblock {
             generation: 0,
             generation_cleared: 0,
+            generation_started: false,
             uuid: *uuid::Uuid::new_v4().as_bytes(),
             events: 1,
             member: 0,
@@ -637,6 +638,15 @@ impl Array {
         &self.not_given
     }
 
+    /// Leave what assembly decided unwritten if nothing was written yet
+    /// (`read`: a read records no member missing and moves no table; a heal
+    /// it made has committed already).
+    pub fn keep_uncommitted(&self) {
+        if self.uncommitted.swap(false, Ordering::AcqRel) {
+            self.annex_due.store(false, Ordering::Release);
+        }
+    }
+
     /// Write what assembly decided (see `uncommitted`) and the annex if it is
     /// due. Every write path calls it first; `assemble` and `serve` call it to
     /// start the array as decided.
@@ -837,14 +847,17 @@ impl Array {
                 nbits.div_ceil(8)
             )));
         }
+        let trails = may_trail(&sbs);
         let cands: Vec<Candidate> = sbs
             .iter()
             .zip(&given)
-            .map(|(sb, m)| Candidate {
+            .enumerate()
+            .map(|(i, (sb, m))| Candidate {
                 table: sb.table(),
                 slot: sb.member as usize,
                 clean: sb.clean,
                 generation: sb.generation,
+                may_trail: trails[i],
                 size_ok: (sb.member as usize) < n
                     && m.len() >= DATA_OFFSET + fresh.roles[sb.member as usize].data_size,
             })
@@ -1489,8 +1502,11 @@ impl Array {
         self.persist(&mut sb)
     }
 
-    /// Flush and mark the array clean (a restart then needs no resync).
+    /// Flush and mark the array clean (a restart then needs no resync);
+    /// what assembly decided is written ([`Array::commit`]) unless
+    /// [`Array::keep_uncommitted`] said otherwise.
     pub fn close(&self) -> Result<()> {
+        self.commit()?;
         self.stop_write_buffer()?;
         self.flush()?;
         if self.read_only {
@@ -1569,7 +1585,17 @@ impl Array {
                 dirty.len()
             ));
         }
-        self.flush()
+        self.flush()?;
+        // Consistent again: clean, so the next write starts a generation.
+        if self.log.is_none() {
+            let mut sb = self.sb.lock().unwrap();
+            if !sb.clean {
+                sb.clean = true;
+                self.persist(&mut sb)?;
+                self.marked_dirty.store(false, Ordering::Release);
+            }
+        }
+        Ok(())
     }
 
     /// HPDA: stripes an intent record names were being written in place at
@@ -1704,4 +1730,19 @@ mod partition_default_tests {
         };
         assert_eq!(created_record(&r10, &[], 6).unwrap().partitions, Some(2));
     }
+}
+
+/// Per given member: one generation behind and provably lacking nothing
+/// written since (core `Candidate::may_trail`): it is clean and no member
+/// of the newest generation says that generation started (its second
+/// superblock update, before any data write, which follows the first
+/// reaching every live member: the member missed the first in a crash).
+fn may_trail(sbs: &[Superblock]) -> Vec<bool> {
+    let newest = sbs.iter().map(|s| s.generation).max().unwrap_or(0);
+    let started = sbs
+        .iter()
+        .any(|s| s.generation == newest && s.generation_started);
+    sbs.iter()
+        .map(|s| !started && s.clean && s.generation + 1 == newest)
+        .collect()
 }

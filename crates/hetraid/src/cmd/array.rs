@@ -2728,6 +2728,7 @@ impl DataCmd {
             off += n as u64;
         }
         out.flush().map_err(|e| e.to_string())?;
+        a.keep_uncommitted();
         a.close().map_err(|e| e.to_string())?;
         print_warnings(&a);
         Ok(())
