@@ -333,6 +333,9 @@ fn operator_mistakes_change_nothing() {
         let (code, _, err) = run_stdin(&a, Some(&[5u8; 4096]));
         let ctx = format!("seed {seed} case {case} (degraded {degraded}): hetraid {a:?}");
         assert!(!err.contains("panicked"), "{ctx}: {err}");
+        if std::env::var_os("HETRAID_VERBOSE").is_some() {
+            eprintln!("{ctx}: exit {code}: {}", err.trim_end());
+        }
         if code != 0 {
             refusals += 1;
             assert!(code == 2 || code == 64, "{ctx}: exit {code}: {err}");

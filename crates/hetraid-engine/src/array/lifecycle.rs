@@ -1672,6 +1672,21 @@ impl Array {
     }
 }
 
+/// Per given member: one generation behind and provably lacking nothing
+/// written since (core `Candidate::may_trail`): it is clean and no member
+/// of the newest generation says that generation started (its second
+/// superblock update, before any data write, which follows the first
+/// reaching every live member: the member missed the first in a crash).
+fn may_trail(sbs: &[Superblock]) -> Vec<bool> {
+    let newest = sbs.iter().map(|s| s.generation).max().unwrap_or(0);
+    let started = sbs
+        .iter()
+        .any(|s| s.generation == newest && s.generation_started);
+    sbs.iter()
+        .map(|s| !started && s.clean && s.generation + 1 == newest)
+        .collect()
+}
+
 #[cfg(test)]
 mod partition_default_tests {
     use super::*;
@@ -1730,19 +1745,4 @@ mod partition_default_tests {
         };
         assert_eq!(created_record(&r10, &[], 6).unwrap().partitions, Some(2));
     }
-}
-
-/// Per given member: one generation behind and provably lacking nothing
-/// written since (core `Candidate::may_trail`): it is clean and no member
-/// of the newest generation says that generation started (its second
-/// superblock update, before any data write, which follows the first
-/// reaching every live member: the member missed the first in a crash).
-fn may_trail(sbs: &[Superblock]) -> Vec<bool> {
-    let newest = sbs.iter().map(|s| s.generation).max().unwrap_or(0);
-    let started = sbs
-        .iter()
-        .any(|s| s.generation == newest && s.generation_started);
-    sbs.iter()
-        .map(|s| !started && s.clean && s.generation + 1 == newest)
-        .collect()
 }

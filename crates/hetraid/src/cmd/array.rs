@@ -1350,10 +1350,11 @@ impl MemberOpCmd {
             return Ok(());
         }
         let (p, _) = split_member(with)?;
-        // The slot named by --member, and a former member coming back in
-        // it, count as given.
+        // A former member coming back counts as given; the slot named by
+        // --member does not (a forgotten path must not make an active
+        // member replaceable: a dead disk is replaced with --degraded).
         let members = without(&self.members, &p);
-        check_given_with(&members, Some(&p), Some(member), self.degraded)?;
+        check_given_with(&members, Some(&p), None, self.degraded)?;
         let a = assemble(&members, true)?;
         let new = open_member(&p)?;
         a.replace(member, new, self.force)
