@@ -230,12 +230,10 @@ pub struct Candidate {
     /// Its write generation (bumped at every clean -> dirty transition on
     /// every live member; 0: written before generations).
     pub generation: u64,
-    /// If it is one generation behind, it missed only the superblock write
-    /// that began the newest generation (a crash then), and nothing written
-    /// since is lost on it (no member says the newest generation started,
-    /// which it says before any write of it). The engine reads that from
-    /// the superblocks.
-    pub may_trail: bool,
+    /// Its superblock says its generation started: the update that began
+    /// it reached every live member (a second update, made before any data
+    /// write of the generation).
+    pub generation_started: bool,
 }
 
 impl Candidate {
@@ -384,6 +382,15 @@ pub fn assemble(
         .map(|c| c.generation)
         .max()
         .unwrap_or(0);
+    // A member one generation behind missed only the update that began the
+    // newest generation (a crash in it) when no member says that generation
+    // started: no data of it was written, so nothing is lost on the member.
+    // It was clean then (generations begin at clean -> dirty). Otherwise it
+    // was put back from an earlier state.
+    let started = cands
+        .iter()
+        .any(|c| c.generation == generation && c.generation_started);
+    let trails = |c: &Candidate| !started && c.clean && c.generation + 1 == generation;
     let mut used: Vec<Option<usize>> = vec![None; n];
     let mut left_out = Vec::new();
     for (i, c) in cands.iter().enumerate() {
@@ -407,7 +414,7 @@ pub fn assemble(
                 "it is stale (event {} < {})",
                 c.table.events, table.events
             ))
-        } else if c.generation < generation && !(c.generation + 1 == generation && c.may_trail) {
+        } else if c.generation < generation && !trails(c) {
             Some(format!(
                 "it is older than the array (write generation {} < {}): a copy or snapshot of an earlier state was put back, and it lacks writes made since",
                 c.generation, generation
@@ -530,7 +537,7 @@ mod tests {
             clean: true,
             size_ok: true,
             generation: 0,
-            may_trail: false,
+            generation_started: false,
         }
     }
 
@@ -715,6 +722,7 @@ mod tests {
         let mut cands: Vec<Candidate> = (0..4).map(|s| cand(&t, s)).collect();
         for c in &mut cands {
             c.generation = 7;
+            c.generation_started = true;
         }
         cands[2].generation = 6;
         let mode = AssembleMode {
@@ -729,8 +737,10 @@ mod tests {
         // One behind while nothing of the newest generation can be missing
         // on it (a crash while the generation started): taken. Two behind:
         // never.
-        let ok = AssembleMode { ..mode };
-        cands[2].may_trail = true;
+        for c in &mut cands {
+            c.generation_started = false;
+        }
+        let ok = mode;
         let a = assemble(&cands, ok, &tolerance(1)).unwrap();
         assert_eq!(a.used, vec![Some(0), Some(1), Some(2), Some(3)]);
         cands[2].generation = 5;
@@ -834,7 +844,7 @@ mod split_tests {
                 clean: true,
                 size_ok: true,
                 generation: 0,
-                may_trail: false,
+                generation_started: false,
             }],
             w,
             &s,
@@ -849,7 +859,7 @@ mod split_tests {
                 clean: true,
                 size_ok: true,
                 generation: 0,
-                may_trail: false,
+                generation_started: false,
             },
             Candidate {
                 table: b,
@@ -857,7 +867,7 @@ mod split_tests {
                 clean: true,
                 size_ok: true,
                 generation: 0,
-                may_trail: false,
+                generation_started: false,
             },
         ];
         assert!(matches!(

@@ -17,19 +17,6 @@ use std::time::Duration;
 
 const MEMBER_BYTES: u64 = 4 << 20;
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_hetraid"))
 }
@@ -82,15 +69,9 @@ fn with(verb: &str, members: &[String], extra: &[&str]) -> Vec<String> {
 
 #[test]
 fn kill_9_during_lifecycle_verbs_never_costs_a_member() {
-    let seed: u64 = std::env::var("HETRAID_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x6b11);
-    let kills: usize = std::env::var("HETRAID_KILLS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(120);
-    let mut rng = Rng(seed | 1);
+    let seed = common::env_u64("HETRAID_SEED", 0x6b11);
+    let kills = common::env_u64("HETRAID_KILLS", 120) as usize;
+    let mut rng = common::Rng(seed | 1);
     // Disk-backed when possible: fsync takes real time there, so kills land in
     // superblock updates more often than on tmpfs.
     let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();

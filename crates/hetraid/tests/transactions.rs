@@ -10,7 +10,7 @@
 //! short slice).
 
 mod common;
-use common::{args, bytes, hetraid, run_stdin};
+use common::{args, bytes, env_u64, hetraid, run_stdin, Rng};
 use std::path::Path;
 
 fn p(d: &Path, n: &str) -> String {
@@ -225,28 +225,12 @@ fn probe_destructive_keeps_a_member() {
     assert_eq!(digest(&m), before);
 }
 
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
 /// Verbs that write × operator mistakes on healthy and degraded arrays:
 /// every refusal exits 2 in one sentence with every member unchanged.
 #[test]
 fn operator_mistakes_change_nothing() {
-    let seed: u64 = std::env::var("HETRAID_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x35_35_35);
-    let cases: u64 = std::env::var("HETRAID_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(24);
+    let seed = env_u64("HETRAID_SEED", 0x35_35_35);
+    let cases = env_u64("HETRAID_CASES", 24);
     let mut rng = Rng(seed | 1);
     let d = tempfile::tempdir().unwrap();
     let (m, _) = raid5(d.path(), "m");

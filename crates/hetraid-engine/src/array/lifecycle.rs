@@ -847,17 +847,15 @@ impl Array {
                 nbits.div_ceil(8)
             )));
         }
-        let trails = may_trail(&sbs);
         let cands: Vec<Candidate> = sbs
             .iter()
             .zip(&given)
-            .enumerate()
-            .map(|(i, (sb, m))| Candidate {
+            .map(|(sb, m)| Candidate {
                 table: sb.table(),
                 slot: sb.member as usize,
                 clean: sb.clean,
                 generation: sb.generation,
-                may_trail: trails[i],
+                generation_started: sb.generation_started,
                 size_ok: (sb.member as usize) < n
                     && m.len() >= DATA_OFFSET + fresh.roles[sb.member as usize].data_size,
             })
@@ -1670,21 +1668,6 @@ impl Array {
         }
         self.flush()
     }
-}
-
-/// Per given member: one generation behind and provably lacking nothing
-/// written since (core `Candidate::may_trail`): it is clean and no member
-/// of the newest generation says that generation started (its second
-/// superblock update, before any data write, which follows the first
-/// reaching every live member: the member missed the first in a crash).
-fn may_trail(sbs: &[Superblock]) -> Vec<bool> {
-    let newest = sbs.iter().map(|s| s.generation).max().unwrap_or(0);
-    let started = sbs
-        .iter()
-        .any(|s| s.generation == newest && s.generation_started);
-    sbs.iter()
-        .map(|s| !started && s.clean && s.generation + 1 == newest)
-        .collect()
 }
 
 #[cfg(test)]

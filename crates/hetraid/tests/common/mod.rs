@@ -114,3 +114,28 @@ pub fn read_array(members: &[String], len: usize) -> Vec<u8> {
     assert_eq!(code, 0, "{err}");
     out
 }
+
+/// A seeded xorshift generator: randomized tests print their seed and replay
+/// from it.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// A number from the environment (a seed, a case count), or `default`.
+pub fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
