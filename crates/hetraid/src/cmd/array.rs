@@ -698,6 +698,53 @@ pub fn utc(secs: u64) -> String {
     )
 }
 
+/// Members waiting in the rebuilding state with nothing rebuilding them
+/// (after an offline `replace` or `add`, or a rebuild stopped), and the
+/// command that runs it.
+fn awaiting_rebuild(st: &hetraid_engine::Status) -> Option<String> {
+    let waiting: Vec<String> = st
+        .member_states
+        .iter()
+        .filter(|m| m.state == "rebuilding")
+        .map(|m| {
+            format!(
+                "slot {} ({}) at {:.1} %",
+                m.device,
+                m.path.as_deref().unwrap_or("?"),
+                m.rebuild_checkpoint.unwrap_or(0) as f64 * 100.0 / st.stripe_count.max(1) as f64
+            )
+        })
+        .collect();
+    if waiting.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "rebuild: awaiting rebuild, {}; nothing is running it: {}",
+        waiting.join(", "),
+        rebuild_command(st)
+    ))
+}
+
+/// `hetraid rebuild` with the array's member paths (the devices in their
+/// slots, spares included).
+fn rebuild_command(st: &hetraid_engine::Status) -> String {
+    let mut paths: Vec<String> = st
+        .member_states
+        .iter()
+        .filter_map(|m| m.path.clone())
+        .collect();
+    if let Ok(v) = serde_json::to_value(st) {
+        paths.extend(
+            v["spares"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|s| s["path"].as_str().map(String::from)),
+        );
+    }
+    format!("hetraid rebuild {}", paths.join(" "))
+}
+
 pub fn print_status(st: &hetraid_engine::Status) {
     println!(
         "array {}{}  {}  state {}{}",
@@ -779,6 +826,8 @@ pub fn print_status(st: &hetraid_engine::Status) {
         .and_then(progress_line)
     {
         println!("{p}");
+    } else if let Some(a) = awaiting_rebuild(st) {
+        println!("{a}");
     }
     if let Some(c) = change_line(&serde_json::to_value(st).unwrap_or_default()) {
         println!("{c}");
@@ -1361,9 +1410,10 @@ impl MemberOpCmd {
             .map_err(|e| e.to_string())?;
         a.close().map_err(|e| e.to_string())?;
         println!(
-            "member {} will be rebuilt onto {}; run: hetraid rebuild <members with the new one>",
+            "member {} will be rebuilt onto {}; it waits for: {}",
             member,
-            p.display()
+            p.display(),
+            rebuild_command(&a.status())
         );
         Ok(())
     }
@@ -1497,14 +1547,16 @@ impl AddCmd {
         a.close().map_err(|e| e.to_string())?;
         if st.member_states[slot].readd {
             println!(
-                "{} re-added in slot {slot}: it left intact, so only the {} regions written since are resynced; run hetraid rebuild with it among the members",
+                "{} re-added in slot {slot}: it left intact, so only the {} regions written since are resynced; it waits for: {}",
                 p.display(),
-                st.dirty_regions
+                st.dirty_regions,
+                rebuild_command(&st)
             );
         } else {
             println!(
-                "{} added in slot {slot}; run hetraid rebuild with it among the members",
-                p.display()
+                "{} added in slot {slot}; it waits for: {}",
+                p.display(),
+                rebuild_command(&st)
             );
         }
         Ok(())
