@@ -471,6 +471,16 @@ fn change(
 }
 
 fn run(cell: &ArrayCell, req: &Value, file: Option<std::fs::File>) -> Result<Value, String> {
+    // A rebuild or scrub waits for a change moving chunks (and a change for
+    // them: `ArrayCell::grow`): one at a time, the running one named.
+    if let (Some(verb @ ("rebuild" | "scrub")), Some(p)) =
+        (req["verb"].as_str(), cell.change_running())
+    {
+        return Err(format!(
+            "a {} is running on this array ({} of {} chunk moves done): {verb} changes nothing until it ends; run it again then",
+            p.change, p.moves_done, p.moves
+        ));
+    }
     let array = cell.get();
     let array: &Array = &array;
     let member = || {

@@ -147,6 +147,7 @@ impl ArrayCell {
         opts: ChangeOptions,
     ) -> Result<ChangeReport> {
         let _one = self.changing.lock().unwrap();
+        self.refuse_while_running("grow")?;
         self.begin_grow(new, weights, force)?;
         self.run_batches(opts)
     }
@@ -160,6 +161,7 @@ impl ArrayCell {
         opts: ChangeOptions,
     ) -> Result<ChangeReport> {
         let _one = self.changing.lock().unwrap();
+        self.refuse_while_running("shrink")?;
         self.begin_shrink(slot, size, force)?;
         self.run_batches(opts)
     }
@@ -170,7 +172,29 @@ impl ArrayCell {
         if self.current().change_progress().is_none() {
             return Ok(None);
         }
+        self.refuse_while_running("grow")?;
         self.run_batches(opts).map(Some)
+    }
+
+    /// The change moving chunks now, if one runs (not one merely recorded).
+    pub fn change_running(&self) -> Option<ChangeProgress> {
+        self.change_start
+            .lock()
+            .unwrap()
+            .and_then(|_| self.current().change_progress())
+    }
+
+    /// Changes are exclusive with a rebuild or scrub running on the array
+    /// (md refuses a reshape during recovery): refused, changing nothing,
+    /// with the running one named.
+    fn refuse_while_running(&self, verb: &str) -> Result<()> {
+        match self.current().progress() {
+            Some(p) => Err(EngineError::Refused(format!(
+                "a {} is running on this array ({:.1} % done): {verb} changes nothing until it ends; run it again then",
+                p.op, p.percent
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// Record a grow (no chunk moved yet) and serve the array with any new
@@ -199,6 +223,7 @@ impl ArrayCell {
     /// more chunk slots gets them, one after the other.
     pub fn enlarge(&self, opts: ChangeOptions) -> Result<Vec<ChangeReport>> {
         let _one = self.changing.lock().unwrap();
+        self.refuse_while_running("grow")?;
         let members = self.members();
         let mut out = Vec::new();
         // Bounded: each round grows one member to its whole size.
