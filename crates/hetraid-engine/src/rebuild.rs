@@ -416,6 +416,19 @@ impl Array {
         self.restore_slot(i, old);
     }
 
+    /// Let the device of failed member `i` go (a served array closes it, so
+    /// it can be re-added): its slot stays failed, its path the last seen.
+    /// The device's name when one was let go.
+    pub fn detach_failed(&self, i: usize) -> Option<String> {
+        if self.state().members.get(i) != Some(&MemberState::Failed) {
+            return None;
+        }
+        let dev = self.member(i)?;
+        self.remember_path(i, dev.as_ref());
+        self.restore_slot(i, None);
+        Some(dev.name())
+    }
+
     /// Mark member `i` removed (MD's --remove): a faulty or missing member is
     /// detached; its slot stays empty until `replace` or `add` fills it.
     pub fn remove(&self, i: usize) -> Result<()> {

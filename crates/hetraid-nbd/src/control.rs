@@ -492,10 +492,16 @@ fn run(cell: &ArrayCell, req: &Value, file: Option<std::fs::File>) -> Result<Val
     match req["verb"].as_str() {
         Some("status") => serde_json::to_value(array.status()).map_err(|e| e.to_string()),
         Some("fail") => {
+            let slot = member()?;
             array
-                .fail_with(member()?, req["force"].as_bool().unwrap_or(false))
+                .fail_with(slot, req["force"].as_bool().unwrap_or(false))
                 .map_err(|e| e.to_string())?;
             array.flush().map_err(|e| e.to_string())?;
+            // The failed device is closed and its lock dropped: it can be
+            // inspected, or re-added with `add --with`, while clients go on.
+            if let Some(name) = array.detach_failed(slot) {
+                cell.release(&name);
+            }
             Ok(json!({"state": array.status().state}))
         }
         Some("reclaim") => {
@@ -553,7 +559,14 @@ fn run(cell: &ArrayCell, req: &Value, file: Option<std::fs::File>) -> Result<Val
             Ok(json!({"state": array.status().state}))
         }
         Some("remove") => {
-            array.remove(member()?).map_err(|e| e.to_string())?;
+            let slot = member()?;
+            let dev = array.member(slot);
+            array.remove(slot).map_err(|e| e.to_string())?;
+            // Detached: the server closes the device and drops its lock, so
+            // it can be re-added (`add --with`) while clients keep going.
+            if let Some(d) = dev {
+                cell.release(&d.name());
+            }
             Ok(json!({"state": array.status().state}))
         }
         Some("rebuild") => {

@@ -176,6 +176,13 @@ impl ArrayCell {
         self.run_batches(opts).map(Some)
     }
 
+    /// Forget the device named `name` (a member detached by `remove`): the
+    /// cell holds it no longer, so once the array's slot lets it go its file
+    /// is closed and its lock dropped.
+    pub fn release(&self, name: &str) {
+        self.members.lock().unwrap().retain(|m| m.name() != name);
+    }
+
     /// The change moving chunks now, if one runs (not one merely recorded).
     pub fn change_running(&self) -> Option<ChangeProgress> {
         self.change_start
