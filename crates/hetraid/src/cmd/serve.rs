@@ -322,10 +322,11 @@ impl ServeCmd {
 /// at MD's default speeds (the rebuild yields to client I/O). Blocks until
 /// the engine records an event (`hetraid_engine::changes`) or the stop, with
 /// a look every 30 s as a safety net; a rebuild already running is waited
-/// for (its end is an event).
+/// for (its end is an event). A rebuild found waiting at start is resumed.
 fn spare_watch(cell: &hetraid_engine::ArrayCell, stop: &hetraid_nbd::Stop) {
     let mut pending = false;
     let mut first = true;
+    let mut resume_at_start = true;
     while !stop.is_set() {
         if !first {
             match hetraid_engine::changes::fd() {
@@ -350,6 +351,19 @@ fn spare_watch(cell: &hetraid_engine::ArrayCell, stop: &hetraid_nbd::Stop) {
         let a = cell.get();
         if a.change_progress().is_some() {
             continue;
+        }
+        // At start, a rebuild a crash or a stop cut short (or one an
+        // offline replace or add left waiting) resumes from its checkpoint,
+        // as md resumes recovery when the array starts.
+        if std::mem::take(&mut resume_at_start)
+            && !pending
+            && a.status()
+                .member_states
+                .iter()
+                .any(|m| m.state == "rebuilding" && m.path.is_some())
+        {
+            tracing::info!("resuming the rebuild found waiting at start");
+            pending = true;
         }
         let wanting = !a.slots_wanting().is_empty() && !a.spare_status().is_empty();
         if wanting {
