@@ -171,8 +171,16 @@ impl Array {
     /// superblock names an index past the member table, which a grow
     /// would move.
     pub(crate) fn refuse_spares(given: &[Arc<dyn Member>]) -> Result<()> {
-        for m in given {
-            if let Ok(Ok(sb)) = read_sb(m.as_ref()) {
+        // The freshest superblocks say whether spares wait: a member that
+        // failed or left keeps the list of its day (a spare that has since
+        // taken a slot is no spare).
+        let sbs: Vec<Superblock> = given
+            .iter()
+            .filter_map(|m| read_sb(m.as_ref()).ok().and_then(|r| r.ok()))
+            .collect();
+        let newest = sbs.iter().map(|s| s.events).max().unwrap_or(0);
+        for sb in sbs.iter().filter(|s| s.events + 1 >= newest) {
+            {
                 if !sb.spares.is_empty() || sb.member as usize >= sb.roles.len() {
                     return Err(EngineError::Refused(format!(
                         "the array has hot spares ({} listed): take them off first (hetraid remove MEMBERS... --member SPARE-PATH), change the members, then add them again",
