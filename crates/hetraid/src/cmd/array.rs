@@ -1780,6 +1780,46 @@ pub fn open_given(paths: &[String], degraded: bool) -> Result<Vec<Arc<dyn Member
 }
 
 impl GrowCmd {
+    /// The resume of a grow (`grow MEMBERS...`) given the new device that
+    /// a kill left without a superblock (before the grow began): the exact
+    /// command that starts it again.
+    fn new_member_without_superblock(&self) -> Result<(), String> {
+        let mut blank = Vec::new();
+        let mut sbs = Vec::new();
+        for m in &self.members {
+            let p = split_member(m)?.0;
+            match hetraid_engine::annex::read_member(&p) {
+                Ok((sb, _)) => sbs.push(sb),
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => blank.push(m.clone()),
+                Err(_) => {}
+            }
+        }
+        let Some(fresh) = sbs.iter().max_by_key(|s| s.events) else {
+            return Ok(());
+        };
+        // A grow writes the new device first, then records itself on the
+        // others: a blank device beside members with nothing recorded is a
+        // grow killed before it began.
+        let changing = fresh.reshape.is_some()
+            || fresh
+                .raidx_history
+                .as_ref()
+                .is_some_and(|h| h.pending.is_some());
+        if let ([new], false) = (blank.as_slice(), changing) {
+            let rest: Vec<&str> = self
+                .members
+                .iter()
+                .filter(|m| *m != new)
+                .map(String::as_str)
+                .collect();
+            return Err(format!(
+                "{new} carries no hetraid superblock, and no grow is recorded on the other members: a grow adding it was cut short before it began; start it again with: hetraid grow {} --add {new}",
+                rest.join(" ")
+            ));
+        }
+        Ok(())
+    }
+
     pub fn run(&self) -> Result<(), String> {
         if let Some(add) = &self.add {
             let (p, _) = split_member(add)?;
@@ -1796,6 +1836,9 @@ impl GrowCmd {
         }
         if self.force && self.add.is_none() {
             return Err("--force applies with --add only".into());
+        }
+        if self.add.is_none() && self.weights.is_none() && self.size.is_none() {
+            self.new_member_without_superblock()?;
         }
         if let Some(sz) = &self.size {
             if sz != "max" {
