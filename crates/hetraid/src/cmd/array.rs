@@ -1085,20 +1085,84 @@ impl MembersCmd {
                 self.members.join(", ")
             ));
         }
-        let mut assembled = 0;
-        let mut failed = 0;
+        // Per array: its members of the freshest incarnation (a member
+        // retired from an earlier one, whose member table has another size,
+        // is left out with a warning, as assembly leaves out stale ones),
+        // and its name.
+        let mut arrays: Vec<(String, Vec<String>, String)> = Vec::new();
         for u in &uuids {
-            let paths: Vec<String> = found
+            let read: Vec<(
+                String,
+                Option<(
+                    hetraid_engine::format::Superblock,
+                    Option<hetraid_engine::annex::Annex>,
+                )>,
+            )> = found
                 .iter()
                 .filter(|(x, _)| x == u)
-                .map(|(_, p)| p.display().to_string())
+                .map(|(_, p)| {
+                    (
+                        p.display().to_string(),
+                        hetraid_engine::annex::read_member(p).ok(),
+                    )
+                })
                 .collect();
-            let name = paths
+            let fresh = read
                 .iter()
-                .find_map(|p| hetraid_engine::annex::read_member(Path::new(p)).ok())
-                .and_then(|(_, a)| a)
-                .map(|a| a.name)
-                .unwrap_or_default();
+                .filter_map(|(_, r)| r.as_ref())
+                .max_by_key(|(sb, _)| sb.events)
+                .map(|(sb, a)| (sb.roles.len(), a.as_ref().map(|a| a.name.clone())));
+            let (n, name) = match fresh {
+                Some((n, name)) => (Some(n), name.unwrap_or_default()),
+                None => (None, String::new()),
+            };
+            let mut paths = Vec::new();
+            for (p, r) in &read {
+                match (r, n) {
+                    (Some((sb, _)), Some(n)) if sb.roles.len() != n => eprintln!(
+                        "hetraid: warning: {p} is left out: it belongs to an earlier incarnation of array {u} ({} slots, now {n})",
+                        sb.roles.len()
+                    ),
+                    // Two copies of one slot's device (a copy kept beside
+                    // it): the newer is taken, the other left out.
+                    (Some((sb, _)), _)
+                        if read.iter().any(|(q, r2)| {
+                            r2.as_ref().is_some_and(|(o, _)| {
+                                q != p
+                                    && o.member == sb.member
+                                    && (o.events, o.generation, q.as_str())
+                                        > (sb.events, sb.generation, p.as_str())
+                            })
+                        }) =>
+                    {
+                        eprintln!(
+                            "hetraid: warning: {p} is left out: a newer copy of the device of slot {} is beside it",
+                            sb.member
+                        )
+                    }
+                    _ => paths.push(p.clone()),
+                }
+            }
+            arrays.push((u.clone(), paths, name));
+        }
+        if let Some(n) = &self.name {
+            let named: Vec<&String> = arrays
+                .iter()
+                .filter(|(_, _, x)| x == n)
+                .map(|(u, _, _)| u)
+                .collect();
+            if named.len() > 1 {
+                return Err(format!(
+                    "{} arrays are named {n} ({}): assemble one by its members, or rename one (hetraid create --name names a new array only)",
+                    named.len(),
+                    named.iter().map(|u| u.as_str()).collect::<Vec<_>>().join(", ")
+                ));
+            }
+        }
+        let mut assembled = 0;
+        let mut failed = 0;
+        for (u, paths, name) in &arrays {
+            let (u, name) = (u.clone(), name.clone());
             if self.name.as_ref().is_some_and(|n| *n != name) {
                 continue;
             }
