@@ -59,15 +59,21 @@ pub(crate) fn data_area(len: u64, chunk: u64, reserved: u64, raidx: bool) -> u64
 
 /// Check each member's bundle table against the table the array has (the
 /// allocator's, while chunks do not move): damage is named with its member.
+/// The members whose bundle table disagrees with the array's (the
+/// superblocks' history, on every member, checksummed): per slot, what is
+/// wrong. A member's table is a copy of its part of the array's, so a
+/// damaged one is rewritten from it (`repair_bundle_tables`), never a reason
+/// to refuse the array.
 pub(crate) fn check_bundle_tables(
     sb: &Superblock,
     raw_by_slot: &[Option<Arc<dyn Member>>],
-) -> Result<()> {
+) -> Result<Vec<(usize, String)>> {
     let (table, pending) = super::living::table_now(sb)?;
+    let mut damaged = Vec::new();
     // While a change runs the superblock's history is the truth; the
     // tables are rewritten when it completes.
     if pending.is_some() {
-        return Ok(());
+        return Ok(damaged);
     }
     let places = table.places;
     for (i, m) in raw_by_slot.iter().enumerate() {
@@ -77,19 +83,61 @@ pub(crate) fn check_bundle_tables(
         }
         let size = sb.roles[i].data_size;
         let slots = size / sb.chunk_bytes;
-        let found =
-            crate::bundles::read_table(m.as_ref(), sb.data_offset + size, sb.uuid, i as u32, slots)
-                .map_err(EngineError::Refused)?;
+        let found = match crate::bundles::read_table(
+            m.as_ref(),
+            sb.data_offset + size,
+            sb.uuid,
+            i as u32,
+            slots,
+        ) {
+            Ok(f) => f,
+            Err(e) => {
+                damaged.push((i, e));
+                continue;
+            }
+        };
         let want = crate::bundles::entries_of(&places, i, slots);
         let key = |e: &Option<crate::bundles::Entry>| e.map(|e| (e.bundle, e.pos));
         if let Some(k) = (0..slots as usize).find(|&k| key(&found[k]) != key(&want[k])) {
-            return Err(EngineError::Refused(format!(
-                "the bundle table on {} says slot {k} holds {}, but the array's table says {}: the table is damaged; replace the member (hetraid replace) to rebuild it",
-                m.name(),
-                found[k].map_or("nothing".into(), |e| format!("bundle {} position {}", e.bundle, e.pos)),
-                want[k].map_or("nothing".into(), |e| format!("bundle {} position {}", e.bundle, e.pos)),
-            )));
+            damaged.push((
+                i,
+                format!(
+                    "the bundle table on {} says slot {k} holds {}, but the array's table says {}",
+                    m.name(),
+                    found[k].map_or("nothing".into(), |e| format!(
+                        "bundle {} position {}",
+                        e.bundle, e.pos
+                    )),
+                    want[k].map_or("nothing".into(), |e| format!(
+                        "bundle {} position {}",
+                        e.bundle, e.pos
+                    )),
+                ),
+            ));
         }
+    }
+    Ok(damaged)
+}
+
+/// Rewrite the bundle tables of `slots` from the array's table.
+fn repair_bundle_tables(
+    sb: &Superblock,
+    raw_by_slot: &[Option<Arc<dyn Member>>],
+    slots: &[usize],
+) -> Result<()> {
+    let places = super::living::table_now(sb)?.0.places;
+    for &i in slots {
+        let Some(m) = &raw_by_slot[i] else { continue };
+        let size = sb.roles[i].data_size;
+        let entries = crate::bundles::entries_of(&places, i, size / sb.chunk_bytes);
+        crate::bundles::write_table(
+            m.as_ref(),
+            sb.data_offset + size,
+            sb.uuid,
+            i as u32,
+            &entries,
+        )
+        .map_err(|e| io_err(m.as_ref(), e))?;
     }
     Ok(())
 }
@@ -957,20 +1005,15 @@ impl Array {
         sb.clean = a.clean;
         let slots: Vec<Option<Arc<dyn Member>>> =
             a.used.iter().map(|u| u.map(|i| given[i].clone())).collect();
-        let mut table_warning = None;
-        if sb.bundle_table {
-            let raw_slots: Vec<Option<Arc<dyn Member>>> =
-                a.used.iter().map(|u| u.map(|i| raw[i].clone())).collect();
-            match check_bundle_tables(&sb, &raw_slots) {
-                Ok(()) => {}
-                // `status` shows the array with the damage named.
-                Err(e) if inspect => table_warning = Some(e.to_string()),
-                Err(e) => return Err(e),
-            }
-        }
+        let raw_slots: Vec<Option<Arc<dyn Member>>> =
+            a.used.iter().map(|u| u.map(|i| raw[i].clone())).collect();
+        let damaged_tables = if sb.bundle_table {
+            check_bundle_tables(&sb, &raw_slots)?
+        } else {
+            Vec::new()
+        };
         let mut array = Self::from_parts(sb, spec, layout, slots)?;
         array.not_given = a.not_given.clone();
-        array.warnings.lock().unwrap().extend(table_warning);
         array.read_only = opts.access != Access::ReadWrite;
         array.warnings.lock().unwrap().extend(warnings);
         // The bitmap: a region is dirty when any member used says so (a crash
@@ -1018,6 +1061,25 @@ impl Array {
         // (`commit`), so a command that refuses after this changes nothing.
         if !array.read_only {
             array.uncommitted.store(true, Ordering::Release);
+        }
+        // A damaged bundle table is a copy gone wrong: rewritten from the
+        // array's table when the array is written, named until then.
+        if !damaged_tables.is_empty() {
+            let what: Vec<String> = damaged_tables.iter().map(|(_, w)| w.clone()).collect();
+            if array.read_only {
+                array.warnings.lock().unwrap().push(format!(
+                    "{}: the array's own table (in every superblock) is used; assembling for writing rewrites the damaged copy",
+                    what.join("; ")
+                ));
+            } else {
+                array.commit()?;
+                let fix: Vec<usize> = damaged_tables.iter().map(|(i, _)| *i).collect();
+                repair_bundle_tables(&array.superblock(), &raw_slots, &fix)?;
+                array.warnings.lock().unwrap().push(format!(
+                    "{}: rewritten from the array's table",
+                    what.join("; ")
+                ));
+            }
         }
         // A restripe step cut by a crash: its backed-up chunks go back first.
         if array
