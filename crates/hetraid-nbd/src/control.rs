@@ -556,6 +556,8 @@ fn run(cell: &ArrayCell, req: &Value, file: Option<std::fs::File>) -> Result<Val
         Some("remove_spare") => {
             let path = req["with"].as_str().ok_or("remove_spare needs \"with\"")?;
             array.remove_spare(path).map_err(|e| e.to_string())?;
+            // No longer the array's: the server lets the device go.
+            cell.release(path);
             Ok(json!({"state": array.status().state}))
         }
         Some("remove") => {

@@ -3,12 +3,11 @@
 //! The engine-level cases are in `crates/hetraid-engine/tests/safety.rs`.
 
 mod common;
-use common::{args, bytes, hetraid, run_stdin};
+use common::{args, bytes, hetraid, run_stdin, serve};
 use std::io::Write;
-use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 fn p(d: &Path, n: &str) -> String {
     d.join(n).display().to_string()
@@ -68,33 +67,6 @@ fn raid5(d: &Path, prefix: &str, n: usize) -> (Vec<String>, Vec<u8>) {
     let data = bytes(1 << 20, 9);
     assert_eq!(write(&m, 0, &data).0, 0);
     (m, data)
-}
-
-struct Served(Child);
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn serve(members: &[String], sock: &Path) -> Served {
-    let listen = format!("unix:{}", sock.display());
-    let child = Command::new(env!("CARGO_BIN_EXE_hetraid"))
-        .args(args("serve", members, &["--listen", &listen]))
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let t = Instant::now();
-    while UnixStream::connect(sock).is_err() {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "server did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Served(child)
 }
 
 /// Case 2: a truncated member is left out by name (it is not "optimal"); reads

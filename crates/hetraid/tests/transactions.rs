@@ -10,8 +10,9 @@
 //! short slice).
 
 mod common;
-use common::{args, bytes, env_u64, hetraid, run_stdin, Rng};
+use common::{args, bytes, env_u64, hetraid, run_stdin, serve, Rng};
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 fn p(d: &Path, n: &str) -> String {
     d.join(n).display().to_string()
@@ -339,4 +340,232 @@ fn operator_mistakes_change_nothing() {
     }
     eprintln!("{cases} cases, {refusals} refused, seed {seed}");
     assert!(refusals > 0);
+}
+
+fn ok(a: &[&str]) -> String {
+    let (code, out, err) = hetraid(a);
+    assert_eq!(code, 0, "hetraid {a:?}: {err}");
+    out + &err
+}
+
+fn blank(d: &Path, n: &str, mib: u64) -> String {
+    let f = p(d, n);
+    std::fs::write(&f, vec![0u8; (mib << 20) as usize]).unwrap();
+    f
+}
+
+/// Poll `status` until `want` shows up (or fail after 30 s).
+fn wait_status(m: &[String], want: &str) -> String {
+    let t = Instant::now();
+    loop {
+        let (_, out, err) = hetraid(&args("status", m, &[]));
+        if out.contains(want) || err.contains(want) {
+            return out;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "no '{want}' in: {out}{err}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A 4-member RAIDX5 (c = 3) of 16 MiB files holding 12 MiB.
+fn raidx5(d: &Path, tag: &str) -> (Vec<String>, Vec<u8>) {
+    let m: Vec<String> = (0..4).map(|i| p(d, &format!("{tag}{i}"))).collect();
+    ok(&args(
+        "create",
+        &m,
+        &[
+            "--layout",
+            "raidx",
+            "--raidx-level",
+            "5",
+            "--chunks-per-bundle",
+            "3",
+            "--size",
+            "16M",
+        ],
+    ));
+    let data = bytes(12 << 20, 11);
+    let (c, _, e) = run_stdin(&args("write", &m, &["--offset", "0"]), Some(&data));
+    assert_eq!(c, 0, "{e}");
+    (m, data)
+}
+
+/// Case 3: grow while an offline rebuild runs is refused, the new device
+/// untouched; case 15: before that rebuild, status says it waits and how
+/// to run it.
+#[test]
+fn grow_waits_for_a_running_rebuild_and_status_names_a_waiting_one() {
+    let d = tempfile::tempdir().unwrap();
+    let (m, data) = raidx5(d.path(), "m");
+    ok(&args("fail", &m, &["--member", "1"]));
+    let n = blank(d.path(), "n", 16);
+    let rest = [m[0].clone(), m[2].clone(), m[3].clone()];
+    let out = ok(&args("replace", &rest, &["--member", "1", "--with", &n]));
+    let now = vec![m[0].clone(), n.clone(), m[2].clone(), m[3].clone()];
+    assert!(out.contains("hetraid rebuild"), "{out}");
+    let st = ok(&args("status", &now, &[]));
+    assert!(
+        st.contains("awaiting rebuild")
+            && st.contains(&format!("hetraid rebuild {}", now.join(" "))),
+        "{st}"
+    );
+    let mut rb = std::process::Command::new(env!("CARGO_BIN_EXE_hetraid"))
+        .args(args("rebuild", &now, &["--max-speed", "1M"]))
+        .stderr(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_status(&now, "rebuild: ");
+    let x = blank(d.path(), "x", 16);
+    let (code, _, err) = hetraid(&args("grow", &now, &["--add", &x]));
+    let _ = rb.kill();
+    let _ = rb.wait();
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("a rebuild is running"), "{err}");
+    assert!(
+        std::fs::read(&x).unwrap().iter().all(|&b| b == 0),
+        "x was written"
+    );
+    // Case 10: serve resumes the rebuild the kill cut short.
+    let sock = d.path().join("s.sock");
+    let _s = serve(&now, &sock);
+    wait_status(&now, "state optimal");
+    drop(_s);
+    assert_eq!(read(&now, 12 << 20), data);
+}
+
+/// Case 4: a flipped byte in one member's bundle table does not stop the
+/// array: status exits 0 and names it, reads are right, assembly rewrites it.
+#[test]
+fn a_damaged_bundle_table_page_is_rewritten_not_fatal() {
+    let d = tempfile::tempdir().unwrap();
+    let (m, data) = raidx5(d.path(), "m");
+    let (_, out, _) = hetraid(&args("status", &m, &["--json"]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let size = v["member_states"][2]["data_bytes"].as_u64().unwrap();
+    for at in [(1 << 20) + size + 10, (1 << 20) + size + 4096 + 50] {
+        let mut f = std::fs::read(&m[2]).unwrap();
+        f[at as usize] ^= 0xff;
+        std::fs::write(&m[2], f).unwrap();
+        let (code, _, err) = hetraid(&args("status", &m, &["--test"]));
+        assert_eq!(code, 0, "{err}");
+        assert!(err.contains(&m[2]) && err.contains("bundle table"), "{err}");
+        assert_eq!(read(&m, 12 << 20), data);
+        let out = ok(&args("assemble", &m, &[]));
+        assert!(out.contains("optimal"), "{out}");
+        let (_, _, err) = hetraid(&args("status", &m, &[]));
+        assert!(!err.contains("bundle table"), "repaired: {err}");
+    }
+}
+
+/// Case 8: a served array lets a failed member go, so it is re-added while
+/// served; case 11: a served grow works after a spare took over.
+#[test]
+fn served_arrays_release_failed_members_and_grow_after_a_spare() {
+    let d = tempfile::tempdir().unwrap();
+    let (m, data) = raidx5(d.path(), "m");
+    let sp = blank(d.path(), "sp", 16);
+    ok(&args("add", &m, &["--with", &sp]));
+    let mut all = m.clone();
+    all.push(sp.clone());
+    let sock = d.path().join("s.sock");
+    let _s = serve(&all, &sock);
+    ok(&args("fail", &all, &["--member", &m[2]]));
+    // The spare takes slot 2 and is rebuilt by the server.
+    let now = vec![m[0].clone(), m[1].clone(), sp.clone(), m[3].clone()];
+    wait_status(&now, "state optimal");
+    // m2 is closed by the server: it can be opened (and locked) again.
+    let out = ok(&args("add", &now, &["--with", &m[2]]));
+    assert!(out.contains("spare"), "{out}");
+    let x = blank(d.path(), "x", 16);
+    let mut with_spare = now.clone();
+    with_spare.push(m[2].clone());
+    ok(&args("remove", &with_spare, &["--member", &m[2]]));
+    let out = ok(&args("grow", &now, &["--add", &x]));
+    assert!(out.contains("slot 4 added"), "{out}");
+    drop(_s);
+    let mut grown = now.clone();
+    grown.push(x);
+    assert_eq!(read(&grown, 12 << 20), data);
+}
+
+/// Case 13: --scan leaves an earlier incarnation's member and an older
+/// copy out with a warning; two arrays of one name are refused by --name.
+#[test]
+fn scan_leaves_old_copies_out_and_refuses_a_name_twice() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("a");
+    std::fs::create_dir(&dir).unwrap();
+    let m: Vec<String> = (0..4).map(|i| p(&dir, &format!("m{i}"))).collect();
+    ok(&args(
+        "create",
+        &m,
+        &[
+            "--layout",
+            "raidx",
+            "--raidx-level",
+            "5",
+            "--chunks-per-bundle",
+            "3",
+            "--size",
+            "16M",
+            "--name",
+            "tank",
+        ],
+    ));
+    let old = d.path().join("old");
+    std::fs::copy(&m[0], &old).unwrap();
+    let x = blank(&dir, "x", 16);
+    ok(&args("grow", &m, &["--add", &x]));
+    std::fs::copy(&m[1], dir.join("m1.bak")).unwrap();
+    let (c, _, e) = run_stdin(
+        &args(
+            "write",
+            &[m.clone(), vec![x.clone()]].concat(),
+            &["--offset", "0"],
+        ),
+        Some(&[3u8; 8192]),
+    );
+    assert_eq!(c, 0, "{e}");
+    std::fs::rename(&old, dir.join("old")).unwrap();
+    let dirs = [dir.display().to_string()];
+    let (code, out, err) = hetraid(&args("assemble", &dirs, &["--scan"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("5 members"), "{out}");
+    assert!(
+        err.contains("old is left out") && err.contains("m1.bak is left out"),
+        "{err}"
+    );
+    let other = d.path().join("b");
+    std::fs::create_dir(&other).unwrap();
+    let o: Vec<String> = (0..3).map(|i| p(&other, &format!("o{i}"))).collect();
+    ok(&args(
+        "create",
+        &o,
+        &["--layout", "raid5", "--size", "8M", "--name", "tank"],
+    ));
+    let both = [dir.display().to_string(), other.display().to_string()];
+    let (code, _, err) = hetraid(&args("assemble", &both, &["--scan", "--name", "tank"]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("2 arrays are named tank"), "{err}");
+}
+
+/// Case 14: the resume of a grow given a new device a kill left blank
+/// names the command that starts it again, which works.
+#[test]
+fn a_grow_cut_before_it_began_names_the_command() {
+    let d = tempfile::tempdir().unwrap();
+    let (m, data) = raidx5(d.path(), "m");
+    let x = blank(d.path(), "x", 16);
+    let mut all = m.clone();
+    all.push(x.clone());
+    let (code, _, err) = hetraid(&args("grow", &all, &[]));
+    assert_eq!(code, 2, "{err}");
+    let want = format!("hetraid grow {} --add {x}", m.join(" "));
+    assert!(err.contains(&want), "{err}");
+    ok(&args("grow", &m, &["--add", &x]));
+    assert_eq!(read(&all, 12 << 20), data);
 }

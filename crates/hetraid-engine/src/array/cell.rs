@@ -180,7 +180,11 @@ impl ArrayCell {
     /// cell holds it no longer, so once the array's slot lets it go its file
     /// is closed and its lock dropped.
     pub fn release(&self, name: &str) {
-        self.members.lock().unwrap().retain(|m| m.name() != name);
+        let name = super::events::absolute(name);
+        self.members
+            .lock()
+            .unwrap()
+            .retain(|m| super::events::absolute(&m.name()) != name);
     }
 
     /// The change moving chunks now, if one runs (not one merely recorded).

@@ -625,6 +625,12 @@ pub struct MembersCmd {
 
 /// Devices under `paths` (directories read one level: regular files and
 /// block devices), each with the UUID of the array it belongs to.
+/// What `annex::read_member` says of a device: its superblock and annex.
+type MemberRead = (
+    hetraid_engine::format::Superblock,
+    Option<hetraid_engine::annex::Annex>,
+);
+
 fn scan_devices(paths: &[String]) -> Result<Vec<(String, PathBuf)>, String> {
     use std::os::unix::fs::FileTypeExt;
     let mut found = Vec::new();
@@ -1091,13 +1097,7 @@ impl MembersCmd {
         // and its name.
         let mut arrays: Vec<(String, Vec<String>, String)> = Vec::new();
         for u in &uuids {
-            let read: Vec<(
-                String,
-                Option<(
-                    hetraid_engine::format::Superblock,
-                    Option<hetraid_engine::annex::Annex>,
-                )>,
-            )> = found
+            let read: Vec<(String, Option<MemberRead>)> = found
                 .iter()
                 .filter(|(x, _)| x == u)
                 .map(|(_, p)| {

@@ -139,3 +139,32 @@ pub fn env_u64(name: &str, default: u64) -> u64 {
         .and_then(|s| s.parse().ok())
         .unwrap_or(default)
 }
+
+/// A `hetraid serve` child, killed when dropped.
+pub struct Served(pub std::process::Child);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `hetraid serve MEMBERS --listen unix:SOCK`, once it accepts connections.
+pub fn serve(members: &[String], sock: &std::path::Path) -> Served {
+    let listen = format!("unix:{}", sock.display());
+    let child = Command::new(env!("CARGO_BIN_EXE_hetraid"))
+        .args(args("serve", members, &["--listen", &listen]))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    while std::os::unix::net::UnixStream::connect(sock).is_err() {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(20),
+            "server did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Served(child)
+}
