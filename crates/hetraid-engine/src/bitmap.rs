@@ -17,6 +17,8 @@ pub struct Bitmap {
     pub bits: Vec<u8>,
     /// In-flight writes per bit.
     inflight: HashMap<u64, u32>,
+    /// Writes begun since the bitmap was made (safe mode's idle test).
+    pub begun: u64,
 }
 
 impl Bitmap {
@@ -32,6 +34,7 @@ impl Bitmap {
             stripes_per_bit,
             bits,
             inflight: HashMap::new(),
+            begun: 0,
         }
     }
 
@@ -60,6 +63,7 @@ impl Bitmap {
     /// bitmap region) that changed and must be written and synced first.
     pub fn begin(&mut self, bits: &[u64]) -> Vec<u64> {
         let mut pages = Vec::new();
+        self.begun += 1;
         for &b in bits {
             *self.inflight.entry(b).or_default() += 1;
             if !self.is_set(b) {

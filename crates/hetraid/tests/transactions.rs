@@ -569,3 +569,62 @@ fn a_grow_cut_before_it_began_names_the_command() {
     ok(&args("grow", &m, &["--add", &x]));
     assert_eq!(read(&all, 12 << 20), data);
 }
+
+/// Case 9: a served degraded array idle for a second after a client's
+/// write (no flush asked) is marked clean, so a kill then is not taken for
+/// a crash with writes in flight: it starts again without --force.
+#[test]
+fn a_degraded_array_killed_while_idle_starts_without_force() {
+    // libnbd's Python binding: a client that writes and never flushes.
+    let py = if Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3"
+    } else {
+        "python3"
+    };
+    let has_nbd = std::process::Command::new(py)
+        .args(["-c", "import nbd"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_nbd {
+        common::missing("python3-libnbd is not installed (apt-get install python3-libnbd)");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let (m, _) = raid5(d.path(), "m");
+    ok(&args("fail", &m, &["--member", "1"]));
+    let live = [m[0].clone(), m[2].clone(), m[3].clone()];
+    let sock = d.path().join("s.sock");
+    let s = serve(&live, &sock);
+    let script = format!(
+        "import nbd, time\nh = nbd.NBD()\nh.connect_uri('nbd+unix:///?socket={}')\nh.pwrite(b'\\x07' * 65536, 0)\ntime.sleep(20)\n",
+        sock.display()
+    );
+    let mut client = std::process::Command::new(py)
+        .args(["-c", &script])
+        .spawn()
+        .unwrap();
+    let clean = || {
+        let (_, out, _) = hetraid(&args("status", &live, &["--json"]));
+        serde_json::from_str::<serde_json::Value>(&out).unwrap_or_default()["clean"] == true
+    };
+    // Dirty once the write began, clean once idle.
+    let t = Instant::now();
+    while clean() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the write never came"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    while !clean() {
+        assert!(t.elapsed() < Duration::from_secs(15), "never marked clean");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(s); // kill -9, the client still connected
+    let _ = client.kill();
+    let _ = client.wait();
+    let st = ok(&args("status", &live, &[]));
+    assert!(!st.contains("dirty"), "{st}");
+    let got = read(&live, 65536);
+    assert!(got.iter().all(|&b| b == 7), "the client's write is there");
+}

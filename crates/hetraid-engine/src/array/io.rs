@@ -577,6 +577,29 @@ impl Array {
         Ok(())
     }
 
+    /// md's safe mode, on a timer: a degraded bitmap array (no log) that
+    /// began no write since the last tick and has none in flight is flushed,
+    /// which marks it clean ([`Array::flush`]), so a crash while it idles is
+    /// not taken for a crash in the middle of writes. `last` is the caller's
+    /// count of writes begun at its last tick.
+    pub fn safe_mode_tick(&self, last: &mut u64) -> Result<()> {
+        if self.read_only || self.log.is_some() || !self.keeps_bitmap() {
+            return Ok(());
+        }
+        {
+            let bm = self.bitmap.lock().unwrap();
+            let quiet = bm.idle() && bm.begun == *last;
+            *last = bm.begun;
+            if !quiet {
+                return Ok(());
+            }
+        }
+        if self.sb.lock().unwrap().clean {
+            return Ok(());
+        }
+        self.flush()
+    }
+
     /// Make every completed write durable on every member, then clear idle bitmap bits.
     pub fn flush(&self) -> Result<()> {
         if self.read_only {

@@ -259,6 +259,19 @@ impl ServeCmd {
             let (cell, stop) = (cell.clone(), stop.clone());
             std::thread::spawn(move || spare_watch(&cell, &stop))
         };
+        // md's safe mode: a degraded array idle for a second is marked clean.
+        let safe_mode_thread = {
+            let (cell, stop) = (cell.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut last = u64::MAX;
+                while !stop.is_set() {
+                    stop.sleep(std::time::Duration::from_secs(1));
+                    if let Err(e) = cell.get().safe_mode_tick(&mut last) {
+                        tracing::warn!("marking the idle array clean failed: {e}");
+                    }
+                }
+            })
+        };
         let stats = Arc::new(Stats::default());
         if self.max_connections == Some(0) {
             return Err("--max-connections 0 would refuse every client; give at least 1".into());
@@ -296,6 +309,7 @@ impl ServeCmd {
         cell.current().cancel_long_operations();
         let _ = ctl_thread.join();
         let _ = spare_thread.join();
+        let _ = safe_mode_thread.join();
         if let Some(t) = change_thread {
             let _ = t.join();
         }
