@@ -204,6 +204,21 @@ fn shrink_past_data_needs_force() {
         assert!(err.contains("--force") && err.contains(why), "{err}");
         assert_eq!(digest(&m), before, "--size {size}");
     }
+    // With --force it shrinks; the slot is then named removed, and the
+    // device joins again as a new member.
+    ok(&args(
+        "shrink",
+        &m,
+        &["--member", "4", "--size", "30M", "--force"],
+    ));
+    let (_, _, err) = hetraid(&args("status", &m, &[]));
+    assert!(
+        err.contains("removed by a shrink") && err.contains("grow"),
+        "{err}"
+    );
+    let out = ok(&args("grow", &m[..4], &["--add", &m[4]]));
+    assert!(out.contains("added"), "{out}");
+    assert_eq!(read(&m, 30 << 20), data[..30 << 20]);
 }
 
 /// Case 12: probe --destructive keeps a member of an array.

@@ -980,13 +980,26 @@ impl Array {
         })?;
         let mut warnings = odd_warnings;
         for l in &a.left_out {
-            warnings.push(format!(
-                "member {} is left out: {}; to use it again: hetraid add MEMBERS... --with {} (back in slot {}; if it left intact, only the regions written since are resynced)",
-                name(l.candidate),
-                l.reason,
-                name(l.candidate),
-                cands[l.candidate].slot
-            ));
+            let slot = cands[l.candidate].slot;
+            // A slot a shrink emptied takes no device back: the device
+            // joins again as a new member.
+            let emptied = fresh.raidx_history.as_ref().is_some_and(|h| {
+                h.changes.iter().any(|c| matches!(c, hetraid_core::layout::raidx_history::Change::Remove { slot: s, .. } if *s == slot))
+            });
+            warnings.push(if emptied {
+                format!(
+                    "member {} is left out: slot {slot} was removed by a shrink (its chunks live on the other members); to use the device again: hetraid grow MEMBERS... --add {}",
+                    name(l.candidate),
+                    name(l.candidate)
+                )
+            } else {
+                format!(
+                    "member {} is left out: {}; to use it again: hetraid add MEMBERS... --with {} (back in slot {slot}; if it left intact, only the regions written since are resynced)",
+                    name(l.candidate),
+                    l.reason,
+                    name(l.candidate),
+                )
+            });
         }
         for f in &a.forced {
             warnings.push(format!(

@@ -512,6 +512,18 @@ pub(crate) fn check_new_member(
     }
     if !force {
         if let Ok(old) = read_sb(new)? {
+            // A device that left this array (its slot removed by a shrink,
+            // or taken by another device) joins as a new member: nothing of
+            // it is in use. The caller has checked that no slot holds it.
+            let ours = given
+                .first()
+                .map(|g| read_sb(g.as_ref()))
+                .transpose()?
+                .and_then(|r| r.ok())
+                .is_some_and(|sb| sb.uuid == old.uuid);
+            if ours {
+                return Ok(());
+            }
             return Err(EngineError::Refused(format!(
                 "{} already belongs to array {} (slot {}); use --force to overwrite it",
                 new.name(),
@@ -627,19 +639,28 @@ impl Array {
                 .and_then(|f| f.ok())
                 .is_some_and(|f| f.uuid == old.uuid)
             {
-                let mut all = given;
+                let mut all = given.clone();
                 all.push(new.clone());
                 let a = Self::assemble(all.clone())?;
                 let pending = a.change_progress().is_some();
+                let sb = a.superblock();
+                // Its slot still holds it (a slot a shrink removed, or one
+                // another device took, does not: it joins as a new member).
+                let holds = sb.roles.get(old.member as usize).is_some_and(|r| {
+                    r.state != RoleState::Removed
+                        && (r.device == 0 || r.device == old.roles[old.member as usize].device)
+                });
                 a.close()?;
                 if pending {
                     return Ok(all);
                 }
-                return Err(EngineError::Refused(format!(
-                    "{} is already a member of this array (slot {}) and no grow is in progress",
-                    new.name(),
-                    old.member
-                )));
+                if holds {
+                    return Err(EngineError::Refused(format!(
+                        "{} is already a member of this array (slot {}) and no grow is in progress",
+                        new.name(),
+                        old.member
+                    )));
+                }
             }
         }
         let a = Self::assemble(given.clone())?;
