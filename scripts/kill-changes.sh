@@ -79,14 +79,15 @@ for ((i = 0; i < KILLS; i++)); do
     sleep "$(ms)"
     kill -9 $pid 2>/dev/null && serve_kills=$((serve_kills + 1)) || true
     wait $pid 2>/dev/null || true
-    $H serve m0 m1 n m3 --listen "unix:$dir/s" >/dev/null 2>&1 &
+    $H serve m0 m1 n m3 --listen "unix:$dir/s" >serve.log 2>&1 &
     pid=$!
     for _ in $(seq 1 300); do
         st=$($H status m0 m1 n m3 2>/dev/null || true)
         [[ $st == *"state optimal"* ]] && break
         sleep 0.1
     done
-    kill $pid; wait $pid 2>/dev/null || true
+    kill $pid 2>/dev/null || fail "serve round $i: serve exited: $(cat serve.log)"
+    wait $pid 2>/dev/null || true
     st=$($H status m0 m1 n m3 2>&1 || true)
     [[ $st == *"state optimal"* ]] || fail "serve round $i: not resumed: ${st%%$'\n'*}"
     check "serve round $i" m0 m1 n m3

@@ -632,6 +632,7 @@ impl Array {
             balance_reads: AtomicBool::new(false),
             marked_dirty: AtomicBool::new(false),
             uncommitted: AtomicBool::new(false),
+            assembled_sb: Mutex::new(None),
             not_given: Vec::new(),
             annex_due: AtomicBool::new(false),
             checksum_errors: (0..n).map(|_| Default::default()).collect(),
@@ -692,6 +693,7 @@ impl Array {
     pub fn keep_uncommitted(&self) {
         if self.uncommitted.swap(false, Ordering::AcqRel) {
             self.annex_due.store(false, Ordering::Release);
+            self.assembled_sb.lock().unwrap().take();
         }
     }
 
@@ -1074,6 +1076,9 @@ impl Array {
         // (`commit`), so a command that refuses after this changes nothing.
         if !array.read_only {
             array.uncommitted.store(true, Ordering::Release);
+            if a.changed {
+                *array.assembled_sb.lock().unwrap() = Some(array.superblock());
+            }
         }
         // A damaged bundle table is a copy gone wrong: rewritten from the
         // array's table when the array is written, named until then.
@@ -1437,6 +1442,23 @@ impl Array {
     /// table the state machine already bumped) to every live member, flushed.
     /// A member that cannot take it is failed when the array survives that (and
     /// the others learn of it); otherwise the error is returned.
+    /// `sb` as each live member's superblock, written and flushed.
+    fn superblock_writes(&self, sb: &Superblock) -> Vec<(usize, IoOp)> {
+        let mut ops = Vec::new();
+        for (i, slot) in self.hot.slots.iter().enumerate() {
+            if !slot.present() || !sb.roles[i].state.is_in() {
+                continue;
+            }
+            let mut s = sb.clone();
+            s.member = i as u32;
+            let mut b = AlignedBuf::zeroed(SB_SIZE);
+            b.copy_from_slice(&s.encode());
+            ops.push((i, IoOp::Write { off: 0, buf: b }));
+            ops.push((i, IoOp::Flush));
+        }
+        ops
+    }
+
     pub(crate) fn persist(&self, sb: &mut Superblock) -> Result<()> {
         if self.read_only {
             return Ok(());
@@ -1445,21 +1467,16 @@ impl Array {
         // the annex follows at the next chance.
         if self.uncommitted.swap(false, Ordering::AcqRel) {
             self.annex_due.store(true, Ordering::Release);
+            let first = self.assembled_sb.lock().unwrap().take();
+            if let Some(first) = first.filter(|f| f.events < sb.events) {
+                // Best effort: a member whose write fails fails in the
+                // update below, which handles it.
+                let _ = run_batch(&self.queues, self.superblock_writes(&first));
+            }
         }
         // Bounded: each round removes a member from the live set or returns.
         for _ in 0..=self.hot.slots.len() {
-            let mut ops = Vec::new();
-            for (i, slot) in self.hot.slots.iter().enumerate() {
-                if !slot.present() || !sb.roles[i].state.is_in() {
-                    continue;
-                }
-                let mut s = sb.clone();
-                s.member = i as u32;
-                let mut b = AlignedBuf::zeroed(SB_SIZE);
-                b.copy_from_slice(&s.encode());
-                ops.push((i, IoOp::Write { off: 0, buf: b }));
-                ops.push((i, IoOp::Flush));
-            }
+            let ops = self.superblock_writes(sb);
             let idx: Vec<usize> = ops.iter().map(|(i, _)| *i).collect();
             let mut failed: Vec<(usize, std::io::Error)> = Vec::new();
             for (r, i) in run_batch(&self.queues, ops).into_iter().zip(idx) {

@@ -199,6 +199,12 @@ pub struct Array {
     /// (`commit`). A command that refuses after assembling leaves every
     /// member byte-identical.
     pub(crate) uncommitted: AtomicBool,
+    /// The superblock assembly decided, while `uncommitted` and when it
+    /// differs from the members' (missing recorded, a fresher table): it is
+    /// written as its own update before one that bumps the event counter
+    /// again, so a kill between two members' writes leaves them within one
+    /// event, as when assembly wrote it at once.
+    pub(crate) assembled_sb: Mutex<Option<Superblock>>,
     /// Slots no given member claimed at assembly (`--degraded`).
     pub(crate) not_given: Vec<usize>,
     /// The annex changed while uncommitted: written at the next chance.
