@@ -148,6 +148,9 @@ impl Array {
         force: bool,
         edit: &dyn Fn(&mut Superblock),
     ) -> Result<()> {
+        // The new device's superblock is written on its own, built on the
+        // table: what assembly decided is on the members first.
+        self.commit()?;
         let sb = self.superblock();
         if i >= sb.roles.len() {
             return Err(EngineError::Refused(format!(
@@ -414,19 +417,6 @@ impl Array {
     /// Undo `set_slot` after a refused attach.
     fn put_back(&self, i: usize, old: Option<Arc<dyn Member>>) {
         self.restore_slot(i, old);
-    }
-
-    /// Let the device of failed member `i` go (a served array closes it, so
-    /// it can be re-added): its slot stays failed, its path the last seen.
-    /// The device's name when one was let go.
-    pub fn detach_failed(&self, i: usize) -> Option<String> {
-        if self.state().members.get(i) != Some(&MemberState::Failed) {
-            return None;
-        }
-        let dev = self.member(i)?;
-        self.remember_path(i, dev.as_ref());
-        self.restore_slot(i, None);
-        Some(dev.name())
     }
 
     /// Mark member `i` removed (MD's --remove): a faulty or missing member is

@@ -493,13 +493,14 @@ fn run(cell: &ArrayCell, req: &Value, file: Option<std::fs::File>) -> Result<Val
         Some("status") => serde_json::to_value(array.status()).map_err(|e| e.to_string()),
         Some("fail") => {
             let slot = member()?;
+            let dev = array.member(slot).map(|d| d.name());
             array
                 .fail_with(slot, req["force"].as_bool().unwrap_or(false))
                 .map_err(|e| e.to_string())?;
             array.flush().map_err(|e| e.to_string())?;
             // The failed device is closed and its lock dropped: it can be
             // inspected, or re-added with `add --with`, while clients go on.
-            if let Some(name) = array.detach_failed(slot) {
+            if let Some(name) = dev.and_then(|d| array.detach_failed(slot, &d)) {
                 cell.release(&name);
             }
             Ok(json!({"state": array.status().state}))

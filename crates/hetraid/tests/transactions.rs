@@ -433,7 +433,7 @@ fn grow_waits_for_a_running_rebuild_and_status_names_a_waiting_one() {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    wait_status(&now, "rebuild: ");
+    wait_status(&now, "% (stripe");
     let x = blank(d.path(), "x", 16);
     let (code, _, err) = hetraid(&args("grow", &now, &["--add", &x]));
     let _ = rb.kill();

@@ -22,6 +22,23 @@ pub(crate) fn is_no_space(e: &std::io::Error) -> bool {
 }
 
 impl Array {
+    /// Let the failed device `name` of slot `i` go (a served array closes
+    /// it, so it can be re-added): its slot stays failed, its path the last
+    /// seen. The device's name when it was let go.
+    pub fn detach_failed(&self, i: usize, name: &str) -> Option<String> {
+        // Under the superblock's lock, and only that device: a spare put
+        // in the slot meanwhile is never detached.
+        let sb = self.sb.lock().unwrap();
+        if sb.roles.get(i).map(|r| r.state) != Some(RoleState::Faulty) {
+            return None;
+        }
+        let dev = self.member(i).filter(|d| d.name() == name)?;
+        self.remember_path(i, dev.as_ref());
+        self.restore_slot(i, None);
+        drop(sb);
+        Some(dev.name())
+    }
+
     /// Mark member `i` faulty (`hetraid fail`): refused, with nothing changed,
     /// when the array would then lose data.
     pub fn fail(&self, i: usize) -> Result<()> {

@@ -35,6 +35,7 @@ pub struct SpareStatus {
 impl Array {
     /// Add `m` as a hot spare of this (healthy or not) array.
     pub fn add_spare(&self, m: Arc<dyn Member>, kind: MemberKind, force: bool) -> Result<()> {
+        self.commit()?;
         if self.read_only {
             return Err(EngineError::Refused("the array is open read-only".into()));
         }

@@ -142,12 +142,23 @@ impl FileMember {
         } else {
             libc::LOCK_SH
         };
-        // SAFETY: flock on a valid descriptor we own.
-        if unsafe { libc::flock(file.as_raw_fd(), lock | libc::LOCK_NB) } != 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::WouldBlock,
-                "in use by another hetraid process (is the array being served?)",
-            ));
+        // A writer waits up to 2 s for readers (`status`, `read` of a
+        // moment, whose shared locks are short) before it gives up; a server
+        // holds its lock for good and is reported at once after that.
+        let tries = if writable { 20 } else { 1 };
+        // Bounded: at most `tries` attempts, 100 ms apart.
+        for t in 0..tries {
+            // SAFETY: flock on a valid descriptor we own.
+            if unsafe { libc::flock(file.as_raw_fd(), lock | libc::LOCK_NB) } == 0 {
+                break;
+            }
+            if t + 1 == tries {
+                return Err(io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    "in use by another hetraid process (is the array being served?)",
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
         }
 
         Ok(Self {

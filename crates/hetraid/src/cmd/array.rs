@@ -625,6 +625,32 @@ pub struct MembersCmd {
 
 /// Devices under `paths` (directories read one level: regular files and
 /// block devices), each with the UUID of the array it belongs to.
+/// Among `members`, exactly one that carries no hetraid superblock (a new
+/// device a kill left blank): it, the others, and the freshest superblock
+/// among them. None otherwise.
+fn one_blank_member(
+    members: &[String],
+) -> Result<Option<(String, Vec<String>, hetraid_engine::format::Superblock)>, String> {
+    let mut blank = Vec::new();
+    let mut sbs = Vec::new();
+    for m in members {
+        let p = split_member(m)?.0;
+        match hetraid_engine::annex::read_member(&p) {
+            Ok((sb, _)) => sbs.push(sb),
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => blank.push(m.clone()),
+            Err(_) => {}
+        }
+    }
+    let Some(fresh) = sbs.into_iter().max_by_key(|s| s.events) else {
+        return Ok(None);
+    };
+    let [new] = blank.as_slice() else {
+        return Ok(None);
+    };
+    let rest = members.iter().filter(|m| *m != new).cloned().collect();
+    Ok(Some((new.clone(), rest, fresh)))
+}
+
 /// What `annex::read_member` says of a device: its superblock and annex.
 type MemberRead = (
     hetraid_engine::format::Superblock,
@@ -1848,17 +1874,7 @@ impl GrowCmd {
     /// a kill left without a superblock (before the grow began): the exact
     /// command that starts it again.
     fn new_member_without_superblock(&self) -> Result<(), String> {
-        let mut blank = Vec::new();
-        let mut sbs = Vec::new();
-        for m in &self.members {
-            let p = split_member(m)?.0;
-            match hetraid_engine::annex::read_member(&p) {
-                Ok((sb, _)) => sbs.push(sb),
-                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => blank.push(m.clone()),
-                Err(_) => {}
-            }
-        }
-        let Some(fresh) = sbs.iter().max_by_key(|s| s.events) else {
+        let Some((new, rest, fresh)) = one_blank_member(&self.members)? else {
             return Ok(());
         };
         // A grow writes the new device first, then records itself on the
@@ -1869,19 +1885,13 @@ impl GrowCmd {
                 .raidx_history
                 .as_ref()
                 .is_some_and(|h| h.pending.is_some());
-        if let ([new], false) = (blank.as_slice(), changing) {
-            let rest: Vec<&str> = self
-                .members
-                .iter()
-                .filter(|m| *m != new)
-                .map(String::as_str)
-                .collect();
-            return Err(format!(
-                "{new} carries no hetraid superblock, and no grow is recorded on the other members: a grow adding it was cut short before it began; start it again with: hetraid grow {} --add {new}",
-                rest.join(" ")
-            ));
+        if changing {
+            return Ok(());
         }
-        Ok(())
+        Err(format!(
+            "{new} carries no hetraid superblock, and no grow is recorded on the other members: a grow adding it was cut short before it began; start it again with: hetraid grow {} --add {new}",
+            rest.join(" ")
+        ))
     }
 
     pub fn run(&self) -> Result<(), String> {
@@ -2530,6 +2540,14 @@ impl RebalanceCmd {
     pub fn run(&self) -> Result<(), String> {
         if remote(&self.members, serde_json::json!({"verb": "status"})).is_some() {
             return Err("rebalance runs on an array that is not served: stop hetraid serve (SIGTERM), rebalance, and serve again".into());
+        }
+        // The replacement given among the members, blank: a rebalance cut
+        // short before it attached the device (it writes the device first).
+        if let Some((new, rest, _)) = one_blank_member(&self.members)? {
+            return Err(format!(
+                "{new} carries no hetraid superblock: a rebalance cut short before it attached the device leaves it so; give it with --with, not among the members: hetraid rebalance {} --with {new}",
+                rest.join(" ")
+            ));
         }
         let (p, _kind) = split_member(&self.with)?;
         let a = assemble(&self.members, self.degraded)?;
