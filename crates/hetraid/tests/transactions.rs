@@ -256,8 +256,20 @@ fn operator_mistakes_change_nothing() {
         assert_eq!(c, 0, "{e}");
         o
     };
-    let blank = p(d.path(), "blank");
-    std::fs::write(&blank, vec![0u8; 8 << 20]).unwrap();
+    let empty = blank(d.path(), "blank", 8);
+    // A rebuilding array (a replacement attached, not rebuilt) and a
+    // changing one (a grow recorded, no chunk moved).
+    let (r0, _) = raid5(d.path(), "r");
+    ok(&args("fail", &r0, &["--member", "1"]));
+    let rb = blank(d.path(), "rb", 8);
+    let r_rest = [r0[0].clone(), r0[2].clone(), r0[3].clone()];
+    ok(&args("replace", &r_rest, &["--member", "1", "--with", &rb]));
+    let r = vec![r0[0].clone(), rb, r0[2].clone(), r0[3].clone()];
+    let (x0, _) = raidx5(d.path(), "x");
+    let xb = blank(d.path(), "xb", 16);
+    ok(&args("grow", &x0, &["--add", &xb, "--batches", "0"]));
+    let mut x = x0.clone();
+    x.push(xb);
     let verbs = [
         "fail",
         "remove",
@@ -274,14 +286,16 @@ fn operator_mistakes_change_nothing() {
     ];
     let mut refusals = 0;
     for case in 0..cases {
-        // Healthy, or degraded by one failed member (recorded).
-        let degraded = rng.below(2) == 1;
+        // Healthy, degraded by one failed member (recorded), rebuilding,
+        // or changing.
+        let state = rng.below(4);
+        let degraded = state == 1;
         let (code, _, err) = hetraid(&args("status", &m, &["--test"]));
         assert!(code <= 1, "{err}");
-        if degraded && code == 0 {
+        if state <= 1 && degraded && code == 0 {
             let (c, _, e) = hetraid(&args("fail", &m, &["--member", "3"]));
             assert_eq!(c, 0, "{e}");
-        } else if !degraded && code == 1 {
+        } else if state == 0 && code == 1 {
             let (c, _, e) = hetraid(&args("add", &m, &["--with", &m[3]]));
             assert_eq!(c, 0, "{e}");
             let (c, _, e) = hetraid(&args("rebuild", &m, &[]));
@@ -291,7 +305,12 @@ fn operator_mistakes_change_nothing() {
         // The mistake: a member left out, a foreign member, a wrong slot,
         // an option that does not apply.
         let mistake = rng.below(4);
-        let mut given: Vec<String> = m.clone();
+        let target = match state {
+            2 => &r,
+            3 => &x,
+            _ => &m,
+        };
+        let mut given: Vec<String> = target.clone();
         let mut extra: Vec<String> = Vec::new();
         match mistake {
             0 => {
@@ -304,18 +323,18 @@ fn operator_mistakes_change_nothing() {
         }
         match verb {
             "add" | "replace" if mistake != 2 => {
-                extra.extend(["--with".into(), blank.clone()]);
+                extra.extend(["--with".into(), empty.clone()]);
                 if verb == "replace" {
                     extra.extend(["--member".into(), "0".into()]);
                 }
             }
-            "replace" => extra.extend(["--with".into(), blank.clone()]),
-            "grow" if mistake != 2 => extra.extend(["--add".into(), blank.clone()]),
+            "replace" => extra.extend(["--with".into(), empty.clone()]),
+            "grow" if mistake != 2 => extra.extend(["--add".into(), empty.clone()]),
             "shrink" if mistake != 2 => {
                 extra.extend(["--member".into(), "1".into(), "--size".into(), "1M".into()])
             }
             "shrink" => extra.extend(["--size".into(), "1M".into()]),
-            "rebalance" => extra.extend(["--with".into(), blank.clone()]),
+            "rebalance" => extra.extend(["--with".into(), empty.clone()]),
             "scrub" => extra.extend(["--repair".into(), "--trust-member".into(), "1".into()]),
             "write" => extra.extend(["--offset".into(), "0".into()]),
             "serve" => extra.extend(["--listen".into(), format!("unix:{}", p(d.path(), "s.sock"))]),
@@ -324,14 +343,16 @@ fn operator_mistakes_change_nothing() {
         let all: Vec<String> = m
             .iter()
             .chain(other.iter())
+            .chain(r.iter())
+            .chain(x.iter())
             .cloned()
-            .chain([blank.clone()])
+            .chain([empty.clone()])
             .collect();
         let before = digest(&all);
         let extra_s: Vec<&str> = extra.iter().map(String::as_str).collect();
         let a = args(verb, &given, &extra_s);
         let (code, _, err) = run_stdin(&a, Some(&[5u8; 4096]));
-        let ctx = format!("seed {seed} case {case} (degraded {degraded}): hetraid {a:?}");
+        let ctx = format!("seed {seed} case {case} (state {state}): hetraid {a:?}");
         assert!(!err.contains("panicked"), "{ctx}: {err}");
         if std::env::var_os("HETRAID_VERBOSE").is_some() {
             eprintln!("{ctx}: exit {code}: {}", err.trim_end());
@@ -642,4 +663,29 @@ fn a_degraded_array_killed_while_idle_starts_without_force() {
     assert!(!st.contains("dirty"), "{st}");
     let got = read(&live, 65536);
     assert!(got.iter().all(|&b| b == 7), "the client's write is there");
+}
+
+/// Case 2: repeating a grow that finished (as anyone does after a kill, not
+/// knowing whether it finished) is refused and changes nothing.
+#[test]
+fn repeating_a_finished_grow_changes_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let (m, data) = raidx5(d.path(), "m");
+    let x = blank(d.path(), "x", 16);
+    ok(&args("grow", &m, &["--add", &x]));
+    let mut all = m.clone();
+    all.push(x.clone());
+    let before = digest(&all);
+    for a in [
+        args("grow", &m, &["--add", &x]),
+        args("grow", &all, &[]),
+        args("grow", &all, &["--add", &x]),
+    ] {
+        let (code, _, err) = hetraid(&a);
+        assert_eq!(code, 2, "hetraid {a:?}: {err}");
+        assert_eq!(digest(&all), before, "hetraid {a:?} changed a member");
+    }
+    let (code, _, _) = hetraid(&args("status", &all, &["--test"]));
+    assert_eq!(code, 0);
+    assert_eq!(read(&all, 12 << 20), data);
 }
