@@ -577,6 +577,29 @@ impl Array {
         Ok(())
     }
 
+    /// Bits are about to be cleared, or log records let go, in this
+    /// generation: the superblock says so first (`generation_cleared`), so
+    /// a member older than it is never resynced from the bitmap alone.
+    fn note_cleared(&self) -> Result<()> {
+        let mut sb = self.sb.lock().unwrap();
+        if sb.generation_cleared < sb.generation {
+            sb.generation_cleared = sb.generation;
+            self.persist(&mut sb)?;
+        }
+        Ok(())
+    }
+
+    /// Clean on every live member (nothing in flight: the caller knows);
+    /// the next write marks it dirty again, in a new generation.
+    pub(crate) fn mark_clean(&self, sb: &mut Superblock) -> Result<()> {
+        if !sb.clean {
+            sb.clean = true;
+            self.persist(sb)?;
+        }
+        self.marked_dirty.store(false, Ordering::Release);
+        Ok(())
+    }
+
     /// md's safe mode, on a timer: a degraded bitmap array (no log) that
     /// began no write since the last tick and has none in flight is flushed,
     /// which marks it clean ([`Array::flush`]), so a crash while it idles is
@@ -643,12 +666,7 @@ impl Array {
             if self.log.is_none() {
                 let bm = self.bitmap.lock().unwrap();
                 if bm.idle() {
-                    let mut sb = self.sb.lock().unwrap();
-                    if !sb.clean {
-                        sb.clean = true;
-                        self.persist(&mut sb)?;
-                        self.marked_dirty.store(false, Ordering::Release);
-                    }
+                    self.mark_clean(&mut self.sb.lock().unwrap())?;
                 }
             }
             return Ok(());
@@ -656,15 +674,7 @@ impl Array {
         let mut bm = self.bitmap.lock().unwrap();
         let pages = bm.clear_idle();
         if !pages.is_empty() {
-            // The superblock says bits were cleared in this generation
-            // before they are: a member older than it cannot be resynced
-            // from the bitmap alone.
-            let mut sb = self.sb.lock().unwrap();
-            if sb.generation_cleared < sb.generation {
-                sb.generation_cleared = sb.generation;
-                self.persist(&mut sb)?;
-            }
-            drop(sb);
+            self.note_cleared()?;
             self.write_bitmap_pages(&bm, &pages)?;
         }
         Ok(())
@@ -902,11 +912,7 @@ impl Array {
         // checkpoint): writes of this generation are then no longer all in
         // the log, which the superblock says first (`generation_cleared`).
         if self.log.is_some() && !self.read_only {
-            let mut sb = self.sb.lock().unwrap();
-            if sb.generation_cleared < sb.generation {
-                sb.generation_cleared = sb.generation;
-                self.persist(&mut sb)?;
-            }
+            self.note_cleared()?;
         }
         let live = self.live_members();
         let ops: Vec<(usize, IoOp)> = live.iter().map(|&m| (m, IoOp::Flush)).collect();

@@ -1633,13 +1633,7 @@ impl Array {
                 self.record_member(crate::annex::EventKind::ChecksumErrors, i, [c as u64, 0, 0]);
             }
         }
-        let mut sb = self.sb.lock().unwrap();
-        if !sb.clean {
-            sb.clean = true;
-            self.persist(&mut sb)?;
-        }
-        drop(sb);
-        self.marked_dirty.store(false, Ordering::Release);
+        self.mark_clean(&mut self.sb.lock().unwrap())?;
         if self.annex_due.swap(false, Ordering::AcqRel) {
             self.write_annex();
         }
@@ -1678,12 +1672,7 @@ impl Array {
         self.flush()?;
         // Consistent again: clean, so the next write starts a generation.
         if self.log.is_none() {
-            let mut sb = self.sb.lock().unwrap();
-            if !sb.clean {
-                sb.clean = true;
-                self.persist(&mut sb)?;
-                self.marked_dirty.store(false, Ordering::Release);
-            }
+            self.mark_clean(&mut self.sb.lock().unwrap())?;
         }
         Ok(())
     }
