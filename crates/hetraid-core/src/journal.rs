@@ -20,9 +20,16 @@ pub const RING_MIN: u64 = 1 << 20;
 
 /// The smallest log device for `n` members of chunk `chunk`: a record holds
 /// at least one whole stripe update (every member's chunk at worst) and may
-/// be a quarter of the ring.
-pub fn log_bytes_min(n: usize, chunk: u64) -> u64 {
-    RING_OFFSET + (4 * (n as u64 * chunk + PAGE)).max(RING_MIN)
+/// be a quarter of the ring; a write-back log (`reserve`, see [`Reserve`])
+/// also holds its largest data record beside the room kept for the
+/// reclaimer, or it could fill with data the reclaimer has no room to write.
+pub fn log_bytes_min(n: usize, chunk: u64, reserve: &Reserve) -> u64 {
+    let ring = (4 * (n as u64 * chunk + PAGE)).max(RING_MIN);
+    let ring = match reserve.expansion {
+        0 => ring,
+        _ => ring.max(reserve.ring_min()),
+    };
+    RING_OFFSET + ring
 }
 
 /// The ring a log device of `device_bytes` holds.
@@ -191,8 +198,11 @@ impl Ring {
 pub struct LogIndex<T> {
     /// start -> (end, seq, handle, offset in handle)
     pieces: std::collections::BTreeMap<u64, Piece<T>>,
-    /// Pieces per record: a record is needed in the log while it has any.
-    live: std::collections::BTreeMap<u64, usize>,
+    /// Per record: its pieces (a record is needed in the log while it has
+    /// any) and its reclaim cost ([`Reserve::cost`]).
+    live: std::collections::BTreeMap<u64, (usize, u64)>,
+    /// The reclaim costs of the records still needed, summed.
+    reserved: u64,
 }
 
 /// One piece of the index: array bytes `[start, end)` are bytes
@@ -211,21 +221,23 @@ impl<T: Clone> Default for LogIndex<T> {
         Self {
             pieces: Default::default(),
             live: Default::default(),
+            reserved: 0,
         }
     }
 }
 
 impl<T: Clone> LogIndex<T> {
     fn dec(&mut self, seq: u64) {
-        let n = self.live.get_mut(&seq).expect("a piece's record is live");
+        let (n, cost) = self.live.get_mut(&seq).expect("a piece's record is live");
         *n -= 1;
         if *n == 0 {
+            self.reserved -= *cost;
             self.live.remove(&seq);
         }
     }
 
     fn inc(&mut self, seq: u64) {
-        *self.live.entry(seq).or_insert(0) += 1;
+        self.live.get_mut(&seq).expect("a piece's record is live").0 += 1;
     }
 
     /// Cut pieces so that none crosses `at`.
@@ -255,13 +267,18 @@ impl<T: Clone> LogIndex<T> {
         }
     }
 
-    /// Record `seq` wrote `len` bytes at `start` (bytes of `handle` from 0).
-    pub fn insert(&mut self, start: u64, len: u64, seq: u64, handle: T) {
+    /// Record `seq` wrote `len` bytes at `start` (bytes of `handle` from 0);
+    /// writing them to the members takes at most `cost` bytes of ring
+    /// ([`Reserve::cost`]), held in [`LogIndex::reserved`] while the record
+    /// is needed.
+    pub fn insert(&mut self, start: u64, len: u64, seq: u64, handle: T, cost: u64) {
         if len == 0 {
             return;
         }
         self.cut(start, start + len);
-        self.inc(seq);
+        assert!(!self.live.contains_key(&seq), "a record is indexed once");
+        self.live.insert(seq, (1, cost));
+        self.reserved += cost;
         self.pieces.insert(
             start,
             Piece {
@@ -317,6 +334,36 @@ impl<T: Clone> LogIndex<T> {
         }
     }
 
+    /// `p` (a piece as [`LogIndex::pieces`] gave it) was written to the
+    /// members: whatever of `[p.start, p.end)` the index still holds from
+    /// record `p.seq` goes (those bytes are the ones written; a newer write
+    /// that replaced part of it meanwhile stays). Returns the bytes removed.
+    /// Unlike [`LogIndex::remove_if_unchanged`], a record whose pieces were
+    /// all written never stays needed, so its reclaim cost is released.
+    pub fn remove_reclaimed(&mut self, p: &Piece<T>) -> u64 {
+        self.split(p.start);
+        self.split(p.end);
+        let gone: Vec<u64> = self
+            .pieces
+            .range(p.start..p.end)
+            .filter(|(_, q)| q.seq == p.seq)
+            .map(|(k, _)| *k)
+            .collect();
+        let mut bytes = 0;
+        for k in gone {
+            let q = self.pieces.remove(&k).unwrap();
+            bytes += q.end - q.start;
+            self.dec(q.seq);
+        }
+        bytes
+    }
+
+    /// Ring bytes the reclaimer needs to write everything the index holds
+    /// to the members (the reclaim costs of the records still needed).
+    pub fn reserved(&self) -> u64 {
+        self.reserved
+    }
+
     /// The oldest record the index still needs (None: none).
     pub fn oldest_needed(&self) -> Option<u64> {
         self.live.keys().next().copied()
@@ -349,71 +396,245 @@ pub fn data_record_bytes(len: u64) -> u64 {
     PAGE + len.div_ceil(PAGE) * PAGE
 }
 
-/// Write-back: may a data record of `bytes` go where `p` says? Data may
-/// fill at most three quarters of the ring: the rest is the room the
-/// reclaimer's stripe updates need to make progress.
-pub fn data_fits(ring: &Ring, bytes: u64, p: &Placement) -> bool {
-    ring.used + bytes + p.pad.map_or(0, |x| x.1) <= ring.len / 4 * 3
+/// Write-back's room rule. The reclaimer writes logged data to the members
+/// as journaled stripe updates, and those records go at the ring's tail,
+/// behind data records not yet reclaimed: their room is freed only when the
+/// checkpoint passes every older data record. So room is reserved as data
+/// is admitted: every record not yet reclaimed holds its reclaim cost (the
+/// most ring its stripe updates can take, [`Reserve::cost`]), and a record
+/// other than the reclaimer's is admitted only while
+///
+/// ```text
+/// used + pad + bytes + reserved + this record's cost + slack <= ring
+/// ```
+///
+/// The reclaimer's own records are always admitted. Reclaiming a batch adds
+/// at most the batch's costs to `used` and releases them from `reserved`
+/// (a record whose pieces all went is no longer needed): the sum never
+/// grows, except by the part of one record cut at the batch's end and one
+/// pad where the ring wraps, which `slack` covers. So the reclaimer always
+/// has room, reclaiming everything empties the ring, and a writer that
+/// finds no room reclaims (or waits for the reclaimer) and then fits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reserve {
+    /// Members of the array.
+    pub members: usize,
+    /// Members a written byte reaches at most: its data and its parity or
+    /// copies ([`Reserve::expansion_of`]); 0 in journal mode.
+    pub expansion: u64,
 }
 
-/// Group commit (write-back): the data records of writes of `lens` bytes,
-/// waiting together, placed one after another in the ring (each under the
-/// three-quarter rule) and taken, until the first that does not fit. Returns
-/// each placed record (placement, bytes) and the I/O groups: ranges of
-/// records contiguous in the ring, each written with one write and one flush
-/// per copy (a pad, where the ring wraps, starts a new group). One flush for
-/// many records is what makes a log on disks keep up with a queue of small
-/// writes; the records themselves are the ones a write alone makes, so
-/// recovery does not know about groups.
+impl Reserve {
+    pub fn new(members: usize, redundancy: crate::layout::Redundancy) -> Self {
+        Self {
+            members,
+            expansion: Self::expansion_of(redundancy),
+        }
+    }
+
+    /// HPDA of `members`: its log is write-back, and the RAID4 writes each
+    /// byte to its data member and the parity.
+    pub fn hpda(members: usize) -> Self {
+        Self {
+            members,
+            expansion: 2,
+        }
+    }
+
+    /// Journal mode: nothing is reserved (every record is on the members
+    /// at the next checkpoint).
+    pub fn none(members: usize) -> Self {
+        Self {
+            members,
+            expansion: 0,
+        }
+    }
+
+    /// How many members one written byte is written to at most: a stripe
+    /// update writes the data and, on each parity member, at most the
+    /// union of the written ranges (no more bytes than the data), or the
+    /// data's copies.
+    pub fn expansion_of(r: crate::layout::Redundancy) -> u64 {
+        use crate::layout::Redundancy;
+        match r {
+            Redundancy::None => 1,
+            Redundancy::Mirror { copies } => copies as u64,
+            Redundancy::Parity { count } => 1 + count as u64,
+        }
+    }
+
+    /// The most ring the reclaimer's stripe updates take to write a logged
+    /// write of `len` bytes at array offset `at`: each page it spans on
+    /// each member it reaches; a header page; two cut points a newer write
+    /// can make in an older piece (each a header and, unaligned, a page per
+    /// member written twice), charged to the newer write; and a header per
+    /// 100 payload pages (a record lists at most 252 extents).
+    pub fn cost(&self, at: u64, len: u64) -> u64 {
+        if self.expansion == 0 || len == 0 {
+            return 0;
+        }
+        let pages = (at + len).div_ceil(PAGE) - at / PAGE;
+        let unaligned =
+            u64::from(!at.is_multiple_of(PAGE)) + u64::from(!(at + len).is_multiple_of(PAGE));
+        let payload = self.expansion * (pages + unaligned);
+        PAGE * (payload + 3 + payload / 100)
+    }
+
+    /// The most data one write-back record (and one reclaim batch) holds:
+    /// a batch's stripe updates must fit in a record of the ring.
+    pub fn record_max(&self, ring_len: u64) -> u64 {
+        (ring_len / (8 * self.members as u64) / PAGE * PAGE)
+            .max(PAGE)
+            .min(ring_len / 4 / PAGE * PAGE - PAGE)
+    }
+
+    /// Room kept free beyond the reservations: one record's cost (a batch
+    /// can end inside a record, which then stays reserved whole) and one
+    /// pad (the reclaimer's records wrap at most once while everything is
+    /// reclaimed; a pad is smaller than the record after it).
+    pub fn slack(&self, ring_len: u64) -> u64 {
+        if self.expansion == 0 {
+            return 0;
+        }
+        // An unaligned record of the largest size costs the most.
+        2 * self.cost(PAGE - 1, self.record_max(ring_len)) + 2 * PAGE
+    }
+
+    /// Does a ring of `len` bytes take the largest data record on top of
+    /// its own cost and the slack (with nothing else in it), and the
+    /// stripe updates of one batch in one record? The smallest such ring
+    /// is the write-back log's minimum.
+    pub fn ring_fits(&self, len: u64) -> bool {
+        let max = self.record_max(len);
+        let cost = self.cost(PAGE - 1, max);
+        len >= RING_MIN
+            && data_record_bytes(max) + cost + self.slack(len) <= len
+            && cost <= len / 4 / PAGE * PAGE
+    }
+
+    /// The smallest ring [`Reserve::ring_fits`] takes (whole pages).
+    pub fn ring_min(&self) -> u64 {
+        let mut len = RING_MIN;
+        // Bounded: a record's cost is at most 3/8 of the ring plus a
+        // constant (the record is at most ring / 8 per member), so doubling
+        // ends.
+        while !self.ring_fits(len) {
+            assert!(len < 1 << 50, "a write-back ring always fits somewhere");
+            len *= 2;
+        }
+        if len == RING_MIN {
+            return len;
+        }
+        let (mut lo, mut hi) = (len / 2 / PAGE, len / PAGE);
+        while lo + 1 < hi {
+            let mid = (lo + hi) / 2;
+            if self.ring_fits(mid * PAGE) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        hi * PAGE
+    }
+}
+
+/// May a record of `bytes` go where `p` says, with `reserved` ring bytes
+/// held for the reclaimer and `cost` more for this record ([`Reserve`])?
+/// For every record but the reclaimer's.
+pub fn admits(
+    ring: &Ring,
+    p: &Placement,
+    bytes: u64,
+    reserved: u64,
+    cost: u64,
+    slack: u64,
+) -> bool {
+    if reserved + cost == 0 {
+        return true;
+    }
+    ring.used + p.pad.map_or(0, |x| x.1) + bytes + reserved + cost + slack <= ring.len
+}
+
+/// Where a stripe-update or intent record of `bytes` goes: the
+/// reclaimer's wherever the ring has room, any other only under [`admits`]
+/// (it must leave the reclaimer its reserved room). None: checkpoint, then
+/// (write-back) reclaim first.
+pub fn place_record(
+    ring: &Ring,
+    bytes: u64,
+    reclaimer: bool,
+    reserved: u64,
+    slack: u64,
+) -> Option<Placement> {
+    ring.place(bytes)
+        .filter(|p| reclaimer || admits(ring, p, bytes, reserved, 0, slack))
+}
+
+/// Group commit (write-back): the data records of writes `(at, len)`,
+/// waiting together, placed one after another in the ring (each under
+/// [`admits`], with `reserved` held before the first) and taken, until the
+/// first that does not fit. Returns each placed record (placement, bytes,
+/// reclaim cost) and the I/O groups: ranges of records contiguous in the
+/// ring, each written with one write and one flush per copy (a pad, where
+/// the ring wraps, starts a new group). One flush for many records is what
+/// makes a log on disks keep up with a queue of small writes; the records
+/// themselves are the ones a write alone makes, so recovery does not know
+/// about groups.
 pub fn place_group(
     ring: &mut Ring,
-    lens: &[u64],
-) -> (Vec<(Placement, u64)>, Vec<std::ops::Range<usize>>) {
-    let mut placed = Vec::new();
+    reserve: &Reserve,
+    mut reserved: u64,
+    writes: &[(u64, u64)],
+) -> (Vec<(Placement, u64, u64)>, Vec<std::ops::Range<usize>>) {
+    let mut placed: Vec<(Placement, u64, u64)> = Vec::new();
     let mut groups: Vec<std::ops::Range<usize>> = Vec::new();
-    for &len in lens {
+    let slack = reserve.slack(ring.len);
+    for &(at, len) in writes {
         let bytes = data_record_bytes(len);
         if bytes > ring.record_bytes_max() {
             break;
         }
-        let Some(p) = ring.place(bytes).filter(|p| data_fits(ring, bytes, p)) else {
+        let cost = reserve.cost(at, len);
+        let Some(p) = ring
+            .place(bytes)
+            .filter(|p| admits(ring, p, bytes, reserved, cost, slack))
+        else {
             break;
         };
         ring.commit(&p, bytes);
+        reserved += cost;
         let i = placed.len();
         // Contiguous with the record before: no pad, and not wrapped to 0.
         let follows = placed
             .last()
-            .is_some_and(|(q, b): &(Placement, u64)| p.pad.is_none() && q.offset + b == p.offset);
+            .is_some_and(|(q, b, _)| p.pad.is_none() && q.offset + b == p.offset);
         match groups.last_mut() {
             Some(g) if follows => g.end = i + 1,
             _ => groups.push(i..i + 1),
         }
-        placed.push((p, bytes));
+        placed.push((p, bytes, cost));
     }
     (placed, groups)
 }
 
 /// Write-back: the most data one record (and one reclaim batch) holds, for
-/// an array of `members`: a batch's stripe updates (its data plus parity or
-/// copies, at most the member count times the data) must fit in the quarter
-/// of the ring that data may not use, with room to spare.
+/// an array of `members` ([`Reserve::record_max`]).
 pub fn write_back_record_max(ring: &Ring, members: usize) -> u64 {
-    (ring.len / (8 * members as u64) / PAGE * PAGE)
-        .max(PAGE)
-        .min(ring.record_bytes_max() - PAGE)
+    Reserve::none(members).record_max(ring.len)
 }
 
 /// Write-back: before logging a write, reclaim down to this many bytes of
-/// the ring when it is more than half used.
-pub fn reclaim_before_write(ring: &Ring) -> Option<u64> {
-    (ring.used > ring.len / 2).then_some(ring.len / 4)
+/// the ring when it is more than half used, counting the room reserved for
+/// the reclaimer ([`Reserve`]).
+pub fn reclaim_before_write(ring: &Ring, reserved: u64) -> Option<u64> {
+    (ring.used + reserved > ring.len / 2).then_some(ring.len / 4)
 }
 
 /// Does a reclaim down to `target` bytes (0: everything) go on, with the
-/// ring as it is and the index empty or not?
-pub fn reclaim_more(ring: &Ring, index_empty: bool, target: u64) -> bool {
-    !index_empty && (target == 0 || ring.used > target)
+/// ring as it is, `reserved` held for the reclaimer, and the index empty or
+/// not?
+pub fn reclaim_more(ring: &Ring, reserved: u64, index_empty: bool, target: u64) -> bool {
+    !index_empty && (target == 0 || ring.used + reserved > target)
 }
 
 /// A run of the array a reclaim writes: (start, end, the batch pieces it
@@ -636,7 +857,7 @@ mod tests {
                 let start = rnd(len);
                 let n = 1 + rnd(len - start).min(40);
                 let v = (seq as u8).wrapping_mul(7).wrapping_add(round);
-                idx.insert(start, n, seq, v);
+                idx.insert(start, n, seq, v, seq);
                 for i in start..start + n {
                     model[i as usize] = Some((seq, v, i - start));
                 }
@@ -645,13 +866,22 @@ mod tests {
                     let snap = idx.pieces();
                     let s2 = rnd(len);
                     let n2 = 1 + rnd(len - s2).min(10);
-                    idx.insert(s2, n2, 1000 + seq, 0xee);
+                    idx.insert(s2, n2, 1000 + seq, 0xee, 1000 + seq);
                     for i in s2..s2 + n2 {
                         model[i as usize] = Some((1000 + seq, 0xee, i - s2));
                     }
                     for p in &snap {
-                        if idx.remove_if_unchanged(p) {
-                            model[p.start as usize..p.end as usize].fill(None);
+                        if rnd(2) == 0 {
+                            if idx.remove_if_unchanged(p) {
+                                model[p.start as usize..p.end as usize].fill(None);
+                            }
+                        } else {
+                            idx.remove_reclaimed(p);
+                            for b in &mut model[p.start as usize..p.end as usize] {
+                                if b.is_some_and(|(s, _, _)| s == p.seq) {
+                                    *b = None;
+                                }
+                            }
                         }
                     }
                 }
@@ -669,6 +899,12 @@ mod tests {
                 assert_eq!(seen, model, "round {round} seq {seq}");
                 let needed = model.iter().flatten().map(|(s, _, _)| *s).min();
                 assert_eq!(idx.oldest_needed(), needed);
+                // The reserve is the costs (here: the seq) of the records
+                // still needed.
+                let mut live: Vec<u64> = model.iter().flatten().map(|(s, _, _)| *s).collect();
+                live.sort_unstable();
+                live.dedup();
+                assert_eq!(idx.reserved(), live.iter().sum::<u64>());
                 // Clipped lookups agree too.
                 let a = rnd(len);
                 let b = a + 1 + rnd(len - a);
@@ -709,33 +945,63 @@ mod tests {
 
     #[test]
     fn a_group_is_the_records_a_write_alone_makes_cut_at_pads() {
-        let mut alone = Ring::empty(64 * PAGE, 0, 1);
+        let reserve = Reserve {
+            members: 1,
+            expansion: 1,
+        };
+        let mut alone = Ring::empty(256 * PAGE, 0, 1);
         let mut grouped = alone.clone();
-        let lens = [4096u64, 100, 8192, 4096 * 3, 1, 4096, 8192, 4096];
+        let writes: Vec<(u64, u64)> = [4096u64, 100, 8192, 4096 * 3, 1, 4096, 8192, 4096]
+            .iter()
+            .enumerate()
+            .map(|(i, &l)| (i as u64 * 3 * PAGE, l))
+            .collect();
+        let slack = reserve.slack(alone.len);
         let mut each = Vec::new();
-        for &l in &lens {
+        let mut reserved = 0;
+        for &(at, l) in &writes {
             let b = data_record_bytes(l);
-            let p = alone.place(b).filter(|p| data_fits(&alone, b, p));
+            let cost = reserve.cost(at, l);
+            let p = alone
+                .place(b)
+                .filter(|p| admits(&alone, p, b, reserved, cost, slack));
             if let Some(p) = p {
                 alone.commit(&p, b);
-                each.push((p, b));
+                reserved += cost;
+                each.push((p, b, cost));
             }
         }
-        let (placed, groups) = place_group(&mut grouped, &lens);
+        let (placed, groups) = place_group(&mut grouped, &reserve, 0, &writes);
         assert_eq!(placed, each);
         assert_eq!(grouped, alone);
-        assert_eq!(groups, vec![0..lens.len()]);
-        // Near the end of the ring: a pad starts a new group; past three
-        // quarters of the ring, the rest waits (None for them).
-        let mut r = Ring::empty(64 * PAGE, 61 * PAGE, 1);
-        let (placed, groups) = place_group(&mut r, &[4096, 4096, 4096, 40 * 4096, 4096]);
+        assert_eq!(groups, vec![0..writes.len()]);
+        // Near the end of the ring: a pad starts a new group.
+        let mut r = Ring::empty(256 * PAGE, 253 * PAGE, 1);
+        let w = [(0, 4096), (0, 4096), (0, 4096)];
+        let (placed, groups) = place_group(&mut r, &reserve, 0, &w);
         assert_eq!(placed.len(), 3);
         assert!(placed[1].0.pad.is_some());
         assert_eq!(groups, vec![0..1, 1..3]);
         // Ending exactly at the ring's end: the next one starts a group at 0.
-        let mut r = Ring::empty(64 * PAGE, 60 * PAGE, 1);
-        let (placed, groups) = place_group(&mut r, &[4096, 4096, 4096]);
+        let mut r = Ring::empty(256 * PAGE, 252 * PAGE, 1);
+        let (placed, groups) = place_group(&mut r, &reserve, 0, &w);
         assert_eq!(placed[2].0.offset, 0);
         assert_eq!(groups, vec![0..2, 2..3]);
+        // What is reserved already holds the rest back.
+        let mut r = Ring::empty(256 * PAGE, 0, 1);
+        let (placed, _) = place_group(&mut r, &reserve, 256 * PAGE - slack - 3 * PAGE, &w);
+        assert!(placed.is_empty());
+    }
+
+    #[test]
+    fn the_write_back_minimum_holds_its_largest_record() {
+        for members in [2usize, 3, 5, 8, 16, 64] {
+            for expansion in [1u64, 2, 3, members as u64] {
+                let r = Reserve { members, expansion };
+                let min = r.ring_min();
+                assert!(r.ring_fits(min), "{members} {expansion}");
+                assert!(min == RING_MIN || !r.ring_fits(min - PAGE));
+            }
+        }
     }
 }

@@ -18,6 +18,12 @@ pub enum EngineError {
         "the array has lost more members than its redundancy covers ({0}); writes are stopped"
     )]
     TooManyFailures(String),
+    /// Write-back: the log's free room is kept for the reclaimer; the
+    /// writer reclaims and tries again (`Array::write_now`).
+    #[error(
+        "the write log has no room for this write until what it holds is written to the members"
+    )]
+    LogFull,
 }
 
 pub type Result<T> = std::result::Result<T, EngineError>;

@@ -16,7 +16,7 @@
 use crate::error::{EngineError, Result};
 use crate::format::{LogMode, LogRecord};
 use crate::member::{AlignedBuf, Member};
-use hetraid_core::journal::{self, LogIndex, Piece, Ring, ENTRIES_MAX, PAGE};
+use hetraid_core::journal::{self, LogIndex, Piece, Reserve, Ring, ENTRIES_MAX, PAGE};
 use hetraid_parity::crc32c::{crc32c, crc32c_append};
 use std::io;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
@@ -274,6 +274,20 @@ pub struct Log {
     /// Write-back group commit: writes waiting to be logged together.
     group: Mutex<Group>,
     group_turn: Condvar,
+    /// Write-back: the room kept for the reclaimer (core `journal::Reserve`).
+    reserve: Reserve,
+    /// The thread reclaiming now: its records may use the reserved room
+    /// (`Log::reclaiming`).
+    reclaimer: Mutex<Option<std::thread::ThreadId>>,
+}
+
+/// While alive, the records this thread appends are the reclaimer's.
+pub struct Reclaiming<'a>(&'a Log);
+
+impl Drop for Reclaiming<'_> {
+    fn drop(&mut self) {
+        *self.0.reclaimer.lock().unwrap() = None;
+    }
 }
 
 /// Writes waiting for the group commit, and the outcome of those logged.
@@ -380,6 +394,7 @@ impl Log {
         kinds: &[hetraid_core::MemberKind],
         uuid: [u8; 16],
         rec: LogRecord,
+        reserve: Reserve,
     ) -> Result<Self> {
         let ring_len = Self::ring_len(&devs);
         if ring_len < RING_MIN {
@@ -441,6 +456,7 @@ impl Log {
                 .collect(),
             template,
             Ring::empty(ring_len, 0, 1),
+            reserve,
         );
         log.epoch.store(epoch, std::sync::atomic::Ordering::SeqCst);
         Ok(log)
@@ -451,7 +467,13 @@ impl Log {
         kinds: Vec<hetraid_core::MemberKind>,
         template: LogHeader,
         ring: Ring,
+        reserve: Reserve,
     ) -> Self {
+        let reserve = if template.mode == LogMode::WriteBack {
+            reserve
+        } else {
+            Reserve::none(reserve.members)
+        };
         let names = copies
             .iter()
             .enumerate()
@@ -481,6 +503,8 @@ impl Log {
             reclaimed: std::sync::atomic::AtomicU64::new(0),
             group: Mutex::new(Group::default()),
             group_turn: Condvar::new(),
+            reserve,
+            reclaimer: Mutex::new(None),
         }
     }
 
@@ -493,6 +517,7 @@ impl Log {
         found: Vec<(Arc<dyn Member>, LogHeader)>,
         uuid: [u8; 16],
         rec: LogRecord,
+        reserve: Reserve,
     ) -> Result<(Self, Vec<Replayed>)> {
         let mut copies: Vec<Option<Arc<dyn Member>>> = vec![None; rec.copies as usize];
         let mut generations = vec![0u64; rec.copies as usize];
@@ -601,7 +626,7 @@ impl Log {
             .into_iter()
             .filter(|r| r.stripes.is_empty() || r.seq >= newest.flushed_seq)
             .collect();
-        let log = Self::new(copies, kinds, template, ring);
+        let log = Self::new(copies, kinds, template, ring, reserve);
         log.epoch
             .store(rec.epoch, std::sync::atomic::Ordering::SeqCst);
         log.warnings.lock().unwrap().extend(warnings);
@@ -613,19 +638,34 @@ impl Log {
     }
 
     /// Write-back: the most data a record (and a reclaim batch) holds.
-    pub fn write_back_record_max(&self, members: usize) -> u64 {
-        journal::write_back_record_max(&self.state.lock().unwrap().ring, members)
+    pub fn write_back_record_max(&self) -> u64 {
+        self.reserve.record_max(self.template.ring_len)
     }
 
     /// Write-back: reclaim down to this many bytes before logging a write.
     pub fn reclaim_before_write(&self) -> Option<u64> {
-        journal::reclaim_before_write(&self.state.lock().unwrap().ring)
+        let reserved = self.index.read().unwrap().reserved();
+        journal::reclaim_before_write(&self.state.lock().unwrap().ring, reserved)
     }
 
     /// Does a reclaim down to `target` go on?
     pub fn reclaim_more(&self, target: u64) -> bool {
-        let empty = self.index.read().unwrap().is_empty();
-        journal::reclaim_more(&self.state.lock().unwrap().ring, empty, target)
+        let (empty, reserved) = {
+            let i = self.index.read().unwrap();
+            (i.is_empty(), i.reserved())
+        };
+        journal::reclaim_more(&self.state.lock().unwrap().ring, reserved, empty, target)
+    }
+
+    /// The calling thread is the reclaimer until the guard drops: its
+    /// records may use the room kept for it.
+    pub fn reclaiming(&self) -> Reclaiming<'_> {
+        *self.reclaimer.lock().unwrap() = Some(std::thread::current().id());
+        Reclaiming(self)
+    }
+
+    fn is_reclaimer(&self) -> bool {
+        *self.reclaimer.lock().unwrap() == Some(std::thread::current().id())
     }
 
     /// Payload bytes one record may carry.
@@ -879,7 +919,12 @@ impl Log {
         let mut st = self.state.lock().unwrap();
         let records = st.announced.intents_for(stripes, stripe_count);
         for runs in &records {
-            self.append_intent_locked(&mut st, runs, flush_members)?;
+            if let Err(e) = self.append_intent_locked(&mut st, runs, flush_members) {
+                // Names whose record was not written are forgotten (naming
+                // again is safe; a name without its record is not).
+                st.announced.clear();
+                return Err(e);
+            }
         }
         *self.in_flight.lock().unwrap() += 1;
         Ok(records.len())
@@ -893,17 +938,20 @@ impl Log {
         bytes: u64,
         flush_members: &dyn Fn() -> Result<()>,
     ) -> Result<journal::Placement> {
-        let p = match st.ring.place(bytes) {
+        let reclaimer = self.is_reclaimer();
+        let slack = self.reserve.slack(st.ring.len);
+        let place = |ring: &Ring| {
+            let reserved = self.index.read().unwrap().reserved();
+            journal::place_record(ring, bytes, reclaimer, reserved, slack)
+        };
+        let p = match place(&st.ring) {
             Some(p) => p,
             None => {
                 self.checkpoint_locked(st, flush_members)?;
                 // Journal mode: the ring is empty now. Write-back: it may
-                // still hold writes not yet reclaimed.
-                st.ring.place(bytes).ok_or_else(|| {
-                    EngineError::Refused(
-                        "the write log is full of writes not yet on the members; the write failed (a larger log helps)".into(),
-                    )
-                })?
+                // still hold writes not yet reclaimed, whose room is kept
+                // for the reclaimer: the writer reclaims, then tries again.
+                place(&st.ring).ok_or(EngineError::LogFull)?
             }
         };
         if let Some((at, pad)) = p.pad {
@@ -991,19 +1039,22 @@ impl Log {
                 .collect()
         };
         let mut st = self.state.lock().unwrap();
-        let lens: Vec<u64> = batch.iter().map(|b| b.2.len() as u64).collect();
-        let (mut placed, mut groups) = journal::place_group(&mut st.ring, &lens);
+        let writes: Vec<(u64, u64)> = batch.iter().map(|b| (b.1, b.2.len() as u64)).collect();
+        let reserved = || self.index.read().unwrap().reserved();
+        let (mut placed, mut groups) =
+            journal::place_group(&mut st.ring, &self.reserve, reserved(), &writes);
         if placed.is_empty() {
             // No room: a checkpoint frees what was reclaimed.
             if let Err(e) = self.checkpoint_locked(&mut st, flush_members) {
                 return all_fail(e);
             }
-            (placed, groups) = journal::place_group(&mut st.ring, &lens);
+            (placed, groups) =
+                journal::place_group(&mut st.ring, &self.reserve, reserved(), &writes);
         }
         let headers: Vec<AlignedBuf> = placed
             .iter()
             .zip(batch)
-            .map(|((p, bytes), (_, at, data))| {
+            .map(|((p, bytes, _), (_, at, data))| {
                 data_header(&self.template, p.seq, *bytes, *at, data)
             })
             .collect();
@@ -1033,8 +1084,8 @@ impl Log {
         let mut out = Vec::with_capacity(batch.len());
         for (i, (_, at, data)) in batch.iter().enumerate() {
             match placed.get(i) {
-                Some((p, _)) => {
-                    index.insert(*at, data.len() as u64, p.seq, data.clone());
+                Some((p, _, cost)) => {
+                    index.insert(*at, data.len() as u64, p.seq, data.clone(), *cost);
                     out.push(Ok(Some(p.seq)));
                 }
                 None => out.push(Ok(None)),
@@ -1046,10 +1097,11 @@ impl Log {
     /// A write-back record found by the recovery scan goes back in the index.
     pub fn reindex(&self, seq: u64, at: u64, data: Vec<u8>) {
         let len = data.len() as u64;
+        let cost = self.reserve.cost(at, len);
         self.index
             .write()
             .unwrap()
-            .insert(at, len, seq, Arc::new(data));
+            .insert(at, len, seq, Arc::new(data), cost);
     }
 
     /// The logged bytes newer than the members in `[start, end)`.
@@ -1065,12 +1117,10 @@ impl Log {
     /// A piece is on the members: drop it from the index unless a newer
     /// write replaced it meanwhile.
     pub fn reclaimed(&self, p: &Piece<Bytes>) -> bool {
-        let gone = self.index.write().unwrap().remove_if_unchanged(p);
-        if gone {
-            self.reclaimed
-                .fetch_add(p.end - p.start, std::sync::atomic::Ordering::Relaxed);
-        }
-        gone
+        let gone = self.index.write().unwrap().remove_reclaimed(p);
+        self.reclaimed
+            .fetch_add(gone, std::sync::atomic::Ordering::Relaxed);
+        gone > 0
     }
 
     /// Bytes reclaimed to the members since the log was opened.

@@ -313,7 +313,11 @@ impl Setup {
             _ if hpda => {
                 let regions = layout.log_regions();
                 let room = regions.iter().map(|r| r.length).min().unwrap_or(0);
-                let min = hetraid_core::journal::log_bytes_min(specs.len(), cfg.chunk.0);
+                let min = hetraid_core::journal::log_bytes_min(
+                    specs.len(),
+                    cfg.chunk.0,
+                    &hetraid_core::journal::Reserve::new(specs.len(), layout.redundancy()),
+                );
                 let size = hetraid_core::hpda::log_bytes(room, cfg.log_size.map(|s| s.0), min)
                     .map_err(|e| format!("log_size: {e}"))?;
                 Some(LogSetup {
@@ -350,12 +354,17 @@ impl Setup {
                     ));
                 }
                 let size = cfg.log_size.map_or(64 << 20, |s| s.0);
-                let need = hetraid_core::journal::log_bytes_min(specs.len(), cfg.chunk.0);
+                let reserve = match write_back {
+                    true => hetraid_core::journal::Reserve::new(specs.len(), layout.redundancy()),
+                    false => hetraid_core::journal::Reserve::none(specs.len()),
+                };
+                let need = hetraid_core::journal::log_bytes_min(specs.len(), cfg.chunk.0, &reserve);
                 if size < need {
                     return Err(format!(
-                        "log_size {size} is too small: with {} members of {}-byte chunks a log needs at least {need}",
+                        "log_size {size} is too small: with {} members of {}-byte chunks a {} log needs at least {need}",
                         specs.len(),
-                        cfg.chunk.0
+                        cfg.chunk.0,
+                        if write_back { "write-back" } else { "journal" }
                     ));
                 }
                 if let Some(small) = log_specs.iter().find(|d| d.capacity() < size) {

@@ -66,7 +66,9 @@ impl Hpda {
         }
         // The smallest log: one record of a whole stripe update, a quarter
         // of the ring at most (as any write log).
-        let log_min = crate::journal::log_bytes_min(n, chunk).div_ceil(chunk) * chunk;
+        let log_min = crate::journal::log_bytes_min(n, chunk, &crate::journal::Reserve::hpda(n))
+            .div_ceil(chunk)
+            * chunk;
         if sizes[hdd1] < raid4 + log_min {
             return Err(LayoutError::Invalid(format!(
                 "HDD-1 (member {hdd1}) holds the RAID4's parity ({raid4} bytes, as much as each SSD's data) and a copy of the write log past it, so its data area must be at least {} bytes ({raid4} + {log_min} of log); it is {}: use a larger HDD-1 or smaller SSDs",

@@ -87,7 +87,11 @@ impl HpdaRuntime {
 pub(crate) fn log_region(layout: &dyn Layout, requested: Option<u64>) -> Result<(u64, Vec<usize>)> {
     let regions = layout.log_regions();
     let room = regions.iter().map(|r| r.length).min().unwrap_or(0);
-    let min = hetraid_core::journal::log_bytes_min(layout.members(), layout.chunk_bytes());
+    let min = hetraid_core::journal::log_bytes_min(
+        layout.members(),
+        layout.chunk_bytes(),
+        &hetraid_core::journal::Reserve::new(layout.members(), layout.redundancy()),
+    );
     let bytes = hpda::log_bytes(room, requested, min)
         .map_err(|e| EngineError::Refused(format!("--log-size: {e}")))?;
     Ok((bytes, regions.iter().map(|r| r.member).collect()))
@@ -115,6 +119,7 @@ impl Array {
         log: &crate::log::Log,
         offset: u64,
         data: &[u8],
+        alone: bool,
     ) -> Result<()> {
         let len = data.len() as u64;
         let kind = {
@@ -128,7 +133,7 @@ impl Array {
             Route::Log => {
                 c.log_writes.fetch_add(1, Ordering::Relaxed);
                 c.log_bytes.fetch_add(len, Ordering::Relaxed);
-                self.write_back(log, offset, data)
+                self.write_back(log, offset, data, alone)
             }
             Route::Raid4 => {
                 // A lost copy with the RAID4 whole (HDD-2 failed): the log
@@ -145,7 +150,7 @@ impl Array {
                     c.log_writes.fetch_add(1, Ordering::Relaxed);
                     c.log_bytes.fetch_add(len, Ordering::Relaxed);
                     drop(_shared);
-                    return self.write_back(log, offset, data);
+                    return self.write_back(log, offset, data, alone);
                 }
                 c.raid4_writes.fetch_add(1, Ordering::Relaxed);
                 c.raid4_bytes.fetch_add(len, Ordering::Relaxed);

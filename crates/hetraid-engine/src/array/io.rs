@@ -158,10 +158,10 @@ impl Array {
             }
         }
         if let Some(log) = self.log.as_ref().filter(|l| l.mode() == LogMode::WriteBack) {
-            let r = match &self.hpda {
-                Some(h) => self.hpda_write(h, log, offset, data),
-                None => self.write_back(log, offset, data),
-            };
+            let r = self.with_log_room(|alone| match &self.hpda {
+                Some(h) => self.hpda_write(h, log, offset, data, alone),
+                None => self.write_back(log, offset, data, alone),
+            });
             self.record_log_copies(false)?;
             return r;
         }
@@ -796,7 +796,15 @@ impl Array {
     /// Write-back: the write is acknowledged once durable in the log. When
     /// the log is past its high-water mark the writer reclaims first; when it
     /// is full, the writer waits for (or does) a reclaim.
-    pub(crate) fn write_back(&self, log: &crate::log::Log, offset: u64, data: &[u8]) -> Result<()> {
+    /// `alone`: no other writer logs now (`with_log_room`): a part that
+    /// finds no room reclaims everything first.
+    pub(crate) fn write_back(
+        &self,
+        log: &crate::log::Log,
+        offset: u64,
+        data: &[u8],
+        alone: bool,
+    ) -> Result<()> {
         self.check_range(offset, data.len() as u64)?;
         if data.is_empty() {
             return Ok(());
@@ -811,23 +819,19 @@ impl Array {
         let end = offset + data.len() as u64;
         for (at, len) in hetraid_core::journal::split_run(offset, end, max) {
             let part = &data[(at - offset) as usize..(at - offset + len) as usize];
-            // Bounded: each round either logs the part or reclaims the
-            // oldest data, which frees room.
-            let mut logged = false;
-            for _ in 0..8 {
-                if log
-                    .append_data(at, part, &|| self.flush_members())?
-                    .is_some()
-                {
-                    logged = true;
-                    break;
-                }
-                self.reclaim_to(0)?;
+            let flush = || self.flush_members();
+            if log.append_data(at, part, &flush)?.is_some() {
+                continue;
             }
-            if !logged {
-                return Err(EngineError::Refused(
-                    "the write log stays full although its data was written to the members; check the log device".into(),
-                ));
+            // The room left is the reclaimer's. Sharing the log, the writer
+            // gives way (`with_log_room`); alone, it reclaims, and the
+            // empty log takes the part.
+            if !alone {
+                return Err(EngineError::LogFull);
+            }
+            self.reclaim_to(0)?;
+            if log.append_data(at, part, &flush)?.is_none() {
+                return Err(EngineError::LogFull);
             }
         }
         Ok(())
@@ -838,7 +842,30 @@ impl Array {
     /// member count times the data) must fit in the quarter of the ring that
     /// data may not use, with room to spare.
     fn write_back_record_max(&self, log: &crate::log::Log) -> u64 {
-        log.write_back_record_max(self.hot.slots.len())
+        log.write_back_record_max()
+    }
+
+    /// A write to a write-back log: when the log has no room for it (the
+    /// room left is kept for the reclaimer, core `journal::Reserve`), the
+    /// writer waits until no other writer is logging, reclaims everything,
+    /// and logs alone. Backpressure, never a failure: reclaiming empties the
+    /// log, and an empty log takes the largest record.
+    fn with_log_room(&self, op: impl Fn(bool) -> Result<()>) -> Result<()> {
+        {
+            let _shared = self.log_admission.read().unwrap();
+            match op(false) {
+                Err(EngineError::LogFull) => {}
+                r => return r,
+            }
+        }
+        let _alone = self.log_admission.write().unwrap();
+        self.reclaim_to(0)?;
+        match op(true) {
+            Err(EngineError::LogFull) => Err(EngineError::Refused(
+                "the write log has no room for a write although everything it held was written to the members; this is a hetraid bug (please report it with `hetraid status`)".into(),
+            )),
+            r => r,
+        }
     }
 
     /// Write everything the write-back log holds to the members and free the
@@ -862,6 +889,8 @@ impl Array {
             return Ok(0);
         };
         let _one = self.reclaiming.lock().unwrap();
+        // Its records may use the room kept for it.
+        let _reclaimer = log.reclaiming();
         // HPDA: no direct RAID4 write runs while the reclaimer writes.
         let _exclusive = self.hpda.as_ref().map(|h| h.direct.write().unwrap());
         let batch_max = self.write_back_record_max(log);

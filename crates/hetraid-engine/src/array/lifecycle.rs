@@ -255,17 +255,27 @@ impl Array {
     /// A log for `n` members of chunk `chunk`: one or two devices, none of
     /// them a member, each large enough for the largest stripe update; or a
     /// region of the members as large.
-    fn check_log(l: &LogSpec, members: &[Arc<dyn Member>], n: usize, chunk: u64) -> Result<()> {
+    fn check_log(
+        l: &LogSpec,
+        members: &[Arc<dyn Member>],
+        chunk: u64,
+        layout: &dyn Layout,
+    ) -> Result<()> {
+        let n = members.len();
+        let need = Self::log_bytes_min(layout, chunk, l.mode);
+        let why = match l.mode {
+            crate::format::LogMode::Journal => "a record must hold the largest stripe update",
+            crate::format::LogMode::WriteBack => "beside the largest write it must keep room for the stripe updates that write everything it holds to the members, or it could fill and stop",
+        };
         if let Some(bytes) = l.region {
             if !l.devices.is_empty() {
                 return Err(EngineError::Refused(
                     "give log devices or a log region on the members, not both".into(),
                 ));
             }
-            let need = Self::log_bytes_min(n, chunk);
             if bytes < need {
                 return Err(EngineError::Refused(format!(
-                    "a log region of {bytes} bytes is too small: with {n} members of {chunk}-byte chunks it needs at least {need}"
+                    "a log region of {bytes} bytes is too small: with {n} members of {chunk}-byte chunks it needs at least {need} ({why})"
                 )));
             }
             return Ok(());
@@ -297,10 +307,9 @@ impl Array {
                 l.devices[0].name()
             )));
         }
-        let need = Self::log_bytes_min(n, chunk);
         if let Some(small) = l.devices.iter().find(|d| d.len() < need) {
             return Err(EngineError::Refused(format!(
-                "log device {} is {} bytes; with {n} members of {chunk}-byte chunks it needs at least {need}",
+                "log device {} is {} bytes; with {n} members of {chunk}-byte chunks it needs at least {need} ({why})",
                 small.name(),
                 small.len()
             )));
@@ -308,11 +317,23 @@ impl Array {
         Ok(())
     }
 
-    /// The smallest log device for `n` members of chunk `chunk`: a record
-    /// holds at least one whole stripe update (every member's chunk at worst)
-    /// and may be a quarter of the ring.
-    pub fn log_bytes_min(n: usize, chunk: u64) -> u64 {
-        hetraid_core::journal::log_bytes_min(n, chunk)
+    /// The smallest log device for `layout` of chunk `chunk` in `mode`
+    /// (core `journal::log_bytes_min`).
+    pub fn log_bytes_min(layout: &dyn Layout, chunk: u64, mode: crate::format::LogMode) -> u64 {
+        let n = layout.members();
+        let reserve = match mode {
+            crate::format::LogMode::Journal => hetraid_core::journal::Reserve::none(n),
+            crate::format::LogMode::WriteBack => {
+                hetraid_core::journal::Reserve::new(n, layout.redundancy())
+            }
+        };
+        hetraid_core::journal::log_bytes_min(n, chunk, &reserve)
+    }
+
+    /// The smallest journal-mode log for `n` members (what any log needs;
+    /// `create` checks the mode's own minimum once the layout is built).
+    pub fn log_bytes_min_any(n: usize, chunk: u64) -> u64 {
+        hetraid_core::journal::log_bytes_min(n, chunk, &hetraid_core::journal::Reserve::none(n))
     }
 
     /// Write superblocks and an empty bitmap to `members` and assemble them.
@@ -372,9 +393,6 @@ impl Array {
         } else {
             opts.log.as_ref()
         };
-        if let Some(l) = log_spec.filter(|_| !hpda) {
-            Self::check_log(l, &members, n, opts.chunk_bytes)?;
-        }
         let kinds = if opts.kinds.is_empty() {
             vec![MemberKind::Hdd; n]
         } else {
@@ -416,6 +434,9 @@ impl Array {
             kinds: kinds.clone(),
         };
         let layout = build(&spec).map_err(|e| EngineError::Layout(e.to_string()))?;
+        if let Some(l) = log_spec.filter(|_| !hpda) {
+            Self::check_log(l, &members, opts.chunk_bytes, layout.as_ref())?;
+        }
         if hpda {
             region = Some(super::hpda::log_region(
                 layout.as_ref(),
@@ -497,7 +518,13 @@ impl Array {
                     ),
                     None => (l.devices.clone(), l.kinds.clone()),
                 };
-                Some(crate::log::Log::format(devices, &kinds, sb.uuid, rec)?)
+                Some(crate::log::Log::format(
+                    devices,
+                    &kinds,
+                    sb.uuid,
+                    rec,
+                    hetraid_core::journal::Reserve::new(layout.members(), layout.redundancy()),
+                )?)
             }
             _ => None,
         };
@@ -625,6 +652,7 @@ impl Array {
             checksums,
             log: None,
             reclaiming: Mutex::new(()),
+            log_admission: Default::default(),
             hpda: (spec.kind == hetraid_core::layout::LayoutKind::Hpda)
                 .then(super::hpda::HpdaRuntime::new),
             read_policy: std::sync::atomic::AtomicU8::new(0),
@@ -1225,7 +1253,12 @@ impl Array {
             }
             return self.resync_all();
         }
-        let (mut log, records) = match crate::log::Log::open(logs, sb.uuid, rec) {
+        let (mut log, records) = match crate::log::Log::open(
+            logs,
+            sb.uuid,
+            rec,
+            hetraid_core::journal::Reserve::new(self.layout.members(), self.layout.redundancy()),
+        ) {
             Ok(x) => x,
             // `status` shows the array even when its log cannot be used.
             Err(e) if access == Access::Inspect => {

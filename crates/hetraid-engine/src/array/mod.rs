@@ -182,6 +182,9 @@ pub struct Array {
     pub(crate) log: Option<crate::log::Log>,
     /// One write-back reclaim at a time.
     pub(crate) reclaiming: Mutex<()>,
+    /// Write-back writers log under the shared side; one that found no
+    /// room reclaims and logs under the exclusive side (`with_log_room`).
+    pub(crate) log_admission: std::sync::RwLock<()>,
     /// HPDA: the monitor, the director's counters (None: another layout).
     pub(crate) hpda: Option<hpda::HpdaRuntime>,
     /// Layouts with copies: the read policy (`ReadPolicy::code`) and whether

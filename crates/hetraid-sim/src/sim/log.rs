@@ -44,7 +44,7 @@ enum LogStep {
     },
     /// A group of write-back data records: (job, at, len, seq, bytes).
     Data {
-        parts: Vec<(u32, u64, u64, u64, u64)>,
+        parts: Vec<(u32, u64, u64, u64, u64, u64)>,
     },
 }
 
@@ -101,6 +101,8 @@ pub(super) struct LogRun {
     /// done (a checkpoint waits for them, as the engine's for in-flight records).
     pub(super) applying: u32,
     index: LogIndex<()>,
+    /// Write-back: the room kept for the reclaimer (core `journal::Reserve`).
+    reserve: journal::Reserve,
     wb: std::collections::HashMap<u32, WbWrite>,
     /// No room for the group: a checkpoint was tried, then reclaims.
     wb_checkpointed: bool,
@@ -123,6 +125,7 @@ impl LogRun {
         bases: Vec<u64>,
         members: usize,
         write_back: bool,
+        redundancy: hetraid_core::layout::Redundancy,
     ) -> Self {
         assert_eq!(devs.len(), bases.len());
         Self {
@@ -143,6 +146,11 @@ impl LogRun {
             busy: None,
             applying: 0,
             index: LogIndex::default(),
+            reserve: if write_back {
+                journal::Reserve::new(members, redundancy)
+            } else {
+                journal::Reserve::none(members)
+            },
             wb: Default::default(),
             wb_checkpointed: false,
             wb_attempts: 0,
@@ -328,13 +336,18 @@ impl Runner<'_> {
                 if !r.batch.is_empty() {
                     // The batch is on the members: drop what was not replaced.
                     for p in std::mem::take(&mut r.batch) {
-                        log.index.remove_if_unchanged(&p);
+                        log.index.remove_reclaimed(&p);
                     }
                     log.reclaim.as_mut().unwrap().checkpoint_due = true;
                     continue;
                 }
                 let more = r.rounds > 0
-                    && journal::reclaim_more(&log.ring, log.index.is_empty(), r.target);
+                    && journal::reclaim_more(
+                        &log.ring,
+                        log.index.reserved(),
+                        log.index.is_empty(),
+                        r.target,
+                    );
                 if !more {
                     let one = r.one_batch;
                     log.reclaim = None;
@@ -386,17 +399,18 @@ impl Runner<'_> {
             // A write past the high-water mark reclaims first (each write
             // checks once, as it enters the engine's write path).
             if fresh.is_some() {
-                if let Some(t) = journal::reclaim_before_write(&log.ring) {
+                if let Some(t) = journal::reclaim_before_write(&log.ring, log.index.reserved()) {
                     log.start_reclaim(t);
                     continue;
                 }
             }
-            let lens: Vec<u64> = queued
+            let writes: Vec<(u64, u64)> = queued
                 .iter()
-                .map(|q| log.wb[q].parts.front().map_or(0, |p| p.1))
+                .map(|q| log.wb[q].parts.front().copied().unwrap_or((0, 0)))
                 .collect();
-            debug_assert!(lens.iter().all(|&l| l > 0));
-            let (placed, groups) = journal::place_group(&mut log.ring, &lens);
+            debug_assert!(writes.iter().all(|&(_, l)| l > 0));
+            let (placed, groups) =
+                journal::place_group(&mut log.ring, &log.reserve, log.index.reserved(), &writes);
             if placed.is_empty() {
                 if !log.wb_checkpointed {
                     if log.applying > 0 {
@@ -426,9 +440,9 @@ impl Runner<'_> {
             let parts = placed
                 .iter()
                 .zip(&queued)
-                .map(|((p, bytes), &q)| {
+                .map(|((p, bytes, cost), &q)| {
                     let (at, len) = *log.wb[&q].parts.front().unwrap();
-                    (q, at, len, p.seq, *bytes)
+                    (q, at, len, p.seq, *bytes, *cost)
                 })
                 .collect();
             log.busy = Some(LogStep::Data { parts });
@@ -489,7 +503,9 @@ impl Runner<'_> {
         }
         let log = self.log.as_mut().unwrap();
         let bytes = *log.records.front().unwrap();
-        match log.ring.place(bytes) {
+        let slack = log.reserve.slack(log.ring.len);
+        let reclaimer = matches!(from, From::Reclaim);
+        match journal::place_record(&log.ring, bytes, reclaimer, log.index.reserved(), slack) {
             Some(p) => {
                 log.stripes_checkpointed = false;
                 log.push_record(&p, bytes);
@@ -502,6 +518,18 @@ impl Runner<'_> {
                 });
             }
             None if log.applying > 0 => return Ok(()),
+            // Not the reclaimer's: the room left is kept for it, so the log
+            // is reclaimed first (the engine's writer does the same).
+            None if log.stripes_checkpointed && !reclaimer && log.reclaim.is_none() && !log.index.is_empty() => {
+                // Its records are computed again after the reclaim; the
+                // stripes it named are forgotten (naming again is safe,
+                // a name without its record is not), as the engine does.
+                log.stripes_checkpointed = false;
+                log.records.clear();
+                log.announced.clear();
+                log.start_reclaim(0);
+                return self.log_pump();
+            }
             None if log.stripes_checkpointed => {
                 return Err(
                     "the simulated write log is full of writes not yet reclaimed; use a larger log_size"
@@ -590,10 +618,10 @@ impl Runner<'_> {
             LogStep::Data { parts } => {
                 // Indexed in sequence order, as the engine does under its lock.
                 let mut finished = Vec::new();
-                for (job, at, len, seq, bytes) in parts {
+                for (job, at, len, seq, bytes, cost) in parts {
                     log.records_written += 1;
                     log.record_bytes += bytes;
-                    log.index.insert(at, len, seq, ());
+                    log.index.insert(at, len, seq, (), cost);
                     let wb = log.wb.get_mut(&job).expect("a queued write-back write");
                     wb.parts.pop_front();
                     if wb.parts.is_empty() {

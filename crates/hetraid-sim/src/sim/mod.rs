@@ -273,6 +273,7 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
                     vec![0; l.specs.len()],
                     first,
                     l.write_back,
+                    s.layout.redundancy(),
                 ))
             } else {
                 // HPDA: a failed HDD takes its copy with it.
@@ -288,6 +289,7 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
                     live.iter().map(|x| x.1).collect(),
                     first,
                     l.write_back,
+                    s.layout.redundancy(),
                 ))
             }
         }

@@ -366,7 +366,7 @@ impl CreateCmd {
         let log = self.log_args()?;
         let log_size = self.log_size.unwrap_or(64 << 20);
         if let Some(r) = self.log_region {
-            let need = Array::log_bytes_min(paths.len(), chunk);
+            let need = Array::log_bytes_min_any(paths.len(), chunk);
             if r < need {
                 return Err(format!(
                     "--log-region {r} is too small: with {} members of {chunk}-byte chunks the log needs at least {need}",
@@ -386,7 +386,7 @@ impl CreateCmd {
             if lp.len() == 2 && same_path(&lp[0], &lp[1]) {
                 return Err(format!("log device {} is listed twice", lp[0].display()));
             }
-            let need = Array::log_bytes_min(paths.len(), chunk);
+            let need = Array::log_bytes_min_any(paths.len(), chunk);
             for p in lp {
                 let len = if p.exists() {
                     let m = open_member_for(p, false)?;
