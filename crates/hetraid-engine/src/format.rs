@@ -23,7 +23,15 @@ const RELOC_COUNT: usize = 2424;
 const RELOC_TABLE: usize = 2432;
 const RELOC_ENTRY: usize = 32;
 /// Most relocation entries a superblock holds.
-pub const MAX_RELOCATIONS: usize = (SCRUB_AT - RELOC_TABLE) / RELOC_ENTRY;
+/// (New relocations stop one entry short of the table's 50: a version 3
+/// superblock keeps the log's position in the last 16 bytes, `LOG_POS_AT`.)
+pub const MAX_RELOCATIONS: usize = (LOG_POS_AT - RELOC_TABLE) / RELOC_ENTRY;
+/// Entries an array without a log may hold (written before the log
+/// position took the table's last entry).
+const MAX_RELOCATIONS_NO_LOG: usize = (REGION_AT - RELOC_TABLE) / RELOC_ENTRY;
+/// Version 3: the write log's checkpoint sequence the members last saw
+/// (u64), then 8 reserved bytes.
+const LOG_POS_AT: usize = REGION_AT - 16;
 /// The last scrub's result (32 bytes), just before the checksum.
 const SCRUB_AT: usize = CRC_AT - 32;
 const CRC_AT: usize = SB_SIZE - 4;
@@ -238,7 +246,9 @@ const HISTORY_AT: usize = RELOC_TABLE;
 const HISTORY_CAPS: usize = HISTORY_AT + 32;
 const HISTORY_CHANGES: usize = HISTORY_CAPS + 8 * MAX_MEMBERS;
 /// Most changes a RAIDX history holds.
-pub const HISTORY_MAX: usize = (REGION_AT - HISTORY_CHANGES) / 16;
+pub const HISTORY_MAX: usize = (LOG_POS_AT - HISTORY_CHANGES) / 16;
+/// Changes an array without a log may hold (see `MAX_RELOCATIONS`).
+const HISTORY_MAX_NO_LOG: usize = (REGION_AT - HISTORY_CHANGES) / 16;
 
 fn put_change(b: &mut [u8], at: usize, c: &hetraid_core::layout::raidx_history::Change) {
     use hetraid_core::layout::raidx_history::Change;
@@ -339,6 +349,13 @@ pub struct LogRecord {
     /// The log lives on the members (`--log-region`): copy i in the `bytes`
     /// past the data area of slot `slots[i]`; None: on log devices of its own.
     pub region: Option<LogRegion>,
+    /// The log's checkpoint sequence when the members' superblocks were
+    /// last written (written after each checkpoint reached the log, and at
+    /// a clean close, where the log is empty at it): a log copy whose
+    /// checkpoint is older is a copy put back (a snapshot, a rolled-back
+    /// VM disk, a device that lost flushed writes) and is never replayed.
+    /// 0: not recorded (arrays written before it).
+    pub checkpoint_seq: u64,
 }
 
 /// A write log kept on the members.
@@ -477,6 +494,7 @@ impl Superblock {
             put_u16(&mut b, 118, l.copies);
             b[2426] = l.active;
             put_u32(&mut b, 2428, l.epoch);
+            put_u64(&mut b, LOG_POS_AT, l.checkpoint_seq);
             if let Some(r) = l.region {
                 put_u64(&mut b, REGION_AT, r.bytes);
                 b[REGION_AT + 8] = r.slots[0];
@@ -539,7 +557,11 @@ impl Superblock {
             put_u64(&mut b, at + 8, r.size);
             put_u64(&mut b, at + 24, r.device);
         }
-        assert!(self.relocations.len() <= MAX_RELOCATIONS);
+        let (reloc_max, history_max) = match self.log {
+            Some(_) => (MAX_RELOCATIONS, HISTORY_MAX),
+            None => (MAX_RELOCATIONS_NO_LOG, HISTORY_MAX_NO_LOG),
+        };
+        assert!(self.relocations.len() <= reloc_max);
         put_u16(&mut b, RELOC_COUNT, self.relocations.len() as u16);
         for (i, r) in self.relocations.iter().enumerate() {
             let at = RELOC_TABLE + RELOC_ENTRY * i;
@@ -551,7 +573,7 @@ impl Superblock {
         }
         if let Some(h) = &self.raidx_history {
             assert!(self.relocations.is_empty() && h.initial.len() <= MAX_MEMBERS);
-            assert!(h.changes.len() <= HISTORY_MAX && !h.initial.is_empty());
+            assert!(h.changes.len() <= history_max && !h.initial.is_empty());
             put_u16(&mut b, HISTORY_AT, h.changes.len() as u16);
             b[HISTORY_AT + 2] = h.initial.len() as u8;
             if let Some(p) = h.pending {
@@ -656,7 +678,12 @@ impl Superblock {
             use hetraid_core::layout::raidx_history::{History, Pending};
             let h = u16_at(b, HISTORY_AT) as usize;
             let n0 = b[HISTORY_AT + 2] as usize;
-            if h > HISTORY_MAX || n0 > n {
+            let max = if version == 3 {
+                HISTORY_MAX
+            } else {
+                HISTORY_MAX_NO_LOG
+            };
+            if h > max || n0 > n {
                 return Err(FormatError::Field("raidx history"));
             }
             Some(History {
@@ -700,7 +727,12 @@ impl Superblock {
         } else {
             u16_at(b, RELOC_COUNT) as usize
         };
-        if rn > MAX_RELOCATIONS {
+        let max = if version == 3 {
+            MAX_RELOCATIONS
+        } else {
+            MAX_RELOCATIONS_NO_LOG
+        };
+        if rn > max {
             return Err(FormatError::Field("relocation count"));
         }
         let mut relocations = Vec::with_capacity(rn);
@@ -760,6 +792,7 @@ impl Superblock {
                     active,
                     epoch: u32_at(b, 2428),
                     region,
+                    checkpoint_seq: u64_at(b, LOG_POS_AT),
                 })
             }
             _ => None,
@@ -1025,6 +1058,7 @@ mod tests {
             copies: 2,
             active: 0b10,
             epoch: 3,
+            checkpoint_seq: 77,
             region: Some(LogRegion {
                 bytes: 8 << 20,
                 slots: [4, 1],

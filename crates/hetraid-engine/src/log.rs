@@ -195,6 +195,19 @@ pub fn left_out(d: &dyn Member, h: &LogHeader, uuid: [u8; 16], rec: &LogRecord) 
             d.name()
         ));
     }
+    if rec.checkpoint_seq > 0 && h.checkpoint_seq < rec.checkpoint_seq {
+        // The members saw the log checkpointed past this copy's records:
+        // it was put back from a copy (a snapshot, a rolled-back disk, a
+        // device that lost flushed writes). Replaying it would write old
+        // data over newer.
+        return Some(format!(
+            "log device {} (copy {}) is left out: it is older than the array (its checkpoint is at record {}, the members recorded record {}); it was put back from an older copy, and replaying it would write old data over newer",
+            d.name(),
+            h.copy,
+            h.checkpoint_seq,
+            rec.checkpoint_seq
+        ));
+    }
     None
 }
 
@@ -276,6 +289,9 @@ pub struct Log {
     group_turn: Condvar,
     /// Write-back: the room kept for the reclaimer (core `journal::Reserve`).
     reserve: Reserve,
+    /// The checkpoint sequence the copies' headers hold (the members'
+    /// superblocks record it after it, `LogRecord::checkpoint_seq`).
+    written_checkpoint: std::sync::atomic::AtomicU64,
     /// The thread reclaiming now: its records may use the reserved room
     /// (`Log::reclaiming`).
     reclaimer: Mutex<Option<std::thread::ThreadId>>,
@@ -469,6 +485,7 @@ impl Log {
         ring: Ring,
         reserve: Reserve,
     ) -> Self {
+        let written_checkpoint = template.checkpoint_seq;
         let reserve = if template.mode == LogMode::WriteBack {
             reserve
         } else {
@@ -503,6 +520,7 @@ impl Log {
             reclaimed: std::sync::atomic::AtomicU64::new(0),
             group: Mutex::new(Group::default()),
             group_turn: Condvar::new(),
+            written_checkpoint: std::sync::atomic::AtomicU64::new(written_checkpoint),
             reserve,
             reclaimer: Mutex::new(None),
         }
@@ -582,14 +600,14 @@ impl Log {
             }
         }
         let Some(newest) = newest else {
-            return Err(EngineError::Refused(format!(
-                "the array has a write log and none of its log devices in use was given{}; add the log device(s) to the member list, or, if the log is lost, hetraid assemble --force starts without it (the writes it held are lost)",
-                if warnings.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", warnings.join("; "))
-                }
-            )));
+            return Err(EngineError::Refused(if warnings.is_empty() {
+                "the array has a write log and none of its log devices was given; add the log device(s) to the member list, or, if the log is lost, hetraid assemble --force starts without it (the writes it held are lost)".into()
+            } else {
+                format!(
+                    "no log device given can be used: {}; give the array's current log device(s), or, if the log is lost, hetraid assemble --force starts without it (what it held is lost; nothing if the array was closed cleanly)",
+                    warnings.join("; ")
+                )
+            }));
         };
         let template = LogHeader {
             copy: 0,
@@ -1219,7 +1237,15 @@ impl Log {
                 self.names.lock().unwrap().join(", ")
             )));
         }
+        self.written_checkpoint
+            .store(st.ring.head_seq, std::sync::atomic::Ordering::Release);
         Ok(())
+    }
+
+    /// The checkpoint sequence the copies' headers hold now.
+    pub fn checkpoint_seq(&self) -> u64 {
+        self.written_checkpoint
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 }
 
@@ -1388,6 +1414,7 @@ mod tests {
             active: 0b11,
             epoch: 0,
             region: None,
+            checkpoint_seq: 0,
         }
     }
 
@@ -1400,7 +1427,7 @@ mod tests {
     #[test]
     fn records_come_back_in_order_and_a_checkpoint_empties_the_log() {
         let devs = vec![dev("a"), dev("b")];
-        let log = Log::format(devs.clone(), &[], [3; 16], rec()).unwrap();
+        let log = Log::format(devs.clone(), &[], [3; 16], rec(), Reserve::none(3)).unwrap();
         let data: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i; 8192]).collect();
         let ok = || Ok(());
         // 40 records of 3 pages: more than the 256-page ring holds, so
@@ -1418,7 +1445,7 @@ mod tests {
             log.done();
         }
         let live = log.usage().2;
-        let (_, replayed) = Log::open(found(&devs), [3; 16], rec()).unwrap();
+        let (_, replayed) = Log::open(found(&devs), [3; 16], rec(), Reserve::none(3)).unwrap();
         assert_eq!(replayed.len() as u64, live);
         let first = 40 - live as usize;
         for (r, i) in replayed.iter().zip(first..) {
@@ -1428,14 +1455,14 @@ mod tests {
             assert_eq!(&b[..], &data[i][..]);
         }
         log.checkpoint(&ok).unwrap();
-        let (_, replayed) = Log::open(found(&devs), [3; 16], rec()).unwrap();
+        let (_, replayed) = Log::open(found(&devs), [3; 16], rec(), Reserve::none(3)).unwrap();
         assert!(replayed.is_empty());
     }
 
     #[test]
     fn a_torn_record_ends_the_scan_and_either_copy_recovers() {
         let devs = vec![dev("a"), dev("b")];
-        let log = Log::format(devs.clone(), &[], [3; 16], rec()).unwrap();
+        let log = Log::format(devs.clone(), &[], [3; 16], rec(), Reserve::none(3)).unwrap();
         let d = vec![7u8; 4096];
         for i in 0..3 {
             log.append(
@@ -1452,12 +1479,12 @@ mod tests {
         // Record 2 (third) torn on copy a: a flipped payload byte.
         let at = RING_OFFSET + 2 * 2 * PAGE + PAGE + 5;
         devs[0].write_at(&[0x55], at).unwrap();
-        let (_, r) = Log::open(found(&devs), [3; 16], rec()).unwrap();
+        let (_, r) = Log::open(found(&devs), [3; 16], rec(), Reserve::none(3)).unwrap();
         assert_eq!(r.len(), 3, "copy b has all three");
-        let (_, r) = Log::open(found(&devs[..1]), [3; 16], rec()).unwrap();
+        let (_, r) = Log::open(found(&devs[..1]), [3; 16], rec(), Reserve::none(3)).unwrap();
         assert_eq!(r.len(), 2, "copy a ends before the torn record");
         // A foreign array's log is refused by name.
-        let e = Log::open(found(&devs), [4; 16], rec()).err().unwrap();
+        let e = Log::open(found(&devs), [4; 16], rec(), Reserve::none(3)).err().unwrap();
         assert!(e.to_string().contains("belongs to another array"), "{e}");
     }
 }

@@ -771,6 +771,7 @@ impl Array {
                     .collect();
                 log.append(&entries, &|| self.flush_members())?;
             }
+            self.note_log_position()?;
             let written = self.write_plans(plans, bufs, user);
             log.done();
             written?;
@@ -834,6 +835,7 @@ impl Array {
                 return Err(EngineError::LogFull);
             }
         }
+        self.note_log_position()?;
         Ok(())
     }
 
@@ -925,9 +927,30 @@ impl Array {
             }
             if !log.all_lost() {
                 log.checkpoint(&|| self.flush_members())?;
+                self.note_log_position()?;
             }
         }
         Ok(written)
+    }
+
+    /// The log was checkpointed since the members' superblocks last said
+    /// where: they say it now (`LogRecord::checkpoint_seq`), so a copy of
+    /// the log put back from before is never replayed.
+    pub(crate) fn note_log_position(&self) -> Result<()> {
+        let Some(log) = self.log.as_ref().filter(|_| !self.read_only) else {
+            return Ok(());
+        };
+        let seq = log.checkpoint_seq();
+        let behind =
+            |sb: &crate::format::Superblock| sb.log.is_some_and(|l| l.checkpoint_seq < seq);
+        if !behind(&self.sb.lock().unwrap()) {
+            return Ok(());
+        }
+        let mut sb = self.sb.lock().unwrap();
+        if behind(&sb) {
+            self.persist(&mut sb)?;
+        }
+        Ok(())
     }
 
     /// The log, while it has a copy to write to.

@@ -491,6 +491,8 @@ impl Array {
                     copies: copies as u16,
                     active: (1u8 << copies) - 1,
                     epoch: 0,
+                    // A new log's first checkpoint (`Log::format`).
+                    checkpoint_seq: 1,
                     region: region.as_ref().map(|(bytes, s)| crate::format::LogRegion {
                         bytes: *bytes,
                         slots: [s[0] as u8, s.get(1).copied().unwrap_or(0) as u8],
@@ -1364,6 +1366,9 @@ impl Array {
             // Copies missing now are recorded as out: they cannot come back
             // later with records behind the others'.
             self.record_log_copies(true)?;
+            // The members say where the log starts now: the records just
+            // replayed are never replayed again from a copy put back.
+            self.note_log_position()?;
         }
         Ok(())
     }
@@ -1495,6 +1500,11 @@ impl Array {
     pub(crate) fn persist(&self, sb: &mut Superblock) -> Result<()> {
         if self.read_only {
             return Ok(());
+        }
+        // Every superblock written carries the log's checkpoint as its
+        // copies' headers hold it (never ahead of them).
+        if let (Some(rec), Some(log)) = (sb.log.as_mut(), self.log.as_ref()) {
+            rec.checkpoint_seq = rec.checkpoint_seq.max(log.checkpoint_seq());
         }
         // The superblock written carries what assembly decided: committed,
         // the annex follows at the next chance.
