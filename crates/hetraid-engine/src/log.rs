@@ -32,6 +32,12 @@ const TYPE_PAD: u8 = 3;
 /// HPDA: the stripes a RAID4 write is about to change (resynced after a crash).
 const TYPE_INTENT: u8 = 4;
 const ENTRY_AT: usize = 64;
+/// The sequence number of the first record of the write this record went
+/// out in (a group commit writes many at once; 0: written before it was
+/// kept). Later writes start only after earlier ones were flushed, so a
+/// valid record whose write started after a bad record means the bad one
+/// was damaged after it was durable, not torn by a crash.
+const WRITE_FIRST_AT: usize = 56;
 const ENTRY: usize = 16;
 const HDR_CRC_AT: usize = 4092;
 
@@ -249,6 +255,9 @@ struct Scan {
     end_seq: u64,
     /// Bytes from the checkpoint to the end (pads included).
     bytes: u64,
+    damage: Option<Damage>,
+    /// (copy, ring offset) of records of the cut write past the end.
+    leftovers: Vec<(usize, u64)>,
 }
 
 struct State {
@@ -292,6 +301,9 @@ pub struct Log {
     /// The checkpoint sequence the copies' headers hold (the members'
     /// superblocks record it after it, `LogRecord::checkpoint_seq`).
     written_checkpoint: std::sync::atomic::AtomicU64,
+    /// (copy, ring offset) of records a crash cut, past the end: cleared
+    /// before the log is written again (`Log::clear_leftovers`).
+    leftovers: Mutex<Vec<(usize, u64)>>,
     /// The thread reclaiming now: its records may use the reserved room
     /// (`Log::reclaiming`).
     reclaimer: Mutex<Option<std::thread::ThreadId>>,
@@ -320,7 +332,14 @@ struct Group {
 
 /// The header page of a write-back data record: one write of `len` bytes at
 /// array offset `at`, its payload padded to whole pages.
-fn data_header(template: &LogHeader, seq: u64, bytes: u64, at: u64, data: &[u8]) -> AlignedBuf {
+fn data_header(
+    template: &LogHeader,
+    seq: u64,
+    first: u64,
+    bytes: u64,
+    at: u64,
+    data: &[u8],
+) -> AlignedBuf {
     let mut h = AlignedBuf::zeroed(PAGE as usize);
     h[0..4].copy_from_slice(&REC_MAGIC.to_le_bytes());
     h[4] = TYPE_DATA;
@@ -329,6 +348,7 @@ fn data_header(template: &LogHeader, seq: u64, bytes: u64, at: u64, data: &[u8])
     h[32..40].copy_from_slice(&bytes.to_le_bytes());
     h[40..44].copy_from_slice(&1u32.to_le_bytes());
     h[48..52].copy_from_slice(&template.id.to_le_bytes());
+    h[WRITE_FIRST_AT..WRITE_FIRST_AT + 8].copy_from_slice(&first.to_le_bytes());
     h[ENTRY_AT + 4..ENTRY_AT + 8].copy_from_slice(&(data.len() as u32).to_le_bytes());
     h[ENTRY_AT + 8..ENTRY_AT + 16].copy_from_slice(&at.to_le_bytes());
     let pad = (bytes - PAGE) as usize - data.len();
@@ -350,6 +370,7 @@ fn intent_header(template: &LogHeader, seq: u64, runs: &[(u64, u64)]) -> Aligned
     h[32..40].copy_from_slice(&PAGE.to_le_bytes());
     h[40..44].copy_from_slice(&(runs.len() as u32).to_le_bytes());
     h[48..52].copy_from_slice(&template.id.to_le_bytes());
+    h[WRITE_FIRST_AT..WRITE_FIRST_AT + 8].copy_from_slice(&seq.to_le_bytes());
     for (i, &(first, count)) in runs.iter().enumerate() {
         let at = ENTRY_AT + ENTRY * i;
         h[at + 4..at + 8].copy_from_slice(&(count as u32).to_le_bytes());
@@ -378,6 +399,8 @@ fn record_header(
     h[32..40].copy_from_slice(&bytes.to_le_bytes());
     h[40..44].copy_from_slice(&(entries.len() as u32).to_le_bytes());
     h[48..52].copy_from_slice(&template.id.to_le_bytes());
+    // Written alone: its write starts with it.
+    h[WRITE_FIRST_AT..WRITE_FIRST_AT + 8].copy_from_slice(&seq.to_le_bytes());
     for (i, e) in entries.iter().enumerate() {
         let at = ENTRY_AT + ENTRY * i;
         h[at..at + 2].copy_from_slice(&e.member.to_le_bytes());
@@ -521,6 +544,7 @@ impl Log {
             group: Mutex::new(Group::default()),
             group_turn: Condvar::new(),
             written_checkpoint: std::sync::atomic::AtomicU64::new(written_checkpoint),
+            leftovers: Mutex::new(Vec::new()),
             reserve,
             reclaimer: Mutex::new(None),
         }
@@ -530,13 +554,16 @@ impl Log {
     /// array `uuid` whose superblock records `rec`, and scan it: the records
     /// after the last checkpoint, to be replayed, from the copy that holds
     /// the most. The caller replays them, flushes the members and then calls
-    /// [`Log::checkpoint`].
+    /// [`Log::checkpoint`]. Damage (see `scan_copies`) is refused by name;
+    /// with `force` the log opens without the damaged record, and the
+    /// returned flag says the redundancy must be resynced from the data.
     pub fn open(
         found: Vec<(Arc<dyn Member>, LogHeader)>,
         uuid: [u8; 16],
         rec: LogRecord,
         reserve: Reserve,
-    ) -> Result<(Self, Vec<Replayed>)> {
+        force: bool,
+    ) -> Result<(Self, Vec<Replayed>, bool)> {
         let mut copies: Vec<Option<Arc<dyn Member>>> = vec![None; rec.copies as usize];
         let mut generations = vec![0u64; rec.copies as usize];
         let mut kinds = vec![hetraid_core::MemberKind::Ssd; rec.copies as usize];
@@ -613,21 +640,46 @@ impl Log {
             copy: 0,
             ..newest.clone()
         };
-        let mut best: Option<Scan> = None;
+        let mut live: Vec<(usize, &dyn Member)> = Vec::new();
         for (i, c) in copies.iter().enumerate() {
-            let Some(d) = c else {
-                warnings.push(format!(
+            match c {
+                Some(d) => live.push((i, d.as_ref())),
+                None => warnings.push(format!(
                     "log copy {i} is missing: the log runs on {} copy until it is replaced",
                     copies.iter().flatten().count()
-                ));
-                continue;
-            };
-            let s = scan(d.as_ref(), &newest).map_err(|e| log_err(d.as_ref(), e))?;
-            if best.as_ref().is_none_or(|b| s.end_seq > b.end_seq) {
-                best = Some(s);
+                )),
             }
         }
-        let best = best.expect("a copy was found");
+        let best = scan_copies(&live, &newest);
+        let mut resync_all = false;
+        let mut records = best.records;
+        if let Some(d) = &best.damage {
+            let on = live
+                .iter()
+                .map(|(_, m)| format!("log device {}", m.name()))
+                .collect::<Vec<_>>()
+                .join(" and ");
+            let what = format!(
+                "the write log is damaged: record {} (ring offset {}) is intact on no copy ({on}), yet {} records written after it are intact, so it was lost after it was durable (a bad sector or flipped bits), not cut by a crash",
+                d.seq, d.offset, d.later
+            );
+            let lost = match newest.mode {
+                LogMode::Journal => "the stripe update it held; nothing is replayed (replaying around it could write older stripe contents over newer), and the redundancy is resynced from the data: writes flushed before the crash are on the members",
+                LogMode::WriteBack => "the write it held, unless a later write replaced it; the intact records are kept, and the redundancy is resynced from the data",
+            };
+            if !force {
+                return Err(EngineError::Refused(format!(
+                    "{what}; nothing was replayed or written. Replace the damaged device if it is failing; hetraid assemble --force starts without the damaged record, losing {lost}"
+                )));
+            }
+            warnings.push(format!(
+                "{what}; started without it (--force), losing {lost}"
+            ));
+            resync_all = true;
+            if newest.mode == LogMode::Journal {
+                records.clear();
+            }
+        }
         let ring = Ring::found(
             newest.ring_len,
             newest.checkpoint_offset,
@@ -635,12 +687,11 @@ impl Log {
             best.end_offset,
             best.end_seq,
             best.bytes,
-            best.records.iter().map(|r| (r.seq, r.offset)).collect(),
+            records.iter().map(|r| (r.seq, r.offset)).collect(),
         );
         // Intent records whose member writes a checkpoint saw flushed need
         // nothing more.
-        let records = best
-            .records
+        let records = records
             .into_iter()
             .filter(|r| r.stripes.is_empty() || r.seq >= newest.flushed_seq)
             .collect();
@@ -648,7 +699,31 @@ impl Log {
         log.epoch
             .store(rec.epoch, std::sync::atomic::Ordering::SeqCst);
         log.warnings.lock().unwrap().extend(warnings);
-        Ok((log, records))
+        *log.leftovers.lock().unwrap() = best.leftovers;
+        Ok((log, records, resync_all))
+    }
+
+    /// Records of the write a crash cut, found past the end of the log:
+    /// their header pages are cleared before the log is written again (a
+    /// later record of the same sequence could otherwise land before one of
+    /// them and make it look like its successor).
+    pub fn clear_leftovers(&self) -> Result<()> {
+        let left = std::mem::take(&mut *self.leftovers.lock().unwrap());
+        let copies = self.copies.lock().unwrap();
+        let zero = AlignedBuf::zeroed(PAGE as usize);
+        let mut touched = std::collections::BTreeSet::new();
+        for (c, off) in left {
+            if let Some(d) = copies.get(c).and_then(|d| d.as_ref()) {
+                d.write_at(&zero, RING_OFFSET + off)
+                    .map_err(|e| log_err(d.as_ref(), e))?;
+                touched.insert(c);
+            }
+        }
+        for c in touched {
+            let d = copies[c].as_ref().unwrap();
+            d.flush().map_err(|e| log_err(d.as_ref(), e))?;
+        }
+        Ok(())
     }
 
     pub fn mode(&self) -> LogMode {
@@ -1072,8 +1147,14 @@ impl Log {
         let headers: Vec<AlignedBuf> = placed
             .iter()
             .zip(batch)
-            .map(|((p, bytes, _), (_, at, data))| {
-                data_header(&self.template, p.seq, *bytes, *at, data)
+            .enumerate()
+            .map(|(i, ((p, bytes, _), (_, at, data)))| {
+                // The first record of its I/O group.
+                let first = groups
+                    .iter()
+                    .find(|g| g.contains(&i))
+                    .map_or(p.seq, |g| placed[g.start].0.seq);
+                data_header(&self.template, p.seq, first, *bytes, *at, data)
             })
             .collect();
         for g in &groups {
@@ -1290,111 +1371,242 @@ fn log_err(m: &dyn Member, e: io::Error) -> EngineError {
     }
 }
 
-/// Read one copy's records from the checkpoint in `h` until the first one
-/// that is not live (torn, of an earlier lap, foreign). Reads at most the
-/// ring once.
-fn scan(d: &dyn Member, h: &LogHeader) -> io::Result<Scan> {
+/// A record read at ring offset `off` as sequence `seq`: (the record, None
+/// for a pad; its bytes; the first sequence of the write it went out in),
+/// or None when no live record is there (torn, of an earlier lap, foreign,
+/// damaged). `budget`: ring bytes left for the scan.
+fn read_record(
+    d: &dyn Member,
+    h: &LogHeader,
+    off: u64,
+    seq: u64,
+    budget: u64,
+) -> Option<(Option<Replayed>, u64, u64)> {
+    let mut head = AlignedBuf::zeroed(PAGE as usize);
+    d.read_at(&mut head, RING_OFFSET + off).ok()?;
+    let bytes = u64_at(&head, 32);
+    let kind = head[4];
+    let n = u32_at(&head, 40) as usize;
+    let live = u32_at(&head, 0) == REC_MAGIC
+        && head[16..32] == h.uuid
+        && u32_at(&head, 48) == h.id
+        && u64_at(&head, 8) == seq
+        && matches!(kind, TYPE_STRIPES | TYPE_PAD | TYPE_DATA | TYPE_INTENT)
+        && n <= ENTRIES_MAX
+        && journal::header_fits(h.ring_len, off, bytes)
+        && bytes <= budget;
+    if !live {
+        return None;
+    }
+    let first = u64_at(&head, WRITE_FIRST_AT);
+    let stated = u32_at(&head, 44);
+    let mut zeroed = head.to_vec();
+    zeroed[44..48].fill(0);
+    let mut crc = crc32c(&zeroed);
+    let mut entries = Vec::new();
+    let mut data = None;
+    if kind == TYPE_DATA {
+        let len = u32_at(&head, ENTRY_AT + 4) as u64;
+        let at = u64_at(&head, ENTRY_AT + 8);
+        let padded = len.div_ceil(PAGE) * PAGE;
+        if n != 1 || PAGE + padded != bytes {
+            return None;
+        }
+        let mut buf = AlignedBuf::zeroed(padded as usize);
+        if padded > 0 {
+            d.read_at(&mut buf, RING_OFFSET + off + PAGE).ok()?;
+        }
+        crc = crc32c_append(crc, &buf);
+        data = Some((at, buf[..len as usize].to_vec()));
+    }
+    let mut stripes = Vec::new();
+    if kind == TYPE_INTENT {
+        if bytes != PAGE {
+            return None;
+        }
+        for i in 0..n {
+            let e = ENTRY_AT + ENTRY * i;
+            stripes.push((u64_at(&head, e + 8), u32_at(&head, e + 4) as u64));
+        }
+    }
+    if kind == TYPE_STRIPES {
+        let mut at = off + PAGE;
+        let mut sum = PAGE;
+        for i in 0..n {
+            let e = ENTRY_AT + ENTRY * i;
+            let member = u16::from_le_bytes(head[e..e + 2].try_into().unwrap());
+            let len = u32_at(&head, e + 4) as u64 * PAGE;
+            let offset = u64_at(&head, e + 8);
+            sum += len;
+            if len == 0 || sum > bytes {
+                return None;
+            }
+            let mut buf = AlignedBuf::zeroed(len as usize);
+            d.read_at(&mut buf, RING_OFFSET + at).ok()?;
+            crc = crc32c_append(crc, &buf);
+            entries.push((member, offset, buf));
+            at += len;
+        }
+        if sum != bytes {
+            return None;
+        }
+    }
+    if crc != stated {
+        return None;
+    }
+    let rec = (kind != TYPE_PAD).then_some(Replayed {
+        seq,
+        offset: off,
+        entries,
+        data,
+        stripes,
+    });
+    Some((rec, bytes, first))
+}
+
+/// A live record found past the end of the chain by [`probe`].
+struct Beyond {
+    copy: usize,
+    offset: u64,
+    seq: u64,
+    first: u64,
+}
+
+/// The live records of a copy in the `budget` ring bytes from `from`
+/// whose sequence is `seq` or later: every page is looked at (a damaged
+/// header hides where the next record starts). One sequential read of at
+/// most the ring, in 1 MiB pieces, plus each candidate's payload.
+fn probe(
+    copy: usize,
+    d: &dyn Member,
+    h: &LogHeader,
+    from: u64,
+    seq: u64,
+    budget: u64,
+) -> Vec<Beyond> {
+    let mut found = Vec::new();
+    let piece = 1u64 << 20;
+    let mut buf = AlignedBuf::zeroed(piece as usize);
+    let mut done = 0u64;
+    // Bounded: `done` grows by at least a page a round, up to `budget`.
+    while done < budget {
+        let off = (from + done) % h.ring_len;
+        let n = piece.min(budget - done).min(h.ring_len - off);
+        if d.read_at(&mut buf[..n as usize], RING_OFFSET + off)
+            .is_err()
+        {
+            done += n;
+            continue;
+        }
+        let mut skip_to = n;
+        let mut p = 0u64;
+        while p < n {
+            let page = &buf[p as usize..(p + PAGE) as usize];
+            let s = u64_at(page, 8);
+            let candidate = u32_at(page, 0) == REC_MAGIC
+                && page[16..32] == h.uuid
+                && u32_at(page, 48) == h.id
+                && s >= seq
+                && s < seq + h.ring_len / PAGE;
+            if candidate {
+                if let Some((_, bytes, first)) = read_record(d, h, off + p, s, budget - done - p) {
+                    found.push(Beyond {
+                        copy,
+                        offset: off + p,
+                        seq: s,
+                        first,
+                    });
+                    p += bytes;
+                    skip_to = skip_to.max(p);
+                    continue;
+                }
+            }
+            p += PAGE;
+        }
+        done += skip_to.max(PAGE);
+    }
+    found
+}
+
+/// Damage found by the scan: a record no copy holds intact, with intact
+/// records written after it.
+#[derive(Debug, Clone)]
+pub struct Damage {
+    pub seq: u64,
+    pub offset: u64,
+    /// Intact records after it.
+    pub later: u64,
+}
+
+/// Read the records from the checkpoint in `h`, every copy at once: each
+/// record is taken from whichever copy holds it intact (the copies are laid
+/// out alike), so a bad record on one copy costs nothing while the other
+/// has it. Where no copy holds the next record the chain ends — a torn
+/// tail (a crash cuts only the last write) unless an intact record written
+/// in a later write follows: that is damage, and the scan goes on past it.
+/// Records of the cut write found past the end are returned as leftovers
+/// (cleared before the log is written again: they must never be taken for
+/// records of a later write at the same place). Reads at most the ring
+/// once per copy, plus the probe past the end.
+fn scan_copies(copies: &[(usize, &dyn Member)], h: &LogHeader) -> Scan {
     let (mut off, mut seq) = (h.checkpoint_offset, h.checkpoint_seq);
     let mut records = Vec::new();
     let mut total = 0u64;
-    let mut head = AlignedBuf::zeroed(PAGE as usize);
+    let mut damage: Option<Damage> = None;
+    let mut leftovers = Vec::new();
+    // Bounded: each round takes a record (at least a page of the ring
+    // budget) or ends, or jumps forward past damage (also within budget).
     while total < h.ring_len {
-        if d.read_at(&mut head, RING_OFFSET + off).is_err() {
-            break;
-        }
-        let bytes = u64_at(&head, 32);
-        let kind = head[4];
-        let n = u32_at(&head, 40) as usize;
-        let live = u32_at(&head, 0) == REC_MAGIC
-            && head[16..32] == h.uuid
-            && u32_at(&head, 48) == h.id
-            && u64_at(&head, 8) == seq
-            && matches!(kind, TYPE_STRIPES | TYPE_PAD | TYPE_DATA | TYPE_INTENT)
-            && n <= ENTRIES_MAX
-            && journal::header_fits(h.ring_len, off, bytes)
-            && total + bytes <= h.ring_len;
-        if !live {
-            break;
-        }
-        let stated = u32_at(&head, 44);
-        let mut zeroed = head.to_vec();
-        zeroed[44..48].fill(0);
-        let mut crc = crc32c(&zeroed);
-        let mut entries = Vec::new();
-        let mut data = None;
-        if kind == TYPE_DATA {
-            let len = u32_at(&head, ENTRY_AT + 4) as u64;
-            let at = u64_at(&head, ENTRY_AT + 8);
-            let padded = len.div_ceil(PAGE) * PAGE;
-            if n != 1 || PAGE + padded != bytes {
-                break;
-            }
-            let mut buf = AlignedBuf::zeroed(padded as usize);
-            if padded > 0 && d.read_at(&mut buf, RING_OFFSET + off + PAGE).is_err() {
-                break;
-            }
-            crc = crc32c_append(crc, &buf);
-            data = Some((at, buf[..len as usize].to_vec()));
-        }
-        let mut stripes = Vec::new();
-        if kind == TYPE_INTENT {
-            if bytes != PAGE {
-                break;
-            }
-            for i in 0..n {
-                let e = ENTRY_AT + ENTRY * i;
-                stripes.push((u64_at(&head, e + 8), u32_at(&head, e + 4) as u64));
-            }
-        }
-        if kind == TYPE_STRIPES {
-            let mut at = off + PAGE;
-            let mut sum = PAGE;
-            let mut ok = true;
-            for i in 0..n {
-                let e = ENTRY_AT + ENTRY * i;
-                let member = u16::from_le_bytes(head[e..e + 2].try_into().unwrap());
-                let len = u32_at(&head, e + 4) as u64 * PAGE;
-                let offset = u64_at(&head, e + 8);
-                sum += len;
-                if len == 0 || sum > bytes {
-                    ok = false;
-                    break;
+        let got = copies
+            .iter()
+            .find_map(|(_, d)| read_record(*d, h, off, seq, h.ring_len - total));
+        if let Some((rec, bytes, _)) = got {
+            if let Some(r) = rec {
+                records.push(r);
+                if let Some(d) = damage.as_mut() {
+                    d.later += 1;
                 }
-                let mut buf = AlignedBuf::zeroed(len as usize);
-                if d.read_at(&mut buf, RING_OFFSET + at).is_err() {
-                    ok = false;
-                    break;
-                }
-                crc = crc32c_append(crc, &buf);
-                entries.push((member, offset, buf));
-                at += len;
             }
-            if !ok || sum != bytes {
+            total += bytes;
+            off = journal::next_offset(h.ring_len, off, bytes);
+            seq += 1;
+            continue;
+        }
+        let beyond: Vec<Beyond> = copies
+            .iter()
+            .flat_map(|(i, d)| probe(*i, *d, h, off, seq, h.ring_len - total))
+            .collect();
+        // A record whose write started after this one: this one was
+        // durable before it (writes wait for the earlier ones' flush).
+        let next = beyond
+            .iter()
+            .filter(|b| b.first > seq)
+            .min_by_key(|b| b.seq);
+        match next {
+            Some(b) => {
+                damage.get_or_insert(Damage {
+                    seq,
+                    offset: off,
+                    later: 0,
+                });
+                total += (b.offset + h.ring_len - off) % h.ring_len;
+                off = b.offset;
+                seq = b.seq;
+            }
+            None => {
+                leftovers = beyond.iter().map(|b| (b.copy, b.offset)).collect();
                 break;
             }
         }
-        if crc != stated {
-            break;
-        }
-        if kind != TYPE_PAD {
-            records.push(Replayed {
-                seq,
-                offset: off,
-                entries,
-                data,
-                stripes,
-            });
-        }
-        total += bytes;
-        off = journal::next_offset(h.ring_len, off, bytes);
-        seq += 1;
     }
-    Ok(Scan {
+    Scan {
         records,
         end_offset: off,
         end_seq: seq,
         bytes: total,
-    })
+        damage,
+        leftovers,
+    }
 }
 
 #[cfg(test)]
@@ -1445,7 +1657,8 @@ mod tests {
             log.done();
         }
         let live = log.usage().2;
-        let (_, replayed) = Log::open(found(&devs), [3; 16], rec(), Reserve::none(3)).unwrap();
+        let (_, replayed, _) =
+            Log::open(found(&devs), [3; 16], rec(), Reserve::none(3), false).unwrap();
         assert_eq!(replayed.len() as u64, live);
         let first = 40 - live as usize;
         for (r, i) in replayed.iter().zip(first..) {
@@ -1455,7 +1668,8 @@ mod tests {
             assert_eq!(&b[..], &data[i][..]);
         }
         log.checkpoint(&ok).unwrap();
-        let (_, replayed) = Log::open(found(&devs), [3; 16], rec(), Reserve::none(3)).unwrap();
+        let (_, replayed, _) =
+            Log::open(found(&devs), [3; 16], rec(), Reserve::none(3), false).unwrap();
         assert!(replayed.is_empty());
     }
 
@@ -1479,12 +1693,15 @@ mod tests {
         // Record 2 (third) torn on copy a: a flipped payload byte.
         let at = RING_OFFSET + 2 * 2 * PAGE + PAGE + 5;
         devs[0].write_at(&[0x55], at).unwrap();
-        let (_, r) = Log::open(found(&devs), [3; 16], rec(), Reserve::none(3)).unwrap();
+        let (_, r, _) = Log::open(found(&devs), [3; 16], rec(), Reserve::none(3), false).unwrap();
         assert_eq!(r.len(), 3, "copy b has all three");
-        let (_, r) = Log::open(found(&devs[..1]), [3; 16], rec(), Reserve::none(3)).unwrap();
+        let (_, r, _) =
+            Log::open(found(&devs[..1]), [3; 16], rec(), Reserve::none(3), false).unwrap();
         assert_eq!(r.len(), 2, "copy a ends before the torn record");
         // A foreign array's log is refused by name.
-        let e = Log::open(found(&devs), [4; 16], rec(), Reserve::none(3)).err().unwrap();
+        let e = Log::open(found(&devs), [4; 16], rec(), Reserve::none(3), false)
+            .err()
+            .unwrap();
         assert!(e.to_string().contains("belongs to another array"), "{e}");
     }
 }

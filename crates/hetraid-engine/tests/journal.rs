@@ -1083,3 +1083,143 @@ fn the_smallest_write_back_log_never_fails_a_write() {
         );
     }
 }
+
+/// RAID5 of 4 with a log of `copies` copies in `mode` (64 MiB each, so 300
+/// single-block writes stay in the log without a reclaim), 300 acknowledged
+/// 4 KiB writes of block i = value i+1, then a crash (unflushed writes
+/// dropped).
+fn three_hundred_logged(
+    mode: LogMode,
+    copies: usize,
+) -> (Vec<Arc<FaultMember>>, Vec<Arc<dyn Member>>) {
+    let mut faults: Vec<Arc<FaultMember>> = (0..4)
+        .map(|i| Arc::new(FaultMember::new(&format!("m{i}"), MIB + 4 * MIB, 70 + i)))
+        .collect();
+    for c in 0..copies {
+        faults.push(Arc::new(FaultMember::new(
+            &format!("log{c}"),
+            64 * MIB,
+            80 + c as u64,
+        )));
+    }
+    let devs: Vec<Arc<dyn Member>> = faults
+        .iter()
+        .map(|f| f.clone() as Arc<dyn Member>)
+        .collect();
+    let mut o = opts("raid5", 65536);
+    o.log = Some(LogSpec {
+        devices: devs[4..].to_vec(),
+        kinds: vec![],
+        mode,
+        region: None,
+    });
+    let a = Array::create(devs[..4].to_vec(), &o).unwrap();
+    for i in 0..300u64 {
+        a.write(i * 4096, &[(i % 250 + 1) as u8; 4096]).unwrap();
+    }
+    drop(a);
+    for f in &faults {
+        f.crash(false);
+    }
+    (faults, devs)
+}
+
+/// Flip one payload byte of record `k` (0-based from the ring's start) on
+/// log device `log`: in write-back mode each record is a header page and
+/// one data page; in journal mode a header page, the data page and the
+/// parity page.
+fn flip(log: &FaultMember, mode: LogMode, k: u64) {
+    let rec = match mode {
+        LogMode::WriteBack => 2 * 4096,
+        LogMode::Journal => 3 * 4096,
+    };
+    let at = (64 << 10) + k * rec + 4096 + 100;
+    let mut b = [0u8; 1];
+    log.read_at(&mut b, at).unwrap();
+    log.write_at(&[b[0] ^ 0x5a], at).unwrap();
+    log.flush().unwrap();
+}
+
+fn durable(faults: &[Arc<FaultMember>]) -> Vec<Vec<u8>> {
+    faults.iter().map(|f| f.durable()).collect()
+}
+
+/// Issue 36: one bad record is damage, not a torn tail. Before, the scan
+/// stopped at it: in write-back mode 296 of 300 acknowledged blocks read
+/// back old with no warning; in journal mode the prefix replay rewrote
+/// newer blocks. Now: one copy refuses by name and writes nothing; with
+/// --force the array starts without the damaged record and says so; two
+/// copies each bad at a different place recover every record.
+#[test]
+fn a_damaged_log_record_is_never_taken_for_the_end() {
+    for mode in [LogMode::WriteBack, LogMode::Journal] {
+        for k in [0u64, 150] {
+            let (faults, devs) = three_hundred_logged(mode, 1);
+            flip(&faults[4], mode, k);
+            let before = durable(&faults);
+            for access in [Access::ReadWrite, Access::ReadOnly] {
+                let e = Array::assemble_with(
+                    devs.clone(),
+                    AssembleOptions {
+                        degraded: false,
+                        force: false,
+                        access,
+                    },
+                )
+                .err()
+                .unwrap_or_else(|| panic!("{mode:?} record {k}: a damaged log was taken"))
+                .to_string();
+                assert!(
+                    e.contains("log device log0") && e.contains("damaged"),
+                    "{e}"
+                );
+            }
+            assert!(
+                durable(&faults) == before,
+                "{mode:?}: a refusal wrote something"
+            );
+            // --force: started without the damaged record, saying so.
+            let a = Array::assemble_with(
+                devs.clone(),
+                AssembleOptions {
+                    degraded: false,
+                    force: true,
+                    access: Access::ReadWrite,
+                },
+            )
+            .unwrap();
+            assert!(a
+                .warnings()
+                .iter()
+                .any(|w| w.contains("damaged") && w.contains("--force")));
+            assert_eq!(a.scrub(None).unwrap().mismatches, 0);
+            if mode == LogMode::WriteBack {
+                // Every block but the damaged record's reads back.
+                let mut lost = 0;
+                for i in 0..300u64 {
+                    let mut b = vec![0u8; 4096];
+                    a.read(i * 4096, &mut b).unwrap();
+                    if b != vec![(i % 250 + 1) as u8; 4096] {
+                        lost += 1;
+                        assert_eq!(i, k, "only the damaged record's block is lost");
+                    }
+                }
+                assert_eq!(lost, 1);
+            }
+        }
+    }
+    // Two copies, each bad at a different record: every record is intact on
+    // one of them.
+    for mode in [LogMode::WriteBack, LogMode::Journal] {
+        let (faults, devs) = three_hundred_logged(mode, 2);
+        flip(&faults[4], mode, 100);
+        flip(&faults[5], mode, 200);
+        let a = Array::assemble(devs).unwrap();
+        for i in 0..300u64 {
+            let mut b = vec![0u8; 4096];
+            a.read(i * 4096, &mut b).unwrap();
+            assert_eq!(b, vec![(i % 250 + 1) as u8; 4096], "{mode:?}: block {i}");
+        }
+        assert_eq!(a.scrub(None).unwrap().mismatches, 0);
+    }
+}

@@ -1255,11 +1255,12 @@ impl Array {
             }
             return self.resync_all();
         }
-        let (mut log, records) = match crate::log::Log::open(
+        let (mut log, records, resync_all) = match crate::log::Log::open(
             logs,
             sb.uuid,
             rec,
             hetraid_core::journal::Reserve::new(self.layout.members(), self.layout.redundancy()),
+            force && access == Access::ReadWrite,
         ) {
             Ok(x) => x,
             // `status` shows the array even when its log cannot be used.
@@ -1359,6 +1360,7 @@ impl Array {
             self.recover_intents(&intent_stripes, access, force)?;
         }
         if access == Access::ReadWrite {
+            log.clear_leftovers()?;
             log.checkpoint(&|| self.flush_members())?;
         }
         self.set_log(Some(log));
@@ -1369,6 +1371,10 @@ impl Array {
             // The members say where the log starts now: the records just
             // replayed are never replayed again from a copy put back.
             self.note_log_position()?;
+            if resync_all {
+                // A damaged record may have been half on the members.
+                self.resync_all()?;
+            }
         }
         Ok(())
     }
