@@ -1223,3 +1223,60 @@ fn a_damaged_log_record_is_never_taken_for_the_end() {
         assert_eq!(a.scrub(None).unwrap().mismatches, 0);
     }
 }
+
+/// Issue 36: one bad device never stops the array. A log copy that returns
+/// read errors, or whose header slots were zeroed, is left out with a
+/// warning and the log runs on the other copy (then the copy is recorded
+/// out); a data member that returns read errors at assembly is left out
+/// and the array starts degraded. Nothing acknowledged is lost.
+#[test]
+fn one_unreadable_log_copy_or_member_does_not_stop_the_array() {
+    for case in ["log read errors", "log header zeroed", "member read errors"] {
+        let (faults, devs) = three_hundred_logged(LogMode::WriteBack, 2);
+        match case {
+            "log read errors" => faults[4].set_faults(FaultConfig {
+                fail_reads: true,
+                ..Default::default()
+            }),
+            "log header zeroed" => {
+                faults[4].write_at(&vec![0u8; 8192], 0).unwrap();
+                faults[4].flush().unwrap();
+            }
+            _ => faults[1].set_faults(FaultConfig {
+                fail_reads: true,
+                ..Default::default()
+            }),
+        }
+        let a = Array::assemble(devs.clone())
+            .unwrap_or_else(|e| panic!("{case}: the array did not start: {e}"));
+        let named = if case.starts_with("member") {
+            "m1"
+        } else {
+            "log0"
+        };
+        assert!(
+            a.warnings()
+                .iter()
+                .any(|w| w.contains(named) && w.contains("left out")),
+            "{case}: {:?}",
+            a.warnings()
+        );
+        for i in 0..300u64 {
+            let mut b = vec![0u8; 4096];
+            a.read(i * 4096, &mut b).unwrap();
+            assert_eq!(b, vec![(i % 250 + 1) as u8; 4096], "{case}: block {i}");
+        }
+        let st = a.status();
+        if case.starts_with("member") {
+            assert_eq!(st.state, "degraded", "{case}");
+        } else {
+            assert_eq!(st.log.unwrap().state, "degraded", "{case}");
+            assert_eq!(
+                a.superblock().log.unwrap().active,
+                0b10,
+                "{case}: copy 0 recorded out"
+            );
+        }
+        a.close().unwrap();
+    }
+}

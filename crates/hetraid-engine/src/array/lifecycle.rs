@@ -751,22 +751,35 @@ impl Array {
         if given.is_empty() {
             return Err(EngineError::Refused("give the array's members".into()));
         }
-        // Log devices are listed with the members; their header tells them apart.
+        // Log devices are listed with the members; their header tells them
+        // apart. A device that cannot be read, or a log device whose header
+        // is damaged, is left out with a warning (md kicks a member it
+        // cannot read at assembly): one bad device never stops the array.
         let mut logs = Vec::new();
         let mut members = Vec::new();
+        let mut early: Vec<String> = Vec::new();
+        let mut unreadable = 0usize;
         for m in given {
-            if crate::log::is_log_device(m.as_ref()).map_err(|e| io_err(m.as_ref(), e))? {
-                match crate::log::read_header(m.as_ref()).map_err(|e| io_err(m.as_ref(), e))? {
-                    Some(h) => logs.push((m, h)),
-                    None => {
-                        return Err(EngineError::Refused(format!(
-                            "log device {} has a damaged or unknown header; leave it out",
-                            m.name()
-                        )))
-                    }
+            match crate::log::is_log_device(m.as_ref()) {
+                Err(e) => {
+                    early.push(format!(
+                        "{} is left out: it cannot be read ({e}); the array runs without it",
+                        m.name()
+                    ));
+                    unreadable += 1;
                 }
-            } else {
-                members.push(m);
+                Ok(true) => match crate::log::read_header(m.as_ref()) {
+                    Ok(Some(h)) => logs.push((m, h)),
+                    Ok(None) => early.push(format!(
+                        "log device {} is left out: neither header slot is valid (damaged or overwritten)",
+                        m.name()
+                    )),
+                    Err(e) => early.push(format!(
+                        "log device {} is left out: its header cannot be read ({e})",
+                        m.name()
+                    )),
+                },
+                Ok(false) => members.push(m),
             }
         }
         let given = members;
@@ -776,16 +789,50 @@ impl Array {
             ));
         }
         let mut sbs = Vec::new();
-        for m in &given {
-            match read_sb(m.as_ref())? {
-                Ok(sb) => sbs.push(sb),
+        let mut kept = Vec::new();
+        let mut unknown: Vec<(Arc<dyn Member>, String)> = Vec::new();
+        for m in given {
+            match read_sb(m.as_ref()) {
+                Ok(Ok(sb)) => {
+                    sbs.push(sb);
+                    kept.push(m);
+                }
+                Ok(Err(e)) => unknown.push((m, e.to_string())),
                 Err(e) => {
-                    return Err(EngineError::Refused(format!(
-                        "member {} is refused: {e}",
-                        m.name()
-                    )));
+                    early.push(format!("{e}; it is left out and the array runs without it"));
+                    unreadable += 1;
                 }
             }
+        }
+        let given = kept;
+        if let Some(first) = sbs.first() {
+            // A device with neither a superblock nor a log header, given
+            // to an array one of whose log copies was not found, is taken
+            // for that copy with its header slots lost: left out.
+            let log_missing = first
+                .log
+                .map_or(0, |l| l.copies as usize)
+                .saturating_sub(logs.len());
+            if unknown.len() <= log_missing {
+                for (m, e) in unknown.drain(..) {
+                    early.push(format!(
+                        "{} is left out: it has no hetraid superblock ({e}) and no log header; taken for the write log's missing copy with its header lost, the log runs on its other copy",
+                        m.name()
+                    ));
+                }
+            }
+        }
+        if let Some((m, e)) = unknown.first() {
+            return Err(EngineError::Refused(format!(
+                "member {} is refused: {e}",
+                m.name()
+            )));
+        }
+        if given.is_empty() {
+            return Err(EngineError::Refused(format!(
+                "no member could be read: {}",
+                early.join("; ")
+            )));
         }
         let first = &sbs[0];
         for (m, sb) in given.iter().zip(&sbs) {
@@ -950,7 +997,10 @@ impl Array {
             writable: opts.access == Access::ReadWrite,
             // A member left out by --force for its geometry was given:
             // its slot runs degraded as the operator asked.
-            degraded: opts.degraded || opts.force && !odd_warnings.is_empty(),
+            degraded: opts.degraded
+                || opts.force && !odd_warnings.is_empty()
+                // A member given but unreadable runs degraded, as md kicks it.
+                || unreadable > 0,
         };
         let a = membership::assemble(&cands, mode, &survives).map_err(|e| {
             EngineError::Refused(match e {
@@ -1010,7 +1060,8 @@ impl Array {
                 }
             })
         })?;
-        let mut warnings = odd_warnings;
+        let mut warnings = early;
+        warnings.extend(odd_warnings);
         for l in &a.left_out {
             let slot = cands[l.candidate].slot;
             // A slot a shrink emptied takes no device back: the device
