@@ -36,6 +36,27 @@ pub fn log_bytes_min(n: usize, chunk: u64, reserve: &Reserve) -> u64 {
 pub fn ring_bytes(device_bytes: u64) -> u64 {
     device_bytes.saturating_sub(RING_OFFSET) / PAGE * PAGE
 }
+/// The most pieces a write-back index holds (a piece and its record take
+/// about 150 bytes: about 40 MiB at most). A writer that finds it full
+/// reclaims first.
+pub const INDEX_PIECES_MAX: usize = 1 << 18;
+/// The most bytes of logged writes a write-back index holds in memory,
+/// whatever the log's size (reads and the reclaimer use them; a log that
+/// loses every copy at run time loses nothing acknowledged). A writer that
+/// finds it full reclaims first.
+pub const INDEX_BYTES_MAX: u64 = 256 << 20;
+/// The most data one write-back record holds (larger writes are logged as
+/// several records): far below the memory bound, and what a recovery scan
+/// reads past the end of the log stays small on a large log.
+pub const WRITE_BACK_RECORD_MAX: u64 = 8 << 20;
+/// The most bytes of data records one group commit writes at once: a crash
+/// cuts at most this much past the end of the log, which is where the
+/// recovery scan looks for records of the cut write (`PROBE_BYTES_MAX`).
+pub const GROUP_BYTES_MAX: u64 = 32 << 20;
+/// How far past the end of the log the recovery scan looks for intact
+/// records (of the write a crash cut, or past a damaged record): at least a
+/// group write or the largest record, at most this.
+pub const PROBE_BYTES_MAX: u64 = 64 << 20;
 /// Entries (member extents) one header page can list.
 pub const ENTRIES_MAX: usize = 252;
 
@@ -51,9 +72,6 @@ pub struct Ring {
     pub next_seq: u64,
     /// Bytes between head and tail (pads included).
     pub used: u64,
-    /// (seq, ring offset) of every record since the head, pads left out:
-    /// where a checkpoint to a record still needed moves the head.
-    pub positions: std::collections::VecDeque<(u64, u64)>,
 }
 
 /// Where a record of some size goes.
@@ -79,28 +97,17 @@ impl Ring {
             tail: offset,
             next_seq: seq,
             used: 0,
-            positions: Default::default(),
         }
     }
 
     /// A ring found by a recovery scan: records from `head` (sequence
     /// `head_seq`) to `tail` (`next_seq`), `used` bytes of them, are live.
-    /// `positions`: (seq, offset) of the records found (pads left out).
-    pub fn found(
-        len: u64,
-        head: u64,
-        head_seq: u64,
-        tail: u64,
-        next_seq: u64,
-        used: u64,
-        positions: Vec<(u64, u64)>,
-    ) -> Self {
+    pub fn found(len: u64, head: u64, head_seq: u64, tail: u64, next_seq: u64, used: u64) -> Self {
         let mut r = Self::empty(len, head, head_seq);
         assert!(tail < len && tail.is_multiple_of(PAGE) && used <= len && next_seq >= head_seq);
         r.tail = tail;
         r.next_seq = next_seq;
         r.used = used;
-        r.positions = positions.into();
         r
     }
 
@@ -139,7 +146,6 @@ impl Ring {
         self.used += bytes;
         self.next_seq += 1;
         self.tail = (p.offset + bytes) % self.len;
-        self.positions.push_back((p.seq, p.offset));
         debug_assert!(self.used <= self.len);
     }
 
@@ -153,25 +159,14 @@ impl Ring {
         self.used -= (offset + self.len - self.head) % self.len;
         self.head = offset;
         self.head_seq = seq;
-        while self.positions.front().is_some_and(|(s, _)| *s < seq) {
-            self.positions.pop_front();
-        }
     }
 
     /// A checkpoint once every logged record is on the members: the head
-    /// moves to `oldest_needed` (a write-back record not yet reclaimed) or
-    /// past everything.
-    pub fn checkpoint_keeping(&mut self, oldest_needed: Option<u64>) {
+    /// moves to `oldest_needed` (seq, ring offset: a write-back record not
+    /// yet reclaimed, [`LogIndex::oldest_needed`]) or past everything.
+    pub fn checkpoint_keeping(&mut self, oldest_needed: Option<(u64, u64)>) {
         match oldest_needed {
-            Some(seq) => {
-                let offset = self
-                    .positions
-                    .iter()
-                    .find(|(s, _)| *s == seq)
-                    .map(|(_, o)| *o)
-                    .expect("a needed record is in the ring");
-                self.checkpoint_to(offset, seq);
-            }
+            Some((seq, offset)) => self.checkpoint_to(offset, seq),
             None => self.checkpoint(),
         }
     }
@@ -181,7 +176,6 @@ impl Ring {
         self.head = self.tail;
         self.head_seq = self.next_seq;
         self.used = 0;
-        self.positions.clear();
     }
 
     /// Records logged since the last checkpoint.
@@ -199,10 +193,13 @@ pub struct LogIndex<T> {
     /// start -> (end, seq, handle, offset in handle)
     pieces: std::collections::BTreeMap<u64, Piece<T>>,
     /// Per record: its pieces (a record is needed in the log while it has
-    /// any) and its reclaim cost ([`Reserve::cost`]).
-    live: std::collections::BTreeMap<u64, (usize, u64)>,
+    /// any), its reclaim cost ([`Reserve::cost`]) and its ring offset (where
+    /// a checkpoint keeping it moves the head).
+    live: std::collections::BTreeMap<u64, (usize, u64, u64, u64)>,
     /// The reclaim costs of the records still needed, summed.
     reserved: u64,
+    /// The bytes of the records still needed (what their handles hold).
+    held: u64,
 }
 
 /// One piece of the index: array bytes `[start, end)` are bytes
@@ -222,16 +219,18 @@ impl<T: Clone> Default for LogIndex<T> {
             pieces: Default::default(),
             live: Default::default(),
             reserved: 0,
+            held: 0,
         }
     }
 }
 
 impl<T: Clone> LogIndex<T> {
     fn dec(&mut self, seq: u64) {
-        let (n, cost) = self.live.get_mut(&seq).expect("a piece's record is live");
+        let (n, cost, _, len) = self.live.get_mut(&seq).expect("a piece's record is live");
         *n -= 1;
         if *n == 0 {
             self.reserved -= *cost;
+            self.held -= *len;
             self.live.remove(&seq);
         }
     }
@@ -267,18 +266,19 @@ impl<T: Clone> LogIndex<T> {
         }
     }
 
-    /// Record `seq` wrote `len` bytes at `start` (bytes of `handle` from 0);
-    /// writing them to the members takes at most `cost` bytes of ring
-    /// ([`Reserve::cost`]), held in [`LogIndex::reserved`] while the record
-    /// is needed.
-    pub fn insert(&mut self, start: u64, len: u64, seq: u64, handle: T, cost: u64) {
+    /// Record `seq` (at ring offset `offset`) wrote `len` bytes at `start`
+    /// (bytes of `handle` from 0); writing them to the members takes at most
+    /// `cost` bytes of ring ([`Reserve::cost`]), held in
+    /// [`LogIndex::reserved`] while the record is needed.
+    pub fn insert(&mut self, start: u64, len: u64, seq: u64, handle: T, cost: u64, offset: u64) {
         if len == 0 {
             return;
         }
         self.cut(start, start + len);
         assert!(!self.live.contains_key(&seq), "a record is indexed once");
-        self.live.insert(seq, (1, cost));
+        self.live.insert(seq, (1, cost, offset, len));
         self.reserved += cost;
+        self.held += len;
         self.pieces.insert(
             start,
             Piece {
@@ -364,9 +364,16 @@ impl<T: Clone> LogIndex<T> {
         self.reserved
     }
 
-    /// The oldest record the index still needs (None: none).
-    pub fn oldest_needed(&self) -> Option<u64> {
-        self.live.keys().next().copied()
+    /// The oldest record the index still needs, (seq, ring offset) (None:
+    /// none).
+    pub fn oldest_needed(&self) -> Option<(u64, u64)> {
+        self.live.iter().next().map(|(s, x)| (*s, x.2))
+    }
+
+    /// Bytes of the records still needed (a record partly replaced is
+    /// held whole: its handle holds all of it).
+    pub fn held(&self) -> u64 {
+        self.held
     }
 
     /// Bytes the index holds.
@@ -484,7 +491,7 @@ impl Reserve {
     /// a batch's stripe updates must fit in a record of the ring.
     pub fn record_max(&self, ring_len: u64) -> u64 {
         (ring_len / (8 * self.members as u64) / PAGE * PAGE)
-            .max(PAGE)
+            .clamp(PAGE, WRITE_BACK_RECORD_MAX)
             .min(ring_len / 4 / PAGE * PAGE - PAGE)
     }
 
@@ -580,18 +587,26 @@ pub fn place_record(
 /// makes a log on disks keep up with a queue of small writes; the records
 /// themselves are the ones a write alone makes, so recovery does not know
 /// about groups.
-pub fn place_group(
+pub fn place_group<T: Clone>(
     ring: &mut Ring,
     reserve: &Reserve,
-    mut reserved: u64,
+    index: &LogIndex<T>,
     writes: &[(u64, u64)],
 ) -> (Vec<(Placement, u64, u64)>, Vec<std::ops::Range<usize>>) {
     let mut placed: Vec<(Placement, u64, u64)> = Vec::new();
     let mut groups: Vec<std::ops::Range<usize>> = Vec::new();
     let slack = reserve.slack(ring.len);
+    let (mut reserved, mut held) = (index.reserved(), index.held());
+    let mut group_bytes = 0u64;
     for &(at, len) in writes {
         let bytes = data_record_bytes(len);
-        if bytes > ring.record_bytes_max() {
+        // The index's memory is bounded: a write cuts at most one older
+        // piece in three (two more pieces), and holds its bytes.
+        if bytes > ring.record_bytes_max()
+            || index.len() + 2 * (placed.len() + 1) > INDEX_PIECES_MAX
+            || held + len > INDEX_BYTES_MAX
+            || (!placed.is_empty() && group_bytes + bytes > GROUP_BYTES_MAX)
+        {
             break;
         }
         let cost = reserve.cost(at, len);
@@ -603,6 +618,8 @@ pub fn place_group(
         };
         ring.commit(&p, bytes);
         reserved += cost;
+        held += len;
+        group_bytes += bytes;
         let i = placed.len();
         // Contiguous with the record before: no pad, and not wrapped to 0.
         let follows = placed
@@ -857,7 +874,7 @@ mod tests {
                 let start = rnd(len);
                 let n = 1 + rnd(len - start).min(40);
                 let v = (seq as u8).wrapping_mul(7).wrapping_add(round);
-                idx.insert(start, n, seq, v, seq);
+                idx.insert(start, n, seq, v, seq, seq * 10);
                 for i in start..start + n {
                     model[i as usize] = Some((seq, v, i - start));
                 }
@@ -866,7 +883,7 @@ mod tests {
                     let snap = idx.pieces();
                     let s2 = rnd(len);
                     let n2 = 1 + rnd(len - s2).min(10);
-                    idx.insert(s2, n2, 1000 + seq, 0xee, 1000 + seq);
+                    idx.insert(s2, n2, 1000 + seq, 0xee, 1000 + seq, (1000 + seq) * 10);
                     for i in s2..s2 + n2 {
                         model[i as usize] = Some((1000 + seq, 0xee, i - s2));
                     }
@@ -898,7 +915,7 @@ mod tests {
                 }
                 assert_eq!(seen, model, "round {round} seq {seq}");
                 let needed = model.iter().flatten().map(|(s, _, _)| *s).min();
-                assert_eq!(idx.oldest_needed(), needed);
+                assert_eq!(idx.oldest_needed(), needed.map(|s| (s, s * 10)));
                 // The reserve is the costs (here: the seq) of the records
                 // still needed.
                 let mut live: Vec<u64> = model.iter().flatten().map(|(s, _, _)| *s).collect();
@@ -971,25 +988,28 @@ mod tests {
                 each.push((p, b, cost));
             }
         }
-        let (placed, groups) = place_group(&mut grouped, &reserve, 0, &writes);
+        let (placed, groups) =
+            place_group(&mut grouped, &reserve, &LogIndex::<()>::default(), &writes);
         assert_eq!(placed, each);
         assert_eq!(grouped, alone);
         assert_eq!(groups, vec![0..writes.len()]);
         // Near the end of the ring: a pad starts a new group.
         let mut r = Ring::empty(256 * PAGE, 253 * PAGE, 1);
         let w = [(0, 4096), (0, 4096), (0, 4096)];
-        let (placed, groups) = place_group(&mut r, &reserve, 0, &w);
+        let (placed, groups) = place_group(&mut r, &reserve, &LogIndex::<()>::default(), &w);
         assert_eq!(placed.len(), 3);
         assert!(placed[1].0.pad.is_some());
         assert_eq!(groups, vec![0..1, 1..3]);
         // Ending exactly at the ring's end: the next one starts a group at 0.
         let mut r = Ring::empty(256 * PAGE, 252 * PAGE, 1);
-        let (placed, groups) = place_group(&mut r, &reserve, 0, &w);
+        let (placed, groups) = place_group(&mut r, &reserve, &LogIndex::<()>::default(), &w);
         assert_eq!(placed[2].0.offset, 0);
         assert_eq!(groups, vec![0..2, 2..3]);
         // What is reserved already holds the rest back.
         let mut r = Ring::empty(256 * PAGE, 0, 1);
-        let (placed, _) = place_group(&mut r, &reserve, 256 * PAGE - slack - 3 * PAGE, &w);
+        let mut held = LogIndex::default();
+        held.insert(0, 1, 1, (), 256 * PAGE - slack - 3 * PAGE, 0);
+        let (placed, _) = place_group(&mut r, &reserve, &held, &w);
         assert!(placed.is_empty());
     }
 

@@ -828,10 +828,9 @@ fn write_back_never_wedges(
         for (a, b) in journal::split_run(at, at + len, max) {
             let mut tries = 0;
             loop {
-                let (placed, _) =
-                    journal::place_group(&mut ring, &reserve, index.reserved(), &[(a, b)]);
+                let (placed, _) = journal::place_group(&mut ring, &reserve, &index, &[(a, b)]);
                 if let Some((p, _, cost)) = placed.first() {
-                    index.insert(a, b, p.seq, (), *cost);
+                    index.insert(a, b, p.seq, (), *cost, p.offset);
                     seq_writes += 1;
                     break;
                 }

@@ -236,16 +236,22 @@ pub struct Replayed {
     pub seq: u64,
     /// Where it starts in the ring.
     pub offset: u64,
-    /// Stripe updates: (slot, data-area offset, bytes).
-    pub entries: Vec<(u16, u64, AlignedBuf)>,
-    /// A write-back write: (array offset, bytes).
-    pub data: Option<(u64, Vec<u8>)>,
+    /// The copy it was read from intact.
+    pub copy: usize,
+    /// Stripe updates: (slot, data-area offset, ring offset, bytes): read
+    /// back with [`Log::read_ring`] when replayed.
+    pub entries: Vec<(u16, u64, u64, u64)>,
+    /// A write-back write: (array offset, bytes, ring offset of the payload).
+    pub data: Option<(u64, u64, u64)>,
     /// HPDA intent: runs of stripes (first, count) whose parity is
     /// recomputed from their data (empty for other records).
     pub stripes: Vec<(u64, u64)>,
 }
 
-/// A logged write's bytes, shared by the index pieces that point into it.
+/// A logged write's bytes, shared by the index pieces that point into it
+/// (kept in memory, as md's stripe cache and ZFS's dirty data are: a log
+/// that loses every copy at run time loses nothing acknowledged). Bounded
+/// by `journal::INDEX_BYTES_MAX` whatever the log's size.
 pub type Bytes = Arc<Vec<u8>>;
 
 /// What one copy's scan found: the records, and where the log ends.
@@ -687,7 +693,6 @@ impl Log {
             best.end_offset,
             best.end_seq,
             best.bytes,
-            records.iter().map(|r| (r.seq, r.offset)).collect(),
         );
         // Intent records whose member writes a checkpoint saw flushed need
         // nothing more.
@@ -1133,16 +1138,23 @@ impl Log {
         };
         let mut st = self.state.lock().unwrap();
         let writes: Vec<(u64, u64)> = batch.iter().map(|b| (b.1, b.2.len() as u64)).collect();
-        let reserved = || self.index.read().unwrap().reserved();
-        let (mut placed, mut groups) =
-            journal::place_group(&mut st.ring, &self.reserve, reserved(), &writes);
+        let (mut placed, mut groups) = journal::place_group(
+            &mut st.ring,
+            &self.reserve,
+            &self.index.read().unwrap(),
+            &writes,
+        );
         if placed.is_empty() {
             // No room: a checkpoint frees what was reclaimed.
             if let Err(e) = self.checkpoint_locked(&mut st, flush_members) {
                 return all_fail(e);
             }
-            (placed, groups) =
-                journal::place_group(&mut st.ring, &self.reserve, reserved(), &writes);
+            (placed, groups) = journal::place_group(
+                &mut st.ring,
+                &self.reserve,
+                &self.index.read().unwrap(),
+                &writes,
+            );
         }
         let headers: Vec<AlignedBuf> = placed
             .iter()
@@ -1184,7 +1196,7 @@ impl Log {
         for (i, (_, at, data)) in batch.iter().enumerate() {
             match placed.get(i) {
                 Some((p, _, cost)) => {
-                    index.insert(*at, data.len() as u64, p.seq, data.clone(), *cost);
+                    index.insert(*at, data.len() as u64, p.seq, data.clone(), *cost, p.offset);
                     out.push(Ok(Some(p.seq)));
                 }
                 None => out.push(Ok(None)),
@@ -1193,14 +1205,71 @@ impl Log {
         out
     }
 
-    /// A write-back record found by the recovery scan goes back in the index.
-    pub fn reindex(&self, seq: u64, at: u64, data: Vec<u8>) {
-        let len = data.len() as u64;
+    /// A write-back record found by the recovery scan goes back in the
+    /// index: `len` bytes at array offset `at`, read from copy `copy` (the
+    /// one the scan found it intact on) at ring offset `payload`; the record
+    /// is at `record`.
+    pub fn reindex(
+        &self,
+        seq: u64,
+        (at, len, payload): (u64, u64, u64),
+        copy: usize,
+        record: u64,
+    ) -> Result<()> {
+        let mut data = self
+            .read_ring(
+                copy,
+                payload / PAGE * PAGE,
+                (payload % PAGE + len).div_ceil(PAGE) * PAGE,
+            )?
+            .to_vec();
+        data.drain(..(payload % PAGE) as usize);
+        data.truncate(len as usize);
         let cost = self.reserve.cost(at, len);
         self.index
             .write()
             .unwrap()
-            .insert(at, len, seq, Arc::new(data), cost);
+            .insert(at, len, seq, Arc::new(data), cost, record);
+        Ok(())
+    }
+
+    /// `len` bytes at ring offset `at` of copy `copy` (a record being
+    /// replayed; another copy when that one is gone or fails).
+    pub fn read_ring(&self, copy: usize, at: u64, len: u64) -> Result<AlignedBuf> {
+        let mut b = AlignedBuf::zeroed(len as usize);
+        self.read_bytes(Some(copy), at, &mut b)?;
+        Ok(b)
+    }
+
+    fn read_bytes(&self, first: Option<usize>, at: u64, out: &mut [u8]) -> Result<()> {
+        // The copy the scan found the record intact on; the others only
+        // when it is gone (they may hold it damaged).
+        let copies: Vec<Arc<dyn Member>> = {
+            let c = self.copies.lock().unwrap();
+            match first.and_then(|i| c.get(i).cloned().flatten()) {
+                Some(d) => vec![d],
+                None => c.iter().flatten().cloned().collect(),
+            }
+        };
+        // Whole pages around the bytes (log devices may be opened for
+        // direct I/O).
+        let start = at / PAGE * PAGE;
+        let end = (at + out.len() as u64).div_ceil(PAGE) * PAGE;
+        let mut buf = AlignedBuf::zeroed((end - start) as usize);
+        let mut last = None;
+        for d in copies {
+            match d.read_at(&mut buf, RING_OFFSET + start) {
+                Ok(()) => {
+                    let o = (at - start) as usize;
+                    out.copy_from_slice(&buf[o..o + out.len()]);
+                    return Ok(());
+                }
+                Err(e) => last = Some(log_err(d.as_ref(), e)),
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            EngineError::Refused("the write log has no copy left to read logged writes from".into())
+        }))
     }
 
     /// The logged bytes newer than the members in `[start, end)`.
@@ -1417,7 +1486,7 @@ fn read_record(
             d.read_at(&mut buf, RING_OFFSET + off + PAGE).ok()?;
         }
         crc = crc32c_append(crc, &buf);
-        data = Some((at, buf[..len as usize].to_vec()));
+        data = Some((at, len, off + PAGE));
     }
     let mut stripes = Vec::new();
     if kind == TYPE_INTENT {
@@ -1444,7 +1513,7 @@ fn read_record(
             let mut buf = AlignedBuf::zeroed(len as usize);
             d.read_at(&mut buf, RING_OFFSET + at).ok()?;
             crc = crc32c_append(crc, &buf);
-            entries.push((member, offset, buf));
+            entries.push((member, offset, at, len));
             at += len;
         }
         if sum != bytes {
@@ -1455,6 +1524,7 @@ fn read_record(
         return None;
     }
     let rec = (kind != TYPE_PAD).then_some(Replayed {
+        copy: 0,
         seq,
         offset: off,
         entries,
@@ -1559,9 +1629,10 @@ fn scan_copies(copies: &[(usize, &dyn Member)], h: &LogHeader) -> Scan {
     while total < h.ring_len {
         let got = copies
             .iter()
-            .find_map(|(_, d)| read_record(*d, h, off, seq, h.ring_len - total));
-        if let Some((rec, bytes, _)) = got {
-            if let Some(r) = rec {
+            .find_map(|(c, d)| read_record(*d, h, off, seq, h.ring_len - total).map(|r| (*c, r)));
+        if let Some((copy, (rec, bytes, _))) = got {
+            if let Some(mut r) = rec {
+                r.copy = copy;
                 records.push(r);
                 if let Some(d) = damage.as_mut() {
                     d.later += 1;
@@ -1572,9 +1643,12 @@ fn scan_copies(copies: &[(usize, &dyn Member)], h: &LogHeader) -> Scan {
             seq += 1;
             continue;
         }
+        // Far enough for a cut group write or the largest record, bounded
+        // (a scan of a huge ring must not read it all).
+        let window = (h.ring_len - total).min(journal::PROBE_BYTES_MAX);
         let beyond: Vec<Beyond> = copies
             .iter()
-            .flat_map(|(i, d)| probe(*i, *d, h, off, seq, h.ring_len - total))
+            .flat_map(|(i, d)| probe(*i, *d, h, off, seq, window))
             .collect();
         // A record whose write started after this one: this one was
         // durable before it (writes wait for the earlier ones' flush).
@@ -1657,14 +1731,15 @@ mod tests {
             log.done();
         }
         let live = log.usage().2;
-        let (_, replayed, _) =
+        let (opened, replayed, _) =
             Log::open(found(&devs), [3; 16], rec(), Reserve::none(3), false).unwrap();
         assert_eq!(replayed.len() as u64, live);
         let first = 40 - live as usize;
         for (r, i) in replayed.iter().zip(first..) {
             assert_eq!(r.entries.len(), 1);
-            let (m, off, b) = &r.entries[0];
-            assert_eq!((*m as usize, *off), (i % 3, i as u64 * 8192));
+            let (m, off, at, len) = r.entries[0];
+            assert_eq!((m as usize, off), (i % 3, i as u64 * 8192));
+            let b = opened.read_ring(r.copy, at, len).unwrap();
             assert_eq!(&b[..], &data[i][..]);
         }
         log.checkpoint(&ok).unwrap();

@@ -1338,8 +1338,8 @@ impl Array {
         // even read-only); only stripe updates need writing to members.
         let mut writes_back = 0u64;
         for r in &records {
-            if let Some((at, data)) = &r.data {
-                log.reindex(r.seq, *at, data.clone());
+            if let Some(d) = r.data {
+                log.reindex(r.seq, d, r.copy, r.offset)?;
                 writes_back += 1;
             }
         }
@@ -1383,15 +1383,16 @@ impl Array {
                     let st = self.state();
                     let (mut writes, mut bytes) = (0u64, 0u64);
                     for r in &records {
-                        for (slot, off, buf) in &r.entries {
-                            let i = *slot as usize;
+                        for &(slot, off, ring_at, len) in &r.entries {
+                            let i = slot as usize;
                             if i >= self.hot.slots.len()
                                 || !self.present(i)
                                 || st.members[i] == MemberState::Failed
                             {
                                 continue;
                             }
-                            if let Err(e) = self.hot.slots[i].write_at(buf, DATA_OFFSET + off) {
+                            let buf = log.read_ring(r.copy, ring_at, len)?;
+                            if let Err(e) = self.hot.slots[i].write_at(&buf, DATA_OFFSET + off) {
                                 if !self.member_error(i, &e) {
                                     return Err(io_err(self.hot.slots[i].as_ref(), e));
                                 }

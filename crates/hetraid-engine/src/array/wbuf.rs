@@ -116,7 +116,7 @@ impl Array {
         wb.index
             .write()
             .unwrap()
-            .insert(offset, len, ticket, data.clone(), 0);
+            .insert(offset, len, ticket, data.clone(), 0, 0);
         st.queue.push_back(Pending {
             ticket,
             offset,

@@ -44,7 +44,7 @@ enum LogStep {
     },
     /// A group of write-back data records: (job, at, len, seq, bytes).
     Data {
-        parts: Vec<(u32, u64, u64, u64, u64, u64)>,
+        parts: Vec<(u32, u64, u64, u64, u64, u64, u64)>,
     },
 }
 
@@ -410,7 +410,7 @@ impl Runner<'_> {
                 .collect();
             debug_assert!(writes.iter().all(|&(_, l)| l > 0));
             let (placed, groups) =
-                journal::place_group(&mut log.ring, &log.reserve, log.index.reserved(), &writes);
+                journal::place_group(&mut log.ring, &log.reserve, &log.index, &writes);
             if placed.is_empty() {
                 if !log.wb_checkpointed {
                     if log.applying > 0 {
@@ -442,7 +442,7 @@ impl Runner<'_> {
                 .zip(&queued)
                 .map(|((p, bytes, cost), &q)| {
                     let (at, len) = *log.wb[&q].parts.front().unwrap();
-                    (q, at, len, p.seq, *bytes, *cost)
+                    (q, at, len, p.seq, *bytes, *cost, p.offset)
                 })
                 .collect();
             log.busy = Some(LogStep::Data { parts });
@@ -618,10 +618,10 @@ impl Runner<'_> {
             LogStep::Data { parts } => {
                 // Indexed in sequence order, as the engine does under its lock.
                 let mut finished = Vec::new();
-                for (job, at, len, seq, bytes, cost) in parts {
+                for (job, at, len, seq, bytes, cost, offset) in parts {
                     log.records_written += 1;
                     log.record_bytes += bytes;
-                    log.index.insert(at, len, seq, (), cost);
+                    log.index.insert(at, len, seq, (), cost, offset);
                     let wb = log.wb.get_mut(&job).expect("a queued write-back write");
                     wb.parts.pop_front();
                     if wb.parts.is_empty() {
