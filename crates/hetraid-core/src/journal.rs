@@ -429,6 +429,9 @@ pub struct Reserve {
     /// Members a written byte reaches at most: its data and its parity or
     /// copies ([`Reserve::expansion_of`]); 0 in journal mode.
     pub expansion: u64,
+    /// The most bytes of logged writes the index holds in memory
+    /// ([`INDEX_BYTES_MAX`] unless set, `serve --log-memory`).
+    pub memory_max: u64,
 }
 
 impl Reserve {
@@ -436,6 +439,7 @@ impl Reserve {
         Self {
             members,
             expansion: Self::expansion_of(redundancy),
+            memory_max: INDEX_BYTES_MAX,
         }
     }
 
@@ -445,6 +449,7 @@ impl Reserve {
         Self {
             members,
             expansion: 2,
+            memory_max: INDEX_BYTES_MAX,
         }
     }
 
@@ -454,6 +459,7 @@ impl Reserve {
         Self {
             members,
             expansion: 0,
+            memory_max: INDEX_BYTES_MAX,
         }
     }
 
@@ -604,7 +610,8 @@ pub fn place_group<T: Clone>(
         // piece in three (two more pieces), and holds its bytes.
         if bytes > ring.record_bytes_max()
             || index.len() + 2 * (placed.len() + 1) > INDEX_PIECES_MAX
-            || held + len > INDEX_BYTES_MAX
+            // (an empty index takes one record whatever its size)
+            || (held > 0 && held + len > reserve.memory_max)
             || (!placed.is_empty() && group_bytes + bytes > GROUP_BYTES_MAX)
         {
             break;
@@ -965,6 +972,7 @@ mod tests {
         let reserve = Reserve {
             members: 1,
             expansion: 1,
+            memory_max: INDEX_BYTES_MAX,
         };
         let mut alone = Ring::empty(256 * PAGE, 0, 1);
         let mut grouped = alone.clone();
@@ -1017,7 +1025,11 @@ mod tests {
     fn the_write_back_minimum_holds_its_largest_record() {
         for members in [2usize, 3, 5, 8, 16, 64] {
             for expansion in [1u64, 2, 3, members as u64] {
-                let r = Reserve { members, expansion };
+                let r = Reserve {
+                    members,
+                    expansion,
+                    memory_max: INDEX_BYTES_MAX,
+                };
                 let min = r.ring_min();
                 assert!(r.ring_fits(min), "{members} {expansion}");
                 assert!(min == RING_MIN || !r.ring_fits(min - PAGE));

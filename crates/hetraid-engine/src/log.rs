@@ -304,6 +304,8 @@ pub struct Log {
     group_turn: Condvar,
     /// Write-back: the room kept for the reclaimer (core `journal::Reserve`).
     reserve: Reserve,
+    /// The most bytes of logged writes kept in memory (`Reserve::memory_max`).
+    memory_max: std::sync::atomic::AtomicU64,
     /// The checkpoint sequence the copies' headers hold (the members'
     /// superblocks record it after it, `LogRecord::checkpoint_seq`).
     written_checkpoint: std::sync::atomic::AtomicU64,
@@ -551,6 +553,7 @@ impl Log {
             group_turn: Condvar::new(),
             written_checkpoint: std::sync::atomic::AtomicU64::new(written_checkpoint),
             leftovers: Mutex::new(Vec::new()),
+            memory_max: std::sync::atomic::AtomicU64::new(reserve.memory_max),
             reserve,
             reclaimer: Mutex::new(None),
         }
@@ -753,6 +756,13 @@ impl Log {
             (i.is_empty(), i.reserved())
         };
         journal::reclaim_more(&self.state.lock().unwrap().ring, reserved, empty, target)
+    }
+
+    /// Keep at most `bytes` of logged writes in memory (the log is
+    /// reclaimed to stay under it).
+    pub fn set_memory_max(&self, bytes: u64) {
+        self.memory_max
+            .store(bytes, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The calling thread is the reclaimer until the guard drops: its
@@ -1138,23 +1148,19 @@ impl Log {
         };
         let mut st = self.state.lock().unwrap();
         let writes: Vec<(u64, u64)> = batch.iter().map(|b| (b.1, b.2.len() as u64)).collect();
-        let (mut placed, mut groups) = journal::place_group(
-            &mut st.ring,
-            &self.reserve,
-            &self.index.read().unwrap(),
-            &writes,
-        );
+        let reserve = Reserve {
+            memory_max: self.memory_max.load(std::sync::atomic::Ordering::Relaxed),
+            ..self.reserve
+        };
+        let (mut placed, mut groups) =
+            journal::place_group(&mut st.ring, &reserve, &self.index.read().unwrap(), &writes);
         if placed.is_empty() {
             // No room: a checkpoint frees what was reclaimed.
             if let Err(e) = self.checkpoint_locked(&mut st, flush_members) {
                 return all_fail(e);
             }
-            (placed, groups) = journal::place_group(
-                &mut st.ring,
-                &self.reserve,
-                &self.index.read().unwrap(),
-                &writes,
-            );
+            (placed, groups) =
+                journal::place_group(&mut st.ring, &reserve, &self.index.read().unwrap(), &writes);
         }
         let headers: Vec<AlignedBuf> = placed
             .iter()

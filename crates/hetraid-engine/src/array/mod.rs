@@ -434,6 +434,14 @@ impl Array {
         self.hot.io_seen.swap(false, Ordering::Relaxed)
     }
 
+    /// Write-back: keep at most `bytes` of logged writes in memory
+    /// (`serve --log-memory`).
+    pub fn set_log_memory(&self, bytes: u64) {
+        if let Some(l) = &self.log {
+            l.set_memory_max(bytes);
+        }
+    }
+
     /// The array keeps a write-back log.
     pub fn has_write_back_log(&self) -> bool {
         self.log

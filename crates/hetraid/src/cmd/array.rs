@@ -586,6 +586,14 @@ impl CreateCmd {
                     "; list it with the members in every command"
                 }
             );
+            let bound = hetraid_core::journal::INDEX_BYTES_MAX;
+            if l.mode == "write-back" && l.ring_bytes > 4 * bound {
+                println!(
+                    "note: at most {} of writes wait in a write-back log (its memory bound; serve --log-memory sets it): a log larger than {} keeps room it will not use",
+                    format_size(bound),
+                    format_size(4 * bound)
+                );
+            }
         }
         Ok(())
     }

@@ -69,6 +69,11 @@ pub struct ServeCmd {
     /// log passes half full, and at shutdown).
     #[arg(long, value_name = "SECONDS")]
     pub reclaim_idle: Option<f64>,
+    /// Write-back arrays: the most bytes of logged writes kept in memory
+    /// (reads and the reclaimer use them; the log is reclaimed to stay under
+    /// it, whatever its size). Default 256M.
+    #[arg(long, value_name = "SIZE", value_parser = crate::args::size)]
+    pub log_memory: Option<u64>,
     /// The log on stderr: human lines, or one JSON object per line (with
     /// the fields of each event: array, event, slot, path, seq).
     #[arg(long, default_value = "human", value_parser = ["human", "json"])]
@@ -126,13 +131,35 @@ impl ServeCmd {
         let members = super::array::open_given(&self.members, self.degraded)?;
         let first =
             Arc::new(hetraid_engine::Array::assemble(members.clone()).map_err(|e| e.to_string())?);
+        // Options that do not apply are refused before anything is written.
+        if !first.has_write_back_log() {
+            for (given, name) in [
+                (self.reclaim_idle.is_some(), "--reclaim-idle"),
+                (self.log_memory.is_some(), "--log-memory"),
+            ] {
+                if given {
+                    return Err(format!(
+                        "{name} applies to arrays with a write-back log only; this array has none"
+                    ));
+                }
+            }
+        }
+        if let Some(m) = self.log_memory {
+            if !(1 << 20..=1 << 40).contains(&m) {
+                return Err(format!("--log-memory {m} is out of range: give 1M to 1T"));
+            }
+        }
         // Start as decided: members not given (with --degraded) recorded
         // missing before any client writes.
         first.commit().map_err(|e| e.to_string())?;
         // What every assembly of the served array gets (a change of members
         // assembles it again, batch by batch).
         let write_buffer = self.write_buffer;
+        let log_memory = self.log_memory;
         let reopen: hetraid_engine::Reopen = Box::new(move |a: &Arc<hetraid_engine::Array>| {
+            if let Some(m) = log_memory {
+                a.set_log_memory(m);
+            }
             if let Some(p) = read_policy {
                 a.set_read_policy(p, false)?;
             }
@@ -144,12 +171,6 @@ impl ServeCmd {
         reopen(&first).map_err(|e| e.to_string())?;
         let cell = Arc::new(hetraid_engine::ArrayCell::new(first, members, reopen));
         let array = cell.current();
-        if self.reclaim_idle.is_some() && !array.has_write_back_log() {
-            return Err(
-                "--reclaim-idle applies to arrays with a write-back log only; this array has none"
-                    .into(),
-            );
-        }
         for w in array.warnings() {
             tracing::warn!("{w}");
         }
