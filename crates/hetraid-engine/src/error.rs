@@ -10,6 +10,12 @@ pub enum EngineError {
         member: String,
         source: std::io::Error,
     },
+    /// A write log device's I/O failed (named as a log device, not a member).
+    #[error("log device {device}: {source}")]
+    LogIo {
+        device: String,
+        source: std::io::Error,
+    },
     #[error("{0}")]
     Plan(#[from] hetraid_core::PlanError),
     #[error("{0}")]

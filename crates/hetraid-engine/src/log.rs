@@ -1440,8 +1440,8 @@ fn on_every_copy(
 }
 
 fn log_err(m: &dyn Member, e: io::Error) -> EngineError {
-    EngineError::Io {
-        member: m.name(),
+    EngineError::LogIo {
+        device: m.name(),
         source: e,
     }
 }

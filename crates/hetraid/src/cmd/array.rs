@@ -535,7 +535,32 @@ impl CreateCmd {
                 .map(|m| m.data_bytes.saturating_sub(used))
                 .sum();
             let total: u64 = st.member_states.iter().map(|m| m.data_bytes).sum();
-            if waste > total / 100 {
+            // Equal members, a log region on two of them: the others keep
+            // as much unused (they do not differ in size).
+            let region = self.log_region.unwrap_or(0);
+            let holds_copy = |path: &Option<String>| {
+                let region_path = path.as_ref().map(|p| format!("{p} (log region)"));
+                st.log.as_ref().is_some_and(|l| {
+                    l.devices
+                        .iter()
+                        .any(|d| Some(&d.path) == region_path.as_ref())
+                })
+            };
+            let physical: std::collections::BTreeSet<u64> = st
+                .member_states
+                .iter()
+                .map(|m| m.data_bytes + if holds_copy(&m.path) { region } else { 0 })
+                .collect();
+            let region_only = region > 0 && physical.len() == 1;
+            if region_only && waste > 0 {
+                eprintln!(
+                    "hetraid: note: the log region takes {} of each member holding a copy; the other members keep {} in all unused ({} uses {} of each member)",
+                    format_size(self.log_region.unwrap_or(0)),
+                    format_size(waste),
+                    st.layout,
+                    format_size(used)
+                );
+            } else if waste > total / 100 {
                 eprintln!(
                     "hetraid: warning: the members differ in size: {} of them ({:.0} %) is not used, as {} uses {} of each member (the smallest's); raidx uses members of any size (hetraid layout --layout raidx --sizes ... shows what it would hold)",
                     format_size(waste),
