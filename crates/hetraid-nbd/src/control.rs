@@ -530,6 +530,26 @@ fn run(cell: &ArrayCell, req: &Value, file: Option<std::fs::File>) -> Result<Val
                 .map_err(|e| e.to_string())?;
             serde_json::to_value(r).map_err(|e| e.to_string())
         }
+        Some("replace") if req["log_copy"].is_u64() => {
+            // A copy of the write log, replaced while clients write: the
+            // live records are copied to it (appends wait meanwhile).
+            let copy = req["log_copy"].as_u64().unwrap_or(0) as usize;
+            let path = req["with"].as_str().ok_or("replace needs \"with\"")?;
+            let new: Arc<dyn hetraid_engine::member::Member> =
+                Arc::new(passed_member(file, path, "replace")?);
+            let old = array
+                .status()
+                .log
+                .and_then(|l| l.devices.get(copy).map(|d| d.path.clone()));
+            array
+                .replace_log_copy(copy, new.clone(), req["force"].as_bool().unwrap_or(false))
+                .map_err(|e| e.to_string())?;
+            if let Some(old) = old {
+                cell.release(&old);
+            }
+            cell.adopt(new);
+            Ok(json!({"state": array.status().state, "log": array.status().log.map(|l| l.state)}))
+        }
         Some("replace") => {
             let path = req["with"].as_str().ok_or("replace needs \"with\"")?;
             let new: Arc<dyn hetraid_engine::member::Member> =

@@ -1886,3 +1886,99 @@ fn write_back_memory_stays_under_its_bound_on_a_1t_log() {
     assert!(String::from_utf8_lossy(&o.stderr)
         .contains("--log-memory applies to arrays with a write-back log only"));
 }
+
+/// Issue 36: a log copy is replaced on a served array while fio writes;
+/// then the server is killed (-9) and started again on the new copy alone:
+/// it replays the log, and fio's verify finds every block.
+#[test]
+fn a_log_copy_is_replaced_while_served_under_fio() {
+    if !have("fio") || !fio_has_nbd() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let p = |n: &str| d.path().join(n).display().to_string();
+    let logs = format!("{},{}", p("log0"), p("log1"));
+    let m = create(
+        d.path(),
+        &[
+            "--layout",
+            "raid5",
+            "--log",
+            &logs,
+            "--log-size",
+            "16M",
+            "--log-mode",
+            "write-back",
+        ],
+        4,
+        "32M",
+    );
+    // Served without copy 0: the log runs degraded on copy 1.
+    let mut served = m.clone();
+    served.push(p("log1"));
+    let mut srv = Server::start(d.path(), &served, &[]);
+    let uri = srv.uri();
+    let common = [
+        "--name=v",
+        "--ioengine=nbd",
+        "--rw=randwrite",
+        "--bs=4k",
+        "--iodepth=8",
+        "--size=24M",
+        "--verify=crc32c",
+        "--randrepeat=1",
+        "--do_verify=0",
+    ];
+    let fio = Command::new("fio")
+        .args(common)
+        .arg(format!("--uri={uri}"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::File::create(p("newlog"))
+        .unwrap()
+        .set_len(16 << 20)
+        .unwrap();
+    let o = hetraid(&argv(
+        "replace",
+        &served,
+        &["--log-copy", "0", "--with", &p("newlog")],
+    ));
+    assert!(
+        o.status.success(),
+        "replace while served: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = fio.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "fio: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let st = hetraid(&argv("status", &served, &["--json"]));
+    let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    assert_eq!(v["log"]["state"], "optimal", "{v}");
+    // kill -9: what the log holds is only in the log; the new copy alone
+    // must carry it.
+    srv.child.kill().unwrap();
+    srv.child.wait().unwrap();
+    drop(srv);
+    let _ = std::fs::remove_file(d.path().join("nbd.sock"));
+    let mut with_new = m.clone();
+    with_new.push(p("newlog"));
+    let srv = Server::start(d.path(), &with_new, &[]);
+    let o = Command::new("fio")
+        .args(common)
+        .arg("--verify_only")
+        .arg(format!("--uri={}", srv.uri()))
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && !out.contains("verify: bad"),
+        "fio verify on the new log copy alone: {out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    srv.stop();
+}

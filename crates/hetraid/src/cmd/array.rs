@@ -1544,16 +1544,25 @@ impl MemberOpCmd {
     /// Replace a failed or missing copy of the write log: the live records
     /// are copied to the new device at once (nothing to rebuild after).
     fn replace_log_copy(&self, copy: usize, with: &str) -> Result<(), String> {
-        if remote(&self.members, serde_json::json!({"verb": "status"})).is_some() {
-            return Err(
-                "the array is being served: stop hetraid serve, then replace the log copy".into(),
-            );
-        }
         let (p, kind) = split_member(with)?;
         if kind.is_some() {
             return Err(format!(
                 "{with}: a log copy keeps the kind given at create; give the path alone"
             ));
+        }
+        let abs = std::path::absolute(&p).map_err(|e| e.to_string())?;
+        // Served: the server copies the live records while clients write.
+        if let Some(r) = remote_passing(
+            &self.members,
+            serde_json::json!({"verb": "replace", "log_copy": copy, "with": abs, "force": self.force}),
+            Some(&abs),
+        ) {
+            r?;
+            println!(
+                "log copy {copy} of the served array is now {}, with the log's live records; list it with the members from now on",
+                abs.display()
+            );
+            return Ok(());
         }
         let a = assemble(&self.members, self.degraded)?;
         let new = open_member(&p)?;
