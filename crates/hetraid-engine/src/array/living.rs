@@ -554,11 +554,6 @@ fn check_changeable(a: &Array, sb: &Superblock) -> Result<()> {
             "this RAIDX array was created before members kept bundle tables; it cannot change its members (create it again with this hetraid)".into(),
         ));
     }
-    if sb.log.is_some() {
-        return Err(EngineError::Refused(
-            "this array has a write log; changing the members of an array with a log is not supported yet".into(),
-        ));
-    }
     if let Some(p) = a.change_progress() {
         return Err(EngineError::Refused(format!(
             "a {} of slot {} is in progress ({} of {} chunk moves done): finish it first with hetraid grow MEMBERS... (no --add), the members of the slots being changed among them",

@@ -69,12 +69,9 @@ fn backup_header(uuid: [u8; 16], row: u64, data: &[u8]) -> AlignedBuf {
 
 /// Why a restripe cannot run on this array, if it cannot.
 fn check_restripable(a: &Array, sb: &Superblock) -> Result<()> {
-    if sb.log.is_some() {
-        return Err(EngineError::Refused(
-            "this array has a write log; restriping an array with a log is not supported yet"
-                .into(),
-        ));
-    }
+    // A write log is drained before every step (the array is closed:
+    // write-back data reclaimed, the journal checkpointed), so no record
+    // names member extents a step moves; see docs/FORMAT.md ("Restripe").
     if sb.reshape.is_some() {
         return Err(EngineError::Refused(
             "a restripe is in progress: finish it first with hetraid grow and the same members (no --add or --weights)".into(),
@@ -394,6 +391,18 @@ impl Array {
             backup_row: None,
         });
         let (old_l, new_l) = layouts(&next).map_err(|e| EngineError::Refused(e.to_string()))?;
+        // The log must take the new layout's largest stripe update (and,
+        // write-back, keep the reclaimer its room) as `create` checks.
+        if let (Some(rec), Some(l)) = (sb.log, a.status().log) {
+            let need = Self::log_bytes_min(new_l.as_ref(), chunk, rec.mode);
+            let have = crate::log::RING_OFFSET + l.ring_bytes;
+            if have < need {
+                return Err(EngineError::Refused(format!(
+                    "the write log ({have} bytes) is too small for the array after the restripe ({} members of {chunk}-byte chunks need {need}); replace its copies with larger devices first (hetraid replace ... --log-copy I --with DEV)",
+                    new_l.members()
+                )));
+            }
+        }
         if new_l.capacity_bytes() < old_l.capacity_bytes() {
             return Err(EngineError::Refused(format!(
                 "the new layout holds {} bytes, less than the {} the array holds",
@@ -407,6 +416,9 @@ impl Array {
             r.window_rows = window;
         }
         a.close()?;
+        // The close drained the log (its position moved): the superblock
+        // written next says so.
+        next.log = a.superblock().log;
         drop(a);
         next.events = sb.events + 1;
         next.clean = true;
