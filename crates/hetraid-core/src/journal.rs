@@ -583,6 +583,9 @@ pub fn place_record(
         .filter(|p| reclaimer || admits(ring, p, bytes, reserved, 0, slack))
 }
 
+/// A data record placed by [`place_group`]: (placement, bytes, reclaim cost).
+pub type Placed = (Placement, u64, u64);
+
 /// Group commit (write-back): the data records of writes `(at, len)`,
 /// waiting together, placed one after another in the ring (each under
 /// [`admits`], with `reserved` held before the first) and taken, until the
@@ -598,8 +601,8 @@ pub fn place_group<T: Clone>(
     reserve: &Reserve,
     index: &LogIndex<T>,
     writes: &[(u64, u64)],
-) -> (Vec<(Placement, u64, u64)>, Vec<std::ops::Range<usize>>) {
-    let mut placed: Vec<(Placement, u64, u64)> = Vec::new();
+) -> (Vec<Placed>, Vec<std::ops::Range<usize>>) {
+    let mut placed: Vec<Placed> = Vec::new();
     let mut groups: Vec<std::ops::Range<usize>> = Vec::new();
     let slack = reserve.slack(ring.len);
     let (mut reserved, mut held) = (index.reserved(), index.held());
