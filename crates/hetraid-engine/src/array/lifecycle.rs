@@ -816,7 +816,7 @@ impl Array {
             if unknown.len() <= log_missing {
                 for (m, e) in unknown.drain(..) {
                     early.push(format!(
-                        "{} is left out: it has no hetraid superblock ({e}) and no log header; taken for the write log's missing copy with its header lost, the log runs on its other copy",
+                        "{} is left out: it has {e} and no log header either; taken for the write log's missing copy with its header lost, the log runs on its other copy (replace it: hetraid replace ... --log-copy I --with DEV)",
                         m.name()
                     ));
                 }
