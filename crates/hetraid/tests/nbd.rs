@@ -1719,11 +1719,24 @@ fn a_log_copy_put_back_is_never_replayed() {
         return;
     }
     const LEN: usize = 286 * 4096;
-    for mode in ["journal", "write-back"] {
-        for clean in [true, false] {
+    // Journal and write-back, clean and unclean stop, one copy and both
+    // copies put back.
+    for (mode, clean, copies) in [
+        ("journal", true, 1),
+        ("journal", false, 1),
+        ("write-back", true, 1),
+        ("write-back", false, 1),
+        ("journal", false, 2),
+        ("write-back", true, 2),
+    ] {
+        {
             let d = tempfile::tempdir().unwrap();
             let log = d.path().join("log0");
-            let logs = log.display().to_string();
+            let log1 = d.path().join("log1");
+            let logs = match copies {
+                1 => log.display().to_string(),
+                _ => format!("{},{}", log.display(), log1.display()),
+            };
             let mut m = create(
                 d.path(),
                 &[
@@ -1739,7 +1752,10 @@ fn a_log_copy_put_back_is_never_replayed() {
                 4,
                 "32M",
             );
-            m.push(logs);
+            m.push(log.display().to_string());
+            if copies == 2 {
+                m.push(log1.display().to_string());
+            }
             let a = d.path().join("A");
             let b = d.path().join("B");
             let va = random_file(&a, LEN, 1);
@@ -1761,6 +1777,9 @@ fn a_log_copy_put_back_is_never_replayed() {
             drop(srv);
             let _ = std::fs::remove_file(d.path().join("nbd.sock"));
             std::fs::copy(&log, d.path().join("log0.old")).unwrap();
+            if copies == 2 {
+                std::fs::copy(&log1, d.path().join("log1.old")).unwrap();
+            }
             let mut srv = Server::start(d.path(), &m, &[]);
             write(&srv, &b);
             if clean {
@@ -1780,6 +1799,9 @@ fn a_log_copy_put_back_is_never_replayed() {
             ));
             assert!(o.status.success() && o.stdout == vb, "{mode}: B reads back");
             std::fs::copy(d.path().join("log0.old"), &log).unwrap();
+            if copies == 2 {
+                std::fs::copy(d.path().join("log1.old"), &log1).unwrap();
+            }
             for verb in ["read", "assemble", "status"] {
                 let o = hetraid(&argv(
                     verb,
