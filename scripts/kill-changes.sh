@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # kill -9 campaign against the changes that move data (issue 35): a RAIDX5
-# grow, a shrink, and a served rebuild are killed at a random moment, then
+# grow, a shrink, a served rebuild, and (issue 36) a restripe of a RAID5 with
+# a journal or write-back log are killed at a random moment, then
 # resumed the way the messages say (grow MEMBERS..., the command a message
 # names, or serve again), and every byte is read back and scrubbed.
 #   KILLS=N     rounds per kind (default 20)
@@ -36,7 +37,7 @@ check() {
     $H scrub "$@" >/dev/null 2>&1 || fail "$what: scrub found a mismatch"
 }
 
-grow_kills=0 shrink_kills=0 serve_kills=0 named=0
+grow_kills=0 shrink_kills=0 serve_kills=0 log_kills=0 named=0
 for ((i = 0; i < KILLS; i++)); do
     # A grow killed, resumed by grow MEMBERS... (or the command named).
     setup
@@ -91,5 +92,33 @@ for ((i = 0; i < KILLS; i++)); do
     st=$($H status m0 m1 n m3 2>&1 || true)
     [[ $st == *"state optimal"* ]] || fail "serve round $i: not resumed: ${st%%$'\n'*}"
     check "serve round $i" m0 m1 n m3
+    # A restripe of a RAID5 with a write log killed, resumed by grow MEMBERS...
+    rm -f m0 m1 m2 m3 x l data
+    truncate -s 32M m0 m1 m2 m3 x
+    mode=journal
+    ((i % 2)) && mode=write-back
+    $H create --layout raid5 m0 m1 m2 m3 --log l --log-size 8M --log-mode $mode >/dev/null
+    head -c 40M /dev/urandom >data
+    $H write m0 m1 m2 m3 l --offset 0 <data 2>/dev/null
+    $H grow m0 m1 m2 m3 l --add x >/dev/null 2>&1 &
+    pid=$!
+    sleep "$(ms)"
+    kill -9 $pid 2>/dev/null && log_kills=$((log_kills + 1)) || true
+    wait $pid 2>/dev/null || true
+    if ! out=$($H grow m0 m1 m2 m3 x l 2>&1); then
+        cmd=$(sed -n 's/.*start it again with: hetraid //p' <<<"$out")
+        if [ -n "$cmd" ]; then
+            named=$((named + 1))
+            # shellcheck disable=SC2086
+            $H $cmd >/dev/null || fail "log round $i: the named command failed"
+        elif [[ $out != *"no grow or shrink is in progress"* ]]; then
+            fail "log round $i ($mode): resume refused: $out"
+        fi
+    fi
+    if $H status m0 m1 m2 m3 x l >/dev/null 2>&1; then
+        check "log round $i ($mode)" m0 m1 m2 m3 x l
+    else
+        check "log round $i ($mode, x never joined)" m0 m1 m2 m3 l
+    fi
 done
-echo "kill-changes: $KILLS rounds, seed $SEED: $grow_kills grows, $shrink_kills shrinks, $serve_kills served rebuilds killed; $named resumes by the command a message named; every byte read back, scrub clean"
+echo "kill-changes: $KILLS rounds, seed $SEED: $grow_kills grows, $shrink_kills shrinks, $serve_kills served rebuilds, $log_kills restripes with a log killed; $named resumes by the command a message named; every byte read back, scrub clean"

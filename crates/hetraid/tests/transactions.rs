@@ -604,6 +604,30 @@ fn a_grow_cut_before_it_began_names_the_command() {
     assert!(err.contains(&want), "{err}");
     ok(&args("grow", &m, &["--add", &x]));
     assert_eq!(read(&all, 12 << 20), data);
+    // A log device has no member superblock either: it is never taken for
+    // the blank new device of a grow cut short (it was, in a kill campaign
+    // of grows of a RAID5 with a journal).
+    let e = tempfile::tempdir().unwrap();
+    let log = p(e.path(), "log0");
+    let mut m: Vec<String> = (0..4).map(|i| p(e.path(), &format!("r{i}"))).collect();
+    let mut a = vec![
+        "create",
+        "--layout",
+        "raid5",
+        "--size",
+        "16M",
+        "--log",
+        &log,
+        "--log-size",
+        "8M",
+    ];
+    a.extend(m.iter().map(|s| s.as_str()));
+    ok(&a);
+    m.push(log.clone());
+    let (code, _, err) = hetraid(&args("grow", &m, &[]));
+    assert_eq!(code, 2, "{err}");
+    assert!(!err.contains("carries no hetraid superblock"), "{err}");
+    assert!(err.contains("no grow or shrink is in progress"), "{err}");
 }
 
 /// Case 9: a served degraded array idle for a second after a client's

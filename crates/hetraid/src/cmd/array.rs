@@ -670,7 +670,10 @@ fn one_blank_member(
         let p = split_member(m)?.0;
         match hetraid_engine::annex::read_member(&p) {
             Ok((sb, _)) => sbs.push(sb),
-            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => blank.push(m.clone()),
+            // A log device has no superblock either: it is not blank.
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData && !is_log_file(&p) => {
+                blank.push(m.clone())
+            }
             Err(_) => {}
         }
     }
@@ -682,6 +685,20 @@ fn one_blank_member(
     };
     let rest = members.iter().filter(|m| *m != new).cloned().collect();
     Ok(Some((new.clone(), rest, fresh)))
+}
+
+/// Does the file at `p` carry a write log's header magic (either slot)?
+fn is_log_file(p: &Path) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(p) else {
+        return false;
+    };
+    [0u64, 4096].iter().any(|&at| {
+        let mut b = [0u8; 8];
+        f.seek(SeekFrom::Start(at)).is_ok()
+            && f.read_exact(&mut b).is_ok()
+            && &b == hetraid_engine::log::LOG_MAGIC
+    })
 }
 
 /// What `annex::read_member` says of a device: its superblock and annex.
