@@ -1,8 +1,9 @@
 //! The write log in simulated time, deciding as the engine does: every rule
 //! (records of whole stripe updates, ring placement with pads, checkpoints
-//! to the oldest record still needed, write-back data records and the
-//! room kept for the reclaimer (`journal::Reserve`), the memory bound, the reclaimer's trigger, batches and runs) is a
-//! function of `hetraid_core::journal`. One log step runs at a time — an
+//! to the oldest record still needed, write-back data records and the room
+//! kept for the reclaimer (`journal::Reserve`), the memory bound, the
+//! reclaimer's trigger, batches and runs) is a function of
+//! `hetraid_core::journal`. One log step runs at a time — an
 //! append, written to every copy at once, or a checkpoint's header writes —
 //! as the engine's appends hold the log's lock.
 //!
