@@ -146,6 +146,9 @@ pub struct Config {
     pub threads: usize,
     /// How long a worker polls for the rest of a write payload before sleeping.
     pub payload_spin: Duration,
+    /// The Unix socket's mode (`serve --socket-mode`, default 0600): set
+    /// explicitly, whatever the umask.
+    pub socket_mode: u32,
 }
 
 impl Default for Config {
@@ -159,6 +162,7 @@ impl Default for Config {
             workers: 8,
             threads: default_threads(),
             payload_spin: Duration::from_micros(50),
+            socket_mode: 0o600,
         }
     }
 }
@@ -275,7 +279,18 @@ pub fn serve(
     let l = match listen {
         Listen::Unix(p) => {
             remove_stale_socket(p)?;
-            let u = UnixListener::bind(p)?;
+            // Made with no access for anyone else whatever the umask (no
+            // window in which a local user could connect), then given its
+            // mode. The umask is the process's: nothing else creates files
+            // while the server starts.
+            // SAFETY: umask cannot fail; it is put back right after.
+            let old = unsafe { libc::umask(0o177) };
+            let bound = UnixListener::bind(p);
+            // SAFETY: as above.
+            unsafe { libc::umask(old) };
+            let u = bound?;
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(cfg.socket_mode))?;
             u.set_nonblocking(true)?;
             L::U(u)
         }

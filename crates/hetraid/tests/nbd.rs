@@ -2090,3 +2090,51 @@ fn a_served_raid5_with_a_journal_grows_under_fio() {
     let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
     assert_eq!(v["members"], 5, "{v}");
 }
+
+/// Issue 37: the NBD socket's mode is set explicitly, whatever the umask
+/// (under umask 000 it was srwxrwxrwx: any local user read and wrote the
+/// whole array): 0600 by default, `--socket-mode` otherwise.
+#[test]
+fn the_nbd_socket_is_0600_whatever_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap();
+    let m = create(d.path(), &["--layout", "raid5"], 3, "8M");
+    let sock = d.path().join("s.sock");
+    for (extra, want) in [("", 0o600), ("--socket-mode 660", 0o660)] {
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "umask 000; exec {} serve {} --listen unix:{} {extra}",
+                env!("CARGO_BIN_EXE_hetraid"),
+                m.join(" "),
+                sock.display()
+            ))
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let t = Instant::now();
+        while UnixStream::connect(&sock).is_err() {
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "server did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
+        unsafe { libc_kill(child.id() as i32, 15) };
+        child.wait().unwrap();
+        assert_eq!(mode, want, "socket mode under umask 000 with '{extra}'");
+    }
+    let o = hetraid(&argv(
+        "serve",
+        &m,
+        &[
+            "--listen",
+            &format!("unix:{}", sock.display()),
+            "--socket-mode",
+            "999",
+        ],
+    ));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is not an octal mode"));
+}

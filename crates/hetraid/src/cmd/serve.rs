@@ -69,6 +69,10 @@ pub struct ServeCmd {
     /// log passes half full, and at shutdown).
     #[arg(long, value_name = "SECONDS")]
     pub reclaim_idle: Option<f64>,
+    /// The NBD Unix socket's mode, octal (default 600: only this user; 660
+    /// lets the group in). Set explicitly, whatever the umask.
+    #[arg(long, value_name = "OCTAL")]
+    pub socket_mode: Option<String>,
     /// Write-back arrays: the most bytes of logged writes kept in memory
     /// (reads and the reclaimer use them; the log is reclaimed to stay under
     /// it, whatever its size). Default 256M.
@@ -81,8 +85,23 @@ pub struct ServeCmd {
 }
 
 impl ServeCmd {
+    /// `--socket-mode`: octal permission bits, no more than 0777.
+    fn socket_mode(&self) -> Result<u32, String> {
+        let Some(m) = &self.socket_mode else {
+            return Ok(0o600);
+        };
+        u32::from_str_radix(m.trim_start_matches("0o"), 8)
+            .ok()
+            .filter(|&v| v <= 0o777)
+            .ok_or_else(|| format!("--socket-mode {m} is not an octal mode (e.g. 600 or 660)"))
+    }
+
     pub fn run(&self) -> Result<(), String> {
         let listen = Listen::parse(&self.listen)?;
+        self.socket_mode()?;
+        if self.socket_mode.is_some() && !matches!(listen, Listen::Unix(_)) {
+            return Err("--socket-mode applies to a Unix socket (--listen unix:PATH) only".into());
+        }
         let tls = match (&self.tls_cert, &self.tls_key) {
             (Some(c), Some(k)) => Some(hetraid_nbd::server::tls_config(c, k)?),
             _ => None,
@@ -322,6 +341,7 @@ impl ServeCmd {
             read_only: self.read_only,
             workers: self.workers.max(1),
             payload_spin: std::time::Duration::from_micros(self.payload_spin_us),
+            socket_mode: self.socket_mode()?,
         };
         drop(array);
         serve(cell.clone(), &listen, cfg, stop.clone(), stats.clone())
