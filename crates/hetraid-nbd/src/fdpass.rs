@@ -74,11 +74,18 @@ pub fn recv_line(s: &UnixStream, max: usize) -> io::Result<(String, Option<Owned
                 let mut c = libc::CMSG_FIRSTHDR(&msg);
                 while !c.is_null() {
                     if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
-                        let got: RawFd = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
-                        // More than one descriptor: keep the first, close the rest.
-                        let owned = OwnedFd::from_raw_fd(got);
-                        if fd.is_none() {
-                            fd = Some(owned);
+                        // Every descriptor of the message is ours now: the
+                        // first is kept, every other one closed (dropped),
+                        // however many a sender packs in.
+                        let data = (*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                        let count = data / std::mem::size_of::<RawFd>();
+                        let first = libc::CMSG_DATA(c).cast::<RawFd>();
+                        for i in 0..count {
+                            let got: RawFd = std::ptr::read_unaligned(first.add(i));
+                            let owned = OwnedFd::from_raw_fd(got);
+                            if fd.is_none() {
+                                fd = Some(owned);
+                            }
                         }
                     }
                     c = libc::CMSG_NXTHDR(&msg, c);
@@ -140,5 +147,65 @@ mod tests {
         assert!(fd.is_none());
         send(&a, &[b'x'; 300], None).unwrap();
         assert!(recv_line(&b, 100).is_err());
+    }
+
+    /// Descriptors of this process open on files under `dir` (other tests
+    /// open and close descriptors meanwhile: only these are counted).
+    fn open_under(dir: &std::path::Path) -> usize {
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|t| t.starts_with(dir))
+            .count()
+    }
+
+    /// Issue 37: twelve descriptors in one message: one is kept, eleven
+    /// closed (they leaked, a path to EMFILE).
+    #[test]
+    fn every_descriptor_received_is_closed_but_the_one_kept() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let files: Vec<std::fs::File> = (0..12)
+            .map(|i| {
+                let p = dir.path().join(format!("f{i}"));
+                std::fs::write(&p, b"x").unwrap();
+                std::fs::File::open(&p).unwrap()
+            })
+            .collect();
+        let fds: Vec<RawFd> = files.iter().map(|f| f.as_raw_fd()).collect();
+        let bytes = b"{}\n";
+        let mut iov = libc::iovec {
+            iov_base: bytes.as_ptr() as *mut libc::c_void,
+            iov_len: bytes.len(),
+        };
+        let mut cbuf = [0u8; 128];
+        let size = std::mem::size_of_val(&fds[..]) as u32;
+        // SAFETY: the control buffer holds one message of 12 descriptors
+        // (16 + 48 bytes); every pointer outlives the call.
+        unsafe {
+            let mut msg: libc::msghdr = std::mem::zeroed();
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = cbuf.as_mut_ptr().cast();
+            msg.msg_controllen = libc::CMSG_SPACE(size) as _;
+            let c = libc::CMSG_FIRSTHDR(&msg);
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_RIGHTS;
+            (*c).cmsg_len = libc::CMSG_LEN(size) as _;
+            std::ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(c).cast::<RawFd>(), 12);
+            assert!(libc::sendmsg(a.as_raw_fd(), &msg, 0) > 0);
+        }
+        drop(files);
+        assert_eq!(open_under(dir.path()), 0, "in flight, held by the socket");
+        let (line, kept) = recv_line(&b, 100).unwrap();
+        assert_eq!(line, "{}");
+        assert!(kept.is_some());
+        assert_eq!(
+            open_under(dir.path()),
+            1,
+            "only the descriptor kept is open"
+        );
+        drop(kept);
+        assert_eq!(open_under(dir.path()), 0);
     }
 }

@@ -238,6 +238,25 @@ impl FileMember {
                 "the file passed is not open for reading and writing",
             ));
         }
+        if flags & libc::O_APPEND != 0 {
+            // pwrite on an O_APPEND descriptor appends on Linux: every write
+            // would land at the end, not where the array puts it.
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the file passed is open for appending (O_APPEND), where writes land at its end; open it without O_APPEND",
+            ));
+        }
+        if !block {
+            // SAFETY: fcntl F_GET_SEALS on a valid descriptor we own; it
+            // succeeds only on a memfd.
+            let memfd = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) } >= 0;
+            if memfd || std::os::unix::fs::MetadataExt::nlink(&meta) == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "the file passed has no name (a memfd or an unlinked file): the array would lose the member when the server stops; pass a file or block device on a filesystem",
+                ));
+            }
+        }
         // SAFETY: flock on a valid descriptor we own.
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             return Err(io::Error::new(
@@ -442,6 +461,52 @@ fn pwritev_all(file: &File, parts: &[&[u8]], mut off: u64) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 37: a descriptor passed for a new member is refused, with a
+    /// sentence, when it appends (pwrite would land at the end: a rebuild
+    /// onto it read back 21.6 MB wrong) or has no name (a memfd, an
+    /// unlinked file); a plain read-write file is taken.
+    #[test]
+    fn passed_descriptors_that_append_or_have_no_name_are_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("m");
+        std::fs::File::create(&p).unwrap().set_len(1 << 20).unwrap();
+        let appending = std::fs::OpenOptions::new()
+            .read(true)
+            .append(true)
+            .open(&p)
+            .unwrap();
+        let e = FileMember::from_passed(appending, p.clone()).err().unwrap();
+        assert!(e.to_string().contains("O_APPEND"), "{e}");
+        // SAFETY: memfd_create with a NUL-terminated name.
+        let fd = unsafe { libc::memfd_create(c"hetraid-test".as_ptr(), libc::MFD_ALLOW_SEALING) };
+        assert!(fd >= 0);
+        // SAFETY: fd was just created and is owned here.
+        let memfd = unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        memfd.set_len(1 << 20).unwrap();
+        let e = FileMember::from_passed(memfd, "memfd".into())
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("no name"), "{e}");
+        let q = d.path().join("gone");
+        let gone = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&q)
+            .unwrap();
+        gone.set_len(1 << 20).unwrap();
+        std::fs::remove_file(&q).unwrap();
+        let e = FileMember::from_passed(gone, q).err().unwrap();
+        assert!(e.to_string().contains("no name"), "{e}");
+        let fine = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&p)
+            .unwrap();
+        assert!(FileMember::from_passed(fine, p).is_ok());
+    }
 
     /// Vectored writes land byte for byte where one joined write would, with
     /// aligned and unaligned pieces, and with more pieces than one pwritev takes.
