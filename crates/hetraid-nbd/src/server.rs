@@ -78,8 +78,66 @@ impl Conn {
     }
 }
 
-/// A client must finish its handshake within this.
+/// A client must finish its whole handshake within this (default of
+/// `--handshake-timeout`).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Options one handshake may send (nbdkit closes a client past its own
+/// bound too); real clients send a handful.
+pub const HANDSHAKE_OPTIONS_MAX: usize = 64;
+/// Connections still in their handshake, counted apart from established
+/// ones: slow handshakes cannot take the slots of real clients (and each
+/// ends at its deadline).
+pub const HANDSHAKES_MAX: usize = 128;
+
+/// A connection in its handshake: every read waits at most until one
+/// deadline for the whole handshake. (A read timeout alone restarts with
+/// every byte: 16 clients sending a byte every 5 s held every slot.)
+struct Handshaking {
+    c: Conn,
+    deadline: Option<std::time::Instant>,
+}
+
+impl Read for Handshaking {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if let Some(d) = self.deadline {
+            let left = d.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the handshake took longer than --handshake-timeout",
+                ));
+            }
+            self.c.set_read_timeout(Some(left))?;
+        }
+        self.c.read(buf)
+    }
+}
+
+impl Write for Handshaking {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.c.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.c.flush()
+    }
+}
+
+/// One connection counted as handshaking until dropped.
+struct HandshakeSlot<'a>(Option<&'a std::sync::atomic::AtomicUsize>);
+
+impl HandshakeSlot<'_> {
+    fn done(&mut self) {
+        if let Some(n) = self.0.take() {
+            n.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+impl Drop for HandshakeSlot<'_> {
+    fn drop(&mut self) {
+        self.done();
+    }
+}
 /// A reply that makes no progress for this long (the client stopped
 /// reading) ends the connection.
 pub const REPLY_STALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -149,6 +207,8 @@ pub struct Config {
     /// The Unix socket's mode (`serve --socket-mode`, default 0600): set
     /// explicitly, whatever the umask.
     pub socket_mode: u32,
+    /// The whole handshake must end within this (`--handshake-timeout`).
+    pub handshake_timeout: Duration,
 }
 
 impl Default for Config {
@@ -163,6 +223,7 @@ impl Default for Config {
             threads: default_threads(),
             payload_spin: Duration::from_micros(50),
             socket_mode: 0o600,
+            handshake_timeout: HANDSHAKE_TIMEOUT,
         }
     }
 }
@@ -312,6 +373,7 @@ pub fn serve(
         open: open.clone(),
         idler: Idler::new()?,
         running: Mutex::new(Vec::new()),
+        handshaking: Default::default(),
     });
     let idler_stop = crate::Stop::new()?;
     ctx.idler.watch_stop(&idler_stop)?;
@@ -340,16 +402,27 @@ pub fn serve(
                     continue;
                 }
                 let who = conn.peer();
-                // Over the limit: refused (closed at once), the server goes on.
-                if open.lock().unwrap().len() >= cfg.max_connections {
+                // Over the limit: refused (closed at once), the server goes
+                // on. Handshakes are counted apart: they end at their
+                // deadline, and never take an established client's slot.
+                let handshaking = ctx.handshaking.load(Ordering::Acquire);
+                let established = open.lock().unwrap().len().saturating_sub(handshaking);
+                if established >= cfg.max_connections || handshaking >= HANDSHAKES_MAX {
                     stats.refused.fetch_add(1, Ordering::Relaxed);
-                    tracing::info!(
-                        "serve: {who} refused: {} connections already (--max-connections)",
-                        cfg.max_connections
-                    );
+                    if established >= cfg.max_connections {
+                        tracing::info!(
+                            "serve: {who} refused: {} connections already (--max-connections)",
+                            cfg.max_connections
+                        );
+                    } else {
+                        tracing::info!(
+                            "serve: {who} refused: {HANDSHAKES_MAX} clients are in their handshake already"
+                        );
+                    }
                     conn.shutdown(std::net::Shutdown::Both);
                     continue;
                 }
+                ctx.handshaking.fetch_add(1, Ordering::AcqRel);
                 if let Conn::Unix(s) = &conn {
                     grow_send_buffer(s);
                 }
@@ -370,14 +443,22 @@ pub fn serve(
                     std::thread::Builder::new()
                         .name("nbd-conn".into())
                         .spawn(move || {
-                            let r =
-                                connection(conn, &ctx2.cell, &ctx2.cfg, &ctx2.stats, &ctx2.budget);
+                            let slot = HandshakeSlot(Some(&ctx2.handshaking));
+                            let r = connection(
+                                conn,
+                                &ctx2.cell,
+                                &ctx2.cfg,
+                                &ctx2.stats,
+                                &ctx2.budget,
+                                slot,
+                            );
                             end_or_park(&ctx2, r, id);
                         });
                 match spawned {
                     Ok(t) => ctx.keep(t),
                     Err(e) => {
                         // No thread for this client: refuse it, keep serving.
+                        ctx.handshaking.fetch_sub(1, Ordering::AcqRel);
                         stats.refused.fetch_add(1, Ordering::Relaxed);
                         tracing::info!("serve: {who} refused: no thread for it ({e})");
                         if let Some(c) = open.lock().unwrap().remove(&id) {
@@ -458,6 +539,8 @@ struct Ctx {
     idler: Idler,
     /// Connection threads (joined at shutdown; finished ones dropped).
     running: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// Connections in their handshake (`HANDSHAKES_MAX`).
+    handshaking: std::sync::atomic::AtomicUsize,
 }
 
 impl Ctx {
@@ -675,7 +758,7 @@ fn grow_send_buffer(s: &UnixStream) {
     }
 }
 
-fn read_u32(c: &mut Conn) -> io::Result<u32> {
+fn read_u32<R: Read>(c: &mut R) -> io::Result<u32> {
     let mut b = [0u8; 4];
     c.read_exact(&mut b)?;
     Ok(u32::from_be_bytes(b))
@@ -721,18 +804,23 @@ struct Offer {
 
 /// Handshake then transmission for one client.
 fn connection(
-    mut c: Conn,
+    c: Conn,
     cell: &Arc<ArrayCell>,
     cfg: &Config,
     stats: &Stats,
     threads: &ThreadBudget,
+    mut slot: HandshakeSlot<'_>,
 ) -> io::Result<Option<(Conn, Export)>> {
     // The size and geometry this connection is offered: the array's now (a
     // change completed later is seen by connections opened after it).
     let array = cell.current();
-    // A client that connects and says nothing does not hold a slot forever.
-    c.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
+    // A client that connects and says nothing, or says it slowly, does not
+    // hold a slot past the handshake's deadline.
     c.set_write_timeout(Some(cfg.stall_timeout))?;
+    let mut c = Handshaking {
+        c,
+        deadline: Some(std::time::Instant::now() + cfg.handshake_timeout),
+    };
     let mut flags = proto::TF_HAS_FLAGS
         | proto::TF_SEND_FLUSH
         | proto::TF_SEND_FUA
@@ -783,8 +871,9 @@ fn connection(
             // Transmission: an idle client may stay (a mounted filesystem is
             // idle for hours); a client that stops taking its replies is
             // dropped.
-            c.set_read_timeout(None)?;
-            transmission(c, cell, offer.export, cfg, stats, threads)
+            slot.done();
+            c.c.set_read_timeout(None)?;
+            transmission(c.c, cell, offer.export, cfg, stats, threads)
         }
         Outcome::StartTls => {
             let tls = cfg
@@ -796,7 +885,9 @@ fn connection(
             offer.tls_active = true;
             match negotiate(&mut s, &mut offer)? {
                 Outcome::Go => {
-                    s.sock.set_read_timeout(None)?;
+                    slot.done();
+                    s.sock.deadline = None;
+                    s.sock.c.set_read_timeout(None)?;
                     transmission_serial(s, cell, offer.export, stats).map(|_| None)
                 }
                 _ => Ok(None),
@@ -807,9 +898,9 @@ fn connection(
 
 /// Option haggling on `c` (the socket, or TLS over it).
 fn negotiate<S: Read + Write>(c: &mut S, o: &mut Offer) -> io::Result<Outcome> {
-    // Bounded: every round reads an option; the handshake timeout bounds
-    // a client that stops.
-    loop {
+    // Bounded: at most HANDSHAKE_OPTIONS_MAX options, each read before
+    // the handshake's deadline.
+    for _ in 0..=HANDSHAKE_OPTIONS_MAX {
         let mut h = [0u8; 16];
         c.read_exact(&mut h)?;
         if u64::from_be_bytes(h[0..8].try_into().unwrap()) != proto::IHAVEOPT {
@@ -960,6 +1051,7 @@ fn negotiate<S: Read + Write>(c: &mut S, o: &mut Offer) -> io::Result<Outcome> {
         }
         c.flush()?;
     }
+    Err(invalid("too many options in one handshake"))
 }
 
 /// Transmission over TLS: one request at a time on one thread (reads and

@@ -225,8 +225,11 @@ fn a_thousand_idle_connections_do_not_take_the_server_down() {
     assert!(srv.alive());
     drop(idle);
     let log = std::fs::read_to_string(d.path().join("serve.log")).unwrap();
+    // Refused at connect, by --max-connections or (idle clients are still
+    // in their handshake) by the bound on handshakes.
     assert!(
-        log.contains("refused") && log.contains("--max-connections"),
+        log.contains("refused")
+            && (log.contains("--max-connections") || log.contains("in their handshake already")),
         "{log}"
     );
 }
@@ -409,4 +412,88 @@ fn shutdown_closes_a_stuck_client_and_marks_the_array_clean() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["clean"], true, "{v}");
     drop(c);
+}
+
+/// Issue 37: slow handshakes lock no one out. Sixteen clients each send one
+/// byte of an option every 500 ms (a read timeout alone restarted with
+/// every byte, so they held all 16 slots of --max-connections 16): a real
+/// client is served at once (handshakes are counted apart), and every slow
+/// one is dropped at the whole handshake's deadline (--handshake-timeout 2).
+/// A client sending more options than a handshake may is closed.
+#[test]
+fn slow_handshakes_lock_no_one_out() {
+    let d = tempfile::tempdir().unwrap();
+    let m = create(d.path(), 3, "16K");
+    let mut srv = Server::start(
+        d.path(),
+        &m,
+        &["--max-connections", "16", "--handshake-timeout", "2"],
+        None,
+    );
+    let start = Instant::now();
+    let mut slow: Vec<UnixStream> = (0..16)
+        .map(|_| {
+            let mut c = UnixStream::connect(&srv.sock).unwrap();
+            let mut g = [0u8; 18];
+            c.read_exact(&mut g).unwrap();
+            c.write_all(&3u32.to_be_bytes()).unwrap();
+            c
+        })
+        .collect();
+    let list = option(3, &[]);
+    let mut dropped_at = vec![None; slow.len()];
+    let mut served = false;
+    // Bounded: 12 rounds of 500 ms.
+    for round in 0..12 {
+        for (i, c) in slow.iter_mut().enumerate() {
+            let b = list[round % list.len()];
+            if dropped_at[i].is_none() && c.write_all(&[b]).is_err() {
+                dropped_at[i] = Some(start.elapsed());
+            }
+        }
+        if round == 1 {
+            served = real_client(&srv.sock);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(
+        served,
+        "a real client was not served beside 16 slow handshakes"
+    );
+    // A write to a socket the server closed fails at the latest on the
+    // second write after the close.
+    for (i, t) in dropped_at.iter().enumerate() {
+        let t = t.unwrap_or_else(|| panic!("slow client {i} was never dropped"));
+        assert!(
+            t < Duration::from_secs(4),
+            "slow client {i} held its slot for {t:?}"
+        );
+    }
+    // 100 options in one handshake: answered up to the bound, then closed.
+    let mut c = UnixStream::connect(&srv.sock).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut g = [0u8; 18];
+    c.read_exact(&mut g).unwrap();
+    c.write_all(&3u32.to_be_bytes()).unwrap();
+    let mut answered = 0;
+    for _ in 0..100 {
+        if c.write_all(&option(3, &[])).is_err() {
+            break;
+        }
+    }
+    let mut buf = [0u8; 65536];
+    let mut bytes = 0;
+    while let Ok(n) = c.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        bytes += n;
+    }
+    // NBD_OPT_LIST with no exports named: one or two replies per option.
+    answered += bytes;
+    assert!(
+        answered > 0 && answered < 100 * 20 * 2,
+        "options were all answered: {answered} bytes"
+    );
+    assert!(srv.alive());
 }

@@ -47,6 +47,10 @@ pub struct ServeCmd {
     /// it reads and writes the array.
     #[arg(long)]
     pub insecure_allow_remote: bool,
+    /// A client must end its whole handshake (options included) within this
+    /// many seconds, or it is dropped.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    pub handshake_timeout: f64,
     /// A client whose replies make no progress for this many seconds (it
     /// stopped reading them) is dropped.
     #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
@@ -99,6 +103,15 @@ impl ServeCmd {
     pub fn run(&self) -> Result<(), String> {
         let listen = Listen::parse(&self.listen)?;
         self.socket_mode()?;
+        if !(self.handshake_timeout.is_finite()
+            && self.handshake_timeout >= 0.1
+            && self.handshake_timeout <= 3600.0)
+        {
+            return Err(format!(
+                "--handshake-timeout {} is not a number of seconds between 0.1 and 3600",
+                self.handshake_timeout
+            ));
+        }
         if self.socket_mode.is_some() && !matches!(listen, Listen::Unix(_)) {
             return Err("--socket-mode applies to a Unix socket (--listen unix:PATH) only".into());
         }
@@ -342,6 +355,7 @@ impl ServeCmd {
             workers: self.workers.max(1),
             payload_spin: std::time::Duration::from_micros(self.payload_spin_us),
             socket_mode: self.socket_mode()?,
+            handshake_timeout: std::time::Duration::from_secs_f64(self.handshake_timeout),
         };
         drop(array);
         serve(cell.clone(), &listen, cfg, stop.clone(), stats.clone())
