@@ -74,6 +74,19 @@ pub const CMD_BLOCK_STATUS: u16 = 7;
 pub const CMD_FLAG_FUA: u16 = 1 << 0;
 pub const CMD_FLAG_NO_HOLE: u16 = 1 << 1;
 pub const CMD_FLAG_FAST_ZERO: u16 = 1 << 4;
+/// Block status: one extent is enough.
+pub const CMD_FLAG_REQ_ONE: u16 = 1 << 3;
+
+/// The flags a command may carry here (the spec: FUA on every command once
+/// advertised; NO_HOLE and FAST_ZERO on WRITE_ZEROES; REQ_ONE on
+/// BLOCK_STATUS; DF is not advertised). Any other bit is EINVAL.
+pub fn flags_allowed(typ: u16) -> u16 {
+    match typ {
+        CMD_WRITE_ZEROES => CMD_FLAG_FUA | CMD_FLAG_NO_HOLE | CMD_FLAG_FAST_ZERO,
+        CMD_BLOCK_STATUS => CMD_FLAG_FUA | CMD_FLAG_REQ_ONE,
+        _ => CMD_FLAG_FUA,
+    }
+}
 
 pub const EPERM: u32 = 1;
 pub const EIO: u32 = 5;
@@ -181,10 +194,24 @@ pub enum Action {
 /// to an action; none reaches the array unchecked.
 pub fn decide(r: &Request, export: &Export) -> Action {
     let has_payload = r.typ == CMD_WRITE;
-    if (r.typ == CMD_READ || r.typ == CMD_WRITE) && r.length > MAX_PAYLOAD {
+    if r.typ == CMD_WRITE && r.length > MAX_PAYLOAD {
+        // Its payload cannot be skipped at a bounded cost.
         return Action::Close(Fatal::Oversize(r.length));
     }
+    if r.typ == CMD_READ && r.length > MAX_PAYLOAD {
+        // Nothing follows a read: answered, the connection kept (spec).
+        return Action::Error {
+            errno: EINVAL,
+            discard: 0,
+        };
+    }
     let discard = if has_payload { r.length } else { 0 };
+    if r.flags & !flags_allowed(r.typ) != 0 {
+        return Action::Error {
+            errno: EINVAL,
+            discard,
+        };
+    }
     let in_range = r
         .offset
         .checked_add(r.length as u64)
@@ -192,6 +219,11 @@ pub fn decide(r: &Request, export: &Export) -> Action {
     let fua = r.flags & CMD_FLAG_FUA != 0;
     match r.typ {
         CMD_DISC => Action::Disconnect,
+        // A flush has no range (spec: offset and length zero).
+        CMD_FLUSH if r.offset != 0 || r.length != 0 => Action::Error {
+            errno: EINVAL,
+            discard: 0,
+        },
         CMD_FLUSH => Action::Flush,
         CMD_BLOCK_STATUS => {
             if !export.base_allocation || r.length == 0 || !in_range {
@@ -427,9 +459,44 @@ mod tests {
                 discard: 10
             }
         );
+        // Issue 37: an oversize read is answered (nothing to skip), an
+        // oversize write closes; flags not applicable and a flush with a
+        // range are EINVAL (a write's payload is skipped).
         assert_eq!(
             decide(&req(CMD_READ, 0, 0, MAX_PAYLOAD + 1), &e),
+            Action::Error {
+                errno: EINVAL,
+                discard: 0
+            }
+        );
+        assert_eq!(
+            decide(&req(CMD_WRITE, 0, 0, MAX_PAYLOAD + 1), &e),
             Action::Close(Fatal::Oversize(MAX_PAYLOAD + 1))
+        );
+        assert_eq!(
+            decide(&req(CMD_WRITE, CMD_FLAG_NO_HOLE, 0, 8), &e),
+            Action::Error {
+                errno: EINVAL,
+                discard: 8
+            }
+        );
+        assert_eq!(
+            decide(&req(CMD_READ, 1 << 2, 0, 8), &e),
+            Action::Error {
+                errno: EINVAL,
+                discard: 0
+            }
+        );
+        assert_eq!(
+            decide(&req(CMD_FLUSH, 0, 4096, 0), &e),
+            Action::Error {
+                errno: EINVAL,
+                discard: 0
+            }
+        );
+        assert_eq!(
+            decide(&req(CMD_FLUSH, CMD_FLAG_FUA, 0, 0), &e),
+            Action::Flush
         );
         assert_eq!(
             decide(&req(CMD_WRITE, CMD_FLAG_FUA, 0, 1), &e),

@@ -937,8 +937,9 @@ fn negotiate<S: Read + Write>(c: &mut S, o: &mut Offer) -> io::Result<Outcome> {
                 if len != 0 {
                     c.write_all(&proto::option_reply(opt, proto::REP_ERR_INVALID, &[]))?;
                 } else if !o.tls_required {
-                    // This server was started without a certificate.
-                    c.write_all(&proto::option_reply(opt, proto::REP_ERR_UNSUP, &[]))?;
+                    // This server was started without a certificate: a
+                    // policy, as nbdkit answers (the option is known).
+                    c.write_all(&proto::option_reply(opt, proto::REP_ERR_POLICY, &[]))?;
                 } else if o.tls_active {
                     c.write_all(&proto::option_reply(opt, proto::REP_ERR_INVALID, &[]))?;
                 } else {
@@ -1037,7 +1038,14 @@ fn negotiate<S: Read + Write>(c: &mut S, o: &mut Offer) -> io::Result<Outcome> {
                 }
                 let mut out = Vec::new();
                 if selected {
-                    let mut d = proto::META_BASE_ALLOCATION_ID.to_be_bytes().to_vec();
+                    // A list names contexts without selecting them: id 0
+                    // (spec), as nbdkit.
+                    let id = if list {
+                        0
+                    } else {
+                        proto::META_BASE_ALLOCATION_ID
+                    };
+                    let mut d = id.to_be_bytes().to_vec();
                     d.extend_from_slice(proto::META_BASE_ALLOCATION.as_bytes());
                     out.extend(proto::option_reply(opt, proto::REP_META_CONTEXT, &d));
                 }

@@ -497,3 +497,74 @@ fn slow_handshakes_lock_no_one_out() {
     );
     assert!(srv.alive());
 }
+
+/// Issue 37's protocol cases, on a raw socket: STARTTLS on a server
+/// without TLS is a policy error (nbdkit: ERR_POLICY); a listed meta
+/// context has id 0; a read over the 32 MiB maximum is answered with
+/// EINVAL and the connection kept; flags a command does not take, and a
+/// flush with a range, are EINVAL.
+#[test]
+fn protocol_cases_answer_as_the_spec_says() {
+    let d = tempfile::tempdir().unwrap();
+    let m = create(d.path(), 3, "16K");
+    let srv = Server::start(d.path(), &m, &[], None);
+    let (mut c, first) = handshake(&srv.sock, Some(option(5, &[]))).unwrap();
+    assert_eq!(
+        first,
+        Some((5, 0x8000_0002)),
+        "STARTTLS without TLS: ERR_POLICY"
+    );
+    // LIST_META_CONTEXT for base:allocation before GO, on another client.
+    let mut q = UnixStream::connect(&srv.sock).unwrap();
+    q.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut g = [0u8; 18];
+    q.read_exact(&mut g).unwrap();
+    q.write_all(&3u32.to_be_bytes()).unwrap();
+    let mut data = 0u32.to_be_bytes().to_vec(); // export name: ""
+    data.extend_from_slice(&1u32.to_be_bytes()); // one query
+    let ctx = b"base:allocation";
+    data.extend_from_slice(&(ctx.len() as u32).to_be_bytes());
+    data.extend_from_slice(ctx);
+    q.write_all(&option(9, &data)).unwrap();
+    let mut h = [0u8; 20];
+    q.read_exact(&mut h).unwrap();
+    assert_eq!(
+        u32::from_be_bytes(h[12..16].try_into().unwrap()),
+        4,
+        "a meta context reply"
+    );
+    let len = u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize;
+    let mut body = vec![0u8; len];
+    q.read_exact(&mut body).unwrap();
+    assert_eq!(
+        u32::from_be_bytes(body[0..4].try_into().unwrap()),
+        0,
+        "listed context id is 0"
+    );
+    // Transmission: errors answered, the connection kept.
+    let errno = |c: &mut UnixStream, req: Vec<u8>| {
+        c.write_all(&req).unwrap();
+        let mut r = [0u8; 16];
+        c.read_exact(&mut r).unwrap();
+        u32::from_be_bytes(r[4..8].try_into().unwrap())
+    };
+    assert_eq!(
+        errno(&mut c, request(0, 1, 0, (32 << 20) + 1)),
+        22,
+        "oversize read"
+    );
+    let mut bad_flag = request(0, 2, 0, 4096);
+    bad_flag[4..6].copy_from_slice(&(1u16 << 2).to_be_bytes()); // DF, not advertised
+    assert_eq!(errno(&mut c, bad_flag), 22, "a flag READ does not take");
+    assert_eq!(
+        errno(&mut c, request(3, 3, 4096, 0)),
+        22,
+        "a flush with an offset"
+    );
+    assert!(real_client(&srv.sock));
+    // Still served after all of it.
+    c.write_all(&request(0, 4, 0, 4096)).unwrap();
+    let mut r = [0u8; 16];
+    c.read_exact(&mut r).unwrap();
+    assert_eq!(&r[4..8], &[0, 0, 0, 0], "the connection is kept");
+}
