@@ -1119,6 +1119,10 @@ enum Next {
 }
 
 /// Make `v` exactly `len` bytes long, zeroing only what it did not hold before.
+/// A write payload is received in pieces of this much: memory is committed
+/// as bytes arrive, not when the header announces them.
+const PAYLOAD_PIECE: usize = 1 << 20;
+
 fn fit(v: &mut Vec<u8>, len: usize) {
     if v.len() < len {
         v.resize(len, 0);
@@ -1194,11 +1198,20 @@ fn read_next(
         Action::Close(f) => return Err(invalid(&f.to_string())),
         Action::Disconnect => return Ok(Next::Done),
         Action::Write { len, .. } => {
-            // Reused buffers are only grown (zeroed) when too small; the payload
-            // overwrites every byte anyway.
+            // The buffer grows as the payload arrives, a piece at a time: a
+            // client that announces 32 MiB and sends a byte now and then
+            // commits no more memory than it sent (plus one piece). A
+            // reused buffer keeps its capacity.
             let mut d = free.lock().unwrap().pop().unwrap_or_default();
-            fit(&mut d, len as usize);
-            read_payload(c, &mut d, spin)?;
+            d.clear();
+            let len = len as usize;
+            // Bounded: every round receives a piece or fails.
+            while d.len() < len {
+                let at = d.len();
+                let step = (len - at).min(PAYLOAD_PIECE);
+                d.resize(at + step, 0);
+                read_payload(c, &mut d[at..], spin)?;
+            }
             d
         }
         Action::Error { discard: n, .. } => {

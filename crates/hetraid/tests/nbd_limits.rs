@@ -568,3 +568,29 @@ fn protocol_cases_answer_as_the_spec_says() {
     c.read_exact(&mut r).unwrap();
     assert_eq!(&r[4..8], &[0, 0, 0, 0], "the connection is kept");
 }
+
+/// Issue 37: a WRITE header of 32 MiB followed by a trickle of payload
+/// commits memory as the payload arrives, not on the header (the server
+/// zero-filled the whole buffer at once: ~30 MiB per slow writer, 5 GiB at
+/// 175). Forty such writers: the server stays under 150 MiB.
+#[test]
+fn slow_32_mib_writers_commit_only_what_they_sent() {
+    let d = tempfile::tempdir().unwrap();
+    let m = create(d.path(), 4, "64K");
+    let srv = Server::start(d.path(), &m, &[], None);
+    let writers: Vec<UnixStream> = (0..40)
+        .map(|i| {
+            let (mut c, _) = handshake(&srv.sock, None).unwrap();
+            c.write_all(&request(1, i, 0, 32 << 20)).unwrap();
+            c.write_all(&[7u8; 1024]).unwrap();
+            c
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(800));
+    let rss = srv.rss_kib();
+    assert!(
+        rss < 150 << 10,
+        "40 slow 32 MiB writers: server RSS {rss} KiB"
+    );
+    drop(writers);
+}
