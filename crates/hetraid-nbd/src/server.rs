@@ -340,18 +340,7 @@ pub fn serve(
     let l = match listen {
         Listen::Unix(p) => {
             remove_stale_socket(p)?;
-            // Made with no access for anyone else whatever the umask (no
-            // window in which a local user could connect), then given its
-            // mode. The umask is the process's: nothing else creates files
-            // while the server starts.
-            // SAFETY: umask cannot fail; it is put back right after.
-            let old = unsafe { libc::umask(0o177) };
-            let bound = UnixListener::bind(p);
-            // SAFETY: as above.
-            unsafe { libc::umask(old) };
-            let u = bound?;
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(p, std::fs::Permissions::from_mode(cfg.socket_mode))?;
+            let u = bind_private(p, cfg.socket_mode)?;
             u.set_nonblocking(true)?;
             L::U(u)
         }
@@ -1119,6 +1108,94 @@ enum Next {
 }
 
 /// Make `v` exactly `len` bytes long, zeroing only what it did not hold before.
+/// Bind a Unix socket at `p` that has `mode` from its first moment,
+/// whatever the umask, with no window in which another local user could
+/// connect: it is bound inside a fresh directory only this user can enter,
+/// given its mode there, then renamed into place. (The umask is the
+/// process's: changing it around the bind raced with the control thread
+/// making its own directory.)
+fn bind_private(p: &std::path::Path, mode: u32) -> io::Result<UnixListener> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let parent = p
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let name = p.file_name().ok_or_else(|| invalid("the socket path has no file name"))?;
+    let tmp = parent.join(format!(
+        ".{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    std::fs::DirBuilder::new().mode(0o700).create(&tmp)?;
+    let r = (|| {
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o700))?;
+        let inner = tmp.join("s");
+        let u = UnixListener::bind(&inner)?;
+        std::fs::set_permissions(&inner, std::fs::Permissions::from_mode(mode))?;
+        std::fs::rename(&inner, p)?;
+        Ok(u)
+    })();
+    let _ = std::fs::remove_dir_all(&tmp);
+    r
+}
+
+/// Send a reply whole within `stall` of its first byte going out: a client
+/// that stopped reading (or reads at a trickle) is dropped then. Sends do
+/// not block: each takes what the socket holds now, and the wait for room
+/// is a poll bounded by what is left of the deadline. (A blocking send
+/// with the socket's write timeout restarted the timeout with every bit of
+/// room the client made: with a 5 s stall timeout such a client was held
+/// 12-15 s, and one draining a little every second forever.)
+fn send_within(w: &mut Conn, buf: &[u8], stall: Duration) -> io::Result<()> {
+    let fd = w.fd();
+    let mut at = 0;
+    let deadline = std::time::Instant::now() + stall;
+    // Bounded: every round sends bytes, or waits at most until the deadline
+    // and fails there.
+    while at < buf.len() {
+        let rest = &buf[at..];
+        // SAFETY: send on a socket this connection owns, from a live buffer
+        // of `rest.len()` bytes.
+        let n = unsafe {
+            libc::send(
+                fd,
+                rest.as_ptr().cast(),
+                rest.len(),
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
+        if n > 0 {
+            at += n as usize;
+            continue;
+        }
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::Interrupted => continue,
+            io::ErrorKind::WouldBlock => {}
+            _ => return Err(e),
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client stopped reading its replies (--stall-timeout)",
+            ));
+        }
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLOUT,
+            revents: 0,
+        };
+        let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+        // SAFETY: one pollfd, valid for the call.
+        unsafe { libc::poll(&mut p, 1, ms) };
+    }
+    Ok(())
+}
+
 /// A write payload is received in pieces of this much: memory is committed
 /// as bytes arrive, not when the header announces them.
 const PAYLOAD_PIECE: usize = 1 << 20;
@@ -1413,7 +1490,11 @@ fn worker<'scope, 'env>(
         if failed {
             t.stats.errors.fetch_add(1, Ordering::Relaxed);
         }
-        let sent = t.writer.lock().unwrap().write_all(&reply[start..]);
+        let sent = send_within(
+            &mut t.writer.lock().unwrap(),
+            &reply[start..],
+            t.cfg.stall_timeout,
+        );
         if room > 0 {
             *t.room.0.lock().unwrap() += room;
             t.room.1.notify_all();

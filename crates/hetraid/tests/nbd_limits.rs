@@ -594,3 +594,51 @@ fn slow_32_mib_writers_commit_only_what_they_sent() {
     );
     drop(writers);
 }
+
+/// Issue 37: the stall timeout counts from a reply's first byte, not from
+/// its last partial send: a client that takes its replies at a trickle
+/// (16 KiB every 300 ms) is dropped within --stall-timeout 2 plus a second
+/// (it was held 12-15 s with 5 s), and the log says it stopped reading its
+/// replies. (The client sees the close only once it has drained the socket
+/// buffers, so the server's log is watched.)
+#[test]
+fn a_client_reading_at_a_trickle_is_dropped_within_the_stall_timeout() {
+    let d = tempfile::tempdir().unwrap();
+    let m = create(d.path(), 4, "64K");
+    let srv = Server::start(d.path(), &m, &["--stall-timeout", "2"], None);
+    let (mut c, _) = handshake(&srv.sock, None).unwrap();
+    for i in 0..32u64 {
+        c.write_all(&request(0, i, (i % 16) << 20, 1 << 20))
+            .unwrap();
+    }
+    let t = Instant::now();
+    let mut b = vec![0u8; 16 << 10];
+    c.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut logged = None;
+    let mut first_block = None;
+    // Bounded: 30 s at most.
+    while t.elapsed() < Duration::from_secs(30) {
+        match c.read(&mut b) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(_) => {
+                // The socket buffers are full: the server blocks from here.
+                first_block.get_or_insert(t.elapsed());
+            }
+        }
+        let log = std::fs::read_to_string(d.path().join("serve.log")).unwrap();
+        if log.contains("stopped reading its replies") {
+            logged = Some(t.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let at = logged.unwrap_or_else(|| {
+        panic!(
+            "the trickling client was never dropped: {}",
+            std::fs::read_to_string(d.path().join("serve.log")).unwrap()
+        )
+    });
+    assert!(at < Duration::from_secs(12), "dropped only after {at:?}");
+}
