@@ -1120,7 +1120,9 @@ fn bind_private(p: &std::path::Path, mode: u32) -> io::Result<UnixListener> {
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(std::path::Path::new("."));
-    let name = p.file_name().ok_or_else(|| invalid("the socket path has no file name"))?;
+    let name = p
+        .file_name()
+        .ok_or_else(|| invalid("the socket path has no file name"))?;
     let tmp = parent.join(format!(
         ".{}.{}.tmp",
         name.to_string_lossy(),
