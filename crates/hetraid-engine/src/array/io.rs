@@ -940,16 +940,18 @@ impl Array {
         let Some(log) = self.log.as_ref().filter(|_| !self.read_only) else {
             return Ok(());
         };
+        // The write path asks after every record: an atomic answers
+        // unless a checkpoint moved since the superblocks were written.
         let seq = log.checkpoint_seq();
-        let behind =
-            |sb: &crate::format::Superblock| sb.log.is_some_and(|l| l.checkpoint_seq < seq);
-        if !behind(&self.sb.lock().unwrap()) {
+        if seq <= self.log_seq_noted.load(Ordering::Acquire) {
             return Ok(());
         }
         let mut sb = self.sb.lock().unwrap();
-        if behind(&sb) {
+        if sb.log.is_some_and(|l| l.checkpoint_seq < seq) {
             self.persist(&mut sb)?;
         }
+        let noted = sb.log.map_or(seq, |l| l.checkpoint_seq);
+        self.log_seq_noted.fetch_max(noted, Ordering::AcqRel);
         Ok(())
     }
 

@@ -655,6 +655,7 @@ impl Array {
             log: None,
             reclaiming: Mutex::new(()),
             log_admission: Default::default(),
+            log_seq_noted: std::sync::atomic::AtomicU64::new(0),
             hpda: (spec.kind == hetraid_core::layout::LayoutKind::Hpda)
                 .then(super::hpda::HpdaRuntime::new),
             read_policy: std::sync::atomic::AtomicU8::new(0),

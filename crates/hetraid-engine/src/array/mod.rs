@@ -185,6 +185,9 @@ pub struct Array {
     /// Write-back writers log under the shared side; one that found no
     /// room reclaims and logs under the exclusive side (`with_log_room`).
     pub(crate) log_admission: std::sync::RwLock<()>,
+    /// The log checkpoint the members' superblocks last recorded
+    /// (`note_log_position`'s fast path).
+    pub(crate) log_seq_noted: std::sync::atomic::AtomicU64,
     /// HPDA: the monitor, the director's counters (None: another layout).
     pub(crate) hpda: Option<hpda::HpdaRuntime>,
     /// Layouts with copies: the read policy (`ReadPolicy::code`) and whether
