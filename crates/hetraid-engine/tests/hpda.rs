@@ -10,7 +10,6 @@
 mod common;
 use common::*;
 use hetraid_core::MemberKind;
-use hetraid_engine::format::LayoutRecord;
 use hetraid_engine::member::{Death, FaultConfig, FaultMember, Member};
 use hetraid_engine::{Array, AssembleOptions};
 use std::sync::atomic::Ordering::SeqCst;
@@ -22,19 +21,7 @@ const STRIPES: u64 = 48;
 const SSDS: usize = 3;
 
 fn hpda_opts() -> hetraid_engine::CreateOptions {
-    let mut o = opts("hpda", CHUNK);
-    o.layout = LayoutRecord {
-        name: "hpda".into(),
-        ..Default::default()
-    };
-    o.kinds = vec![
-        MemberKind::Ssd,
-        MemberKind::Ssd,
-        MemberKind::Ssd,
-        MemberKind::Hdd,
-        MemberKind::Hdd,
-    ];
-    o
+    common::hpda_opts(CHUNK)
 }
 
 /// Three SSDs, HDD-1 (parity, then a log copy), HDD-2 (the log's mirror),

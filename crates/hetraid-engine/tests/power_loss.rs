@@ -23,8 +23,7 @@
 
 mod common;
 use common::*;
-use hetraid_core::MemberKind;
-use hetraid_engine::format::{LayoutRecord, LogMode};
+use hetraid_engine::format::LogMode;
 use hetraid_engine::member::{Death, FaultConfig, FaultMember, Member};
 use hetraid_engine::{Access, Array, AssembleOptions, LogSpec};
 use std::sync::atomic::Ordering::SeqCst;
@@ -62,18 +61,7 @@ fn rig(keep: Keep, seed: u64, death: &Arc<Death>) -> (Rig, hetraid_engine::Creat
     let data = MIB + CHUNK * STRIPES;
     let (mut sizes, mut o) = match keep {
         Keep::Hpda => {
-            let mut o = opts("hpda", CHUNK);
-            o.layout = LayoutRecord {
-                name: "hpda".into(),
-                ..Default::default()
-            };
-            o.kinds = vec![
-                MemberKind::Ssd,
-                MemberKind::Ssd,
-                MemberKind::Ssd,
-                MemberKind::Hdd,
-                MemberKind::Hdd,
-            ];
+            let o = hpda_opts(CHUNK);
             let mut s = vec![data; 5];
             hpda_room(&mut s);
             (s, o)

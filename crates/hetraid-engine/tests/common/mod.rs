@@ -76,6 +76,15 @@ pub fn opts(name: &str, chunk: u64) -> CreateOptions {
     }
 }
 
+/// HPDA of three SSDs, HDD-1 and HDD-2 (the kinds its layout needs).
+#[allow(dead_code)]
+pub fn hpda_opts(chunk: u64) -> CreateOptions {
+    use hetraid_core::MemberKind::{Hdd, Ssd};
+    let mut o = opts("hpda", chunk);
+    o.kinds = vec![Ssd, Ssd, Ssd, Hdd, Hdd];
+    o
+}
+
 /// Layouts the randomized tests drive: (record, member count).
 pub fn all_layouts() -> Vec<(LayoutRecord, usize)> {
     let r = |name: &str| LayoutRecord {
