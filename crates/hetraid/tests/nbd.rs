@@ -109,6 +109,36 @@ fn create(dir: &Path, layout: &[&str], n: usize, size: &str) -> Vec<String> {
     m
 }
 
+/// `create` of `n` members of `size` in `dir` with a write log `dir/log0`
+/// of `log_size` in `mode`: the members, then the log device.
+fn create_with_log(
+    dir: &Path,
+    layout: &str,
+    n: usize,
+    size: &str,
+    log_size: &str,
+    mode: &str,
+) -> Vec<String> {
+    let log = dir.join("log0").display().to_string();
+    let mut m = create(
+        dir,
+        &[
+            "--layout",
+            layout,
+            "--log",
+            &log,
+            "--log-size",
+            log_size,
+            "--log-mode",
+            mode,
+        ],
+        n,
+        size,
+    );
+    m.push(log);
+    m
+}
+
 fn random_file(path: &Path, bytes: usize, seed: u64) -> Vec<u8> {
     let mut x = seed | 1;
     let v: Vec<u8> = (0..bytes / 8)
@@ -1665,23 +1695,7 @@ fn small_write_back_logs_take_fio_to_the_end() {
     ];
     for (layout, n, log_size, fio_args) in cases {
         let d = tempfile::tempdir().unwrap();
-        let log = d.path().join("log0").display().to_string();
-        let mut m = create(
-            d.path(),
-            &[
-                "--layout",
-                layout,
-                "--log",
-                &log,
-                "--log-size",
-                log_size,
-                "--log-mode",
-                "write-back",
-            ],
-            n,
-            "32M",
-        );
-        m.push(log);
+        let m = create_with_log(d.path(), layout, n, "32M", log_size, "write-back");
         let srv = Server::start(d.path(), &m, &[]);
         let o = Command::new("fio")
             .args([
@@ -1848,23 +1862,7 @@ fn write_back_memory_stays_under_its_bound_on_a_1t_log() {
         return;
     }
     let d = tempfile::tempdir().unwrap();
-    let log = d.path().join("log0").display().to_string();
-    let mut m = create(
-        d.path(),
-        &[
-            "--layout",
-            "raid5",
-            "--log",
-            &log,
-            "--log-size",
-            "1T",
-            "--log-mode",
-            "write-back",
-        ],
-        4,
-        "48M",
-    );
-    m.push(log);
+    let m = create_with_log(d.path(), "raid5", 4, "48M", "1T", "write-back");
     let srv = Server::start(d.path(), &m, &["--log-memory", "16M"]);
     let o = Command::new("fio")
         .args([
@@ -2015,23 +2013,7 @@ fn a_served_raid5_with_a_journal_grows_under_fio() {
         return;
     }
     let d = tempfile::tempdir().unwrap();
-    let log = d.path().join("log0").display().to_string();
-    let mut m = create(
-        d.path(),
-        &[
-            "--layout",
-            "raid5",
-            "--log",
-            &log,
-            "--log-size",
-            "8M",
-            "--log-mode",
-            "journal",
-        ],
-        4,
-        "32M",
-    );
-    m.push(log);
+    let m = create_with_log(d.path(), "raid5", 4, "32M", "8M", "journal");
     let srv = Server::start(d.path(), &m, &[]);
     let uri = srv.uri();
     let common = [
