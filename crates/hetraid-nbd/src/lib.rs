@@ -5,6 +5,7 @@
 
 pub mod control;
 pub mod fdpass;
+pub mod memory;
 pub mod proto;
 pub mod server;
 pub mod stop;

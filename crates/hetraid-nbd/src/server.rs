@@ -1,6 +1,7 @@
 //! The NBD transport: listeners (Unix, TCP), the fixed-newstyle handshake, and the
 //! transmission phase with requests served concurrently and answered out of order.
 
+use crate::memory::{ChargedBuf, MemoryBudget};
 use crate::proto::{self, Action, Export, Request};
 use hetraid_engine::{Array, ArrayCell};
 use std::io::{self, Read, Write};
@@ -209,6 +210,10 @@ pub struct Config {
     pub socket_mode: u32,
     /// The whole handshake must end within this (`--handshake-timeout`).
     pub handshake_timeout: Duration,
+    /// Bytes of write payloads, read replies and reused buffers every
+    /// connection holds together (`--memory-limit`); a request that finds
+    /// no room waits.
+    pub memory_limit: u64,
 }
 
 impl Default for Config {
@@ -224,6 +229,7 @@ impl Default for Config {
             payload_spin: Duration::from_micros(50),
             socket_mode: 0o600,
             handshake_timeout: HANDSHAKE_TIMEOUT,
+            memory_limit: crate::memory::default_memory_limit(),
         }
     }
 }
@@ -359,6 +365,7 @@ pub fn serve(
         cfg: cfg.clone(),
         stats: stats.clone(),
         budget: ThreadBudget::new(cfg.threads),
+        memory: MemoryBudget::new(cfg.memory_limit.max(crate::memory::MEMORY_LIMIT_MIN)),
         open: open.clone(),
         idler: Idler::new()?,
         running: Mutex::new(Vec::new()),
@@ -433,14 +440,7 @@ pub fn serve(
                         .name("nbd-conn".into())
                         .spawn(move || {
                             let slot = HandshakeSlot(Some(&ctx2.handshaking));
-                            let r = connection(
-                                conn,
-                                &ctx2.cell,
-                                &ctx2.cfg,
-                                &ctx2.stats,
-                                &ctx2.budget,
-                                slot,
-                            );
+                            let r = connection(conn, &ctx2, slot);
                             end_or_park(&ctx2, r, id);
                         });
                 match spawned {
@@ -524,6 +524,7 @@ struct Ctx {
     cfg: Config,
     stats: Arc<Stats>,
     budget: ThreadBudget,
+    memory: Arc<MemoryBudget>,
     open: Arc<Mutex<std::collections::HashMap<u64, Conn>>>,
     idler: Idler,
     /// Connection threads (joined at shutdown; finished ones dropped).
@@ -668,14 +669,7 @@ fn run_idler(ctx: &Arc<Ctx>, stop: &crate::Stop) {
                 .name("nbd-conn".into())
                 .spawn(move || {
                     let Parked { conn, export, id } = p;
-                    let r = transmission(
-                        conn,
-                        &ctx2.cell,
-                        export,
-                        &ctx2.cfg,
-                        &ctx2.stats,
-                        &ctx2.budget,
-                    );
+                    let r = transmission(conn, &ctx2, export);
                     end_or_park(&ctx2, r, id);
                 });
             match spawned {
@@ -794,12 +788,10 @@ struct Offer {
 /// Handshake then transmission for one client.
 fn connection(
     c: Conn,
-    cell: &Arc<ArrayCell>,
-    cfg: &Config,
-    stats: &Stats,
-    threads: &ThreadBudget,
+    ctx: &Ctx,
     mut slot: HandshakeSlot<'_>,
 ) -> io::Result<Option<(Conn, Export)>> {
+    let (cell, cfg) = (&ctx.cell, &ctx.cfg);
     // The size and geometry this connection is offered: the array's now (a
     // change completed later is seen by connections opened after it).
     let array = cell.current();
@@ -862,7 +854,7 @@ fn connection(
             // dropped.
             slot.done();
             c.c.set_read_timeout(None)?;
-            transmission(c.c, cell, offer.export, cfg, stats, threads)
+            transmission(c.c, ctx, offer.export)
         }
         Outcome::StartTls => {
             let tls = cfg
@@ -877,7 +869,7 @@ fn connection(
                     slot.done();
                     s.sock.deadline = None;
                     s.sock.c.set_read_timeout(None)?;
-                    transmission_serial(s, cell, offer.export, stats).map(|_| None)
+                    transmission_serial(s, ctx, offer.export).map(|_| None)
                 }
                 _ => Ok(None),
             }
@@ -1053,12 +1045,12 @@ fn negotiate<S: Read + Write>(c: &mut S, o: &mut Offer) -> io::Result<Outcome> {
 
 /// Transmission over TLS: one request at a time on one thread (reads and
 /// writes share the TLS state), replies in order.
-fn transmission_serial<S: Read + Write>(
-    mut c: S,
-    cell: &Arc<ArrayCell>,
+fn transmission_serial(
+    mut c: rustls::StreamOwned<rustls::ServerConnection, Handshaking>,
+    ctx: &Ctx,
     export: Export,
-    stats: &Stats,
 ) -> io::Result<()> {
+    let never = || false;
     // Bounded by the client: every round reads a request or ends.
     loop {
         let mut hdr = [0u8; proto::REQUEST_LEN];
@@ -1073,23 +1065,44 @@ fn transmission_serial<S: Read + Write>(
             Action::Close(f) => return Err(invalid(&f.to_string())),
             Action::Disconnect => return Ok(()),
             Action::Write { len, .. } => {
-                let mut d = vec![0u8; len as usize];
-                c.read_exact(&mut d)?;
-                d
+                // In pieces, each within the budget and the stall timeout.
+                let mut d = ChargedBuf::new(&ctx.memory);
+                let len = len as usize;
+                // Bounded: every round receives a piece or fails.
+                while d.buf.len() < len {
+                    let at = d.buf.len();
+                    let step = (len - at).min(PAYLOAD_PIECE);
+                    d.reserve_total(at + step, never);
+                    d.buf.resize(at + step, 0);
+                    c.sock.deadline = Some(std::time::Instant::now() + ctx.cfg.stall_timeout);
+                    let r = c.read_exact(&mut d.buf[at..]);
+                    c.sock.deadline = None;
+                    c.sock.c.set_read_timeout(None)?;
+                    r.map_err(payload_stalled)?;
+                }
+                Some(d)
             }
             Action::Error { discard: n, .. } => {
                 discard(&mut c, n as u64)?;
-                Vec::new()
+                None
             }
-            _ => Vec::new(),
+            _ => None,
         };
         let job = Job { req, action, data };
-        let (reply, start, failed) = execute(&cell.get(), &export, &job, Vec::new());
-        stats.requests.fetch_add(1, Ordering::Relaxed);
-        if failed {
-            stats.errors.fetch_add(1, Ordering::Relaxed);
+        let mut reply = ChargedBuf::new(&ctx.memory);
+        if let Action::Read { len, .. } = job.action {
+            reply.reserve_total(REPLY_ROOM + len as usize, never);
         }
-        c.write_all(&reply[start..])?;
+        let out = std::mem::take(&mut reply.buf);
+        let (out, start, failed) = execute(&ctx.cell.get(), &export, &job, out);
+        reply.buf = out;
+        reply.settle();
+        drop(job);
+        ctx.stats.requests.fetch_add(1, Ordering::Relaxed);
+        if failed {
+            ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        c.write_all(&reply.buf[start..])?;
         c.flush()?;
     }
 }
@@ -1097,7 +1110,26 @@ fn transmission_serial<S: Read + Write>(
 struct Job {
     req: Request,
     action: Action,
-    data: Vec<u8>,
+    /// A write's payload.
+    data: Option<ChargedBuf>,
+}
+
+/// A read reply's bytes beyond its data: alignment room and the header.
+const REPLY_ROOM: usize = 4096 + 32;
+
+/// A payload read that timed out says why the client was dropped.
+fn payload_stalled(e: io::Error) -> io::Error {
+    if matches!(
+        e.kind(),
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+    ) {
+        io::Error::new(
+            io::ErrorKind::TimedOut,
+            "the client stopped sending a write's payload (--stall-timeout)",
+        )
+    } else {
+        e
+    }
 }
 
 /// What the reader half of a connection hands a worker.
@@ -1210,33 +1242,36 @@ fn fit(v: &mut Vec<u8>, len: usize) {
     }
 }
 
-/// Receive a payload whole: first what the buffered reader holds, then straight
-/// from the socket. While the rest is arriving it is polled for up to `spin` since
-/// the last bytes before the worker sleeps: the client is in the middle of sending
-/// it, and on a local socket a sleep and wake-up per socket buffer's worth (about
-/// 200 KiB, the client's send buffer) costs more than the wait. Measured on 1 MiB
-/// writes: 4 context switches per request instead of 7, +7 % against the same
-/// build with spinning off.
-fn read_payload(c: &mut io::BufReader<Conn>, buf: &mut [u8], spin: Duration) -> io::Result<()> {
+/// Receive a payload piece whole, within `stall` of its start: first what the
+/// buffered reader holds, then straight from the socket. While the rest is
+/// arriving it is polled for up to `spin` since the last bytes before the worker
+/// sleeps: the client is in the middle of sending it, and on a local socket a
+/// sleep and wake-up per socket buffer's worth (about 200 KiB, the client's send
+/// buffer) costs more than the wait. Measured on 1 MiB writes: 4 context
+/// switches per request instead of 7, +7 % against the same build with spinning
+/// off. A client that sends a piece slower than `stall` is dropped: it holds
+/// memory from the shared budget.
+fn read_payload(
+    c: &mut io::BufReader<Conn>,
+    buf: &mut [u8],
+    spin: Duration,
+    stall: Duration,
+) -> io::Result<()> {
     use std::io::BufRead;
     let have = c.buffer().len().min(buf.len());
     buf[..have].copy_from_slice(&c.buffer()[..have]);
     c.consume(have);
-    if spin.is_zero() {
-        return c.get_mut().read_exact(&mut buf[have..]);
-    }
     let fd = c.get_ref().fd();
+    let deadline = std::time::Instant::now() + stall;
     let mut at = have;
     let mut idle_since: Option<std::time::Instant> = None;
-    // Bounded: every round receives bytes, fails, or spins at most `spin` before
-    // a blocking receive.
+    // Bounded: every round receives bytes, fails, spins at most `spin`, or
+    // waits at most until the deadline and fails there.
     while at < buf.len() {
         let rest = &mut buf[at..];
-        let poll = idle_since.is_none_or(|t| t.elapsed() < spin);
-        let flags = if poll { libc::MSG_DONTWAIT } else { 0 };
         // SAFETY: `rest` is valid for writes of `rest.len()` bytes and `fd` is the
         // connection's open socket for the duration of the call.
-        let n = unsafe { libc::recv(fd, rest.as_mut_ptr().cast(), rest.len(), flags) };
+        let n = unsafe { libc::recv(fd, rest.as_mut_ptr().cast(), rest.len(), libc::MSG_DONTWAIT) };
         if n > 0 {
             at += n as usize;
             idle_since = None;
@@ -1247,24 +1282,45 @@ fn read_payload(c: &mut io::BufReader<Conn>, buf: &mut [u8], spin: Duration) -> 
         }
         let e = io::Error::last_os_error();
         match e.kind() {
-            io::ErrorKind::WouldBlock => {
-                idle_since.get_or_insert_with(std::time::Instant::now);
-                std::hint::spin_loop();
-            }
-            io::ErrorKind::Interrupted => {}
+            io::ErrorKind::WouldBlock => {}
+            io::ErrorKind::Interrupted => continue,
             _ => return Err(e),
         }
+        let idle = *idle_since.get_or_insert_with(std::time::Instant::now);
+        if idle.elapsed() < spin {
+            std::hint::spin_loop();
+            continue;
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(payload_stalled(io::ErrorKind::TimedOut.into()));
+        }
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN | libc::POLLRDHUP,
+            revents: 0,
+        };
+        let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+        // SAFETY: one pollfd, valid for the call.
+        unsafe { libc::poll(&mut p, 1, ms) };
     }
     Ok(())
 }
 
-/// Read one request (header and payload) from the connection.
-fn read_next(
-    c: &mut io::BufReader<Conn>,
-    export: &Export,
-    free: &Mutex<Vec<Vec<u8>>>,
+/// What `read_next` needs besides the socket.
+struct Intake<'a> {
+    export: &'a Export,
+    free: &'a Mutex<Vec<ChargedBuf>>,
     spin: Duration,
-) -> io::Result<Next> {
+    stall: Duration,
+    /// Room for a buffer of this many bytes in all, from the shared budget
+    /// (false: the connection ended while it waited).
+    reserve: &'a dyn Fn(&mut ChargedBuf, usize) -> bool,
+    memory: &'a Arc<MemoryBudget>,
+}
+
+/// Read one request (header and payload) from the connection.
+fn read_next(c: &mut io::BufReader<Conn>, i: &Intake<'_>) -> io::Result<Next> {
     let mut hdr = [0u8; proto::REQUEST_LEN];
     match c.read_exact(&mut hdr) {
         Ok(()) => {}
@@ -1272,32 +1328,41 @@ fn read_next(
         Err(e) => return Err(e),
     }
     let req = proto::parse_request(&hdr).map_err(|f| invalid(&f.to_string()))?;
-    let action = proto::decide(&req, export);
+    let action = proto::decide(&req, i.export);
     let data = match action {
         Action::Close(f) => return Err(invalid(&f.to_string())),
         Action::Disconnect => return Ok(Next::Done),
         Action::Write { len, .. } => {
-            // The buffer grows as the payload arrives, a piece at a time: a
-            // client that announces 32 MiB and sends a byte now and then
-            // commits no more memory than it sent (plus one piece). A
-            // reused buffer keeps its capacity.
-            let mut d = free.lock().unwrap().pop().unwrap_or_default();
-            d.clear();
+            // The buffer grows as the payload arrives, a piece at a time, each
+            // piece's memory taken from the shared budget first: a client that
+            // announces 32 MiB and sends a byte now and then commits no more
+            // than one piece, and is dropped when a piece takes longer than
+            // the stall timeout. A reused buffer keeps its capacity.
+            let mut d = i
+                .free
+                .lock()
+                .unwrap()
+                .pop()
+                .unwrap_or_else(|| ChargedBuf::new(i.memory));
+            d.buf.clear();
             let len = len as usize;
             // Bounded: every round receives a piece or fails.
-            while d.len() < len {
-                let at = d.len();
+            while d.buf.len() < len {
+                let at = d.buf.len();
                 let step = (len - at).min(PAYLOAD_PIECE);
-                d.resize(at + step, 0);
-                read_payload(c, &mut d[at..], spin)?;
+                if !(i.reserve)(&mut d, at + step) {
+                    return Ok(Next::Done);
+                }
+                d.buf.resize(at + step, 0);
+                read_payload(c, &mut d.buf[at..], i.spin, i.stall)?;
             }
-            d
+            Some(d)
         }
         Action::Error { discard: n, .. } => {
             discard(c, n as u64)?;
-            Vec::new()
+            None
         }
-        _ => Vec::new(),
+        _ => None,
     };
     Ok(Next::Job(Job { req, action, data }))
 }
@@ -1339,10 +1404,12 @@ struct Transmission<'a> {
     stats: &'a Stats,
     cell: &'a Arc<ArrayCell>,
     threads: &'a ThreadBudget,
+    memory: &'a Arc<MemoryBudget>,
     // Buffers reused across requests: write payloads, and read replies (kept
     // apart so a big read never grows, and zeroes, a small payload buffer).
-    free: Mutex<Vec<Vec<u8>>>,
-    free_replies: Mutex<Vec<Vec<u8>>>,
+    // Their bytes stay charged to the shared budget while kept.
+    free: Mutex<Vec<ChargedBuf>>,
+    free_replies: Mutex<Vec<ChargedBuf>>,
     done: AtomicBool,
     error: Mutex<Option<io::Error>>,
     /// Read replies in flight, bounded: a client that stops reading holds
@@ -1362,6 +1429,30 @@ struct Transmission<'a> {
 }
 
 impl Transmission<'_> {
+    /// Room for `cap` bytes in `b`. Short of room, this connection's own
+    /// kept buffers go back first; then it waits for others to give back.
+    fn reserve(&self, b: &mut ChargedBuf, cap: usize) -> bool {
+        if b.buf.capacity() >= cap {
+            return true;
+        }
+        let more = (cap - b.buf.capacity()) as u64;
+        if self.memory.used() + more > self.memory.limit() {
+            self.free.lock().unwrap().clear();
+            self.free_replies.lock().unwrap().clear();
+        }
+        b.reserve_total(cap, || self.done.load(Ordering::SeqCst))
+    }
+
+    /// Keep `b` for reuse, unless others wait for memory.
+    fn keep(&self, pool: &Mutex<Vec<ChargedBuf>>, b: ChargedBuf) {
+        if b.buf.capacity() > 0 && !self.memory.pressed() {
+            let mut f = pool.lock().unwrap();
+            if f.len() < 64 {
+                f.push(b);
+            }
+        }
+    }
+
     /// The end of the connection wakes every worker: one blocked reading the
     /// next request, others waiting for reply room.
     fn finish(&self, e: Option<io::Error>) {
@@ -1416,7 +1507,16 @@ fn worker<'scope, 'env>(
             }
             // The end is marked before the read lock is let go, so no other
             // worker starts a read on a finished connection.
-            let next = read_next(&mut r, &t.export, &t.free, t.cfg.payload_spin);
+            let reserve = |b: &mut ChargedBuf, cap: usize| t.reserve(b, cap);
+            let intake = Intake {
+                export: &t.export,
+                free: &t.free,
+                spin: t.cfg.payload_spin,
+                stall: t.cfg.stall_timeout,
+                reserve: &reserve,
+                memory: t.memory,
+            };
+            let next = read_next(&mut r, &intake);
             t.reading.fetch_sub(1, Ordering::SeqCst);
             match next {
                 Ok(Next::Job(j)) => j,
@@ -1480,14 +1580,32 @@ fn worker<'scope, 'env>(
             }
             *b -= room;
         }
-        // Only reads build their reply in a big buffer; other replies are
-        // 16 bytes and must not take (and then drop) a payload buffer.
-        let spare = match job.action {
-            Action::Read { .. } => t.free_replies.lock().unwrap().pop().unwrap_or_default(),
-            _ => Vec::new(),
+        // Only reads build their reply in a big buffer, its room taken from
+        // the shared budget first; other replies are 16 bytes and must not
+        // take (and then drop) a payload buffer.
+        let mut spare = match job.action {
+            Action::Read { len, .. } => {
+                let mut b = t
+                    .free_replies
+                    .lock()
+                    .unwrap()
+                    .pop()
+                    .unwrap_or_else(|| ChargedBuf::new(t.memory));
+                if !t.reserve(&mut b, REPLY_ROOM + len as usize) {
+                    if room > 0 {
+                        *t.room.0.lock().unwrap() += room;
+                        t.room.1.notify_all();
+                    }
+                    return leave();
+                }
+                Some(b)
+            }
+            _ => None,
         };
+        let out = spare.as_mut().map(|b| std::mem::take(&mut b.buf));
         // Held for the request: a change of members waits for it.
-        let (reply, start, failed) = execute(&t.cell.get(), &t.export, &job, spare);
+        let (reply, start, failed) =
+            execute(&t.cell.get(), &t.export, &job, out.unwrap_or_default());
         t.stats.requests.fetch_add(1, Ordering::Relaxed);
         if failed {
             t.stats.errors.fetch_add(1, Ordering::Relaxed);
@@ -1506,15 +1624,13 @@ fn worker<'scope, 'env>(
             t.finish(Some(e));
             return leave();
         }
-        let (pool, b) = match job.action {
-            Action::Read { .. } => (&t.free_replies, reply),
-            _ => (&t.free, job.data),
-        };
-        {
-            let mut f = pool.lock().unwrap();
-            if b.capacity() > 0 && f.len() < 64 {
-                f.push(b);
-            }
+        if let Some(mut b) = spare {
+            b.buf = reply;
+            b.settle();
+            t.keep(&t.free_replies, b);
+        }
+        if let Some(b) = job.data {
+            t.keep(&t.free, b);
         }
         // A borrowed worker with two others already waiting for the next
         // request parks (one waiting behind the reader hands over at once
@@ -1541,14 +1657,7 @@ fn worker<'scope, 'env>(
 }
 
 /// Transmission phase: workers as `worker` says, the first one this thread.
-fn transmission(
-    c: Conn,
-    cell: &Arc<ArrayCell>,
-    export: Export,
-    cfg: &Config,
-    stats: &Stats,
-    threads: &ThreadBudget,
-) -> io::Result<Option<(Conn, Export)>> {
+fn transmission(c: Conn, ctx: &Ctx, export: Export) -> io::Result<Option<(Conn, Export)>> {
     let t = Transmission {
         writer: Mutex::new(c.try_clone()?),
         closer: c.try_clone()?,
@@ -1558,10 +1667,11 @@ fn transmission(
         // own buffer.
         reader: Mutex::new(io::BufReader::with_capacity(16 << 10, c)),
         export,
-        cfg,
-        stats,
-        cell,
-        threads,
+        cfg: &ctx.cfg,
+        stats: &ctx.stats,
+        cell: &ctx.cell,
+        threads: &ctx.budget,
+        memory: &ctx.memory,
         free: Mutex::new(Vec::new()),
         free_replies: Mutex::new(Vec::new()),
         done: AtomicBool::new(false),
@@ -1647,9 +1757,10 @@ fn execute(array: &Array, export: &Export, job: &Job, mut out: Vec<u8>) -> (Vec<
         }
         Action::BlockStatus { len, .. } => (proto::block_status_reply(handle, len), 0, false),
         Action::Write { offset, fua, .. } => {
+            let data = job.data.as_ref().map_or(&[][..], |d| &d.buf[..]);
             done(
                 array
-                    .write(offset, &job.data)
+                    .write(offset, data)
                     .and_then(|_| if fua { array.flush() } else { Ok(()) }),
             )
         }

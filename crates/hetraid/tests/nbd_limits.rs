@@ -642,3 +642,68 @@ fn a_client_reading_at_a_trickle_is_dropped_within_the_stall_timeout() {
     });
     assert!(at < Duration::from_secs(12), "dropped only after {at:?}");
 }
+
+/// Issue 37: one memory budget for every connection. Two hundred clients
+/// each announce a 32 MiB write and send 1 KiB of it: without a budget each
+/// holds a 1 MiB piece (200 MiB); with `--memory-limit 64M` the server grows
+/// by no more than the budget (plus thread stacks), every slow writer is
+/// dropped once a piece takes longer than `--stall-timeout`, saying so, and
+/// a real client waiting behind them is served.
+#[test]
+fn two_hundred_slow_writers_stay_within_the_memory_limit() {
+    raise_own_fd_limit();
+    let d = tempfile::tempdir().unwrap();
+    let m = create(d.path(), 4, "64K");
+    let srv = Server::start(
+        d.path(),
+        &m,
+        &[
+            "--memory-limit",
+            "64M",
+            "--stall-timeout",
+            "3",
+            "--max-connections",
+            "400",
+        ],
+        None,
+    );
+    let base = srv.rss_kib();
+    let writers: Vec<UnixStream> = (0..200)
+        .map(|i| {
+            let (mut c, _) = handshake(&srv.sock, None).unwrap();
+            c.write_all(&request(1, i, 0, 32 << 20)).unwrap();
+            c.write_all(&[7u8; 1024]).unwrap();
+            c
+        })
+        .collect();
+    let t = Instant::now();
+    let mut peak = 0;
+    // A real client behind them: served once the writers holding the budget
+    // are dropped (they hold it 3 s at most, in rounds of 64).
+    let sock = srv.sock.clone();
+    let client = std::thread::spawn(move || {
+        let t = Instant::now();
+        (real_client(&sock), t.elapsed())
+    });
+    while t.elapsed() < Duration::from_secs(4) {
+        peak = peak.max(srv.rss_kib());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let grown = peak.saturating_sub(base);
+    assert!(
+        grown < 96 << 10,
+        "200 slow writers under --memory-limit 64M: the server grew {grown} KiB (from {base} KiB)"
+    );
+    let (served, took) = client.join().unwrap();
+    assert!(served, "the real client was not served");
+    assert!(
+        took < Duration::from_secs(30),
+        "the real client waited {took:?}"
+    );
+    let log = std::fs::read_to_string(d.path().join("serve.log")).unwrap();
+    assert!(
+        log.contains("stopped sending a write's payload"),
+        "no slow writer was dropped: {log}"
+    );
+    drop(writers);
+}

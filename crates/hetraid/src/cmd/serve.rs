@@ -82,6 +82,11 @@ pub struct ServeCmd {
     /// it, whatever its size). Default 256M.
     #[arg(long, value_name = "SIZE", value_parser = crate::args::size)]
     pub log_memory: Option<u64>,
+    /// Bytes of write payloads and read replies held for every client
+    /// together; a request that finds no room waits for it (default: an
+    /// eighth of the machine's memory, 64M..4G; at least 64M).
+    #[arg(long, value_name = "SIZE", value_parser = crate::args::size)]
+    pub memory_limit: Option<u64>,
     /// The log on stderr: human lines, or one JSON object per line (with
     /// the fields of each event: array, event, slot, path, seq).
     #[arg(long, default_value = "human", value_parser = ["human", "json"])]
@@ -111,6 +116,15 @@ impl ServeCmd {
                 "--handshake-timeout {} is not a number of seconds between 0.1 and 3600",
                 self.handshake_timeout
             ));
+        }
+        if let Some(m) = self.memory_limit {
+            let min = hetraid_nbd::memory::MEMORY_LIMIT_MIN;
+            if m < min {
+                return Err(format!(
+                    "--memory-limit {m} is below {}M: one largest request (32M) and its reply must fit; give at least 64M",
+                    min >> 20
+                ));
+            }
         }
         if self.socket_mode.is_some() && !matches!(listen, Listen::Unix(_)) {
             return Err("--socket-mode applies to a Unix socket (--listen unix:PATH) only".into());
@@ -356,6 +370,9 @@ impl ServeCmd {
             payload_spin: std::time::Duration::from_micros(self.payload_spin_us),
             socket_mode: self.socket_mode()?,
             handshake_timeout: std::time::Duration::from_secs_f64(self.handshake_timeout),
+            memory_limit: self
+                .memory_limit
+                .unwrap_or_else(hetraid_nbd::memory::default_memory_limit),
         };
         drop(array);
         serve(cell.clone(), &listen, cfg, stop.clone(), stats.clone())
