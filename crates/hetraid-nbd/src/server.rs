@@ -303,21 +303,12 @@ pub fn default_threads() -> usize {
     (cpus * 8).clamp(16, 256)
 }
 
-/// Connections by default: a quarter of the descriptors this process may
-/// open (each takes two, the members and sockets need some), at least 16,
-/// at most 1,024.
+/// Connections by default: as many as the descriptors left allow
+/// (`descriptor_budget`, two each), at least 16, at most 1,024. Whatever
+/// this says, a client is refused at connect, with the reason, when the
+/// descriptors it would take are not there.
 pub fn default_max_connections() -> usize {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `r` outlives the call.
-    let fds = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0 {
-        r.rlim_cur as usize
-    } else {
-        1024
-    };
-    (fds / 4).clamp(16, 1024)
+    (descriptor_budget() / FDS_PER_CONNECTION).clamp(16, 1024)
 }
 
 /// Counters printed at shutdown.
@@ -358,7 +349,7 @@ pub fn serve(
     };
     // Open connections (a clone of each, to stop their readers at shutdown);
     // removed when the connection ends so the socket really closes.
-    let open: Arc<Mutex<std::collections::HashMap<u64, Conn>>> =
+    let open: Arc<Mutex<std::collections::HashMap<u64, Arc<Conn>>>> =
         Arc::new(Mutex::new(Default::default()));
     let ctx = Arc::new(Ctx {
         cell: array.clone(),
@@ -370,6 +361,8 @@ pub fn serve(
         idler: Idler::new()?,
         running: Mutex::new(Vec::new()),
         handshaking: Default::default(),
+        refusing: Default::default(),
+        fds_max: descriptor_budget(),
     });
     let idler_stop = crate::Stop::new()?;
     ctx.idler.watch_stop(&idler_stop)?;
@@ -398,24 +391,38 @@ pub fn serve(
                     continue;
                 }
                 let who = conn.peer();
-                // Over the limit: refused (closed at once), the server goes
-                // on. Handshakes are counted apart: they end at their
-                // deadline, and never take an established client's slot.
+                // Handshakes are counted apart: they end at their deadline,
+                // and never take an established client's slot.
                 let handshaking = ctx.handshaking.load(Ordering::Acquire);
-                let established = open.lock().unwrap().len().saturating_sub(handshaking);
-                if established >= cfg.max_connections || handshaking >= HANDSHAKES_MAX {
+                let total = open.lock().unwrap().len();
+                let established = total.saturating_sub(handshaking);
+                if handshaking >= HANDSHAKES_MAX {
                     stats.refused.fetch_add(1, Ordering::Relaxed);
-                    if established >= cfg.max_connections {
-                        tracing::info!(
-                            "serve: {who} refused: {} connections already (--max-connections)",
-                            cfg.max_connections
-                        );
-                    } else {
-                        tracing::info!(
-                            "serve: {who} refused: {HANDSHAKES_MAX} clients are in their handshake already"
-                        );
-                    }
+                    tracing::info!(
+                        "serve: {who} refused: {HANDSHAKES_MAX} clients are in their handshake already"
+                    );
                     conn.shutdown(std::net::Shutdown::Both);
+                    continue;
+                }
+                // Over a limit: the client is told why (every option it
+                // sends is answered NBD_REP_ERR_POLICY with the reason),
+                // logged, and the server goes on.
+                let over = if (total + 1) * FDS_PER_CONNECTION > ctx.fds_max {
+                    Some(format!(
+                        "the server has no descriptors left for another client ({total} connected; raise its open-file limit, ulimit -n)"
+                    ))
+                } else if established >= cfg.max_connections {
+                    Some(format!(
+                        "{} clients are connected already (--max-connections)",
+                        cfg.max_connections
+                    ))
+                } else {
+                    None
+                };
+                if let Some(why) = over {
+                    stats.refused.fetch_add(1, Ordering::Relaxed);
+                    tracing::info!("serve: {who} refused: {why}");
+                    refuse(&ctx, conn, why);
                     continue;
                 }
                 ctx.handshaking.fetch_add(1, Ordering::AcqRel);
@@ -426,7 +433,7 @@ pub fn serve(
                 let id = next_id;
                 match conn.try_clone() {
                     Ok(c) => {
-                        open.lock().unwrap().insert(id, c);
+                        open.lock().unwrap().insert(id, Arc::new(c));
                     }
                     Err(_) => continue,
                 }
@@ -440,7 +447,7 @@ pub fn serve(
                         .name("nbd-conn".into())
                         .spawn(move || {
                             let slot = HandshakeSlot(Some(&ctx2.handshaking));
-                            let r = connection(conn, &ctx2, slot);
+                            let r = connection(conn, &ctx2, slot, id, None);
                             end_or_park(&ctx2, r, id);
                         });
                 match spawned {
@@ -517,6 +524,54 @@ pub fn serve(
     Ok(())
 }
 
+/// Tell a client why it is refused, on a thread of its own within the
+/// handshake deadline; at most REFUSALS_MAX at once, past that it is
+/// closed at once.
+fn refuse(ctx: &Arc<Ctx>, conn: Conn, why: String) {
+    if ctx.refusing.load(Ordering::Acquire) >= REFUSALS_MAX {
+        conn.shutdown(std::net::Shutdown::Both);
+        return;
+    }
+    ctx.refusing.fetch_add(1, Ordering::AcqRel);
+    let ctx2 = ctx.clone();
+    let spawned = std::thread::Builder::new()
+        .name("nbd-refuse".into())
+        .spawn(move || {
+            let slot = HandshakeSlot(Some(&ctx2.refusing));
+            let _ = connection(conn, &ctx2, slot, 0, Some(why));
+        });
+    if spawned.is_err() {
+        ctx.refusing.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Descriptors a connection holds, from accept to its end: its socket and
+/// one duplicate to shut it down with (the handshake, transmission and the
+/// idler use only these).
+pub const FDS_PER_CONNECTION: usize = 2;
+/// Descriptors kept for everything else while serving: control
+/// connections, a replacement member, log copies.
+pub const FDS_RESERVE: usize = 32;
+/// Refused clients being told why at once.
+pub const REFUSALS_MAX: usize = 16;
+
+/// Descriptors that connections may take: the open-file limit less what is
+/// open now, `FDS_RESERVE` and `REFUSALS_MAX`.
+pub fn descriptor_budget() -> usize {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `r` outlives the call.
+    let limit = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0 {
+        r.rlim_cur.min(1 << 20) as usize
+    } else {
+        1024
+    };
+    let open_now = std::fs::read_dir("/proc/self/fd").map_or(16, |d| d.count());
+    limit.saturating_sub(open_now + FDS_RESERVE + REFUSALS_MAX)
+}
+
 /// What connection threads share: to serve a connection, and to resume one
 /// that was parked.
 struct Ctx {
@@ -525,12 +580,18 @@ struct Ctx {
     stats: Arc<Stats>,
     budget: ThreadBudget,
     memory: Arc<MemoryBudget>,
-    open: Arc<Mutex<std::collections::HashMap<u64, Conn>>>,
+    /// Each connection's second descriptor: shut down to end it (at stop,
+    /// or by its own workers).
+    open: Arc<Mutex<std::collections::HashMap<u64, Arc<Conn>>>>,
+    /// Descriptors connections may hold in all (`descriptor_budget`).
+    fds_max: usize,
     idler: Idler,
     /// Connection threads (joined at shutdown; finished ones dropped).
     running: Mutex<Vec<std::thread::JoinHandle<()>>>,
     /// Connections in their handshake (`HANDSHAKES_MAX`).
     handshaking: std::sync::atomic::AtomicUsize,
+    /// Refused clients being told why (`REFUSALS_MAX`).
+    refusing: std::sync::atomic::AtomicUsize,
 }
 
 impl Ctx {
@@ -669,7 +730,7 @@ fn run_idler(ctx: &Arc<Ctx>, stop: &crate::Stop) {
                 .name("nbd-conn".into())
                 .spawn(move || {
                     let Parked { conn, export, id } = p;
-                    let r = transmission(conn, &ctx2, export);
+                    let r = transmission(conn, &ctx2, export, id);
                     end_or_park(&ctx2, r, id);
                 });
             match spawned {
@@ -790,6 +851,8 @@ fn connection(
     c: Conn,
     ctx: &Ctx,
     mut slot: HandshakeSlot<'_>,
+    id: u64,
+    refuse: Option<String>,
 ) -> io::Result<Option<(Conn, Export)>> {
     let (cell, cfg) = (&ctx.cell, &ctx.cfg);
     // The size and geometry this connection is offered: the array's now (a
@@ -846,6 +909,9 @@ fn connection(
         return Err(invalid("client sent unknown handshake flags"));
     }
     offer.no_zeroes = client & proto::CLIENT_NO_ZEROES != 0;
+    if let Some(why) = refuse {
+        return refuse_options(&mut c, &why).map(|_| None);
+    }
     match negotiate(&mut c, &mut offer)? {
         Outcome::Abort => Ok(None),
         Outcome::Go => {
@@ -854,7 +920,7 @@ fn connection(
             // dropped.
             slot.done();
             c.c.set_read_timeout(None)?;
-            transmission(c.c, ctx, offer.export)
+            transmission(c.c, ctx, offer.export, id)
         }
         Outcome::StartTls => {
             let tls = cfg
@@ -875,6 +941,43 @@ fn connection(
             }
         }
     }
+}
+
+/// A refused client: every option is answered NBD_REP_ERR_POLICY with the
+/// reason (libnbd and qemu print it), ABORT is acknowledged, EXPORT_NAME
+/// (which has no error reply) closes.
+fn refuse_options<S: Read + Write>(c: &mut S, why: &str) -> io::Result<()> {
+    let msg = format!("hetraid serve: refused: {why}");
+    // Bounded: at most HANDSHAKE_OPTIONS_MAX options, within the deadline.
+    for _ in 0..HANDSHAKE_OPTIONS_MAX {
+        let mut h = [0u8; 16];
+        c.read_exact(&mut h)?;
+        if u64::from_be_bytes(h[0..8].try_into().unwrap()) != proto::IHAVEOPT {
+            return Err(invalid("bad option magic"));
+        }
+        let opt = u32::from_be_bytes(h[8..12].try_into().unwrap());
+        let len = u32::from_be_bytes(h[12..16].try_into().unwrap());
+        if len > proto::MAX_OPTION {
+            return Err(invalid("option payload too large"));
+        }
+        discard(c, len as u64)?;
+        match opt {
+            proto::OPT_ABORT => {
+                c.write_all(&proto::option_reply(opt, proto::REP_ACK, &[]))?;
+                return c.flush();
+            }
+            proto::OPT_EXPORT_NAME => return Err(invalid("refused")),
+            _ => {
+                c.write_all(&proto::option_reply(
+                    opt,
+                    proto::REP_ERR_POLICY,
+                    msg.as_bytes(),
+                ))?;
+                c.flush()?;
+            }
+        }
+    }
+    Err(invalid("too many options in one handshake"))
 }
 
 /// Option haggling on `c` (the socket, or TLS over it).
@@ -1180,8 +1283,7 @@ fn bind_private(p: &std::path::Path, mode: u32) -> io::Result<UnixListener> {
 /// with the socket's write timeout restarted the timeout with every bit of
 /// room the client made: with a 5 s stall timeout such a client was held
 /// 12-15 s, and one draining a little every second forever.)
-fn send_within(w: &mut Conn, buf: &[u8], stall: Duration) -> io::Result<()> {
-    let fd = w.fd();
+fn send_within(fd: std::os::fd::RawFd, buf: &[u8], stall: Duration) -> io::Result<()> {
     let mut at = 0;
     let deadline = std::time::Instant::now() + stall;
     // Bounded: every round sends bytes, or waits at most until the deadline
@@ -1397,8 +1499,10 @@ impl ThreadBudget {
 /// One connection in transmission, shared by its workers.
 struct Transmission<'a> {
     reader: Mutex<io::BufReader<Conn>>,
-    writer: Mutex<Conn>,
-    closer: Conn,
+    /// Held while a reply is sent (the socket is `closer`'s).
+    writer: Mutex<()>,
+    /// The connection's second descriptor (also in `Ctx::open`).
+    closer: Arc<Conn>,
     export: Export,
     cfg: &'a Config,
     stats: &'a Stats,
@@ -1610,11 +1714,10 @@ fn worker<'scope, 'env>(
         if failed {
             t.stats.errors.fetch_add(1, Ordering::Relaxed);
         }
-        let sent = send_within(
-            &mut t.writer.lock().unwrap(),
-            &reply[start..],
-            t.cfg.stall_timeout,
-        );
+        let sent = {
+            let _one_at_a_time = t.writer.lock().unwrap();
+            send_within(t.closer.fd(), &reply[start..], t.cfg.stall_timeout)
+        };
         if room > 0 {
             *t.room.0.lock().unwrap() += room;
             t.room.1.notify_all();
@@ -1657,10 +1760,15 @@ fn worker<'scope, 'env>(
 }
 
 /// Transmission phase: workers as `worker` says, the first one this thread.
-fn transmission(c: Conn, ctx: &Ctx, export: Export) -> io::Result<Option<(Conn, Export)>> {
+fn transmission(c: Conn, ctx: &Ctx, export: Export, id: u64) -> io::Result<Option<(Conn, Export)>> {
+    // Its second descriptor, taken at accept: a connection never opens
+    // another, so it can never be dropped for want of one.
+    let Some(closer) = ctx.open.lock().unwrap().get(&id).cloned() else {
+        return Ok(None);
+    };
     let t = Transmission {
-        writer: Mutex::new(c.try_clone()?),
-        closer: c.try_clone()?,
+        writer: Mutex::new(()),
+        closer,
         // Buffered: with many requests in flight one read() brings in several
         // small requests (header and payload) instead of two system calls
         // each; payloads larger than the buffer are read straight into their

@@ -707,3 +707,101 @@ fn two_hundred_slow_writers_stay_within_the_memory_limit() {
     );
     drop(writers);
 }
+
+/// OPT_GO: the connection in transmission, or the error reply's message.
+fn go_or_reason(sock: &Path) -> Result<UnixStream, String> {
+    let mut c = UnixStream::connect(sock).map_err(|e| e.to_string())?;
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut g = [0u8; 18];
+    c.read_exact(&mut g).map_err(|e| e.to_string())?;
+    c.write_all(&3u32.to_be_bytes())
+        .map_err(|e| e.to_string())?;
+    let mut go = 0u32.to_be_bytes().to_vec();
+    go.extend_from_slice(&0u16.to_be_bytes());
+    c.write_all(&option(7, &go)).map_err(|e| e.to_string())?;
+    // Bounded: a GO is answered by a few INFOs and an ACK or an error.
+    for _ in 0..16 {
+        let mut h = [0u8; 20];
+        c.read_exact(&mut h).map_err(|e| e.to_string())?;
+        let typ = u32::from_be_bytes(h[12..16].try_into().unwrap());
+        let len = u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize;
+        let mut d = vec![0u8; len];
+        c.read_exact(&mut d).map_err(|e| e.to_string())?;
+        if typ == 1 {
+            return Ok(c);
+        }
+        if typ & 0x8000_0000 != 0 {
+            return Err(format!("{typ:#x}: {}", String::from_utf8_lossy(&d)));
+        }
+    }
+    Err("no end to the GO replies".into())
+}
+
+/// Issue 37 (finding 6): under `ulimit -n 256` the default connection cap
+/// assumed two descriptors a connection while a busy one took four, and
+/// established clients were dropped mid-session with "Too many open
+/// files". Now a connection holds two descriptors from accept to end, the
+/// cap comes from the descriptors left, and a client past it is refused at
+/// connect with a reason it can print. 150 clients: every one either gets
+/// in and has 64 pipelined reads answered, or is told why it is refused.
+#[test]
+fn under_ulimit_256_no_established_client_is_dropped() {
+    raise_own_fd_limit();
+    let d = tempfile::tempdir().unwrap();
+    let m = create(d.path(), 4, "64K");
+    let mut srv = Server::start(d.path(), &m, &[], Some(256));
+    let mut served = Vec::new();
+    let mut reasons = Vec::new();
+    for _ in 0..150 {
+        match go_or_reason(&srv.sock) {
+            Ok(c) => served.push(c),
+            Err(why) => reasons.push(why),
+        }
+    }
+    eprintln!(
+        "ulimit -n 256: {} clients served, {} refused ({:?})",
+        served.len(),
+        reasons.len(),
+        reasons.first()
+    );
+    assert!(
+        served.len() >= 64,
+        "only {} clients got in under ulimit -n 256: {reasons:?}",
+        served.len()
+    );
+    assert!(
+        !reasons.is_empty(),
+        "150 clients all got in under ulimit -n 256"
+    );
+    assert!(
+        reasons.iter().all(|r| r.contains("refused")),
+        "a refusal without a reason: {reasons:?}"
+    );
+    // Every established client busy at once: 64 reads in flight each, so
+    // every connection runs all its workers.
+    for (i, c) in served.iter_mut().enumerate() {
+        let mut b = Vec::new();
+        for h in 0..64u64 {
+            b.extend(request(0, h, ((i as u64 * 7 + h) % 240) << 16, 64 << 10));
+        }
+        c.write_all(&b).unwrap();
+    }
+    for (i, c) in served.iter_mut().enumerate() {
+        c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let mut got = 0;
+        let mut h = [0u8; 16];
+        let mut data = vec![0u8; 64 << 10];
+        while got < 64 {
+            if let Err(e) = c.read_exact(&mut h) {
+                let log = std::fs::read_to_string(d.path().join("serve.log")).unwrap();
+                panic!("established client {i} lost after {got} replies: {e}\n{log}");
+            }
+            assert_eq!(h[4..8], [0, 0, 0, 0], "client {i}: an error reply");
+            c.read_exact(&mut data).unwrap();
+            got += 1;
+        }
+    }
+    assert!(srv.alive());
+    let log = std::fs::read_to_string(d.path().join("serve.log")).unwrap();
+    assert!(!log.contains("Too many open files"), "{log}");
+}

@@ -29,8 +29,11 @@ pub struct ServeCmd {
     /// eight per CPU, 16..256); an idle connection holds one thread.
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
-    /// Clients served at once; more are refused and logged, the server goes
-    /// on. Default: a quarter of the open-file limit (16..1024).
+    /// Clients served at once; more are refused at connect (every option
+    /// answered NBD_REP_ERR_POLICY with the reason) and logged, the server
+    /// goes on. Default: what the open-file limit leaves, two descriptors a
+    /// connection (16..1024); a client the descriptors left cannot take is
+    /// refused the same way whatever this says.
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,
     /// The export's name; clients asking for another name are refused
