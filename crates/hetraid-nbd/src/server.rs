@@ -254,6 +254,9 @@ pub fn tls_config(
     let key_der = rustls_pemfile::private_key(&mut open(key)?)
         .map_err(|e| format!("{}: not a PEM key file: {e}", key.display()))?
         .ok_or_else(|| format!("{} holds no private key", key.display()))?;
+    for w in certificate_warnings(&certs[0], std::time::SystemTime::now()) {
+        tracing::warn!("{}: {w}", cert.display());
+    }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let cfg = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -268,6 +271,44 @@ pub fn tls_config(
             )
         })?;
     Ok(Arc::new(cfg))
+}
+
+/// What is wrong with the server's certificate at `now`: expired, not yet
+/// valid, or unreadable. Clients refuse such a certificate, so the server
+/// says so at start (it still serves: the clock may be what is wrong).
+pub fn certificate_warnings(
+    der: &rustls::pki_types::CertificateDer<'_>,
+    now: std::time::SystemTime,
+) -> Vec<String> {
+    let (_, c) = match x509_parser::parse_x509_certificate(der.as_ref()) {
+        Ok(c) => c,
+        Err(e) => {
+            return vec![format!(
+                "the certificate cannot be read to check its dates ({e})"
+            )]
+        }
+    };
+    let secs = match now.duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => d.as_secs() as i64,
+        Err(_) => 0,
+    };
+    let v = c.validity();
+    let (from, until) = (v.not_before.timestamp(), v.not_after.timestamp());
+    let mut w = Vec::new();
+    if secs > until {
+        w.push(format!(
+            "the certificate expired on {} ({} days ago): TLS clients will refuse it; renew it",
+            v.not_after,
+            (secs - until) / 86_400
+        ));
+    }
+    if secs < from {
+        w.push(format!(
+            "the certificate is not valid before {}: TLS clients will refuse it until then (or this machine's clock is wrong)",
+            v.not_before
+        ));
+    }
+    w
 }
 
 /// Does `addr` (HOST:PORT) name only loopback addresses?

@@ -60,7 +60,12 @@ where
 /// Install the subscriber for this process. `events`: print the engine's
 /// array events and progress too (serve).
 pub fn init(json: bool, events: bool) {
-    let mut filter = Targets::new().with_default(LevelFilter::INFO);
+    // rustls warns of every client that puts an IP address in SNI (libnbd
+    // does when given one): noise, one line per connection. Its other
+    // warnings (alerts received) stay.
+    let mut filter = Targets::new()
+        .with_default(LevelFilter::INFO)
+        .with_target("rustls::msgs::handshake", LevelFilter::ERROR);
     if !events {
         filter = filter
             .with_target("hetraid::event", LevelFilter::OFF)

@@ -19,6 +19,12 @@ fn bin() -> &'static str {
 /// `dir`: ca-cert.pem (what libnbd's tls-certificates directory holds),
 /// server-cert.pem, server-key.pem.
 fn certificates(dir: &Path) {
+    certificates_for(dir, "localhost", false)
+}
+
+/// As `certificates`, for `name` (a host name or an IP address); `expired`:
+/// valid only in 2019.
+fn certificates_for(dir: &Path, name: &str, expired: bool) {
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
     let ca_key = KeyPair::generate().unwrap();
     let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
@@ -27,8 +33,12 @@ fn certificates(dir: &Path) {
         .push(DnType::CommonName, "hetraid test CA");
     let ca_cert = ca.self_signed(&ca_key).unwrap();
     let key = KeyPair::generate().unwrap();
-    let mut p = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
-    p.distinguished_name.push(DnType::CommonName, "localhost");
+    let mut p = CertificateParams::new(vec![name.to_string()]).unwrap();
+    p.distinguished_name.push(DnType::CommonName, name);
+    if expired {
+        p.not_before = rcgen::date_time_ymd(2019, 1, 1);
+        p.not_after = rcgen::date_time_ymd(2019, 12, 31);
+    }
     let cert = p.signed_by(&key, &ca_cert, &ca_key).unwrap();
     std::fs::write(dir.join("ca-cert.pem"), ca_cert.pem()).unwrap();
     std::fs::write(dir.join("server-cert.pem"), cert.pem()).unwrap();
@@ -159,4 +169,80 @@ fn tls_round_trip_with_nbdcopy_and_nbdinfo_and_what_is_refused() {
         String::from_utf8_lossy(&o.stderr)
     );
     drop(srv);
+}
+
+fn serve_tls(d: &Path, m: &[String], certs: &Path, port: u16) -> Server {
+    let srv = Server(
+        Command::new(bin())
+            .arg("serve")
+            .args(m)
+            .args(["--listen", &format!("tcp:127.0.0.1:{port}")])
+            .arg("--tls-cert")
+            .arg(certs.join("server-cert.pem"))
+            .arg("--tls-key")
+            .arg(certs.join("server-key.pem"))
+            .env("XDG_RUNTIME_DIR", d)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(d.join("serve.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let t = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    srv
+}
+
+/// Issue 37: an expired server certificate is served with a warning that
+/// says so (clients refuse it; the server used to start silently), and a
+/// client connecting by IP address adds no rustls SNI warning to the log.
+#[test]
+fn an_expired_certificate_is_warned_of_and_ip_clients_log_no_sni_noise() {
+    if !have("nbdinfo") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let m: Vec<String> = (0..3)
+        .map(|i| d.path().join(format!("m{i}")).display().to_string())
+        .collect();
+    let mut a = vec!["create", "--layout", "raid5", "--size", "16M"];
+    a.extend(m.iter().map(|s| s.as_str()));
+    assert!(Command::new(bin()).args(&a).status().unwrap().success());
+    let old = d.path().join("old");
+    std::fs::create_dir(&old).unwrap();
+    certificates_for(&old, "127.0.0.1", true);
+    let port = free_port();
+    let srv = serve_tls(d.path(), &m, &old, port);
+    std::thread::sleep(Duration::from_millis(200));
+    drop(srv);
+    let log = std::fs::read_to_string(d.path().join("serve.log")).unwrap();
+    assert!(
+        log.contains("warning:") && log.contains("expired on") && log.contains("renew it"),
+        "{log}"
+    );
+    let ip = d.path().join("ip");
+    std::fs::create_dir(&ip).unwrap();
+    certificates_for(&ip, "127.0.0.1", false);
+    let port = free_port();
+    let srv = serve_tls(d.path(), &m, &ip, port);
+    for _ in 0..3 {
+        let o = Command::new("nbdinfo")
+            .arg("--size")
+            .arg(format!(
+                "nbds://127.0.0.1:{port}/?tls-certificates={}",
+                ip.display()
+            ))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    drop(srv);
+    let log = std::fs::read_to_string(d.path().join("serve.log")).unwrap();
+    assert!(!log.contains("SNI"), "{log}");
+    assert!(!log.contains("warning"), "{log}");
 }
