@@ -22,6 +22,7 @@ pub mod plan;
 pub mod readbalance;
 pub mod rebuild;
 pub mod scrub;
+pub mod trim;
 pub mod units;
 pub mod wbuf;
 pub mod weights;

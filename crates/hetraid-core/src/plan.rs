@@ -397,7 +397,7 @@ pub fn pages_touched(off: u64, len: u64) -> u64 {
     (off + len).div_ceil(PAGE) - off / PAGE
 }
 
-fn merge(mut v: Vec<Extent>) -> Vec<Extent> {
+pub(crate) fn merge(mut v: Vec<Extent>) -> Vec<Extent> {
     v.sort_unstable();
     let mut out: Vec<Extent> = Vec::with_capacity(v.len());
     for e in v {

@@ -8,6 +8,9 @@ use hetraid_engine::member::{FaultMember, Member};
 use hetraid_engine::{Array, RebuildOptions};
 use std::sync::Arc;
 
+/// Bytes every trim of the run discarded (the trims must do something).
+static DISCARDED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 fn run(seed: u64) {
     let mut rng = Rng(seed);
     let layouts = all_layouts();
@@ -37,7 +40,43 @@ fn run(seed: u64) {
     for step in 0..120 {
         let what = rng.below(100);
         let ctx = || format!("seed {seed} ({} chunk {chunk}) step {step}", rec.name);
-        if what < 45 {
+        if what < 6 {
+            // A trim: whole stripes read as zeroes afterwards, every other
+            // byte keeps its value; the reference takes what reads back.
+            let off = rng.below(cap);
+            let len = 1 + rng.below((cap - off).min(6 * chunk * n as u64));
+            let t = array
+                .trim(off, len)
+                .unwrap_or_else(|e| panic!("{}: trim {off}+{len}: {e}", ctx()));
+            assert_eq!(t.discarded_bytes + t.kept_bytes, len, "{}", ctx());
+            let mut out = vec![0u8; len as usize];
+            array.read(off, &mut out).unwrap();
+            let old = &mut reference[off as usize..(off + len) as usize];
+            let mut zeroed = 0u64;
+            for (i, (&o, &r)) in out.iter().zip(old.iter()).enumerate() {
+                assert!(
+                    o == r || o == 0,
+                    "{}: trim {off}+{len} changed byte {i} to {o}, not 0",
+                    ctx()
+                );
+                zeroed += (o == 0) as u64;
+            }
+            assert!(
+                zeroed >= t.discarded_bytes,
+                "{}: trim {off}+{len} said {} bytes discarded, {zeroed} read as zero",
+                ctx(),
+                t.discarded_bytes
+            );
+            old.copy_from_slice(&out);
+            DISCARDED.fetch_add(t.discarded_bytes, std::sync::atomic::Ordering::Relaxed);
+        } else if what < 10 {
+            let off = rng.below(cap);
+            let len = 1 + rng.below((cap - off).min(6 * chunk * n as u64));
+            array
+                .write_zeroes(off, len, rng.below(2) == 0)
+                .unwrap_or_else(|e| panic!("{}: write zeroes {off}+{len}: {e}", ctx()));
+            reference[off as usize..(off + len) as usize].fill(0);
+        } else if what < 45 {
             let off = rng.below(cap);
             let len = 1 + rng.below((cap - off).min(3 * chunk * n as u64));
             let data = rng.bytes(len as usize);
@@ -135,5 +174,11 @@ fn random_workloads_match_a_reference_disk() {
         if r.is_err() {
             panic!("differential test failed; replay with HETRAID_SEED={seed}");
         }
+    }
+    if std::env::var("HETRAID_SEED").is_err() {
+        assert!(
+            DISCARDED.load(std::sync::atomic::Ordering::Relaxed) > 0,
+            "no trim discarded a stripe"
+        );
     }
 }

@@ -153,6 +153,9 @@ pub struct Export {
     pub structured: bool,
     /// `base:allocation` was selected with NBD_OPT_SET_META_CONTEXT.
     pub base_allocation: bool,
+    /// Zeroes can be made faster than written (whole stripes are discarded):
+    /// NBD_FLAG_SEND_FAST_ZERO is advertised and FAST_ZERO honoured.
+    pub fast_zero: bool,
 }
 
 /// What to do with a request.
@@ -168,16 +171,25 @@ pub enum Action {
         fua: bool,
     },
     Flush,
-    Trim,
-    WriteZeroes {
+    /// Discard: whole stripes read as zeroes afterwards, the rest is kept.
+    Trim {
         offset: u64,
         len: u32,
         fua: bool,
     },
-    /// Extents of `base:allocation` over the range (structured reply).
+    WriteZeroes {
+        offset: u64,
+        len: u32,
+        fua: bool,
+        /// No NO_HOLE flag: whole stripes may be discarded instead of written.
+        may_hole: bool,
+    },
+    /// Extents of `base:allocation` over the range (structured reply);
+    /// `one`: REQ_ONE, a single extent.
     BlockStatus {
         offset: u64,
         len: u32,
+        one: bool,
     },
     /// Finish outstanding requests, then close.
     Disconnect,
@@ -236,6 +248,7 @@ pub fn decide(r: &Request, export: &Export) -> Action {
             Action::BlockStatus {
                 offset: r.offset,
                 len: r.length,
+                one: r.flags & CMD_FLAG_REQ_ONE != 0,
             }
         }
         CMD_READ | CMD_WRITE | CMD_TRIM | CMD_WRITE_ZEROES => {
@@ -271,10 +284,16 @@ pub fn decide(r: &Request, export: &Export) -> Action {
                     len: r.length,
                     fua,
                 },
-                CMD_TRIM => Action::Trim,
+                CMD_TRIM => Action::Trim {
+                    offset: r.offset,
+                    len: r.length,
+                    fua,
+                },
                 _ => {
-                    if r.flags & CMD_FLAG_FAST_ZERO != 0 {
-                        // Zeroing is no faster than writing here: fail fast as asked.
+                    let may_hole = r.flags & CMD_FLAG_NO_HOLE == 0;
+                    if r.flags & CMD_FLAG_FAST_ZERO != 0 && !(export.fast_zero && may_hole) {
+                        // Zeroing would be no faster than writing (no
+                        // discard here, or holes refused): fail fast as asked.
                         return Action::Error {
                             errno: ENOTSUP,
                             discard: 0,
@@ -284,6 +303,7 @@ pub fn decide(r: &Request, export: &Export) -> Action {
                         offset: r.offset,
                         len: r.length,
                         fua,
+                        may_hole,
                     }
                 }
             }
@@ -314,13 +334,38 @@ pub fn structured_error(errno: u32, handle: u64) -> Vec<u8> {
     b
 }
 
-/// The reply to NBD_CMD_BLOCK_STATUS: one extent, all of it allocated data (an
-/// array has no holes to report).
-pub fn block_status_reply(handle: u64, len: u32) -> Vec<u8> {
-    let mut b = structured_header(REPLY_FLAG_DONE, REPLY_TYPE_BLOCK_STATUS, handle, 12).to_vec();
+/// `base:allocation` flags: the range is not stored, and reads as zeroes.
+pub const STATE_HOLE: u32 = 1;
+pub const STATE_ZERO: u32 = 2;
+/// Descriptors in one block status reply at most (a client asks again for
+/// the rest).
+pub const BLOCK_STATUS_EXTENTS_MAX: usize = 4096;
+
+/// The reply to NBD_CMD_BLOCK_STATUS: `extents` as (length, hole) runs in
+/// order, at most BLOCK_STATUS_EXTENTS_MAX of them (and one with REQ_ONE).
+/// Never empty: an empty list is answered as `len` bytes of data.
+pub fn block_status_reply(handle: u64, len: u32, extents: &[(u64, bool)], one: bool) -> Vec<u8> {
+    let max = if one { 1 } else { BLOCK_STATUS_EXTENTS_MAX };
+    let fallback = [(len as u64, false)];
+    let list = if extents.is_empty() {
+        &fallback[..]
+    } else {
+        &extents[..extents.len().min(max)]
+    };
+    let body = 4 + 8 * list.len();
+    let mut b = structured_header(
+        REPLY_FLAG_DONE,
+        REPLY_TYPE_BLOCK_STATUS,
+        handle,
+        body as u32,
+    )
+    .to_vec();
     b.extend_from_slice(&META_BASE_ALLOCATION_ID.to_be_bytes());
-    b.extend_from_slice(&len.to_be_bytes());
-    b.extend_from_slice(&0u32.to_be_bytes());
+    for &(n, hole) in list {
+        let flags = if hole { STATE_HOLE | STATE_ZERO } else { 0 };
+        b.extend_from_slice(&(n.min(len as u64) as u32).to_be_bytes());
+        b.extend_from_slice(&flags.to_be_bytes());
+    }
     b
 }
 
@@ -430,6 +475,7 @@ mod tests {
             read_only: false,
             structured: true,
             base_allocation: true,
+            fast_zero: false,
         };
         assert_eq!(
             decide(&req(CMD_READ, 0, 0, 4096), &e),
@@ -525,6 +571,7 @@ mod tests {
             read_only: true,
             structured: true,
             base_allocation: true,
+            fast_zero: false,
         };
         assert_eq!(
             decide(&req(CMD_WRITE, 0, 0, 512), &ro),
@@ -580,8 +627,16 @@ mod tests {
         let mut long = d.clone();
         long.push(0);
         assert!(parse_meta_context(&long).is_none());
-        let r = block_status_reply(7, 4096);
+        let r = block_status_reply(7, 4096, &[], false);
         assert_eq!(&r[0..4], &STRUCTURED_REPLY_MAGIC.to_be_bytes());
         assert_eq!(r.len(), STRUCTURED_LEN + 12);
+        let r = block_status_reply(7, 8192, &[(4096, false), (4096, true)], false);
+        assert_eq!(r.len(), STRUCTURED_LEN + 4 + 16);
+        assert_eq!(
+            &r[STRUCTURED_LEN + 12..STRUCTURED_LEN + 20],
+            &[0, 0, 16, 0, 0, 0, 0, 3]
+        );
+        let r = block_status_reply(7, 8192, &[(4096, false), (4096, true)], true);
+        assert_eq!(r.len(), STRUCTURED_LEN + 12, "REQ_ONE: one extent");
     }
 }

@@ -911,12 +911,15 @@ fn connection(
         | proto::TF_SEND_FUA
         | proto::TF_SEND_TRIM
         | proto::TF_SEND_WRITE_ZEROES
-        | proto::TF_SEND_FAST_ZERO
         // A flush makes every completed write durable on every member, whichever
         // connection wrote it: multi-connection is safe.
         | proto::TF_CAN_MULTI_CONN;
     if cfg.read_only {
         flags |= proto::TF_READ_ONLY;
+    }
+    if array.trim_unsupported().is_none() {
+        // Zeroes are made by discarding whole stripes: faster than writing.
+        flags |= proto::TF_SEND_FAST_ZERO;
     }
     let l = array.layout();
     // The NBD protocol wants a power of two: the largest one within a full
@@ -929,6 +932,7 @@ fn connection(
             read_only: cfg.read_only,
             structured: false,
             base_allocation: false,
+            fast_zero: array.trim_unsupported().is_none(),
         },
         flags,
         preferred,
@@ -1904,7 +1908,13 @@ fn execute(array: &Array, export: &Export, job: &Job, mut out: Vec<u8>) -> (Vec<
                 }
             }
         }
-        Action::BlockStatus { len, .. } => (proto::block_status_reply(handle, len), 0, false),
+        Action::BlockStatus { offset, len, one } => match array.allocation(offset, len as u64) {
+            Ok(runs) => (proto::block_status_reply(handle, len, &runs, one), 0, false),
+            Err(e) => {
+                tracing::info!("serve: block status failed: {e}");
+                error(errno_of(&e))
+            }
+        },
         Action::Write { offset, fua, .. } => {
             let data = job.data.as_ref().map_or(&[][..], |d| &d.buf[..]);
             done(
@@ -1913,21 +1923,28 @@ fn execute(array: &Array, export: &Export, job: &Job, mut out: Vec<u8>) -> (Vec<
                     .and_then(|_| if fua { array.flush() } else { Ok(()) }),
             )
         }
-        Action::WriteZeroes { offset, len, fua } => {
-            let zero = vec![0u8; (len as usize).min(1 << 20)];
-            let mut r = Ok(());
-            let mut off = offset;
-            let end = offset + len as u64;
-            while off < end && r.is_ok() {
-                let n = ((end - off) as usize).min(zero.len());
-                r = array.write(off, &zero[..n]);
-                off += n as u64;
-            }
-            done(r.and_then(|_| if fua { array.flush() } else { Ok(()) }))
-        }
+        Action::WriteZeroes {
+            offset,
+            len,
+            fua,
+            may_hole,
+        } => done(
+            array
+                .write_zeroes(offset, len as u64, may_hole)
+                .and_then(|_| if fua { array.flush() } else { Ok(()) }),
+        ),
         Action::Flush => done(array.flush()),
-        // Advisory: the data stays, as the protocol allows.
-        Action::Trim => (proto::simple_reply(0, handle).to_vec(), 0, false),
+        // Whole stripes are discarded on the members; the rest is kept, as
+        // the protocol allows.
+        Action::Trim { offset, len, fua } => {
+            done(array.trim(offset, len as u64).map(|_| ()).and_then(|_| {
+                if fua {
+                    array.flush()
+                } else {
+                    Ok(())
+                }
+            }))
+        }
         Action::Error { errno, .. } => error(errno),
         Action::Disconnect | Action::Close(_) => error(proto::ESHUTDOWN),
     }

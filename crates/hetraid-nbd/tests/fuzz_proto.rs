@@ -10,7 +10,8 @@ fn check(bytes: &[u8; REQUEST_LEN], export: &Export) {
     match decide(&r, export) {
         Action::Read { offset, len }
         | Action::Write { offset, len, .. }
-        | Action::WriteZeroes { offset, len, .. } => {
+        | Action::WriteZeroes { offset, len, .. }
+        | Action::Trim { offset, len, .. } => {
             assert!(len > 0);
             assert!(
                 offset + len as u64 <= export.size,
@@ -27,7 +28,7 @@ fn check(bytes: &[u8; REQUEST_LEN], export: &Export) {
                 "{r:?} writes a read-only export"
             );
         }
-        Action::BlockStatus { offset, len } => {
+        Action::BlockStatus { offset, len, .. } => {
             assert!(
                 export.base_allocation,
                 "{r:?}: block status without a context"
@@ -55,7 +56,7 @@ proptest! {
             bytes[6] = 0;
             bytes[7] %= 8;
         }
-        check(&bytes, &Export { size, read_only: ro, structured: ro, base_allocation: !ro });
+        check(&bytes, &Export { size, read_only: ro, structured: ro, base_allocation: !ro, fast_zero: ro });
     }
 
     #[test]
@@ -72,6 +73,7 @@ fn corpus() {
         read_only: false,
         structured: true,
         base_allocation: true,
+        fast_zero: true,
     };
     let mut cases: Vec<[u8; REQUEST_LEN]> = Vec::new();
     for typ in 0..10u16 {
@@ -105,6 +107,7 @@ fn corpus() {
                 read_only: true,
                 structured: true,
                 base_allocation: true,
+                fast_zero: true,
             },
         );
     }

@@ -38,11 +38,13 @@ mod living;
 mod restripe;
 pub use living::{ChangeProgress, ChangeReport};
 mod status;
+mod trim;
 mod wbuf;
 
 pub use hpda::HpdaStatus;
 pub(crate) use lifecycle::{region_start, with_checksums};
 pub use status::{Departed, LogDeviceStatus, LogStatus, MemberStatus, Status};
+pub use trim::Trimmed;
 
 const PAGE: u64 = 4096;
 pub(crate) const LOCK_SHARDS: usize = 4096;

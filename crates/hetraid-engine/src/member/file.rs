@@ -386,6 +386,52 @@ impl Member for FileMember {
         self.file.sync_data()
     }
 
+    /// A hole punched (`fallocate(PUNCH_HOLE | KEEP_SIZE)`): a file gives the
+    /// blocks back, a block device gets a discard that reads back as zeroes
+    /// (the kernel's zeroing unmap). Where neither is supported, zeroes are
+    /// written.
+    fn discard(&self, off: u64, len: u64) -> io::Result<bool> {
+        use std::os::fd::AsRawFd;
+        inside(self.len, off, len as usize)?;
+        self.check_not_truncated(off, len as usize)?;
+        // SAFETY: fallocate on this member's open descriptor; no memory is passed.
+        let r = unsafe {
+            libc::fallocate(
+                self.file.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                off as libc::off_t,
+                len as libc::off_t,
+            )
+        };
+        if r == 0 {
+            return Ok(true);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) | Some(libc::EINVAL) => {
+                super::write_zeroes(self, off, len)?;
+                Ok(false)
+            }
+            _ => Err(e),
+        }
+    }
+
+    /// Regular files know their holes (`SEEK_DATA`); devices say stored.
+    fn stored(&self, off: u64, len: u64) -> bool {
+        use std::os::fd::AsRawFd;
+        if !self.regular {
+            return true;
+        }
+        // SAFETY: lseek on this member's descriptor; I/O uses pread/pwrite,
+        // which ignore the file position it moves.
+        let at = unsafe { libc::lseek(self.file.as_raw_fd(), off as libc::off_t, libc::SEEK_DATA) };
+        if at < 0 {
+            // ENXIO: no data at or after `off`. Anything else: cannot tell.
+            return io::Error::last_os_error().raw_os_error() != Some(libc::ENXIO);
+        }
+        (at as u64) < off + len
+    }
+
     fn len(&self) -> u64 {
         self.len
     }

@@ -45,6 +45,20 @@ pub trait Member: Send + Sync {
     fn rehash(&self, _off: u64, _len: u64) -> io::Result<()> {
         Ok(())
     }
+    /// Make `[off, off + len)` read as zeroes, giving the space back where
+    /// the storage can (a hole punched in a file, a zeroing discard on a
+    /// device). Returns whether space was given back. The default writes
+    /// zeroes: right for every member, frees nothing.
+    fn discard(&self, off: u64, len: u64) -> io::Result<bool> {
+        write_zeroes(self, off, len)?;
+        Ok(false)
+    }
+    /// Does the member store anything in `[off, off + len)`? True when it
+    /// cannot tell (the default): only a member that knows its holes (a
+    /// sparse file) says false.
+    fn stored(&self, _off: u64, _len: u64) -> bool {
+        true
+    }
     /// A file read as it is, with nothing in between (a [`FileMember`], not
     /// a wrapper): its descriptor, size and whether it is O_DIRECT. The slot
     /// reads such a member with one `pread` and no virtual call.
@@ -59,6 +73,19 @@ pub struct PlainFile {
     pub fd: std::os::fd::RawFd,
     pub len: u64,
     pub direct: bool,
+}
+
+/// Write zeroes over `[off, off + len)`, a MiB at a time.
+pub(crate) fn write_zeroes<M: Member + ?Sized>(m: &M, off: u64, len: u64) -> io::Result<()> {
+    let zero = AlignedBuf::zeroed(len.min(1 << 20) as usize);
+    let mut at = 0;
+    // Bounded: every round writes up to a MiB of the range.
+    while at < len {
+        let n = (len - at).min(zero.len() as u64) as usize;
+        m.write_at(&zero[..n], off + at)?;
+        at += n as u64;
+    }
+    Ok(())
 }
 
 /// Join `parts` into one pooled buffer and write it with `write_at`.

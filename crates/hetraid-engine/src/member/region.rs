@@ -53,6 +53,15 @@ impl Member for RegionMember {
         self.inner.flush()
     }
 
+    fn discard(&self, off: u64, len: u64) -> io::Result<bool> {
+        let at = self.check(off, len as usize)?;
+        self.inner.discard(at, len)
+    }
+
+    fn stored(&self, off: u64, len: u64) -> bool {
+        self.inner.stored(self.start + off, len)
+    }
+
     fn len(&self) -> u64 {
         // Shorter when the member was truncated.
         self.len.min(self.inner.len().saturating_sub(self.start))

@@ -263,6 +263,18 @@ impl Member for Slot {
             None => Err(self.empty()),
         }
     }
+    fn discard(&self, off: u64, len: u64) -> io::Result<bool> {
+        match self.inner.load().as_ref() {
+            Some(h) => self.counted(off, len as usize, || h.0.discard(off, len)),
+            None => Err(self.empty()),
+        }
+    }
+    fn stored(&self, off: u64, len: u64) -> bool {
+        self.inner
+            .load()
+            .as_ref()
+            .is_none_or(|h| h.0.stored(off, len))
+    }
     fn name(&self) -> String {
         self.inner
             .load()

@@ -66,6 +66,14 @@ impl Member for SlowMember {
         self.inner.flush()
     }
 
+    fn discard(&self, off: u64, len: u64) -> io::Result<bool> {
+        self.inner.discard(off, len)
+    }
+
+    fn stored(&self, off: u64, len: u64) -> bool {
+        self.inner.stored(off, len)
+    }
+
     fn len(&self) -> u64 {
         self.inner.len()
     }
