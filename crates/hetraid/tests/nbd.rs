@@ -847,13 +847,31 @@ fn structured_replies_and_base_allocation() {
     let (flags, typ, handle, p) = chunk(&mut c);
     assert_eq!((flags, typ, handle), (1, 0x8001, 3));
     assert_eq!(u32::from_be_bytes(p[0..4].try_into().unwrap()), 22);
-    // Block status: one extent, allocated data, for the context id.
+    // Block status for the context id: never-written chunks are holes that
+    // read as zeroes (flags 3), the chunk written above is data (0).
     c.write_all(&request(7, 0, 4, 0, 65536)).unwrap();
     let (flags, typ, handle, p) = chunk(&mut c);
     assert_eq!((flags, typ, handle), (1, 5, 4));
     assert_eq!(u32::from_be_bytes(p[0..4].try_into().unwrap()), 1);
-    assert_eq!(u32::from_be_bytes(p[4..8].try_into().unwrap()), 65536);
-    assert_eq!(u32::from_be_bytes(p[8..12].try_into().unwrap()), 0);
+    let extents: Vec<(u32, u32)> = p[4..]
+        .chunks(8)
+        .map(|e| {
+            (
+                u32::from_be_bytes(e[0..4].try_into().unwrap()),
+                u32::from_be_bytes(e[4..8].try_into().unwrap()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        extents,
+        vec![(8192, 3), (4096, 0), (65536 - 12288, 3)],
+        "base:allocation"
+    );
+    // REQ_ONE: the first extent only.
+    c.write_all(&request(7, 1 << 3, 7, 0, 65536)).unwrap();
+    let (_, _, _, p) = chunk(&mut c);
+    assert_eq!(p.len(), 12);
+    assert_eq!(u32::from_be_bytes(p[4..8].try_into().unwrap()), 8192);
     c.write_all(&request(2, 0, 5, 0, 0)).unwrap();
     drop(c);
     // Without a negotiated context, block status is EINVAL (simple reply).
@@ -866,7 +884,8 @@ fn structured_replies_and_base_allocation() {
         let first = out.lines().next().unwrap_or_default();
         let f: Vec<&str> = first.split_whitespace().collect();
         assert_eq!(f.first(), Some(&"0"), "{out}");
-        assert_eq!(f.last(), Some(&"data"), "{out}");
+        assert_eq!(f.last(), Some(&"hole,zero"), "{out}");
+        assert!(out.contains("8192") && out.contains("data"), "{out}");
     }
     srv.stop();
 }
@@ -2119,4 +2138,96 @@ fn the_nbd_socket_is_0600_whatever_the_umask() {
     ));
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("is not an octal mode"));
+}
+
+/// Bytes a member file has allocated on its filesystem (what `du` counts).
+fn allocated(path: &str) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).unwrap().blocks() * 512
+}
+
+/// Issue 37: TRIM reaches the members. 24 MiB of data written to a RAID5
+/// over files, then discarded with qemu-io: the members' allocated bytes
+/// drop, `nbdinfo --map` reports holes, the array reads zeroes there, a
+/// trim that cuts stripes keeps their edges, WRITE_ZEROES (may trim) reads
+/// back as zeroes, and scrub finds the array consistent afterwards. With a
+/// write log, a trim is advice: data and members stay as they were.
+#[test]
+fn trim_gives_member_space_back_and_reports_holes() {
+    if !have("nbdcopy") || !have("nbdinfo") || !have("qemu-io") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let m = create(d.path(), &["--layout", "raid5", "--chunk", "64K"], 4, "16M");
+    let srv = Server::start(d.path(), &m, &[]);
+    let input = d.path().join("in.bin");
+    let data = random_file(&input, 24 << 20, 37);
+    run(Command::new("nbdcopy").arg(&input).arg(srv.uri()));
+    run(Command::new("qemu-io")
+        .args(["-f", "raw", "-c", "flush"])
+        .arg(srv.uri()));
+    let before: u64 = m.iter().map(|p| allocated(p)).sum();
+    assert!(before >= 32 << 20, "24 MiB of data and parity: {before} bytes");
+    // Discard all but the first and last 100 KiB (not stripe-aligned: a
+    // stripe is 192 KiB, so the stripes cut at both ends are kept).
+    let (head, tail) = (100u64 << 10, 100u64 << 10);
+    let len = (24u64 << 20) - head - tail;
+    run(Command::new("qemu-io")
+        .args(["-f", "raw", "-c", &format!("discard {head} {len}"), "-c", "flush"])
+        .arg(srv.uri()));
+    let after: u64 = m.iter().map(|p| allocated(p)).sum();
+    // What stays: each member's metadata (superblock, bitmap: about 1 MiB)
+    // and the two stripes cut at the ends.
+    eprintln!("members allocated: {before} bytes before the trim, {after} after");
+    assert!(
+        before - after >= 28 << 20,
+        "trim left {after} of {before} member bytes allocated"
+    );
+    let map = run(Command::new("nbdinfo").args(["--map", &srv.uri()]));
+    assert!(map.contains("hole,zero"), "{map}");
+    let out = d.path().join("out.bin");
+    run(Command::new("nbdcopy").arg(srv.uri()).arg(&out));
+    let back = std::fs::read(&out).unwrap();
+    let stripe = 3 * (64u64 << 10);
+    let first_whole = head.div_ceil(stripe) * stripe;
+    let last_whole = (head + len) / stripe * stripe;
+    assert!(back[..first_whole as usize] == data[..first_whole as usize], "head kept");
+    assert!(
+        back[first_whole as usize..last_whole as usize]
+            .iter()
+            .all(|&b| b == 0),
+        "whole stripes read as zeroes"
+    );
+    assert!(
+        back[last_whole as usize..24 << 20] == data[last_whole as usize..24 << 20],
+        "tail kept"
+    );
+    // WRITE_ZEROES over the head (qemu-io write -z -u: may unmap).
+    run(Command::new("qemu-io")
+        .args(["-f", "raw", "-c", &format!("write -z -u 0 {first_whole}"), "-c", "flush"])
+        .arg(srv.uri()));
+    run(Command::new("nbdcopy").arg(srv.uri()).arg(&out));
+    let back = std::fs::read(&out).unwrap();
+    assert!(back[..last_whole as usize].iter().all(|&b| b == 0));
+    srv.stop();
+    let o = hetraid(&argv("scrub", &m, &[]));
+    let report = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        o.status.success() && report.contains(" 0 mismatched"),
+        "{report}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // With a write log a trim is advice only: nothing changes.
+    let d2 = tempfile::tempdir().unwrap();
+    let m2 = create_with_log(d2.path(), "raid5", 4, "16M", "8M", "journal");
+    let srv = Server::start(d2.path(), &m2, &[]);
+    let small = &data[..4 << 20];
+    std::fs::write(&input, small).unwrap();
+    run(Command::new("nbdcopy").arg(&input).arg(srv.uri()));
+    run(Command::new("qemu-io")
+        .args(["-f", "raw", "-c", "discard 0 4M", "-c", "flush"])
+        .arg(srv.uri()));
+    run(Command::new("nbdcopy").arg(srv.uri()).arg(&out));
+    assert!(std::fs::read(&out).unwrap()[..4 << 20] == small[..]);
+    srv.stop();
 }
