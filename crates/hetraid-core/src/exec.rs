@@ -396,6 +396,9 @@ impl MemArray {
             let mut bufs = StripeBufs::new(sp);
             self.do_reads(sp, &mut bufs)?;
             match plan.op {
+                crate::plan::Op::Trim => {
+                    return Err("a trim has no stripe plan (hetraid_core::trim plans it)".into())
+                }
                 crate::plan::Op::Write => {
                     fill_writes(sp, &mut bufs, data)?;
                     self.do_writes(sp, &mut bufs, |r| r.write, data)?;

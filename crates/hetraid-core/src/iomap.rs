@@ -103,6 +103,10 @@ pub struct RequestIo {
     pub stripes: Vec<u64>,
 }
 
+fn trim_unplanned() -> PlanError {
+    PlanError::Invalid("a trim is planned by hetraid_core::trim::plan_trim, not the planner".into())
+}
+
 impl Planner<'_> {
     /// The member operations for `req` in `state`, dispatched exactly as the engine
     /// does: fast path, direct extents, or a merged plan.
@@ -110,6 +114,7 @@ impl Planner<'_> {
         let fast = match req.op {
             Op::Read => self.direct_read(req.offset, req.len, state),
             Op::Write => self.direct_write(req.offset, req.len, state),
+            Op::Trim => return Err(trim_unplanned()),
         };
         if let Some((m, off)) = fast {
             let op = vec![(m, off, req.len)];
@@ -118,7 +123,7 @@ impl Planner<'_> {
                     reads: op,
                     ..Default::default()
                 },
-                Op::Write => RequestIo {
+                _ => RequestIo {
                     writes: op,
                     ..Default::default()
                 },
@@ -134,7 +139,7 @@ impl Planner<'_> {
                     reads: ops,
                     ..Default::default()
                 },
-                Op::Write => RequestIo {
+                _ => RequestIo {
                     writes: ops,
                     ..Default::default()
                 },
@@ -213,6 +218,8 @@ impl Planner<'_> {
                 io.reads = g(|r| r.read);
                 io.writes = g(|r| r.write);
             }
+            // No stripe plan is a trim's (`trim::plan_trim`): nothing here.
+            Op::Trim => {}
             Op::Read => {
                 for sp in stripes {
                     for run in &sp.runs {

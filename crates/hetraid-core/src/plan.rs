@@ -59,6 +59,9 @@ impl WritePolicy {
 pub enum Op {
     Read,
     Write,
+    /// A discard ([`crate::trim::plan_trim`] decides it; the planner plans
+    /// reads and writes only).
+    Trim,
 }
 
 /// A user request on the array's logical address space.
@@ -698,6 +701,12 @@ impl<'a> Planner<'a> {
             stripes.push(match req.op {
                 Op::Read => self.plan_read(s, pieces, state)?,
                 Op::Write => self.plan_write(s, pieces, state)?,
+                Op::Trim => {
+                    return Err(PlanError::Invalid(
+                        "a trim is planned by hetraid_core::trim::plan_trim, not the planner"
+                            .into(),
+                    ))
+                }
             });
         }
         Ok(Plan {

@@ -17,6 +17,14 @@ use crate::layout::Layout;
 use crate::plan::{merge, ArrayState, Extent};
 use crate::PlanError;
 
+/// Do trims discard on an array with (`has_log`) or without a write log? A
+/// log replays stripe updates whose parity was computed from what the
+/// members held before a discard; replayed over a discarded stripe it would
+/// leave it inconsistent. So with a log, trims are advice only (kept).
+pub fn trims_discard(has_log: bool) -> bool {
+    !has_log
+}
+
 /// Chunks one allocation query visits at most: a longer query is answered
 /// for its first part (NBD lets a server describe less than was asked).
 pub const ALLOCATION_CHUNKS_MAX: u64 = 1 << 16;

@@ -329,6 +329,12 @@ pub struct RunConfig {
     /// uniform in 512-byte steps (fio's bsrange).
     #[serde(default)]
     pub size_max: Option<Size>,
+    /// Closed-loop workloads: this share of requests are trims (0 to below 1).
+    #[serde(default)]
+    pub trim_fraction: Option<f64>,
+    /// Size of each trim (default: `size`).
+    #[serde(default)]
+    pub trim_size: Option<Size>,
     /// Fill every SSD once before the run (steady state).
     #[serde(default)]
     pub precondition: bool,

@@ -36,6 +36,13 @@ pub struct MemberReport {
     pub gc_page_copies: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sub_page_rmw: Option<u64>,
+    /// Discards (TRIM) the member received, and their bytes.
+    pub discards: u64,
+    pub discard_bytes: u64,
+    /// SSDs: mapped pages the discards unmapped (garbage collection never
+    /// copies them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub discarded_pages: Option<u64>,
     /// HDDs: where media time went, per operation (DiskSim's breakdown).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mechanics: Option<MechanicsReport>,
@@ -153,6 +160,11 @@ pub struct Report {
     /// The write log, when the run has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log: Option<LogReport>,
+    /// Trims issued (not in requests, bytes or the response times), the
+    /// bytes they named, and the array bytes whole stripes they discarded.
+    pub trims: u64,
+    pub trim_bytes: u64,
+    pub trim_discarded_bytes: u64,
 }
 
 /// What the simulated write log did.

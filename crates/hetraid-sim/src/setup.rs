@@ -498,6 +498,28 @@ impl Setup {
             }
             closed.size_max = Some(max.0);
         }
+        if let Some(f) = c.trim_fraction {
+            if !(0.0..1.0).contains(&f) {
+                return Err(format!(
+                    "trim_fraction {f} must be at least 0 and below 1 (trims move no data: a load of only trims never ends)"
+                ));
+            }
+            closed.trim_fraction = f;
+        }
+        if let Some(t) = c.trim_size {
+            if c.trim_fraction.is_none() {
+                return Err("trim_size applies with trim_fraction only".into());
+            }
+            if t.0 == 0 || t.0 > self.span {
+                return Err(format!(
+                    "trim_size {} must be between 1 byte and the addressed span {}",
+                    t.0, self.span
+                ));
+            }
+            closed.trim_size = t.0;
+        } else {
+            closed.trim_size = size;
+        }
         Ok(Source::Closed(closed))
     }
 }

@@ -247,12 +247,15 @@ pub fn parse(text: &str, format: TraceFormat, file: &str) -> Result<Vec<TraceRec
                     continue;
                 }
                 let rwbs = field(&f, 6, "RWBS", file, line)?;
-                let op = if rwbs.contains('W') {
+                // D: a discard (replayed as a trim); W, R; flushes are left out.
+                let op = if rwbs.contains('D') {
+                    Op::Trim
+                } else if rwbs.contains('W') {
                     Op::Write
                 } else if rwbs.contains('R') {
                     Op::Read
                 } else {
-                    continue; // flushes, discards
+                    continue;
                 };
                 let at = seconds(field(&f, 3, "time", file, line)?, "time", file, line)?;
                 let sector: u64 = num(field(&f, 7, "sector", file, line)?, "sector", file, line)?;
@@ -318,6 +321,8 @@ pub struct TraceStats {
     pub write_fraction: f64,
     pub mean_size_kib: f64,
     pub duration_s: f64,
+    /// Discards (blkparse `D`), among `requests`.
+    pub trims: usize,
 }
 
 pub fn stats(t: &[TraceRecord]) -> TraceStats {
@@ -327,6 +332,7 @@ pub fn stats(t: &[TraceRecord]) -> TraceStats {
         write_fraction: t.iter().filter(|r| r.op == Op::Write).count() as f64 / n,
         mean_size_kib: t.iter().map(|r| r.len as f64).sum::<f64>() / n / 1024.0,
         duration_s: t.last().map_or(0.0, |r| r.at_ns as f64 / NS_PER_S as f64),
+        trims: t.iter().filter(|r| r.op == Op::Trim).count(),
     }
 }
 

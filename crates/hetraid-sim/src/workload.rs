@@ -27,6 +27,9 @@ pub struct Closed {
     /// steps of `size_step` (None: every request `size`).
     pub size_max: Option<u64>,
     pub size_step: u64,
+    /// This share of requests are trims of `trim_size` bytes.
+    pub trim_fraction: f64,
+    pub trim_size: u64,
     issued_bytes: u64,
     cursor: u64,
 }
@@ -54,6 +57,8 @@ impl Closed {
             until_ns,
             size_max: None,
             size_step: 512,
+            trim_fraction: 0.0,
+            trim_size: size,
             issued_bytes: 0,
             cursor: 0,
         }
@@ -83,6 +88,17 @@ impl Closed {
                 o
             }
         };
+        // Trims are drawn only when asked for: a seed without them gives
+        // the loads it always gave. They move no data (not in total_bytes).
+        if self.trim_fraction > 0.0 && rng.unit() < self.trim_fraction {
+            let len = self.trim_size.min(self.span);
+            let offset = rng.below((self.span - len) / self.align + 1) * self.align;
+            return Some(Request {
+                op: Op::Trim,
+                offset,
+                len,
+            });
+        }
         // Draw the op even for pure loads so a seed gives the same offsets whatever
         // the read fraction.
         let u = rng.unit();

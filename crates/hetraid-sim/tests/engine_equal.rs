@@ -16,7 +16,9 @@ use std::sync::Arc;
 /// counterpart).
 struct Counting {
     inner: Arc<dyn Member>,
-    c: [AtomicU64; 6],
+    /// reads, read bytes, read pages, writes, write bytes, write pages,
+    /// discards, discard bytes
+    c: [AtomicU64; 8],
 }
 
 impl Counting {
@@ -29,7 +31,7 @@ impl Counting {
         self.c[b + 1].fetch_add(len, Relaxed);
         self.c[b + 2].fetch_add(pages_touched(off - DATA_OFFSET, len), Relaxed);
     }
-    fn get(&self) -> [u64; 6] {
+    fn get(&self) -> [u64; 8] {
         std::array::from_fn(|i| self.c[i].load(Relaxed))
     }
 }
@@ -45,6 +47,13 @@ impl Member for Counting {
     }
     fn flush(&self) -> std::io::Result<()> {
         self.inner.flush()
+    }
+    fn discard(&self, off: u64, len: u64) -> std::io::Result<bool> {
+        if off >= DATA_OFFSET {
+            self.c[6].fetch_add(1, Relaxed);
+            self.c[7].fetch_add(len, Relaxed);
+        }
+        self.inner.discard(off, len)
     }
     fn len(&self) -> u64 {
         self.inner.len()
@@ -206,7 +215,7 @@ fn check_with(
     for &f in cfg.failed.iter().flat_map(|f| f.0.iter()) {
         array.fail(f).unwrap();
     }
-    let before: Vec<[u64; 6]> = counting.iter().map(|c| c.get()).collect();
+    let before: Vec<[u64; 8]> = counting.iter().map(|c| c.get()).collect();
     let stream = hetraid_sim::sim::request_stream(&cfg).unwrap();
     assert!(stream.len() > 50, "{} requests", stream.len());
     let data = vec![0x5au8; cfg.size.0 as usize];
@@ -215,13 +224,16 @@ fn check_with(
         match r.op {
             Op::Write => array.write(r.offset, &data[..r.len as usize]).unwrap(),
             Op::Read => array.read(r.offset, &mut buf[..r.len as usize]).unwrap(),
+            Op::Trim => {
+                array.trim(r.offset, r.len).unwrap();
+            }
         }
     }
     let sim = hetraid_sim::run(&cfg).unwrap();
-    assert_eq!(sim.requests as usize, stream.len());
+    assert_eq!((sim.requests + sim.trims) as usize, stream.len());
     for (i, m) in sim.members.iter().enumerate() {
         let e = counting[i].get();
-        let e: Vec<u64> = (0..6).map(|k| e[k] - before[i][k]).collect();
+        let e: Vec<u64> = (0..8).map(|k| e[k] - before[i][k]).collect();
         let s = vec![
             m.reads,
             m.read_bytes,
@@ -229,10 +241,12 @@ fn check_with(
             m.writes,
             m.write_bytes,
             m.write_pages,
+            m.discards,
+            m.discard_bytes,
         ];
         assert_eq!(
             e, s,
-            "member {i} of {} ({} {} qd{}), engine vs simulator [reads, read bytes, read pages, writes, write bytes, write pages]",
+            "member {i} of {} ({} {} qd{}), engine vs simulator [reads, read bytes, read pages, writes, write bytes, write pages, discards, discard bytes]",
             cfg.layout, cfg.workload, cfg.size.0, cfg.qd
         );
     }
@@ -609,7 +623,7 @@ fn declustered_copy_back_is_the_same_in_engine_and_simulator() {
     let a = Array::create(members, &opts).unwrap();
     a.fail(FAILED).unwrap();
     let (a, _) = a.rebuild_to_spare(Default::default(), &|_| {}).unwrap();
-    let before: Vec<[u64; 6]> = counting.iter().map(|c| c.get()).collect();
+    let before: Vec<[u64; 8]> = counting.iter().map(|c| c.get()).collect();
     let (a, r) = a
         .copy_back(counting[N].clone() as Arc<dyn Member>, false, &|_| {})
         .unwrap();
@@ -689,5 +703,31 @@ fn create_opts(layout: LayoutRecord, chunk: u64) -> CreateOptions {
         checksums: false,
         read_policy: None,
         log: None,
+    }
+}
+
+/// Trims (issue 37): the engine and the simulator discard the same member
+/// extents (the core's whole-stripe rule), healthy and degraded, between the
+/// same reads and writes.
+#[test]
+fn trims_discard_the_same_extents_in_engine_and_simulator() {
+    for (layout, members, n) in [
+        ("raid5", "caviar-black-640*5", 5),
+        ("raid6", "wd20eads*6", 6),
+        ("raid10", "wd20eads*4", 4),
+    ] {
+        let mut c = cfg(layout, members, "mixed", 16 << 10).with_rf(0.3);
+        c.chunk = Size(16 << 10);
+        c.trim_fraction = Some(0.25);
+        c.trim_size = Some(Size(200 << 10));
+        let sim = check_with(c.clone(), n, vec![], None);
+        assert!(
+            sim.trims > 0 && sim.trim_discarded_bytes > 0,
+            "{layout}: {} trims discarded {} bytes",
+            sim.trims,
+            sim.trim_discarded_bytes
+        );
+        c.failed = Some(hetraid_sim::config::FailedSet(vec![1]));
+        check(c, n, vec![]);
     }
 }

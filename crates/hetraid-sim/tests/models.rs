@@ -968,3 +968,95 @@ fn declustered_rebuilds_into_spare_chunks_over_every_survivor() {
     let inplace = run("declustered", "wd20eads*20", false, 4096);
     assert!(inplace.members[2].writes > 0);
 }
+
+/// TRIM in the SSD model (issue 37): at steady state, the same random
+/// overwrites of the first half of the logical pages cost fewer garbage
+/// collection copies and erases when the second half was discarded first
+/// (its pages are no longer valid, so victims hold fewer), and the discard
+/// is counted.
+#[test]
+fn discarded_pages_are_never_copied_by_garbage_collection() {
+    let p = small_ssd();
+    let pages = p.capacity() / 4096;
+    let run = |discard: bool| {
+        let mut d = Ssd::new(p.clone());
+        d.precondition();
+        if discard {
+            d.discard(pages / 2 * 4096, pages / 2 * 4096);
+        }
+        let mut rng = Rng::new(11);
+        let mut started = Vec::new();
+        for i in 0..pages * 6 {
+            let lpn = rng.below(pages / 2);
+            d.submit(
+                0,
+                DevIo {
+                    tag: i,
+                    write: true,
+                    offset: lpn * 4096,
+                    len: 4096,
+                },
+                &mut started,
+            );
+        }
+        (
+            d.wear().unwrap(),
+            d.counters().discards,
+            d.counters().discard_bytes,
+        )
+    };
+    let (kept, n0, _) = run(false);
+    let (trimmed, n1, bytes) = run(true);
+    assert_eq!((n0, n1, bytes), (0, 1, pages / 2 * 4096));
+    assert_eq!(trimmed.discarded_pages, pages / 2);
+    assert!(
+        trimmed.gc_page_copies * 2 < kept.gc_page_copies,
+        "gc copies: {} with half the pages discarded, {} without",
+        trimmed.gc_page_copies,
+        kept.gc_page_copies
+    );
+    assert!(
+        trimmed.erases < kept.erases && trimmed.write_amplification < kept.write_amplification,
+        "erases {} vs {}, WA {:.2} vs {:.2}",
+        trimmed.erases,
+        kept.erases,
+        trimmed.write_amplification,
+        kept.write_amplification
+    );
+}
+
+/// blkparse discards (`D` in RWBS) are trims (issue 37): parsed as such,
+/// counted by `trace stats`, and replayed: the whole stripes they cover are
+/// discarded on the members.
+#[test]
+fn blkparse_discards_replay_as_trims() {
+    use hetraid_core::plan::Op;
+    use hetraid_sim::trace::{parse, stats, TraceFormat};
+    let text = "\
+  8,0    0        1     0.000000000  4242  Q  WS 0 + 2048 [fs]
+  8,0    0        2     0.001000000  4242  Q   D 0 + 4096 [fs]
+  8,0    0        3     0.002000000  4242  Q   R 8 + 8 [fs]
+  8,0    0        4     0.003000000  4242  Q  DS 8192 + 1024 [fs]
+";
+    let recs = parse(text, TraceFormat::Blkparse, "t.blkparse").unwrap();
+    let ops: Vec<Op> = recs.iter().map(|r| r.op).collect();
+    assert_eq!(ops, vec![Op::Write, Op::Trim, Op::Read, Op::Trim]);
+    assert_eq!(stats(&recs).trims, 2);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.blkparse");
+    std::fs::write(&path, text).unwrap();
+    let mut c = RunConfig::new("raid5", "nvram-1g*5");
+    c.workload = "trace".into();
+    c.trace = Some(path.display().to_string());
+    c.chunk = Size(64 << 10);
+    let r = hetraid_sim::run(&c).unwrap();
+    assert_eq!((r.requests, r.trims), (2, 2));
+    // 2 MiB from 0: 8 whole stripes of 256 KiB; 512 KiB from 4 MiB: 2.
+    assert_eq!(r.trim_discarded_bytes, 10 * (256 << 10));
+    let discarded: u64 = r.members.iter().map(|m| m.discard_bytes).sum();
+    assert_eq!(
+        discarded,
+        10 * 5 * (64 << 10),
+        "data and parity of 10 stripes"
+    );
+}

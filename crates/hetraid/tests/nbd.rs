@@ -2167,13 +2167,23 @@ fn trim_gives_member_space_back_and_reports_holes() {
         .args(["-f", "raw", "-c", "flush"])
         .arg(srv.uri()));
     let before: u64 = m.iter().map(|p| allocated(p)).sum();
-    assert!(before >= 32 << 20, "24 MiB of data and parity: {before} bytes");
+    assert!(
+        before >= 32 << 20,
+        "24 MiB of data and parity: {before} bytes"
+    );
     // Discard all but the first and last 100 KiB (not stripe-aligned: a
     // stripe is 192 KiB, so the stripes cut at both ends are kept).
     let (head, tail) = (100u64 << 10, 100u64 << 10);
     let len = (24u64 << 20) - head - tail;
     run(Command::new("qemu-io")
-        .args(["-f", "raw", "-c", &format!("discard {head} {len}"), "-c", "flush"])
+        .args([
+            "-f",
+            "raw",
+            "-c",
+            &format!("discard {head} {len}"),
+            "-c",
+            "flush",
+        ])
         .arg(srv.uri()));
     let after: u64 = m.iter().map(|p| allocated(p)).sum();
     // What stays: each member's metadata (superblock, bitmap: about 1 MiB)
@@ -2191,7 +2201,10 @@ fn trim_gives_member_space_back_and_reports_holes() {
     let stripe = 3 * (64u64 << 10);
     let first_whole = head.div_ceil(stripe) * stripe;
     let last_whole = (head + len) / stripe * stripe;
-    assert!(back[..first_whole as usize] == data[..first_whole as usize], "head kept");
+    assert!(
+        back[..first_whole as usize] == data[..first_whole as usize],
+        "head kept"
+    );
     assert!(
         back[first_whole as usize..last_whole as usize]
             .iter()
@@ -2204,7 +2217,14 @@ fn trim_gives_member_space_back_and_reports_holes() {
     );
     // WRITE_ZEROES over the head (qemu-io write -z -u: may unmap).
     run(Command::new("qemu-io")
-        .args(["-f", "raw", "-c", &format!("write -z -u 0 {first_whole}"), "-c", "flush"])
+        .args([
+            "-f",
+            "raw",
+            "-c",
+            &format!("write -z -u 0 {first_whole}"),
+            "-c",
+            "flush",
+        ])
         .arg(srv.uri()));
     run(Command::new("nbdcopy").arg(srv.uri()).arg(&out));
     let back = std::fs::read(&out).unwrap();

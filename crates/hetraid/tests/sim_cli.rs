@@ -514,6 +514,9 @@ fn reproductions_run_and_keep_their_published_direction() {
             .1
     };
     assert!(get("RAID4S / RAID5 throughput, best size below 128K") > 1.3);
+    // Issue 37: trims discard whole stripes, and discarded pages spare
+    // garbage collection: fewer parity-SSD erases at 4 KiB chunks.
+    assert!(get("parity-SSD erases with trims / without, 4K chunks") < 0.8);
     // Issue 17: offsets at multiples of the size keep the 1.6 plateau to 64K.
     assert!(get("RAID4S / RAID5 throughput, best size below 128K, size-aligned offsets") > 1.45);
     assert!((0.9..1.15).contains(&get(

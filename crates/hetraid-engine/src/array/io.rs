@@ -1030,6 +1030,7 @@ impl Array {
         let planner = match req.op {
             Op::Read => self.read_planner(),
             Op::Write => Planner::new(self.layout.as_ref(), WritePolicy::Md, Vec::new()),
+            Op::Trim => return Direct::Fallback,
         };
         let extents = {
             let st = self.state.read().unwrap();

@@ -24,7 +24,7 @@ impl Array {
     /// members held before; replayed over a discarded stripe it would leave
     /// it inconsistent.
     pub fn trim_unsupported(&self) -> Option<&'static str> {
-        if self.log.is_some() {
+        if !hetraid_core::trim::trims_discard(self.log.is_some()) {
             Some("arrays with a write log (or HPDA's) keep trimmed data")
         } else {
             None

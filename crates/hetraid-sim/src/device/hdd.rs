@@ -901,6 +901,9 @@ impl Device for Hdd {
     fn counters(&self) -> &Counters {
         &self.counters
     }
+    fn counters_mut(&mut self) -> &mut Counters {
+        &mut self.counters
+    }
     fn mechanics(&self) -> Option<Mechanics> {
         Some(self.mechanics)
     }

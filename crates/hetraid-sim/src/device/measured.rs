@@ -100,6 +100,9 @@ impl Device for Measured {
     fn counters(&self) -> &Counters {
         &self.counters
     }
+    fn counters_mut(&mut self) -> &mut Counters {
+        &mut self.counters
+    }
     fn service_model(&self) -> hetraid_core::ServiceModel {
         hetraid_core::ServiceModel {
             position_ns: (self.p.read_ms * 1e6) as Ns,

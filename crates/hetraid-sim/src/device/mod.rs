@@ -48,6 +48,15 @@ pub trait Device {
     fn mechanics(&self) -> Option<Mechanics> {
         None
     }
+    /// A discard (TRIM) of `[offset, offset + len)`: counted, and an SSD
+    /// forgets the pages it covers whole (garbage collection then has fewer
+    /// valid pages to copy). Takes no device time: a mapping update, which
+    /// the study's SSD model does not time either.
+    fn discard(&mut self, offset: u64, len: u64) {
+        let _ = offset;
+        self.counters_mut().count_discard(len);
+    }
+    fn counters_mut(&mut self) -> &mut Counters;
 }
 
 /// A disk's media operations and the time they spent in each phase, as
@@ -74,6 +83,8 @@ pub struct Wear {
     pub gc_page_copies: u64,
     /// Page writes that read the page first: the host wrote part of it.
     pub sub_page_rmw: u64,
+    /// Mapped pages a discard unmapped (never copied by GC afterwards).
+    pub discarded_pages: u64,
 }
 
 /// What a device did. Busy time is the union of the intervals in which it had work.
@@ -86,6 +97,9 @@ pub struct Counters {
     pub read_pages: u64,
     pub write_pages: u64,
     pub erases: u64,
+    /// Discards (TRIM) and their bytes.
+    pub discards: u64,
+    pub discard_bytes: u64,
     pub busy_ns: Ns,
     /// Busy time attributed to reads and to writes (energy by power state).
     pub read_busy_ns: Ns,
@@ -94,6 +108,11 @@ pub struct Counters {
 }
 
 impl Counters {
+    pub fn count_discard(&mut self, len: u64) {
+        self.discards += 1;
+        self.discard_bytes += len;
+    }
+
     /// Count an accepted operation.
     pub fn count(&mut self, io: &DevIo) {
         let pages = pages_touched(io.offset, io.len);

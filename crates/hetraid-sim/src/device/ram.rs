@@ -56,6 +56,9 @@ impl Device for Ram {
     fn counters(&self) -> &Counters {
         &self.counters
     }
+    fn counters_mut(&mut self) -> &mut Counters {
+        &mut self.counters
+    }
     fn service_model(&self) -> hetraid_core::ServiceModel {
         hetraid_core::ServiceModel {
             position_ns: self.latency_ns,

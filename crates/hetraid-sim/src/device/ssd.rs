@@ -200,6 +200,8 @@ pub struct Ssd {
     gc_copies: u64,
     /// Page writes that read the page first (the write covered part of it).
     sub_page_rmw: u64,
+    /// Mapped pages unmapped by discards.
+    discarded_pages: u64,
     counters: Counters,
     /// `SsdParams::gc_threshold`, as a length.
     gc_threshold: usize,
@@ -244,6 +246,7 @@ impl Ssd {
             flash_pages: 0,
             gc_copies: 0,
             sub_page_rmw: 0,
+            discarded_pages: 0,
             counters: Counters::default(),
             gc_threshold: p.gc_threshold() as usize,
             p,
@@ -451,6 +454,7 @@ impl Ssd {
         self.flash_pages = 0;
         self.gc_copies = 0;
         self.sub_page_rmw = 0;
+        self.discarded_pages = 0;
         self.counters = Counters::default();
         self.erase_count.iter_mut().for_each(|e| *e = 0);
     }
@@ -504,6 +508,30 @@ impl Device for Ssd {
     fn counters(&self) -> &Counters {
         &self.counters
     }
+    fn counters_mut(&mut self) -> &mut Counters {
+        &mut self.counters
+    }
+    /// Pages the discard covers whole are unmapped: their flash page turns
+    /// invalid, as an overwrite makes it, without a new page programmed.
+    fn discard(&mut self, offset: u64, len: u64) {
+        self.counters.count_discard(len);
+        let pb = self.p.page_bytes;
+        let ppb = self.p.pages_per_block;
+        let (first, end) = (
+            offset.div_ceil(pb),
+            ((offset + len) / pb).min(self.map.len() as u64),
+        );
+        for lpn in first..end.max(first) {
+            let old = self.map[lpn as usize];
+            if old != 0 {
+                let o = old - 1;
+                self.rmap[o as usize] = 0;
+                self.valid[(o / ppb) as usize] -= 1;
+                self.map[lpn as usize] = 0;
+                self.discarded_pages += 1;
+            }
+        }
+    }
     fn service_model(&self) -> hetraid_core::ServiceModel {
         hetraid_core::ServiceModel {
             position_ns: ((self.p.read_ms + self.p.read_overhead_ms) * 1e6) as u64,
@@ -521,6 +549,7 @@ impl Device for Ssd {
             },
             gc_page_copies: self.gc_copies,
             sub_page_rmw: self.sub_page_rmw,
+            discarded_pages: self.discarded_pages,
         })
     }
 }

@@ -130,6 +130,10 @@ struct Runner<'a> {
     bytes: u64,
     reads: u64,
     writes: u64,
+    /// Trims: how many, the bytes they named, the bytes discarded.
+    trims: u64,
+    trim_bytes: u64,
+    trim_discarded_bytes: u64,
     inflight: u32,
     busy_since: Ns,
     array_busy_ns: Ns,
@@ -335,6 +339,9 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
         bytes: 0,
         reads: 0,
         writes: 0,
+        trims: 0,
+        trim_bytes: 0,
+        trim_discarded_bytes: 0,
         inflight: 0,
         busy_since: 0,
         array_busy_ns: 0,
@@ -577,12 +584,30 @@ impl Runner<'_> {
             self.busy_since = now;
         }
         self.inflight += 1;
+        if req.op == Op::Trim {
+            // A mapping update at the devices: done at once, as the
+            // engine's (whole stripes by the core's rule, none with a log).
+            if hetraid_core::trim::trims_discard(self.log.is_some()) {
+                let plan = hetraid_core::trim::plan_trim(
+                    self.planner.layout,
+                    &self.state,
+                    req.offset,
+                    req.len,
+                )
+                .map_err(|e| format!("trim at {}+{}: {e}", req.offset, req.len))?;
+                for &(m, off, len) in &plan.extents {
+                    self.devices[m].discard(off, len);
+                }
+                self.trim_discarded_bytes += req.len - plan.kept_bytes;
+            }
+            return self.user_done(req, now, now);
+        }
         // HPDA: the monitor sees every request; the director (core) sends
         // a write to the log or to the RAID4.
         let mut to_log = self.log.as_ref().is_some_and(|l| l.write_back);
         if let Some(m) = self.hpda.as_mut() {
             match req.op {
-                Op::Read => m.read(now),
+                Op::Read | Op::Trim => m.read(now),
                 Op::Write => {
                     let kind = m.write(req.offset, req.len, now);
                     let log = self.log.as_ref().expect("hpda has a log");
@@ -624,7 +649,31 @@ impl Runner<'_> {
     /// A user request is done (for a buffered write: acknowledged): its
     /// response time, the counters, and the next request of the load.
     fn user_done(&mut self, req: Request, arrived: Ns, now: Ns) -> Result<(), String> {
-        let rt = now - arrived;
+        if req.op == Op::Trim {
+            self.trims += 1;
+            self.trim_bytes += req.len;
+        } else {
+            self.user_counted(req, now - arrived);
+        }
+        self.inflight -= 1;
+        if self.inflight == 0 {
+            self.array_busy_ns += now - self.busy_since;
+        }
+        self.last_user_done = now;
+        match &self.source {
+            Source::Closed(_) => {
+                self.next_closed()?;
+            }
+            Source::Replay(r) if !r.timed => {
+                self.next_replay()?;
+            }
+            Source::Replay(_) => {}
+        }
+        Ok(())
+    }
+
+    /// A read or write done in `rt`: its response time and the counters.
+    fn user_counted(&mut self, req: Request, rt: Ns) {
         self.resp.push(rt);
         match req.op {
             Op::Read => self.resp_read.push(rt),
@@ -647,23 +696,8 @@ impl Runner<'_> {
         self.bytes += req.len;
         match req.op {
             Op::Read => self.reads += 1,
-            Op::Write => self.writes += 1,
+            _ => self.writes += 1,
         }
-        self.inflight -= 1;
-        if self.inflight == 0 {
-            self.array_busy_ns += now - self.busy_since;
-        }
-        self.last_user_done = now;
-        match &self.source {
-            Source::Closed(_) => {
-                self.next_closed()?;
-            }
-            Source::Replay(r) if !r.timed => {
-                self.next_replay()?;
-            }
-            Source::Replay(_) => {}
-        }
-        Ok(())
     }
 
     /// A write enters the buffer: acknowledged now (after `arrived`), drained
@@ -1114,6 +1148,9 @@ impl Runner<'_> {
             read: crate::report::DirectionStats::of(&mut self.resp_read),
             write: crate::report::DirectionStats::of(&mut self.resp_write),
             log,
+            trims: self.trims,
+            trim_bytes: self.trim_bytes,
+            trim_discarded_bytes: self.trim_discarded_bytes,
         }
     }
 }
@@ -1151,6 +1188,9 @@ fn member_report(
         erase_max: wear.map(|w| w.erase_max),
         gc_page_copies: wear.map(|w| w.gc_page_copies),
         sub_page_rmw: wear.map(|w| w.sub_page_rmw),
+        discards: c.discards,
+        discard_bytes: c.discard_bytes,
+        discarded_pages: wear.map(|w| w.discarded_pages),
         mechanics: d
             .mechanics()
             .map(|m| crate::report::MechanicsReport::of(&m)),

@@ -122,6 +122,14 @@ pub struct SimCmd {
     /// Random request sizes from --size to SIZE (512-byte steps).
     #[arg(long, value_name = "SIZE")]
     pub size_max: Option<Size>,
+    /// Closed-loop workloads: this share of requests (0 to below 1) are
+    /// trims of --trim-size at random places (fio's trim mix); whole stripes
+    /// they cover are discarded on the members.
+    #[arg(long, value_name = "F")]
+    pub trim_fraction: Option<f64>,
+    /// The size of each trim (default: --size).
+    #[arg(long, value_name = "SIZE")]
+    pub trim_size: Option<Size>,
     /// A write log on its own device(s), e.g. x25e-64 or x25e-64*2 (mirrored).
     #[arg(long)]
     pub log: Option<String>,
@@ -178,6 +186,7 @@ impl SimCmd {
              disk_queue => disk_queue,
              write_cache => write_cache, log => log, log_mode => log_mode, log_size => log_size,
              read_policy => read_policy, write_buffer => write_buffer, size_max => size_max,
+             trim_fraction => trim_fraction, trim_size => trim_size,
              trace_limit => trace_limit, trace_loops => trace_loops, pace => pace);
         self.params.apply_to(&mut c);
         c.rebuild |= self.rebuild;
