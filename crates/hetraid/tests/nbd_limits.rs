@@ -805,3 +805,36 @@ fn under_ulimit_256_no_established_client_is_dropped() {
     let log = std::fs::read_to_string(d.path().join("serve.log")).unwrap();
     assert!(!log.contains("Too many open files"), "{log}");
 }
+
+/// Issue 37 (finding 7), to the second: a client that sends reads and
+/// takes no reply is dropped within --stall-timeout + 1 s of its requests
+/// (the first reply that finds the socket full starts the clock at once),
+/// and the log says it stopped reading its replies.
+#[test]
+fn a_client_that_takes_no_reply_is_dropped_within_the_stall_timeout_and_a_second() {
+    let d = tempfile::tempdir().unwrap();
+    let m = create(d.path(), 4, "64K");
+    let srv = Server::start(d.path(), &m, &["--stall-timeout", "2"], None);
+    let (mut c, _) = handshake(&srv.sock, None).unwrap();
+    let mut b = Vec::new();
+    for i in 0..24u64 {
+        b.extend(request(0, i, (i % 16) << 20, 1 << 20));
+    }
+    c.write_all(&b).unwrap();
+    let t = Instant::now();
+    let mut logged = None;
+    // Bounded: 15 s at most.
+    while t.elapsed() < Duration::from_secs(15) {
+        let log = std::fs::read_to_string(d.path().join("serve.log")).unwrap();
+        if log.contains("stopped reading its replies") {
+            logged = Some(t.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let at = logged.expect("the client that takes no reply was never dropped");
+    eprintln!("dropped {at:?} after its requests (--stall-timeout 2)");
+    assert!(at <= Duration::from_secs(3), "dropped only after {at:?}");
+    drop(c);
+    drop(srv);
+}

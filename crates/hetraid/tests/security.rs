@@ -384,3 +384,113 @@ fn replace_with_a_file_the_caller_cannot_write_is_refused() {
         "the file was written"
     );
 }
+
+/// Send `line` on the control socket at `sock` with `fds` attached in one
+/// message; the server's reply line.
+fn control_with_fds(sock: &Path, line: &str, fds: &[i32]) -> String {
+    use std::io::BufRead;
+    use std::os::fd::AsRawFd;
+    let s = std::os::unix::net::UnixStream::connect(sock).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let bytes = format!("{line}\n");
+    let mut iov = libc::iovec {
+        iov_base: bytes.as_ptr() as *mut libc::c_void,
+        iov_len: bytes.len(),
+    };
+    let mut cbuf = vec![0u8; 512];
+    // SAFETY: every pointer in the message outlives sendmsg; the control
+    // buffer holds one SCM_RIGHTS message of up to 64 descriptors.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        let size = std::mem::size_of_val(fds) as u32;
+        msg.msg_control = cbuf.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(size) as _;
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        (*c).cmsg_level = libc::SOL_SOCKET;
+        (*c).cmsg_type = libc::SCM_RIGHTS;
+        (*c).cmsg_len = libc::CMSG_LEN(size) as _;
+        std::ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(c).cast::<i32>(), fds.len());
+        assert_eq!(
+            libc::sendmsg(s.as_raw_fd(), &msg, libc::MSG_NOSIGNAL),
+            bytes.len() as isize
+        );
+    }
+    let mut reply = String::new();
+    std::io::BufReader::new(&s).read_line(&mut reply).unwrap();
+    reply
+}
+
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+/// Issue 37 (findings 4 and 5), through a running server: a new member
+/// passed open O_APPEND (where every write lands at the end) or as a memfd
+/// (no name: the array would lose it) is refused with a sentence and
+/// nothing changes; twelve descriptors in one message leave the server's
+/// descriptor count as it was.
+#[test]
+fn passed_descriptors_that_append_or_have_no_name_are_refused_and_extras_closed() {
+    let d = tempfile::tempdir().unwrap();
+    let run = private_run(d.path());
+    let m = members(d.path());
+    let id = uuid(&m);
+    let srv = Server::start(d.path(), &run, &m);
+    let (code, _, err) = h(&run, &args("fail", &m, &["--member", "1"]));
+    assert_eq!(code, 0, "{err}");
+    std::thread::sleep(Duration::from_millis(500));
+    let sock = run.join("hetraid").join(format!("{id}.ctl"));
+    let snapshot = || -> Vec<Vec<u8>> { m.iter().map(|p| std::fs::read(p).unwrap()).collect() };
+    let before = snapshot();
+    let spare = d.path().join("spare");
+    std::fs::File::create(&spare)
+        .unwrap()
+        .set_len(8 << 20)
+        .unwrap();
+    let request = |with: &Path| {
+        serde_json::json!({"verb": "replace", "member": 1, "with": with, "force": false})
+            .to_string()
+    };
+    let appending = std::fs::OpenOptions::new()
+        .read(true)
+        .append(true)
+        .open(&spare)
+        .unwrap();
+    use std::os::fd::AsRawFd;
+    let r = control_with_fds(&sock, &request(&spare), &[appending.as_raw_fd()]);
+    assert!(r.contains("\"ok\":false") && r.contains("O_APPEND"), "{r}");
+    // SAFETY: memfd_create with a NUL-terminated name.
+    let mfd = unsafe { libc::memfd_create(c"spare".as_ptr(), 0) };
+    assert!(mfd >= 0);
+    // SAFETY: `mfd` is a new descriptor only this owns.
+    let memfd = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(mfd) };
+    memfd.set_len(8 << 20).unwrap();
+    let r = control_with_fds(&sock, &request(&spare), &[memfd.as_raw_fd()]);
+    assert!(r.contains("\"ok\":false") && r.contains("no name"), "{r}");
+    assert!(snapshot() == before, "a refused replace changed a member");
+    assert!(std::fs::read(&spare).unwrap().iter().all(|&b| b == 0));
+    // Twelve descriptors in one message: all closed, whatever the answer.
+    let pid = srv.child.id();
+    let fds_before = open_fds(pid);
+    let files: Vec<std::fs::File> = (0..12)
+        .map(|_| std::fs::File::open(&spare).unwrap())
+        .collect();
+    let raw: Vec<i32> = files.iter().map(|f| f.as_raw_fd()).collect();
+    for _ in 0..5 {
+        let r = control_with_fds(&sock, &request(&spare), &raw);
+        assert!(r.contains("\"ok\":false"), "{r}");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        open_fds(pid),
+        fds_before,
+        "descriptors leaked: {}",
+        srv.log()
+    );
+    let (_, out, _) = h(&run, &args("status", &m, &[]));
+    assert!(out.contains("degraded"), "{out}");
+}
