@@ -46,6 +46,16 @@ fn cycle_with(seed: u64, checksums: bool) {
             array.flush().unwrap();
             durable.copy_from_slice(&current);
             unsure.clear();
+        } else if rng.below(6) == 0 {
+            // A trim (issue 37): whole stripes discarded, marked in the
+            // bitmap like a write, so a crash part-way is resynced.
+            let off = rng.below(cap);
+            let len = 1 + rng.below((cap - off).min(12 * chunk));
+            array.trim(off, len).unwrap();
+            array
+                .read(off, &mut current[off as usize..(off + len) as usize])
+                .unwrap();
+            unsure.push((off, len));
         } else {
             let off = rng.below(cap);
             let len = 1 + rng.below((cap - off).min(5 * chunk));
