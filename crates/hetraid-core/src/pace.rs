@@ -22,6 +22,17 @@ pub struct PaceLimits {
     pub max_bps: u64,
 }
 
+/// MD's defaults, the one pair every executor and command uses:
+/// `/proc/sys/dev/raid/speed_limit_min` 1000 and `speed_limit_max` 200000,
+/// in KiB/s (1,024,000 and 204,800,000 bytes a second).
+pub const MD_DEFAULT: PaceLimits = PaceLimits {
+    min_bps: 1000 << 10,
+    max_bps: 200_000 << 10,
+};
+/// The same defaults as command-line sizes (`--min-speed`, `--max-speed`).
+pub const MD_DEFAULT_MIN_ARG: &str = "1000K";
+pub const MD_DEFAULT_MAX_ARG: &str = "200000K";
+
 /// What one pair of limits governs. MD paces each md device on its own;
 /// S²-RAID's prototype ran every subRAID as an md device of its own, so each
 /// parallel rebuild stream had its own `speed_limit_min`/`speed_limit_max`
@@ -94,6 +105,18 @@ mod tests {
         min_bps: 1_000_000,
         max_bps: 10_000_000,
     };
+
+    #[test]
+    fn the_command_line_defaults_are_mds() {
+        assert_eq!(
+            crate::units::parse_size(MD_DEFAULT_MIN_ARG),
+            Ok(MD_DEFAULT.min_bps)
+        );
+        assert_eq!(
+            crate::units::parse_size(MD_DEFAULT_MAX_ARG),
+            Ok(MD_DEFAULT.max_bps)
+        );
+    }
 
     #[test]
     fn the_maximum_is_an_average_over_the_whole_run() {

@@ -39,8 +39,8 @@ pub struct RebuildOptions {
 impl Default for RebuildOptions {
     fn default() -> Self {
         Self {
-            min_speed: 1_000_000,
-            max_speed: 200_000_000,
+            min_speed: hetraid_core::pace::MD_DEFAULT.min_bps,
+            max_speed: hetraid_core::pace::MD_DEFAULT.max_bps,
             stop_after: None,
             pace: hetraid_core::pace::PaceScope::Array,
         }

@@ -3,7 +3,7 @@
 //! JSON reply line out: `{"verb":"status"}`, `{"verb":"fail","member":2}`,
 //! `{"verb":"scrub","repair":false}`, `{"verb":"reclaim"}`, `{"verb":"replace","member":2}`
 //! with the new member's open file passed along (`SCM_RIGHTS`, `fdpass`),
-//! `{"verb":"rebuild","min_speed":1000000,"max_speed":200000000}` (online, clients
+//! `{"verb":"rebuild","min_speed":1024000,"max_speed":204800000}` (online, clients
 //! keep going), `{"verb":"grow",...}`, `{"verb":"shrink",...}`.
 //! Replies: `{"ok":true,"result":...}` or `{"ok":false,"error":"..."}`.
 //!
@@ -603,8 +603,12 @@ fn run(cell: &ArrayCell, req: &Value, file: Option<std::fs::File>) -> Result<Val
                 None => hetraid_core::pace::PaceScope::Array,
             };
             let opts = hetraid_engine::RebuildOptions {
-                min_speed: req["min_speed"].as_u64().unwrap_or(1_000_000),
-                max_speed: req["max_speed"].as_u64().unwrap_or(200_000_000),
+                min_speed: req["min_speed"]
+                    .as_u64()
+                    .unwrap_or(hetraid_core::pace::MD_DEFAULT.min_bps),
+                max_speed: req["max_speed"]
+                    .as_u64()
+                    .unwrap_or(hetraid_core::pace::MD_DEFAULT.max_bps),
                 stop_after: None,
                 pace,
             };

@@ -373,10 +373,10 @@ fn d_one() -> f64 {
     1.0
 }
 fn d_min_speed() -> Size {
-    Size(1000 << 10)
+    Size(hetraid_core::pace::MD_DEFAULT.min_bps)
 }
 fn d_max_speed() -> Size {
-    Size(200_000 << 10)
+    Size(hetraid_core::pace::MD_DEFAULT.max_bps)
 }
 fn d_seed() -> u64 {
     1

@@ -412,3 +412,29 @@ fn raidx_parity_follows_kinds_or_weights_and_idle_kinds_are_refused() {
         );
     }
 }
+
+/// Issue 38, row 1: one MD speed default (1000 and 200000 KiB/s) in the
+/// engine's rebuild and served changes, the simulator and every command.
+#[test]
+fn one_md_speed_default_everywhere() {
+    let md = hetraid_core::pace::MD_DEFAULT;
+    assert_eq!((md.min_bps, md.max_bps), (1_024_000, 204_800_000));
+    let r = hetraid_engine::RebuildOptions::default();
+    assert_eq!((r.min_speed, r.max_speed), (md.min_bps, md.max_bps));
+    let c = hetraid_engine::ChangeOptions::default();
+    assert_eq!((c.min_speed, c.max_speed), (md.min_bps, md.max_bps));
+    let s: hetraid_sim::RunConfig =
+        toml::from_str("layout = \"raid5\"\nmembers = \"x*3\"").unwrap();
+    assert_eq!((s.min_speed.0, s.max_speed.0), (md.min_bps, md.max_bps));
+    for verb in ["rebuild", "scrub"] {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_hetraid"))
+            .args([verb, "--help"])
+            .output()
+            .unwrap();
+        let help = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            help.contains("[default: 1000K]") && help.contains("[default: 200000K]"),
+            "{verb} --help: {help}"
+        );
+    }
+}

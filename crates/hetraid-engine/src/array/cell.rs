@@ -55,8 +55,8 @@ pub struct ChangeOptions {
 impl Default for ChangeOptions {
     fn default() -> Self {
         Self {
-            min_speed: 1_000_000,
-            max_speed: 200_000_000,
+            min_speed: hetraid_core::pace::MD_DEFAULT.min_bps,
+            max_speed: hetraid_core::pace::MD_DEFAULT.max_bps,
         }
     }
 }

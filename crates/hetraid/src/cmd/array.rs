@@ -1754,11 +1754,11 @@ pub struct GrowCmd {
 pub struct ChangeSpeed {
     /// Bytes a second of chunk moves (per member) kept while clients do
     /// I/O (MD's speed_limit_min; a served array's requests run between
-    /// batches). Default 1M served.
+    /// batches). Default MD's 1000K served.
     #[arg(long, value_parser = size)]
     pub min_speed: Option<u64>,
     /// Bytes a second at most when idle (MD's speed_limit_max); 0 =
-    /// unlimited. Default 200M served, unlimited offline.
+    /// unlimited. Default MD's 200000K served, unlimited offline.
     #[arg(long, value_parser = size)]
     pub max_speed: Option<u64>,
 }
@@ -1766,8 +1766,9 @@ pub struct ChangeSpeed {
 impl ChangeSpeed {
     /// Into a control request.
     fn put(&self, req: &mut serde_json::Value) {
-        req["min_speed"] = self.min_speed.unwrap_or(1_000_000).into();
-        req["max_speed"] = self.max_speed.unwrap_or(200_000_000).into();
+        let md = hetraid_core::pace::MD_DEFAULT;
+        req["min_speed"] = self.min_speed.unwrap_or(md.min_bps).into();
+        req["max_speed"] = self.max_speed.unwrap_or(md.max_bps).into();
     }
 
     /// Offline, the limits do not apply to the hidden `--batches` path:
@@ -2488,10 +2489,10 @@ pub struct RebuildCmd {
     #[arg(long)]
     pub degraded: bool,
     /// Rebuild speed while user I/O runs (MD speed_limit_min).
-    #[arg(long, default_value = "1M", value_parser = size)]
+    #[arg(long, default_value = hetraid_core::pace::MD_DEFAULT_MIN_ARG, value_parser = size)]
     pub min_speed: u64,
     /// Rebuild speed limit (MD speed_limit_max); 0 = unlimited.
-    #[arg(long, default_value = "200M", value_parser = size)]
+    #[arg(long, default_value = hetraid_core::pace::MD_DEFAULT_MAX_ARG, value_parser = size)]
     pub max_speed: u64,
     /// Rebuild failed members into the layout's spare space (S2-RAID with
     /// --spare-partitions) instead of onto a replacement member.
@@ -2690,10 +2691,10 @@ pub struct ScrubCmd {
     #[arg(long, value_name = "SLOT|PATH")]
     pub trust_member: Option<String>,
     /// Scrub speed while user I/O runs, per member (MD speed_limit_min).
-    #[arg(long, default_value = "1M", value_parser = size)]
+    #[arg(long, default_value = hetraid_core::pace::MD_DEFAULT_MIN_ARG, value_parser = size)]
     pub min_speed: u64,
     /// Scrub speed limit per member (MD speed_limit_max); 0 = unlimited.
-    #[arg(long, default_value = "200M", value_parser = size)]
+    #[arg(long, default_value = hetraid_core::pace::MD_DEFAULT_MAX_ARG, value_parser = size)]
     pub max_speed: u64,
     #[arg(long)]
     pub json: bool,
