@@ -53,6 +53,11 @@ pub const WRITE_BACK_RECORD_MAX: u64 = 8 << 20;
 /// cuts at most this much past the end of the log, which is where the
 /// recovery scan looks for records of the cut write (`PROBE_BYTES_MAX`).
 pub const GROUP_BYTES_MAX: u64 = 32 << 20;
+/// A write-back write that finds no room (`place_group` places nothing)
+/// reclaims everything and tries again alone, this many times; failing
+/// still is a bug (an empty log takes the largest record). The engine and
+/// the simulator both stop there.
+pub const LOG_FULL_RECLAIMS_MAX: u32 = 1;
 /// How far past the end of the log the recovery scan looks for intact
 /// records (of the write a crash cut, or past a damaged record): at least a
 /// group write or the largest record, at most this.

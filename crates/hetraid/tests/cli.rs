@@ -438,3 +438,19 @@ fn one_md_speed_default_everywhere() {
         );
     }
 }
+
+/// Issue 38, row 3: the write-back "log full" loop gives up after the same
+/// number of reclaim rounds in the engine and the simulator: both take the
+/// core's bound, neither a number of its own.
+#[test]
+fn one_log_full_retry_bound() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../");
+    for f in [
+        "hetraid-engine/src/array/io.rs",
+        "hetraid-sim/src/sim/log.rs",
+    ] {
+        let src = std::fs::read_to_string(format!("{root}{f}")).unwrap();
+        assert!(src.contains("LOG_FULL_RECLAIMS_MAX"), "{f}");
+    }
+    assert_eq!(hetraid_core::journal::LOG_FULL_RECLAIMS_MAX, 1);
+}

@@ -861,13 +861,17 @@ impl Array {
             }
         }
         let _alone = self.log_admission.write().unwrap();
-        self.reclaim_to(0)?;
-        match op(true) {
-            Err(EngineError::LogFull) => Err(EngineError::Refused(
-                "the write log has no room for a write although everything it held was written to the members; this is a hetraid bug (please report it with `hetraid status`)".into(),
-            )),
-            r => r,
+        // Bounded by the core's retry bound.
+        for _ in 0..hetraid_core::journal::LOG_FULL_RECLAIMS_MAX {
+            self.reclaim_to(0)?;
+            match op(true) {
+                Err(EngineError::LogFull) => continue,
+                r => return r,
+            }
         }
+        Err(EngineError::Refused(
+            "the write log has no room for a write although everything it held was written to the members; this is a hetraid bug (please report it with `hetraid status`)".into(),
+        ))
     }
 
     /// Write everything the write-back log holds to the members and free the

@@ -424,7 +424,7 @@ impl Runner<'_> {
                 }
                 log.wb_attempts += 1;
                 log.wb_checkpointed = false;
-                if log.wb_attempts > 8 {
+                if log.wb_attempts > journal::LOG_FULL_RECLAIMS_MAX {
                     return Err("the simulated write log stays full although its data was reclaimed; use a larger log_size".into());
                 }
                 log.start_reclaim(0);
