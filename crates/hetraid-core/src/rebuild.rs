@@ -494,8 +494,8 @@ pub struct CopyBack {
 pub const COPY_BACK_BATCH_BYTES: u64 = 64 << 20;
 
 /// Copy-back batches in flight: one being written while the next is read.
-/// The simulator runs this many jobs; the engine, offline and on one
-/// thread, runs them one after the other (the same operations).
+/// The simulator runs this many jobs; the engine this many buffers, read by
+/// one thread while another writes (the same operations, overlapped alike).
 pub const COPY_BACK_BATCHES_IN_FLIGHT: usize = 2;
 
 impl CopyBack {

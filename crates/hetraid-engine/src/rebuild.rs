@@ -755,36 +755,39 @@ impl Array {
         let chunk = self.layout().chunk_bytes();
         let total = plan.moves.len() as u64;
         let stripes_total = self.layout().stripe_count();
-        // The core's batches: every read of a batch, then its writes (the
-        // simulator overlaps one batch's writes with the next one's reads;
-        // here, offline and on one thread, they simply follow).
+        // The core's batches, COPY_BACK_BATCHES_IN_FLIGHT at once as the
+        // simulator runs them: this thread reads a batch into a free buffer
+        // while a writer thread writes the one before onto the replacement.
+        let in_flight = hetraid_core::rebuild::COPY_BACK_BATCHES_IN_FLIGHT.max(1);
         let batch_max = plan.batches().map(|b| b.len()).max().unwrap_or(0);
-        let mut buf = AlignedBuf::zeroed(batch_max * chunk as usize);
-        let mut done = 0u64;
-        for batch in plan.batches() {
-            for (k, mv) in batch.iter().enumerate() {
-                let src = self.member(mv.from.member).ok_or_else(|| {
-                    EngineError::Refused(format!(
-                        "member {} is gone; the copy-back stopped (run hetraid rebuild)",
-                        mv.from.member
-                    ))
-                })?;
-                let at = k * chunk as usize;
-                src.read_at(
-                    &mut buf[at..at + chunk as usize],
-                    crate::format::DATA_OFFSET + mv.from.offset,
-                )
-                .map_err(|e| EngineError::Io {
-                    member: src.name(),
-                    source: e,
-                })?;
-            }
+        let batches: Vec<&[hetraid_core::layout::Move]> = plan.batches().collect();
+        let cb = chunk as usize;
+        let read_batch =
+            |batch: &[hetraid_core::layout::Move], buf: &mut AlignedBuf| -> Result<()> {
+                for (k, mv) in batch.iter().enumerate() {
+                    let src = self.member(mv.from.member).ok_or_else(|| {
+                        EngineError::Refused(format!(
+                            "member {} is gone; the copy-back stopped (run hetraid rebuild)",
+                            mv.from.member
+                        ))
+                    })?;
+                    src.read_at(
+                        &mut buf[k * cb..(k + 1) * cb],
+                        crate::format::DATA_OFFSET + mv.from.offset,
+                    )
+                    .map_err(|e| EngineError::Io {
+                        member: src.name(),
+                        source: e,
+                    })?;
+                }
+                Ok(())
+            };
+        let write_batch = |batch: &[hetraid_core::layout::Move], buf: &AlignedBuf| -> Result<()> {
             for (k, mv) in batch.iter().enumerate() {
                 debug_assert_eq!(mv.to.member, f);
-                let at = k * chunk as usize;
                 target
                     .write_at(
-                        &buf[at..at + chunk as usize],
+                        &buf[k * cb..(k + 1) * cb],
                         crate::format::DATA_OFFSET + mv.to.offset,
                     )
                     .map_err(|e| EngineError::Io {
@@ -792,14 +795,51 @@ impl Array {
                         source: e,
                     })?;
             }
-            done += batch.len() as u64;
-            progress(RebuildProgress {
-                stripes_done: done * stripes_total / total.max(1),
-                stripes_total,
-                bytes_done: done * chunk,
-                elapsed_s: t0.elapsed().as_secs_f64(),
+            Ok(())
+        };
+        std::thread::scope(|sc| -> Result<()> {
+            use std::sync::mpsc::sync_channel;
+            let (full_tx, full_rx) = sync_channel::<(usize, AlignedBuf)>(in_flight);
+            let (free_tx, free_rx) = sync_channel::<AlignedBuf>(in_flight);
+            for _ in 0..in_flight {
+                free_tx
+                    .send(AlignedBuf::zeroed(batch_max * cb))
+                    .expect("the channel holds every buffer");
+            }
+            let (batches, write_batch) = (&batches, &write_batch);
+            let writer = sc.spawn(move || -> Result<()> {
+                let mut done = 0u64;
+                // Bounded by the batches the reader sends.
+                for (i, buf) in full_rx {
+                    write_batch(batches[i], &buf)?;
+                    done += batches[i].len() as u64;
+                    progress(RebuildProgress {
+                        stripes_done: done * stripes_total / total.max(1),
+                        stripes_total,
+                        bytes_done: done * chunk,
+                        elapsed_s: t0.elapsed().as_secs_f64(),
+                    });
+                    // The reader may have stopped (an error): nothing waits.
+                    let _ = free_tx.send(buf);
+                }
+                Ok(())
             });
-        }
+            let mut read = Ok(());
+            for (i, batch) in batches.iter().enumerate() {
+                // A free buffer, or the writer stopped (its error follows).
+                let Ok(mut buf) = free_rx.recv() else { break };
+                if let Err(e) = read_batch(batch, &mut buf) {
+                    read = Err(e);
+                    break;
+                }
+                if full_tx.send((i, buf)).is_err() {
+                    break;
+                }
+            }
+            drop(full_tx);
+            let written = writer.join().expect("the copy-back writer does not panic");
+            read.and(written)
+        })?;
         target.flush().map_err(|e| EngineError::Io {
             member: target.name(),
             source: e,
