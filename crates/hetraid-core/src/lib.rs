@@ -14,6 +14,7 @@ pub mod hpda;
 pub mod iomap;
 pub mod journal;
 pub mod layout;
+pub mod limits;
 pub mod loadmap;
 pub mod member;
 pub mod membership;

@@ -454,3 +454,35 @@ fn one_log_full_retry_bound() {
     }
     assert_eq!(hetraid_core::journal::LOG_FULL_RECLAIMS_MAX, 1);
 }
+
+/// Issue 38, row 11: the batch sizes and bounds procedures run in come from
+/// core (`hetraid_core::limits`), not from numbers in the engine or the CLI.
+#[test]
+fn batch_sizes_are_the_cores() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../");
+    for (f, name) in [
+        (
+            "hetraid-engine/src/array/living.rs",
+            "CHANGE_BATCH_MOVES_MAX",
+        ),
+        (
+            "hetraid-engine/src/array/restripe.rs",
+            "restripe_window_rows",
+        ),
+        (
+            "hetraid-engine/src/array/cell.rs",
+            "SERVED_BATCHES_PER_SWAP",
+        ),
+        ("hetraid/src/cmd/array.rs", "OFFLINE_BATCHES_PER_SWAP"),
+    ] {
+        let src = std::fs::read_to_string(format!("{root}{f}")).unwrap();
+        assert!(src.contains(&format!("limits::{name}")), "{f}: {name}");
+        assert!(
+            !src.contains(&format!("const {name}")),
+            "{f} defines {name}"
+        );
+    }
+    let failure =
+        std::fs::read_to_string(format!("{root}hetraid-engine/src/array/failure.rs")).unwrap();
+    assert!(failure.contains("= hetraid_core::limits::MAX_READ_ERRORS;"));
+}

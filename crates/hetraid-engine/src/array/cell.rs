@@ -69,7 +69,9 @@ impl ArrayCell {
             reopen,
             changing: std::sync::Mutex::new(()),
             stopping: std::sync::atomic::AtomicBool::new(false),
-            batches_per_swap: std::sync::atomic::AtomicU64::new(1),
+            batches_per_swap: std::sync::atomic::AtomicU64::new(
+                hetraid_core::limits::SERVED_BATCHES_PER_SWAP,
+            ),
             change_start: std::sync::Mutex::new(None),
         }
     }

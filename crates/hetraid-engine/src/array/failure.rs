@@ -13,8 +13,9 @@
 #[allow(unused_imports)]
 use super::*;
 
-/// Read errors a member may return before it is failed (MD's max_read_errors).
-pub const MAX_READ_ERRORS: u32 = 20;
+/// Read errors a member may return before it is failed (MD's
+/// max_read_errors; the core's).
+pub const MAX_READ_ERRORS: u32 = hetraid_core::limits::MAX_READ_ERRORS;
 
 /// Is `e` "no space left" (the member's backing store is full, not broken)?
 pub(crate) fn is_no_space(e: &std::io::Error) -> bool {

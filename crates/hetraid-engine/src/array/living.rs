@@ -13,9 +13,6 @@ use hetraid_core::layout::raidx_history::{
 };
 use hetraid_core::layout::{PositionRole, RaidXLevel};
 
-/// Moves per batch at most (a superblock update each).
-const BATCH_MOVES_MAX: usize = 64;
-
 /// The RAIDX parameters of a superblock's layout.
 pub(crate) struct RaidxParams {
     pub c: usize,
@@ -250,7 +247,7 @@ impl Array {
         let mut rebuilt = 0u64;
         let mut batches_run = 0u64;
         let mut buf = AlignedBuf::zeroed(chunk as usize);
-        for batch in plan.batches(t, BATCH_MOVES_MAX) {
+        for batch in plan.batches(t, hetraid_core::limits::CHANGE_BATCH_MOVES_MAX) {
             if (batch.end as u64) <= pend.moves_done {
                 continue;
             }

@@ -410,8 +410,7 @@ impl Array {
                 old_l.capacity_bytes()
             )));
         }
-        // Windows of about 8 MiB of new rows.
-        let window = ((8u64 << 20) / (chunk * new_l.members() as u64)).max(1);
+        let window = hetraid_core::limits::restripe_window_rows(chunk, new_l.members());
         if let Some(r) = next.reshape.as_mut() {
             r.window_rows = window;
         }

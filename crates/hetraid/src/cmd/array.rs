@@ -1786,9 +1786,9 @@ impl ChangeSpeed {
     /// runs between assemblies), more otherwise.
     fn batches_per_swap(&self) -> u64 {
         if self.min_speed.is_some() || self.max_speed.is_some() {
-            1
+            hetraid_core::limits::SERVED_BATCHES_PER_SWAP
         } else {
-            OFFLINE_BATCHES_PER_SWAP
+            hetraid_core::limits::OFFLINE_BATCHES_PER_SWAP
         }
     }
 
@@ -2190,11 +2190,6 @@ fn progress_bar(what: &str) -> indicatif::ProgressBar {
     );
     bar
 }
-
-/// Batches of an offline grow or shrink between two assemblies: few enough
-/// that `status` from another shell sees progress, many enough that the
-/// assemblies cost little.
-const OFFLINE_BATCHES_PER_SWAP: u64 = 32;
 
 /// An array held by this command for a long operation, with a control
 /// socket open meanwhile: `status` (progress, rate, ETA), `fail`,
