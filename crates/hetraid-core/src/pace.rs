@@ -13,6 +13,18 @@ const NS: u128 = 1_000_000_000;
 /// and then the rebuild runs at the maximum again (MD re-checks likewise).
 pub const USER_WAIT_NS_MAX: u64 = 500_000_000;
 
+/// How long after the last user request users still count as active. MD
+/// asks "any I/O since the last check" (`is_mddev_idle`); executors look at
+/// different moments (the engine between batches, the simulator at event
+/// times), so a window makes the answer the same in both.
+pub const USER_ACTIVE_WINDOW_NS: u64 = 500_000_000;
+
+/// Are users active for the pacer: requests in flight, or the last one seen
+/// less than `USER_ACTIVE_WINDOW_NS` ago (`last_seen_age_ns`, None: never)?
+pub fn users_active(in_flight: bool, last_seen_age_ns: Option<u64>) -> bool {
+    in_flight || last_seen_age_ns.is_some_and(|a| a < USER_ACTIVE_WINDOW_NS)
+}
+
 /// MD's `speed_limit_min` / `speed_limit_max`, in bytes per second.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PaceLimits {

@@ -963,8 +963,14 @@ impl Array {
                             }
                         }
                         let _end = LaneEnd(own_end, t0);
+                        let limits = hetraid_core::pace::PaceLimits {
+                            min_bps: opts.min_speed,
+                            max_bps: opts.max_speed,
+                        };
+                        let halted =
+                            || stop.load(Ordering::Relaxed) || self.cancel.load(Ordering::Relaxed);
                         loop {
-                            if stop.load(Ordering::Relaxed) || self.cancel.load(Ordering::Relaxed) {
+                            if halted() {
                                 return;
                             }
                             let lo = next_batch.fetch_add(1, Ordering::Relaxed) * batch_len;
@@ -1005,9 +1011,7 @@ impl Array {
                                 + batch.len() as u64;
                             let b = bytes.fetch_add(chunk * batch.len() as u64, Ordering::Relaxed)
                                 + chunk * batch.len() as u64;
-                            let own = own_bytes
-                                .fetch_add(chunk * batch.len() as u64, Ordering::Relaxed)
-                                + chunk * batch.len() as u64;
+                            own_bytes.fetch_add(chunk * batch.len() as u64, Ordering::Relaxed);
                             progress(RebuildProgress {
                                 stripes_done: d,
                                 stripes_total: total,
@@ -1018,20 +1022,26 @@ impl Array {
                                 stop.store(true, Ordering::Relaxed);
                             }
                             // The core's pacer (the simulator's too): min speed
-                            // while users are doing I/O, max otherwise. No stripe
-                            // lock is held while sleeping.
-                            let busy = self.hot.user_io.swap(false, Ordering::Relaxed);
-                            let limits = hetraid_core::pace::PaceLimits {
-                                min_bps: opts.min_speed,
-                                max_bps: opts.max_speed,
-                            };
-                            let wait = hetraid_core::pace::wait_ns(
-                                limits,
-                                opts.pace.bytes(b, own),
-                                t0.elapsed().as_nanos() as u64,
-                                busy,
-                            );
-                            if wait > 0 {
+                            // while users are active, max otherwise; asked
+                            // again after each wait until it says go (MD
+                            // sleeps and re-checks, "goto repeat"), so the
+                            // average rate with this batch is at the limit.
+                            // No stripe lock is held while sleeping. Bounded:
+                            // the rate falls as time passes, and a wait ends
+                            // a stop or cancel.
+                            loop {
+                                let wait = hetraid_core::pace::wait_ns(
+                                    limits,
+                                    opts.pace.bytes(
+                                        bytes.load(Ordering::Relaxed),
+                                        own_bytes.load(Ordering::Relaxed),
+                                    ),
+                                    t0.elapsed().as_nanos() as u64,
+                                    self.users_active(),
+                                );
+                                if wait == 0 || halted() {
+                                    break;
+                                }
                                 std::thread::sleep(Duration::from_nanos(wait));
                             }
                             let mut lc = last_ckpt.lock().unwrap();

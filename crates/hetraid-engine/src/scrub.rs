@@ -246,10 +246,7 @@ impl Array {
             };
             self.note_progress("scrub", &p, 0);
             progress(p);
-            let busy = self
-                .hot
-                .user_io
-                .swap(false, std::sync::atomic::Ordering::Relaxed);
+            let busy = self.users_active();
             let wait =
                 hetraid_core::pace::wait_ns(limits, bytes, t0.elapsed().as_nanos() as u64, busy);
             // Short waits are taken together with the next ones.

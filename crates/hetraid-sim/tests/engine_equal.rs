@@ -731,3 +731,112 @@ fn trims_discard_the_same_extents_in_engine_and_simulator() {
         check(c, n, vec![]);
     }
 }
+
+/// Issue 38, row 2: one "users are active" rule (core
+/// `pace::users_active`) and one pacing procedure (after each batch, asked
+/// again until it says go) under a user load. A reader issuing a 4 KiB read
+/// every 50 ms keeps users active through the whole rebuild, so both
+/// executors hold it to the minimum speed (1 MB/s, the maximum 8 MB/s):
+/// 4 MiB take about 4.2 s in each, within 5 % of one another. (The engine
+/// slept once per batch, at most 0.5 s: 0.53 s.)
+#[test]
+fn rebuild_pacing_under_user_load_is_the_same_in_engine_and_simulator() {
+    use hetraid_engine::member::FaultMember;
+    use hetraid_engine::RebuildOptions;
+    const DATA: u64 = 4 << 20;
+    const MIN: u64 = 1_000_000;
+    const MAX: u64 = 8_000_000;
+    const EVERY_MS: u64 = 50;
+    let chunk = 65536;
+    let n = 4;
+    let members: Vec<Arc<dyn Member>> = (0..n)
+        .map(|i| Arc::new(FaultMember::new(&format!("m{i}"), DATA_OFFSET + DATA, i)) as _)
+        .collect();
+    let a = Array::create(
+        members,
+        &create_opts(
+            LayoutRecord {
+                name: "raid5".into(),
+                ..Default::default()
+            },
+            chunk,
+        ),
+    )
+    .unwrap();
+    a.fail(1).unwrap();
+    a.replace(
+        1,
+        Arc::new(FaultMember::new("new", DATA_OFFSET + DATA, 99)),
+        false,
+    )
+    .unwrap();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let engine = std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut buf = vec![0u8; 4096];
+            let mut i = 0u64;
+            // Bounded by the rebuild: it sets `done`.
+            while !done.load(Relaxed) {
+                a.read((i * 7919 % 1000) * 4096, &mut buf).unwrap();
+                i += 1;
+                std::thread::sleep(std::time::Duration::from_millis(EVERY_MS));
+            }
+        });
+        let r = a
+            .rebuild(
+                RebuildOptions {
+                    min_speed: MIN,
+                    max_speed: MAX,
+                    stop_after: None,
+                    pace: PaceScope::Array,
+                },
+                &|_| {},
+            )
+            .unwrap();
+        done.store(true, Relaxed);
+        r
+    });
+    assert!(engine.completed);
+
+    // The same load as a timed trace (SPC: ASU,LBA,size,opcode,seconds).
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("load.spc");
+    let lines: String = (0..400u64)
+        .map(|i| {
+            format!(
+                "0,{},4096,r,{:.3}\n",
+                (i * 7919 % 1000) * 8,
+                (i * EVERY_MS) as f64 / 1000.0
+            )
+        })
+        .collect();
+    std::fs::write(&trace, lines).unwrap();
+    let mut c = RunConfig::new("raid5", &format!("nvram-1g*{n}"));
+    c.workload = "trace".into();
+    c.trace = Some(trace.display().to_string());
+    c.replay = "timed".into();
+    c.chunk = Size(chunk);
+    c.member_size = Some(Size(DATA));
+    c.failed = Some(1.into());
+    c.rebuild = true;
+    c.min_speed = Size(MIN);
+    c.max_speed = Size(MAX);
+    let sim = hetraid_sim::run(&c).unwrap().rebuild.unwrap();
+    let ratio = engine.seconds / sim.rebuild_time_s;
+    let at_min = DATA as f64 / MIN as f64;
+    eprintln!(
+        "under user load: engine {:.3} s, simulator {:.3} s (ratio {ratio:.3}), {at_min:.2} s at the minimum speed",
+        engine.seconds, sim.rebuild_time_s
+    );
+    assert!(
+        (sim.rebuild_time_s / at_min - 1.0).abs() < 0.1,
+        "the simulator's rebuild under load took {:.3} s, not about {at_min:.2}",
+        sim.rebuild_time_s
+    );
+    assert!(
+        (0.95..=1.05).contains(&ratio),
+        "engine {:.3} s, simulator {:.3} s (ratio {ratio:.3})",
+        engine.seconds,
+        sim.rebuild_time_s
+    );
+}

@@ -29,6 +29,9 @@ pub struct ArrayCell {
     /// one batch), more for a command holding the array offline (fewer
     /// assemblies; `status` from another shell still sees progress).
     batches_per_swap: std::sync::atomic::AtomicU64,
+    /// When user requests were last seen, across the arrays each batch
+    /// assembles (the pacer's rule).
+    activity: super::UserActivity,
     /// The change running: when it started and the moves done then.
     change_start: std::sync::Mutex<Option<(std::time::Instant, u64)>>,
 }
@@ -69,6 +72,7 @@ impl ArrayCell {
             reopen,
             changing: std::sync::Mutex::new(()),
             stopping: std::sync::atomic::AtomicBool::new(false),
+            activity: super::UserActivity::new(),
             batches_per_swap: std::sync::atomic::AtomicU64::new(
                 hetraid_core::limits::SERVED_BATCHES_PER_SWAP,
             ),
@@ -300,12 +304,9 @@ impl ArrayCell {
                     "the server is stopping: the change stays recorded and continues when the array is next served or assembled".into(),
                 ));
             }
-            // Requests since the last batch ran on the array now in the cell.
-            let busy = self
-                .current()
-                .hot
-                .user_io
-                .swap(false, std::sync::atomic::Ordering::Relaxed);
+            // Requests ran on the array now in the cell (each batch
+            // assembles a new one: the cell keeps when they were seen).
+            let busy = self.activity.observe(&self.current().hot.user_io);
             if let Some(mut r) = self.step()? {
                 r.seconds = start.elapsed().as_secs_f64();
                 return Ok(r);

@@ -638,6 +638,7 @@ impl Array {
                 io_seen: AtomicBool::new(false),
                 write_back_log: false,
             },
+            activity: super::UserActivity::new(),
             read_only: false,
             stripe_pool: Mutex::new(Vec::new()),
             read_errors: (0..n).map(|_| Default::default()).collect(),

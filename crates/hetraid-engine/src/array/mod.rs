@@ -146,6 +146,34 @@ pub fn new_device_id() -> u64 {
 /// other fields (as Rust orders them by size) they took five lines, each a
 /// miss after the kernel's `pread` has run through the caches.
 #[repr(C, align(64))]
+/// When user requests were last seen, for the pacer's "users active" rule
+/// (`hetraid_core::pace::users_active`): the engine sees a flag the request
+/// paths raise, and stamps the time it finds it raised.
+pub(crate) struct UserActivity {
+    epoch: std::time::Instant,
+    /// Nanoseconds after `epoch` requests were last seen, +1 (0: never).
+    seen_ns: std::sync::atomic::AtomicU64,
+}
+
+impl UserActivity {
+    pub(crate) fn new() -> Self {
+        Self {
+            epoch: std::time::Instant::now(),
+            seen_ns: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Take `flag` (raised by each request) and answer by the core's rule.
+    pub(crate) fn observe(&self, flag: &AtomicBool) -> bool {
+        let now = self.epoch.elapsed().as_nanos() as u64 + 1;
+        if flag.swap(false, Ordering::Relaxed) {
+            self.seen_ns.store(now, Ordering::Relaxed);
+        }
+        let seen = self.seen_ns.load(Ordering::Relaxed);
+        hetraid_core::pace::users_active(false, (seen != 0).then(|| now - seen))
+    }
+}
+
 pub(crate) struct ReadHot {
     pub(crate) slots: Box<[Arc<crate::member::Slot>]>,
     /// The layout's read fast path map (`Layout::direct_map`), for reads
@@ -169,6 +197,8 @@ const _: () = assert!(
 
 pub struct Array {
     pub(crate) hot: ReadHot,
+    /// The pacer's view of `hot.user_io`.
+    pub(crate) activity: UserActivity,
     /// Assembled read-only (Access::ReadOnly or Inspect): nothing is written.
     read_only: bool,
     sb: Mutex<Superblock>,
@@ -432,6 +462,12 @@ impl Array {
         if !self.hot.io_seen.load(Ordering::Relaxed) {
             self.hot.io_seen.store(true, Ordering::Relaxed);
         }
+    }
+
+    /// Are users active, by the core's rule (`pace::users_active`)? Requests
+    /// since the last look are seen now; the window runs from then.
+    pub(crate) fn users_active(&self) -> bool {
+        self.activity.observe(&self.hot.user_io)
     }
 
     /// Was there user I/O since the last call? (The idle reclaimer asks.)

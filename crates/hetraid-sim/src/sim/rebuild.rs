@@ -2,7 +2,7 @@
 //! engine's size, MD's speed limits, in place or into spare space.
 
 use super::{build_device, Ev, JobKind, Runner};
-use crate::kernel::{Ns, NS_PER_S};
+use crate::kernel::Ns;
 use hetraid_core::iomap::RequestIo;
 use hetraid_core::plan::{MemberState, Op, Planner};
 
@@ -13,8 +13,10 @@ impl Runner<'_> {
     pub(super) fn throttle(&self, stream: usize) -> Ns {
         let rb = self.rebuild.as_ref().unwrap();
         let now = self.k.now();
-        let user_busy = self.inflight > 0
-            || now.saturating_sub(self.last_user_done) < NS_PER_S / 2 && !self.resp.is_empty();
+        let user_busy = hetraid_core::pace::users_active(
+            self.inflight > 0,
+            (!self.resp.is_empty()).then(|| now.saturating_sub(self.last_user_done)),
+        );
         let limits = hetraid_core::pace::PaceLimits {
             min_bps: self.s.cfg.min_speed.0,
             max_bps: self.s.cfg.max_speed.0,
