@@ -371,6 +371,28 @@ pub fn log_bytes(room: u64, requested: Option<u64>, min: u64) -> Result<u64, Str
     }
 }
 
+/// HPDA's log for `layout`: its size in bytes (`log_bytes` over the room the
+/// layout's log regions leave and the smallest log its records need) and the
+/// regions (member, offset) that hold its two copies. The engine and the
+/// simulator both take the log from here.
+pub fn log_region(
+    layout: &dyn crate::Layout,
+    requested: Option<u64>,
+) -> Result<(u64, Vec<(usize, u64)>), String> {
+    let regions = layout.log_regions();
+    let room = regions.iter().map(|r| r.length).min().unwrap_or(0);
+    let min = crate::journal::log_bytes_min(
+        layout.members(),
+        layout.chunk_bytes(),
+        &crate::journal::Reserve::new(layout.members(), layout.redundancy()),
+    );
+    let bytes = log_bytes(room, requested, min)?;
+    Ok((
+        bytes,
+        regions.iter().map(|r| (r.member, r.offset)).collect(),
+    ))
+}
+
 /// The log's state as the reclaimer's policy sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LogFill {

@@ -311,20 +311,14 @@ impl Setup {
         };
         let log = match (&cfg.log, cfg.log_mode.as_deref()) {
             _ if hpda => {
-                let regions = layout.log_regions();
-                let room = regions.iter().map(|r| r.length).min().unwrap_or(0);
-                let min = hetraid_core::journal::log_bytes_min(
-                    specs.len(),
-                    cfg.chunk.0,
-                    &hetraid_core::journal::Reserve::new(specs.len(), layout.redundancy()),
-                );
-                let size = hetraid_core::hpda::log_bytes(room, cfg.log_size.map(|s| s.0), min)
-                    .map_err(|e| format!("log_size: {e}"))?;
+                let (size, on_members) =
+                    hetraid_core::hpda::log_region(layout.as_ref(), cfg.log_size.map(|s| s.0))
+                        .map_err(|e| format!("log_size: {e}"))?;
                 Some(LogSetup {
                     specs: vec![],
                     ring_bytes: hetraid_core::journal::ring_bytes(size),
                     write_back: true,
-                    on_members: regions.iter().map(|r| (r.member, r.offset)).collect(),
+                    on_members,
                 })
             }
             (None, Some(_)) => {

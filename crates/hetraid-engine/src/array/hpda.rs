@@ -85,16 +85,9 @@ impl HpdaRuntime {
 /// HPDA's log region: its bytes (core `hpda::log_bytes`) and the two
 /// slots holding it (HDD-1, HDD-2).
 pub(crate) fn log_region(layout: &dyn Layout, requested: Option<u64>) -> Result<(u64, Vec<usize>)> {
-    let regions = layout.log_regions();
-    let room = regions.iter().map(|r| r.length).min().unwrap_or(0);
-    let min = hetraid_core::journal::log_bytes_min(
-        layout.members(),
-        layout.chunk_bytes(),
-        &hetraid_core::journal::Reserve::new(layout.members(), layout.redundancy()),
-    );
-    let bytes = hpda::log_bytes(room, requested, min)
+    let (bytes, regions) = hpda::log_region(layout, requested)
         .map_err(|e| EngineError::Refused(format!("--log-size: {e}")))?;
-    Ok((bytes, regions.iter().map(|r| r.member).collect()))
+    Ok((bytes, regions.iter().map(|r| r.0).collect()))
 }
 
 impl Array {

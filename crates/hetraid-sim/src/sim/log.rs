@@ -356,6 +356,19 @@ impl Runner<'_> {
                         // HPDA: ask the policy again (it may go on).
                         self.hpda_wake_now();
                     }
+                    // RAID4 writes that wait for the log to empty go once it
+                    // is (a reclaim of one batch was running: another of
+                    // everything follows, as the engine's `reclaim_to(0)`).
+                    if !self.after_reclaim.is_empty() {
+                        let log = self.log.as_mut().unwrap();
+                        if log.fill(true).holds_data {
+                            log.start_reclaim(0);
+                            continue;
+                        }
+                        while let Some((req, arrived)) = self.after_reclaim.pop_front() {
+                            self.launch(req, arrived, false, false)?;
+                        }
+                    }
                     continue;
                 }
                 let max = journal::write_back_record_max(&log.ring, members);

@@ -162,6 +162,8 @@ struct Runner<'a> {
     wbuf_cap: u64,
     wbuf_used: u64,
     wbuf_waiting: VecDeque<(Request, Ns)>,
+    /// HPDA: RAID4 writes waiting for the log to be emptied (a copy lost).
+    after_reclaim: VecDeque<(Request, Ns)>,
 }
 
 /// Run one simulation.
@@ -313,6 +315,7 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
         wbuf_cap: s.cfg.write_buffer.map_or(0, |b| b.0),
         wbuf_used: 0,
         wbuf_waiting: VecDeque::new(),
+        after_reclaim: VecDeque::new(),
         planner: Planner::new(s.layout.as_ref(), s.policy, service.clone()),
         service,
         s,
@@ -614,7 +617,7 @@ impl Runner<'_> {
                     let cond = hetraid_core::hpda::Condition {
                         raid4_whole: self.raid4_whole(),
                         log_copies_live: log.devs.len(),
-                        log_copies: 2,
+                        log_copies: self.s.log.as_ref().map_or(2, |l| l.on_members.len()),
                         overlaps_log: log.overlaps(req.offset, req.offset + req.len),
                     };
                     to_log = hetraid_core::hpda::route_write(kind, &cond)
@@ -622,12 +625,19 @@ impl Runner<'_> {
                     self.hpda_routed[usize::from(!to_log)] += 1;
                     if !to_log
                         && cond.log_copies_live < cond.log_copies
-                        && !log.reclaiming()
-                        && log.fill(true).holds_data
+                        && (log.reclaiming() || log.fill(true).holds_data)
                     {
-                        // A lost copy: the log is emptied first (the engine
-                        // reclaims before the write; here alongside it).
-                        self.log.as_mut().unwrap().start_reclaim(0);
+                        // A lost copy: the log is emptied onto the RAID4
+                        // first, and the write waits for it (as the
+                        // engine's does: nothing stays on one copy, and
+                        // the write reads the RAID4 the reclaim wrote).
+                        let log = self.log.as_mut().unwrap();
+                        if !log.reclaiming() {
+                            log.start_reclaim(0);
+                        }
+                        self.hpda_wake_later(now);
+                        self.after_reclaim.push_back((req, now));
+                        return self.log_pump();
                     }
                 }
             }
