@@ -486,3 +486,84 @@ fn batch_sizes_are_the_cores() {
         std::fs::read_to_string(format!("{root}hetraid-engine/src/array/failure.rs")).unwrap();
     assert!(failure.contains("= hetraid_core::limits::MAX_READ_ERRORS;"));
 }
+
+/// Issue 38: every command the README shows runs as typed. The two quick
+/// start commands are what CI runs itself (`.ci/run`); every other `sh`
+/// block runs here, with `set -euo pipefail`, in an empty directory, with
+/// this build's `hetraid` first on the PATH.
+#[test]
+fn the_readme_commands_run_as_typed() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    assert!(
+        readme.lines().count() <= 150,
+        "the README is over 150 lines"
+    );
+    let mut blocks: Vec<String> = Vec::new();
+    let mut cur: Option<String> = None;
+    for l in readme.lines() {
+        match (&mut cur, l.trim_start()) {
+            (None, "```sh") => cur = Some(String::new()),
+            (Some(b), "```") => {
+                blocks.push(std::mem::take(b));
+                cur = None;
+            }
+            (Some(b), _) => {
+                b.push_str(l);
+                b.push('\n');
+            }
+            _ => {}
+        }
+    }
+    let ci = [
+        "cargo run --release -q -- demo\n",
+        "cargo test --workspace\n",
+    ];
+    let ci_script =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../.ci/run")).unwrap();
+    for c in ci {
+        assert!(
+            blocks.iter().any(|b| b == c),
+            "the README lost `{}`",
+            c.trim()
+        );
+        assert!(
+            ci_script.contains(c.trim()),
+            ".ci/run does not run `{}`",
+            c.trim()
+        );
+    }
+    let runnable: Vec<&String> = blocks
+        .iter()
+        .filter(|b| !ci.contains(&b.as_str()))
+        .collect();
+    assert!(!runnable.is_empty());
+    if !common::have("nbdinfo") || !common::have("nbdcopy") {
+        return;
+    }
+    let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_hetraid"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for b in runnable {
+        let d = tempfile::tempdir().unwrap();
+        let o = std::process::Command::new("bash")
+            .args(["-euo", "pipefail", "-c", b])
+            .current_dir(d.path())
+            .env("PATH", &path)
+            .env("XDG_RUNTIME_DIR", d.path())
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "a README block failed:\n{b}\nstdout:\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}

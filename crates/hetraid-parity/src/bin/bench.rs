@@ -26,7 +26,7 @@
 //! `hetraid-parity-bench --isal-vs-isal MODE ...` is the control: ISA-L on
 //! both sides, the same harness otherwise. Its ratio shows what the method
 //! itself adds on a machine (0.994-1.004 in five runs of pq-update 4+2 4K
-//! on the 2-core Zen 3 VM the figures in the README come from; from memory,
+//! on the 2-core Zen 3 VM the figures in docs/BENCHMARKS.md come from; from memory,
 //! 400 ms runs of pq 4+2: 0.994-1.020 over 8 runs, XOR 4+1 0.996-1.014).
 
 use std::alloc::{alloc, Layout};
