@@ -567,3 +567,45 @@ fn the_readme_commands_run_as_typed() {
         );
     }
 }
+
+/// Issue 38: docs/ARCHITECTURE.md is drawn from the code: every source file
+/// it names (`name.rs`, `dir/name.rs`, `crates/...`) exists, and every crate
+/// of the workspace is named.
+#[test]
+fn the_architecture_names_what_exists() {
+    let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+    let doc = std::fs::read_to_string(root.join("docs/ARCHITECTURE.md")).unwrap();
+    let mut files: Vec<String> = Vec::new();
+    fn walk(d: &std::path::Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() && p.file_name().is_some_and(|n| n != "target") {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p.display().to_string());
+            }
+        }
+    }
+    walk(&root.join("crates"), &mut files);
+    let mut missing = Vec::new();
+    for piece in doc.split('`').skip(1).step_by(2) {
+        if !piece.ends_with(".rs") || piece.contains(' ') {
+            continue;
+        }
+        let suffix = format!("/{}", piece.trim_start_matches("crates/"));
+        if !files.iter().any(|f| f.ends_with(&suffix)) {
+            missing.push(piece.to_string());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md names files that do not exist: {missing:?}"
+    );
+    for c in std::fs::read_dir(root.join("crates")).unwrap().flatten() {
+        let name = c.file_name().to_string_lossy().to_string();
+        assert!(
+            doc.contains(&format!("`{name}`")),
+            "ARCHITECTURE.md never names `{name}`"
+        );
+    }
+}
