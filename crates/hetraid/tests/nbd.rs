@@ -77,6 +77,7 @@ impl Server {
         Server { child, sock }
     }
     fn stop(mut self) {
+        // SAFETY: kill(2) on a child this test started; no memory is passed.
         unsafe { libc_kill(self.child.id() as i32, 15) };
         let t = Instant::now();
         while self.child.try_wait().unwrap().is_none() {
@@ -321,6 +322,7 @@ fn kill_9_mid_write_then_restart_keeps_flushed_data() {
             break;
         }
         if i == 20 {
+            // SAFETY: kill(2) on a child this test started; no memory is passed.
             unsafe { libc_kill(srv.child.id() as i32, 9) };
         }
     }
@@ -394,6 +396,7 @@ fn kill_9_under_fio_with_a_journal_then_verify_and_scrub() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill(2) on a child this test started; no memory is passed.
     unsafe { libc_kill(srv.child.id() as i32, 9) };
     srv.child.wait().unwrap();
     let _ = fio.wait();
@@ -791,6 +794,7 @@ fn serves_over_tcp_too() {
     let out = d.path().join("out.bin");
     run(Command::new("nbdcopy").arg(&uri).arg(&out));
     assert!(std::fs::read(&out).unwrap()[..data.len()] == data[..]);
+    // SAFETY: kill(2) on a child this test started; no memory is passed.
     unsafe { libc_kill(child.id() as i32, 15) };
     assert!(child.wait().unwrap().success());
 }
@@ -1132,6 +1136,7 @@ fn hpda_kill_9_under_fio_then_verify_and_scrub() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(400));
+    // SAFETY: kill(2) on a child this test started; no memory is passed.
     unsafe { libc_kill(srv.child.id() as i32, 9) };
     srv.child.wait().unwrap();
     let _ = fio.wait();
@@ -2122,6 +2127,7 @@ fn the_nbd_socket_is_0600_whatever_the_umask() {
             std::thread::sleep(Duration::from_millis(20));
         }
         let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
+        // SAFETY: kill(2) on a child this test started; no memory is passed.
         unsafe { libc_kill(child.id() as i32, 15) };
         child.wait().unwrap();
         assert_eq!(mode, want, "socket mode under umask 000 with '{extra}'");

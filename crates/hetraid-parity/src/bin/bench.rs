@@ -183,7 +183,9 @@ impl Stripes {
         // SAFETY (all the slices below): blocks of stripe `s`, inside the
         // allocation, which is never freed; the blocks of a stripe do not
         // overlap, and each step replaces the previous step's slices.
+        // SAFETY: as the comment above says for all these slices.
         let block = |i: usize| unsafe { std::slice::from_raw_parts(self.block(s, i), chunk) };
+        // SAFETY: as the comment above says for all these slices.
         let block_mut =
             |i: usize| unsafe { std::slice::from_raw_parts_mut(self.block(s, i), chunk) };
         if self.mode == Mode::Recover {
@@ -433,6 +435,7 @@ fn same_results(st: &Stripes, isal: &isal::Isal) -> Result<(), String> {
             // SAFETY: block i of stripe 0.
             let block = unsafe { std::slice::from_raw_parts(*p, chunk) };
             // ISA-L's crc32_iscsi leaves out the final inversion.
+            // SAFETY: ISA-L's crc32_iscsi reads `chunk` bytes of block i of stripe 0.
             let theirs = !unsafe { isal.crc32_iscsi(*p, chunk) };
             let ours = hetraid_parity::crc32c::crc32c(block);
             if ours != theirs {
@@ -541,14 +544,17 @@ mod isal {
 
     /// `dlsym` of `name` as a function pointer of type `T`.
     unsafe fn sym<T: Copy>(lib: *mut c_void, name: &CStr) -> Result<T, String> {
-        let p = libc::dlsym(lib, name.as_ptr());
-        if p.is_null() {
-            return Err(format!(
-                "libisal has no symbol {name:?}; install libisal-dev 2.30 or newer"
-            ));
+        // SAFETY: the caller keeps this function's contract (see its documentation).
+        unsafe {
+            let p = libc::dlsym(lib, name.as_ptr());
+            if p.is_null() {
+                return Err(format!(
+                    "libisal has no symbol {name:?}; install libisal-dev 2.30 or newer"
+                ));
+            }
+            assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<*mut c_void>());
+            Ok(std::mem::transmute_copy(&p))
         }
-        assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<*mut c_void>());
-        Ok(std::mem::transmute_copy(&p))
     }
 
     impl Isal {
@@ -612,7 +618,8 @@ mod isal {
         /// # Safety
         /// `p` addresses `len` readable bytes.
         pub unsafe fn crc32_iscsi(&self, p: *const u8, len: usize) -> u32 {
-            (self.crc32_iscsi)(p, len as c_int, 0xffff_ffff)
+            // SAFETY: the caller keeps this function's contract (see its documentation).
+            unsafe { (self.crc32_iscsi)(p, len as c_int, 0xffff_ffff) }
         }
 
         /// One step on a stripe whose blocks are `ptrs[..k + parity]`.
@@ -621,44 +628,47 @@ mod isal {
         /// Each of those pointers addresses `chunk` bytes, the blocks do not
         /// overlap, and `k` is the one given to [`Isal::load`].
         pub unsafe fn step(&self, mode: Mode, k: usize, chunk: usize, ptrs: &mut [*mut u8; 64]) {
-            let (kc, len) = (k as c_int, chunk as c_int);
-            let vp = ptrs.as_mut_ptr() as *mut *mut c_void;
-            match mode {
-                Mode::Xor => {
-                    (self.xor_gen)(kc + 1, len, vp);
-                }
-                Mode::Pq => {
-                    (self.pq_gen)(kc + 2, len, vp);
-                }
-                Mode::Recover => {
-                    // Data 2..K-1, P and Q in; data 0 and 1 out.
-                    let out = [ptrs[0], ptrs[1]];
-                    (self.encode)(
-                        len,
-                        kc,
-                        2,
-                        self.dec_tables.as_ptr(),
-                        ptrs[2..].as_ptr(),
-                        out.as_ptr(),
-                    );
-                }
-                Mode::PqUpdate => {
-                    // Old = block 0's bytes, new = block 2's, into P and Q of
-                    // block 1: ISA-L has no fused delta, so two updates.
-                    let par = [ptrs[k], ptrs[k + 1]];
-                    let t = self.enc_tables.as_ptr();
-                    (self.encode_update)(len, kc, 2, 1, t, ptrs[0], par.as_ptr());
-                    (self.encode_update)(len, kc, 2, 1, t, ptrs[2 % k], par.as_ptr());
-                }
-                Mode::Crc32c => {
-                    for p in &ptrs[..k] {
-                        std::hint::black_box((self.crc32_iscsi)(*p, len, 0xffff_ffff));
+            // SAFETY: the caller keeps this function's contract (see its documentation).
+            unsafe {
+                let (kc, len) = (k as c_int, chunk as c_int);
+                let vp = ptrs.as_mut_ptr() as *mut *mut c_void;
+                match mode {
+                    Mode::Xor => {
+                        (self.xor_gen)(kc + 1, len, vp);
                     }
+                    Mode::Pq => {
+                        (self.pq_gen)(kc + 2, len, vp);
+                    }
+                    Mode::Recover => {
+                        // Data 2..K-1, P and Q in; data 0 and 1 out.
+                        let out = [ptrs[0], ptrs[1]];
+                        (self.encode)(
+                            len,
+                            kc,
+                            2,
+                            self.dec_tables.as_ptr(),
+                            ptrs[2..].as_ptr(),
+                            out.as_ptr(),
+                        );
+                    }
+                    Mode::PqUpdate => {
+                        // Old = block 0's bytes, new = block 2's, into P and Q of
+                        // block 1: ISA-L has no fused delta, so two updates.
+                        let par = [ptrs[k], ptrs[k + 1]];
+                        let t = self.enc_tables.as_ptr();
+                        (self.encode_update)(len, kc, 2, 1, t, ptrs[0], par.as_ptr());
+                        (self.encode_update)(len, kc, 2, 1, t, ptrs[2 % k], par.as_ptr());
+                    }
+                    Mode::Crc32c => {
+                        for p in &ptrs[..k] {
+                            std::hint::black_box((self.crc32_iscsi)(*p, len, 0xffff_ffff));
+                        }
+                    }
+                    Mode::Memcpy | Mode::Crc32cCrate => unreachable!("refused in main"),
                 }
-                Mode::Memcpy | Mode::Crc32cCrate => unreachable!("refused in main"),
+                std::hint::black_box(ptrs[0]);
+                zero_upper();
             }
-            std::hint::black_box(ptrs[0]);
-            zero_upper();
         }
     }
 }

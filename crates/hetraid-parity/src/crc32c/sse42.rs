@@ -26,13 +26,21 @@ pub fn detected() -> bool {
     is_x86_feature_detected!("sse4.2") && is_x86_feature_detected!("pclmulqdq")
 }
 
+/// # Safety
+///
+/// The CPU must have sse4.2 (the caller checked it); every pointer and length must cover the bytes read and written.
 #[inline]
 #[target_feature(enable = "sse4.2")]
 pub(super) unsafe fn word(p: *const u8, at: usize) -> u64 {
-    u64::from_le(std::ptr::read_unaligned(p.add(at) as *const u64))
+    // SAFETY: the caller keeps this function's contract: the CPU has the features it is compiled for, and the pointers and lengths cover what it reads and writes.
+    unsafe { u64::from_le(std::ptr::read_unaligned(p.add(at) as *const u64)) }
 }
 
 /// Low 64 bits of the carry-less product of two 32-bit values.
+///
+/// # Safety
+///
+/// The CPU must have pclmulqdq (the caller checked it); every pointer and length must cover the bytes read and written.
 #[inline]
 #[target_feature(enable = "pclmulqdq")]
 pub(super) unsafe fn clmul(a: u64, b: u64) -> u64 {
@@ -46,31 +54,34 @@ pub(super) unsafe fn clmul(a: u64, b: u64) -> u64 {
 /// The CPU must have SSE 4.2 and PCLMULQDQ ([`detected`]).
 #[target_feature(enable = "sse4.2,pclmulqdq")]
 pub unsafe fn append(crc: u32, data: &[u8]) -> u32 {
-    let mut r = (!crc) as u64;
-    let (mut p, mut left) = (data.as_ptr(), data.len());
-    for &(len, k2, k1) in &RUNS {
-        while left >= 3 * len {
-            let (mut a, mut b, mut c) = (r, 0u64, 0u64);
-            let mut i = 0;
-            while i < len {
-                a = _mm_crc32_u64(a, word(p, i));
-                b = _mm_crc32_u64(b, word(p, len + i));
-                c = _mm_crc32_u64(c, word(p, 2 * len + i));
-                i += 8;
+    // SAFETY: the caller keeps this function's contract: the CPU has the features it is compiled for, and the pointers and lengths cover what it reads and writes.
+    unsafe {
+        let mut r = (!crc) as u64;
+        let (mut p, mut left) = (data.as_ptr(), data.len());
+        for &(len, k2, k1) in &RUNS {
+            while left >= 3 * len {
+                let (mut a, mut b, mut c) = (r, 0u64, 0u64);
+                let mut i = 0;
+                while i < len {
+                    a = _mm_crc32_u64(a, word(p, i));
+                    b = _mm_crc32_u64(b, word(p, len + i));
+                    c = _mm_crc32_u64(c, word(p, 2 * len + i));
+                    i += 8;
+                }
+                r = _mm_crc32_u64(0, clmul(a, k2) ^ clmul(b, k1)) ^ c;
+                p = p.add(3 * len);
+                left -= 3 * len;
             }
-            r = _mm_crc32_u64(0, clmul(a, k2) ^ clmul(b, k1)) ^ c;
-            p = p.add(3 * len);
-            left -= 3 * len;
         }
+        while left >= 8 {
+            r = _mm_crc32_u64(r, word(p, 0));
+            p = p.add(8);
+            left -= 8;
+        }
+        let mut r = r as u32;
+        for k in 0..left {
+            r = _mm_crc32_u8(r, *p.add(k));
+        }
+        !r
     }
-    while left >= 8 {
-        r = _mm_crc32_u64(r, word(p, 0));
-        p = p.add(8);
-        left -= 8;
-    }
-    let mut r = r as u32;
-    for k in 0..left {
-        r = _mm_crc32_u8(r, *p.add(k));
-    }
-    !r
 }

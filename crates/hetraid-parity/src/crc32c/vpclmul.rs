@@ -43,6 +43,9 @@ pub fn detected() -> bool {
         && super::sse42::detected()
 }
 
+/// # Safety
+///
+/// The CPU must have avx2,vpclmulqdq (the caller checked it); every pointer and length must cover the bytes read and written.
 #[inline]
 #[target_feature(enable = "avx2,vpclmulqdq")]
 unsafe fn fold256(a: __m256i, b: __m256i, k: __m256i) -> __m256i {
@@ -51,6 +54,9 @@ unsafe fn fold256(a: __m256i, b: __m256i, k: __m256i) -> __m256i {
     _mm256_xor_si256(_mm256_xor_si256(b, lo), hi)
 }
 
+/// # Safety
+///
+/// The CPU must have pclmulqdq (the caller checked it); every pointer and length must cover the bytes read and written.
 #[inline]
 #[target_feature(enable = "pclmulqdq")]
 unsafe fn fold128(a: __m128i, b: __m128i, k: (u64, u64)) -> __m128i {
@@ -60,68 +66,79 @@ unsafe fn fold128(a: __m128i, b: __m128i, k: (u64, u64)) -> __m128i {
     _mm_xor_si128(_mm_xor_si128(b, lo), hi)
 }
 
+/// # Safety
+///
+/// The CPU must have avx2 (the caller checked it); every pointer and length must cover the bytes read and written.
 #[inline]
 #[target_feature(enable = "avx2")]
 unsafe fn load(p: *const u8, at: usize) -> __m256i {
-    _mm256_loadu_si256(p.add(at) as *const __m256i)
+    // SAFETY: the caller keeps this function's contract: the CPU has the features it is compiled for, and the pointers and lengths cover what it reads and writes.
+    unsafe { _mm256_loadu_si256(p.add(at) as *const __m256i) }
 }
 
 /// The CRC register after one block at `p`, starting from register `r`;
 /// `next`: another block follows (fetch it ahead).
+///
+/// # Safety
+///
+/// The CPU must have avx2,vpclmulqdq,pclmulqdq,sse4.2 (the caller checked it); every pointer and length must cover the bytes read and written.
 #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq,sse4.2")]
 unsafe fn block(r: u32, p: *const u8, next: bool) -> u32 {
-    let (k0, k1) = FOLD_STEP;
-    let k = _mm256_set_epi64x(k1 as i64, k0 as i64, k1 as i64, k0 as i64);
-    let mut v = [load(p, 0), load(p, 32), load(p, 64)];
-    v[0] = _mm256_xor_si256(v[0], _mm256_zextsi128_si256(_mm_cvtsi32_si128(r as i32)));
-    let s = p.add(FOLDED);
-    let mut c = [0u64; STREAMS];
-    for it in 0..STEPS {
-        // The five parts walk a block at once, which the hardware prefetchers
-        // do not follow: fetch the next block's lines (4 per step, 64 in all)
-        // ahead (not past the input: a lone block, as after a read, is in
-        // cache already and the lines after it are someone else's).
-        if next {
-            for l in 0..4 {
-                let ahead = p.add(BLOCK + 64 * (4 * it + l));
-                _mm_prefetch::<_MM_HINT_T0>(ahead as *const i8);
+    // SAFETY: the caller keeps this function's contract: the CPU has the features it is compiled for, and the pointers and lengths cover what it reads and writes.
+    unsafe {
+        let (k0, k1) = FOLD_STEP;
+        let k = _mm256_set_epi64x(k1 as i64, k0 as i64, k1 as i64, k0 as i64);
+        let mut v = [load(p, 0), load(p, 32), load(p, 64)];
+        v[0] = _mm256_xor_si256(v[0], _mm256_zextsi128_si256(_mm_cvtsi32_si128(r as i32)));
+        let s = p.add(FOLDED);
+        let mut c = [0u64; STREAMS];
+        for it in 0..STEPS {
+            // The five parts walk a block at once, which the hardware prefetchers
+            // do not follow: fetch the next block's lines (4 per step, 64 in all)
+            // ahead (not past the input: a lone block, as after a read, is in
+            // cache already and the lines after it are someone else's).
+            if next {
+                for l in 0..4 {
+                    let ahead = p.add(BLOCK + 64 * (4 * it + l));
+                    _mm_prefetch::<_MM_HINT_T0>(ahead as *const i8);
+                }
+            }
+            if it > 0 {
+                for (i, l) in v.iter_mut().enumerate() {
+                    *l = fold256(*l, load(p, STEP * it + 32 * i), k);
+                }
+            }
+            for w in 0..WORDS {
+                for (j, cj) in c.iter_mut().enumerate() {
+                    *cj = _mm_crc32_u64(*cj, word(s, STREAM * j + 8 * (WORDS * it + w)));
+                }
             }
         }
-        if it > 0 {
-            for (i, l) in v.iter_mut().enumerate() {
-                *l = fold256(*l, load(p, STEP * it + 32 * i), k);
-            }
-        }
-        for w in 0..WORDS {
-            for (j, cj) in c.iter_mut().enumerate() {
-                *cj = _mm_crc32_u64(*cj, word(s, STREAM * j + 8 * (WORDS * it + w)));
-            }
-        }
+        // Six 128-bit lanes (in message order) into one.
+        let x = [
+            _mm256_castsi256_si128(v[0]),
+            _mm256_extracti128_si256(v[0], 1),
+            _mm256_castsi256_si128(v[1]),
+            _mm256_extracti128_si256(v[1], 1),
+            _mm256_castsi256_si128(v[2]),
+            _mm256_extracti128_si256(v[2], 1),
+        ];
+        let y = [
+            fold128(x[0], x[3], FOLD_48),
+            fold128(x[1], x[4], FOLD_48),
+            fold128(x[2], x[5], FOLD_48),
+        ];
+        let w = fold128(fold128(y[0], y[1], FOLD_16), y[2], FOLD_16);
+        // The folded lane has the CRC of the whole folded part: run it through crc32.
+        let lo = _mm_cvtsi128_si64(w) as u64;
+        let hi = _mm_extract_epi64(w, 1) as u64;
+        let first = _mm_crc32_u64(_mm_crc32_u64(0, lo), hi);
+        let joined = clmul(first, SHIFT_FOLDED)
+            ^ clmul(c[0], SHIFT_3)
+            ^ clmul(c[1], SHIFT_2)
+            ^ clmul(c[2], SHIFT_1);
+        (_mm_crc32_u64(0, joined) ^ c[3]) as u32
     }
-    // Six 128-bit lanes (in message order) into one.
-    let x = [
-        _mm256_castsi256_si128(v[0]),
-        _mm256_extracti128_si256(v[0], 1),
-        _mm256_castsi256_si128(v[1]),
-        _mm256_extracti128_si256(v[1], 1),
-        _mm256_castsi256_si128(v[2]),
-        _mm256_extracti128_si256(v[2], 1),
-    ];
-    let y = [
-        fold128(x[0], x[3], FOLD_48),
-        fold128(x[1], x[4], FOLD_48),
-        fold128(x[2], x[5], FOLD_48),
-    ];
-    let w = fold128(fold128(y[0], y[1], FOLD_16), y[2], FOLD_16);
-    // The folded lane has the CRC of the whole folded part: run it through crc32.
-    let lo = _mm_cvtsi128_si64(w) as u64;
-    let hi = _mm_extract_epi64(w, 1) as u64;
-    let first = _mm_crc32_u64(_mm_crc32_u64(0, lo), hi);
-    let joined = clmul(first, SHIFT_FOLDED)
-        ^ clmul(c[0], SHIFT_3)
-        ^ clmul(c[1], SHIFT_2)
-        ^ clmul(c[2], SHIFT_1);
-    (_mm_crc32_u64(0, joined) ^ c[3]) as u32
 }
 
 /// CRC-32C of the bytes behind `crc` followed by `data`.
@@ -130,10 +147,13 @@ unsafe fn block(r: u32, p: *const u8, next: bool) -> u32 {
 /// The CPU must have AVX2, VPCLMULQDQ, PCLMULQDQ and SSE 4.2 ([`detected`]).
 #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq,sse4.2")]
 pub unsafe fn append(crc: u32, data: &[u8]) -> u32 {
-    let mut r = !crc;
-    let n = data.len() / BLOCK;
-    for i in 0..n {
-        r = block(r, data.as_ptr().add(i * BLOCK), i + 1 < n);
+    // SAFETY: the caller keeps this function's contract: the CPU has the features it is compiled for, and the pointers and lengths cover what it reads and writes.
+    unsafe {
+        let mut r = !crc;
+        let n = data.len() / BLOCK;
+        for i in 0..n {
+            r = block(r, data.as_ptr().add(i * BLOCK), i + 1 < n);
+        }
+        super::sse42::append(!r, &data[n * BLOCK..])
     }
-    super::sse42::append(!r, &data[n * BLOCK..])
 }

@@ -164,17 +164,28 @@ impl Kernels for Avx2 {
 }
 
 /// The nibble tables of multiplication by `c`, in both halves of a ymm.
+///
+/// # Safety
+///
+/// The CPU must have avx2 (the caller checked it); every pointer and length must cover the bytes read and written.
 #[inline]
 #[target_feature(enable = "avx2")]
 unsafe fn mul_tables(c: u8) -> (__m256i, __m256i) {
-    let (lo, hi) = gf::nibble_tables(c);
-    (
-        _mm256_broadcastsi128_si256(_mm_loadu_si128(lo.as_ptr() as *const __m128i)),
-        _mm256_broadcastsi128_si256(_mm_loadu_si128(hi.as_ptr() as *const __m128i)),
-    )
+    // SAFETY: the caller keeps this function's contract: the CPU has the features it is compiled for, and the pointers and lengths cover what it reads and writes.
+    unsafe {
+        let (lo, hi) = gf::nibble_tables(c);
+        (
+            _mm256_broadcastsi128_si256(_mm_loadu_si128(lo.as_ptr() as *const __m128i)),
+            _mm256_broadcastsi128_si256(_mm_loadu_si128(hi.as_ptr() as *const __m128i)),
+        )
+    }
 }
 
 /// `c * x` with `c`'s nibble tables: two shuffles.
+///
+/// # Safety
+///
+/// The CPU must have avx2 (the caller checked it); every pointer and length must cover the bytes read and written.
 #[inline]
 #[target_feature(enable = "avx2")]
 unsafe fn mul(x: __m256i, (lo_t, hi_t): (__m256i, __m256i)) -> __m256i {
@@ -187,19 +198,26 @@ unsafe fn mul(x: __m256i, (lo_t, hi_t): (__m256i, __m256i)) -> __m256i {
 /// A read-modify-write of one data block in one pass, 64 bytes per step:
 /// delta = old ^ new, P ^= delta, Q ^= c * delta (ISA-L reads and writes P
 /// and Q once for the old contents and once for the new).
+///
+/// # Safety
+///
+/// The CPU must have avx2 (the caller checked it); every pointer and length must cover the bytes read and written.
 #[target_feature(enable = "avx2")]
 unsafe fn pq_update_blocks(c: u8, old: &[u8], new: &[u8], p: &mut [u8], q: &mut [u8], len: usize) {
-    let t = mul_tables(c);
-    let (o, n) = (old.as_ptr(), new.as_ptr());
-    let (pp, qp) = (p.as_mut_ptr(), q.as_mut_ptr());
-    let mut i = 0;
-    while i < len {
-        for j in [i, i + 32] {
-            let delta = _mm256_xor_si256(load(o.add(j)), load(n.add(j)));
-            store(pp.add(j), _mm256_xor_si256(load(pp.add(j)), delta));
-            store(qp.add(j), _mm256_xor_si256(load(qp.add(j)), mul(delta, t)));
+    // SAFETY: the caller keeps this function's contract: the CPU has the features it is compiled for, and the pointers and lengths cover what it reads and writes.
+    unsafe {
+        let t = mul_tables(c);
+        let (o, n) = (old.as_ptr(), new.as_ptr());
+        let (pp, qp) = (p.as_mut_ptr(), q.as_mut_ptr());
+        let mut i = 0;
+        while i < len {
+            for j in [i, i + 32] {
+                let delta = _mm256_xor_si256(load(o.add(j)), load(n.add(j)));
+                store(pp.add(j), _mm256_xor_si256(load(pp.add(j)), delta));
+                store(qp.add(j), _mm256_xor_si256(load(qp.add(j)), mul(delta, t)));
+            }
+            i += 64;
         }
-        i += 64;
     }
 }
 
@@ -209,6 +227,10 @@ unsafe fn pq_update_blocks(c: u8, old: &[u8], new: &[u8], p: &mut [u8], q: &mut 
 /// for `out1`. Against one multiply-accumulate per source and output (ISA-L's
 /// `ec_encode_data`), a 4+2 row of two lost blocks multiplies 2 times per
 /// byte instead of 8.
+///
+/// # Safety
+///
+/// The CPU must have avx2 (the caller checked it); every pointer and length must cover the bytes read and written.
 #[target_feature(enable = "avx2")]
 unsafe fn solve2_blocks<const STREAM: bool>(
     Syndromes { data, p, q, a, b }: Syndromes<'_>,
@@ -217,65 +239,85 @@ unsafe fn solve2_blocks<const STREAM: bool>(
     from: usize,
     to: usize,
 ) {
-    let stream = STREAM;
-    let poly = _mm256_set1_epi8(0x1d);
-    let (ta, tb) = (mul_tables(a), mul_tables(b));
-    let mut i = from;
-    while i < to {
-        let mut sp = [_mm256_setzero_si256(); 4];
-        let mut sq = [_mm256_setzero_si256(); 4];
-        for d in data.iter().rev() {
-            if d.is_empty() {
-                for v in sq.iter_mut() {
-                    *v = mul2(*v, poly);
+    // SAFETY: the caller keeps this function's contract: the CPU has the features it is compiled for, and the pointers and lengths cover what it reads and writes.
+    unsafe {
+        let stream = STREAM;
+        let poly = _mm256_set1_epi8(0x1d);
+        let (ta, tb) = (mul_tables(a), mul_tables(b));
+        let mut i = from;
+        while i < to {
+            let mut sp = [_mm256_setzero_si256(); 4];
+            let mut sq = [_mm256_setzero_si256(); 4];
+            for d in data.iter().rev() {
+                if d.is_empty() {
+                    for v in sq.iter_mut() {
+                        *v = mul2(*v, poly);
+                    }
+                    continue;
                 }
-                continue;
+                let s = d.as_ptr().add(i);
+                for j in 0..4 {
+                    let x = load(s.add(j * 32));
+                    sp[j] = _mm256_xor_si256(sp[j], x);
+                    sq[j] = _mm256_xor_si256(mul2(sq[j], poly), x);
+                }
             }
-            let s = d.as_ptr().add(i);
+            if let Some(p) = p {
+                for (j, v) in sp.iter_mut().enumerate() {
+                    *v = _mm256_xor_si256(*v, load(p.as_ptr().add(i + j * 32)));
+                }
+            }
             for j in 0..4 {
-                let x = load(s.add(j * 32));
-                sp[j] = _mm256_xor_si256(sp[j], x);
-                sq[j] = _mm256_xor_si256(mul2(sq[j], poly), x);
+                let sq = _mm256_xor_si256(sq[j], load(q.as_ptr().add(i + j * 32)));
+                let x = _mm256_xor_si256(mul(sp[j], ta), mul(sq, tb));
+                put(o0.add(i + j * 32), x, stream);
+                put(o1.add(i + j * 32), _mm256_xor_si256(sp[j], x), stream);
             }
+            i += BLOCK;
         }
-        if let Some(p) = p {
-            for (j, v) in sp.iter_mut().enumerate() {
-                *v = _mm256_xor_si256(*v, load(p.as_ptr().add(i + j * 32)));
-            }
+        if stream {
+            _mm_sfence();
         }
-        for j in 0..4 {
-            let sq = _mm256_xor_si256(sq[j], load(q.as_ptr().add(i + j * 32)));
-            let x = _mm256_xor_si256(mul(sp[j], ta), mul(sq, tb));
-            put(o0.add(i + j * 32), x, stream);
-            put(o1.add(i + j * 32), _mm256_xor_si256(sp[j], x), stream);
-        }
-        i += BLOCK;
-    }
-    if stream {
-        _mm_sfence();
     }
 }
 
+/// # Safety
+///
+/// The CPU must have avx2 (the caller checked it); every pointer and length must cover the bytes read and written.
 #[inline]
 #[target_feature(enable = "avx2")]
 unsafe fn load(p: *const u8) -> __m256i {
-    _mm256_loadu_si256(p as *const __m256i)
+    // SAFETY: the caller keeps this function's contract: the CPU has the features it is compiled for, and the pointers and lengths cover what it reads and writes.
+    unsafe { _mm256_loadu_si256(p as *const __m256i) }
 }
 
+/// # Safety
+///
+/// The CPU must have avx2 (the caller checked it); every pointer and length must cover the bytes read and written.
 #[inline]
 #[target_feature(enable = "avx2")]
 unsafe fn store(p: *mut u8, v: __m256i) {
-    _mm256_storeu_si256(p as *mut __m256i, v);
+    // SAFETY: the caller keeps this function's contract: the CPU has the features it is compiled for, and the pointers and lengths cover what it reads and writes.
+    unsafe {
+        _mm256_storeu_si256(p as *mut __m256i, v);
+    }
 }
 
 /// A plain or (`stream`: `p` 32-byte aligned) non-temporal store.
+///
+/// # Safety
+///
+/// The CPU must have avx2 (the caller checked it); every pointer and length must cover the bytes read and written.
 #[inline]
 #[target_feature(enable = "avx2")]
 unsafe fn put(p: *mut u8, v: __m256i, stream: bool) {
-    if stream {
-        _mm256_stream_si256(p as *mut __m256i, v);
-    } else {
-        _mm256_storeu_si256(p as *mut __m256i, v);
+    // SAFETY: the caller keeps this function's contract: the CPU has the features it is compiled for, and the pointers and lengths cover what it reads and writes.
+    unsafe {
+        if stream {
+            _mm256_stream_si256(p as *mut __m256i, v);
+        } else {
+            _mm256_storeu_si256(p as *mut __m256i, v);
+        }
     }
 }
 
@@ -288,19 +330,30 @@ unsafe fn put(p: *mut u8, v: __m256i, stream: bool) {
 /// against 1.022; 4+1 and 6+1 the same either way; 16+1 in cache 1.015
 /// against 1.109 (there, with twice the sources a cache set has ways, the
 /// longer iteration pays).
+///
+/// # Safety
+///
+/// The CPU must have avx2 (the caller checked it); every pointer and length must cover the bytes read and written.
 #[inline]
 #[target_feature(enable = "avx2")]
 unsafe fn fixed<const K: usize>(d: *mut u8, srcs: &[&[u8]], from: usize, to: usize, stream: bool) {
-    match (K <= 8, stream) {
-        (true, true) => xor_fixed::<K, 4, true>(d, srcs, from, to),
-        (true, false) => xor_fixed::<K, 4, false>(d, srcs, from, to),
-        (false, true) => xor_fixed::<K, 8, true>(d, srcs, from, to),
-        (false, false) => xor_fixed::<K, 8, false>(d, srcs, from, to),
+    // SAFETY: the caller keeps this function's contract: the CPU has the features it is compiled for, and the pointers and lengths cover what it reads and writes.
+    unsafe {
+        match (K <= 8, stream) {
+            (true, true) => xor_fixed::<K, 4, true>(d, srcs, from, to),
+            (true, false) => xor_fixed::<K, 4, false>(d, srcs, from, to),
+            (false, true) => xor_fixed::<K, 8, true>(d, srcs, from, to),
+            (false, false) => xor_fixed::<K, 8, false>(d, srcs, from, to),
+        }
     }
 }
 
 /// `d = XOR of K sources` over bytes `from..to` (multiples of 32): `L`
 /// lanes (of 32 bytes) per iteration while they last, then one.
+///
+/// # Safety
+///
+/// The CPU must have avx2 (the caller checked it); every pointer and length must cover the bytes read and written.
 #[target_feature(enable = "avx2")]
 unsafe fn xor_fixed<const K: usize, const L: usize, const STREAM: bool>(
     d: *mut u8,
@@ -308,79 +361,92 @@ unsafe fn xor_fixed<const K: usize, const L: usize, const STREAM: bool>(
     from: usize,
     to: usize,
 ) {
-    let stream = STREAM;
-    let mut s = [std::ptr::null::<u8>(); K];
-    for (slot, src) in s.iter_mut().zip(srcs) {
-        *slot = src.as_ptr();
-    }
-    let mut i = from;
-    while i + L * LANE <= to {
-        let mut v = [_mm256_setzero_si256(); L];
-        for (j, lane) in v.iter_mut().enumerate() {
-            *lane = load(s[0].add(i + j * LANE));
+    // SAFETY: the caller keeps this function's contract: the CPU has the features it is compiled for, and the pointers and lengths cover what it reads and writes.
+    unsafe {
+        let stream = STREAM;
+        let mut s = [std::ptr::null::<u8>(); K];
+        for (slot, src) in s.iter_mut().zip(srcs) {
+            *slot = src.as_ptr();
         }
-        for src in s.iter().skip(1) {
+        let mut i = from;
+        while i + L * LANE <= to {
+            let mut v = [_mm256_setzero_si256(); L];
             for (j, lane) in v.iter_mut().enumerate() {
-                *lane = _mm256_xor_si256(*lane, load(src.add(i + j * LANE)));
+                *lane = load(s[0].add(i + j * LANE));
             }
+            for src in s.iter().skip(1) {
+                for (j, lane) in v.iter_mut().enumerate() {
+                    *lane = _mm256_xor_si256(*lane, load(src.add(i + j * LANE)));
+                }
+            }
+            for (j, lane) in v.iter().enumerate() {
+                put(d.add(i + j * LANE), *lane, stream);
+            }
+            i += L * LANE;
         }
-        for (j, lane) in v.iter().enumerate() {
-            put(d.add(i + j * LANE), *lane, stream);
+        while i < to {
+            let mut v = load(s[0].add(i));
+            for src in s.iter().skip(1) {
+                v = _mm256_xor_si256(v, load(src.add(i)));
+            }
+            put(d.add(i), v, stream);
+            i += LANE;
         }
-        i += L * LANE;
-    }
-    while i < to {
-        let mut v = load(s[0].add(i));
-        for src in s.iter().skip(1) {
-            v = _mm256_xor_si256(v, load(src.add(i)));
+        if stream {
+            _mm_sfence();
         }
-        put(d.add(i), v, stream);
-        i += LANE;
-    }
-    if stream {
-        _mm_sfence();
     }
 }
 
 /// Any number of sources, and the accumulate form (`d ^= ...`): as
 /// [`xor_fixed`], the sources walked from the slice.
+///
+/// # Safety
+///
+/// The CPU must have avx2 (the caller checked it); every pointer and length must cover the bytes read and written.
 #[target_feature(enable = "avx2")]
 unsafe fn xor_any(d: *mut u8, srcs: &[&[u8]], from: usize, to: usize, acc: bool, stream: bool) {
-    let (base, rest) = if acc {
-        (d as *const u8, srcs)
-    } else {
-        (srcs[0].as_ptr(), &srcs[1..])
-    };
-    let mut i = from;
-    while i + WIDE <= to {
-        let mut v = [_mm256_setzero_si256(); 8];
-        for (j, lane) in v.iter_mut().enumerate() {
-            *lane = load(base.add(i + j * LANE));
-        }
-        for src in rest {
-            let p = src.as_ptr().add(i);
+    // SAFETY: the caller keeps this function's contract: the CPU has the features it is compiled for, and the pointers and lengths cover what it reads and writes.
+    unsafe {
+        let (base, rest) = if acc {
+            (d as *const u8, srcs)
+        } else {
+            (srcs[0].as_ptr(), &srcs[1..])
+        };
+        let mut i = from;
+        while i + WIDE <= to {
+            let mut v = [_mm256_setzero_si256(); 8];
             for (j, lane) in v.iter_mut().enumerate() {
-                *lane = _mm256_xor_si256(*lane, load(p.add(j * LANE)));
+                *lane = load(base.add(i + j * LANE));
             }
+            for src in rest {
+                let p = src.as_ptr().add(i);
+                for (j, lane) in v.iter_mut().enumerate() {
+                    *lane = _mm256_xor_si256(*lane, load(p.add(j * LANE)));
+                }
+            }
+            for (j, lane) in v.iter().enumerate() {
+                put(d.add(i + j * LANE), *lane, stream);
+            }
+            i += WIDE;
         }
-        for (j, lane) in v.iter().enumerate() {
-            put(d.add(i + j * LANE), *lane, stream);
+        while i < to {
+            let mut v = load(base.add(i));
+            for src in rest {
+                v = _mm256_xor_si256(v, load(src.as_ptr().add(i)));
+            }
+            put(d.add(i), v, stream);
+            i += LANE;
         }
-        i += WIDE;
-    }
-    while i < to {
-        let mut v = load(base.add(i));
-        for src in rest {
-            v = _mm256_xor_si256(v, load(src.as_ptr().add(i)));
+        if stream {
+            _mm_sfence();
         }
-        put(d.add(i), v, stream);
-        i += LANE;
-    }
-    if stream {
-        _mm_sfence();
     }
 }
 
+/// # Safety
+///
+/// The CPU must have avx2 (the caller checked it); every pointer and length must cover the bytes read and written.
 #[inline]
 #[target_feature(enable = "avx2")]
 unsafe fn mul2(x: __m256i, poly: __m256i) -> __m256i {
@@ -402,6 +468,10 @@ unsafe fn mul2(x: __m256i, poly: __m256i) -> __m256i {
 /// difference is in how the run-time form lays out the stores (every output
 /// address computed before one branch, then eight stores at the top of the
 /// loop).
+///
+/// # Safety
+///
+/// The CPU must have avx2 (the caller checked it); every pointer and length must cover the bytes read and written.
 #[target_feature(enable = "avx2")]
 unsafe fn pq_blocks<const STREAM: bool>(
     data: &[&[u8]],
@@ -410,51 +480,60 @@ unsafe fn pq_blocks<const STREAM: bool>(
     from: usize,
     to: usize,
 ) {
-    let stream = STREAM;
-    let poly = _mm256_set1_epi8(0x1d);
-    let top = data.len() - 1;
-    let mut i = from;
-    while i < to {
-        let t = data[top].as_ptr().add(i);
-        let mut pv = [_mm256_setzero_si256(); 4];
-        for (j, v) in pv.iter_mut().enumerate() {
-            *v = load(t.add(j * LANE));
-        }
-        let mut qv = pv;
-        for z in (0..top).rev() {
-            let s = data[z].as_ptr().add(i);
-            for j in 0..4 {
-                let d = load(s.add(j * LANE));
-                pv[j] = _mm256_xor_si256(pv[j], d);
-                qv[j] = _mm256_xor_si256(mul2(qv[j], poly), d);
+    // SAFETY: the caller keeps this function's contract: the CPU has the features it is compiled for, and the pointers and lengths cover what it reads and writes.
+    unsafe {
+        let stream = STREAM;
+        let poly = _mm256_set1_epi8(0x1d);
+        let top = data.len() - 1;
+        let mut i = from;
+        while i < to {
+            let t = data[top].as_ptr().add(i);
+            let mut pv = [_mm256_setzero_si256(); 4];
+            for (j, v) in pv.iter_mut().enumerate() {
+                *v = load(t.add(j * LANE));
             }
+            let mut qv = pv;
+            for z in (0..top).rev() {
+                let s = data[z].as_ptr().add(i);
+                for j in 0..4 {
+                    let d = load(s.add(j * LANE));
+                    pv[j] = _mm256_xor_si256(pv[j], d);
+                    qv[j] = _mm256_xor_si256(mul2(qv[j], poly), d);
+                }
+            }
+            for j in 0..4 {
+                put(pp.add(i + j * LANE), pv[j], stream);
+                put(qp.add(i + j * LANE), qv[j], stream);
+            }
+            i += BLOCK;
         }
-        for j in 0..4 {
-            put(pp.add(i + j * LANE), pv[j], stream);
-            put(qp.add(i + j * LANE), qv[j], stream);
+        if stream {
+            _mm_sfence();
         }
-        i += BLOCK;
-    }
-    if stream {
-        _mm_sfence();
     }
 }
 
+/// # Safety
+///
+/// The CPU must have avx2 (the caller checked it); every pointer and length must cover the bytes read and written.
 #[target_feature(enable = "avx2")]
 unsafe fn mul_acc_blocks(c: u8, src: &[u8], dst: &mut [u8], len: usize) {
-    let (lo, hi) = gf::nibble_tables(c);
-    let lo_t = _mm256_broadcastsi128_si256(_mm_loadu_si128(lo.as_ptr() as *const __m128i));
-    let hi_t = _mm256_broadcastsi128_si256(_mm_loadu_si128(hi.as_ptr() as *const __m128i));
-    let nib = _mm256_set1_epi8(0x0f);
-    let mut i = 0;
-    while i < len {
-        let x = _mm256_loadu_si256(src.as_ptr().add(i) as *const __m256i);
-        let l = _mm256_and_si256(x, nib);
-        let h = _mm256_and_si256(_mm256_srli_epi64(x, 4), nib);
-        let m = _mm256_xor_si256(_mm256_shuffle_epi8(lo_t, l), _mm256_shuffle_epi8(hi_t, h));
-        let o = dst.as_mut_ptr().add(i) as *mut __m256i;
-        _mm256_storeu_si256(o, _mm256_xor_si256(_mm256_loadu_si256(o), m));
-        i += 32;
+    // SAFETY: the caller keeps this function's contract: the CPU has the features it is compiled for, and the pointers and lengths cover what it reads and writes.
+    unsafe {
+        let (lo, hi) = gf::nibble_tables(c);
+        let lo_t = _mm256_broadcastsi128_si256(_mm_loadu_si128(lo.as_ptr() as *const __m128i));
+        let hi_t = _mm256_broadcastsi128_si256(_mm_loadu_si128(hi.as_ptr() as *const __m128i));
+        let nib = _mm256_set1_epi8(0x0f);
+        let mut i = 0;
+        while i < len {
+            let x = _mm256_loadu_si256(src.as_ptr().add(i) as *const __m256i);
+            let l = _mm256_and_si256(x, nib);
+            let h = _mm256_and_si256(_mm256_srli_epi64(x, 4), nib);
+            let m = _mm256_xor_si256(_mm256_shuffle_epi8(lo_t, l), _mm256_shuffle_epi8(hi_t, h));
+            let o = dst.as_mut_ptr().add(i) as *mut __m256i;
+            _mm256_storeu_si256(o, _mm256_xor_si256(_mm256_loadu_si256(o), m));
+            i += 32;
+        }
     }
 }
 

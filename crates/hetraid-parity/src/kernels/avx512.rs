@@ -43,33 +43,39 @@ impl Kernels for Avx512 {
     }
 }
 
+/// # Safety
+///
+/// The CPU must have avx512f (the caller checked it); every pointer and length must cover the bytes read and written.
 #[target_feature(enable = "avx512f")]
 unsafe fn xor_blocks(dst: &mut [u8], srcs: &[&[u8]], len: usize, acc: bool) {
-    let d = dst.as_mut_ptr();
-    let mut i = 0;
-    while i < len {
-        let base = if acc {
-            d.add(i) as *const u8
-        } else {
-            srcs[0].as_ptr().add(i)
-        };
-        let mut a = _mm512_loadu_si512(base as *const __m512i);
-        let mut b = _mm512_loadu_si512(base.add(64) as *const __m512i);
-        let mut c = _mm512_loadu_si512(base.add(128) as *const __m512i);
-        let mut e = _mm512_loadu_si512(base.add(192) as *const __m512i);
-        let first = if acc { 0 } else { 1 };
-        for s in &srcs[first..] {
-            let p = s.as_ptr().add(i);
-            a = _mm512_xor_si512(a, _mm512_loadu_si512(p as *const __m512i));
-            b = _mm512_xor_si512(b, _mm512_loadu_si512(p.add(64) as *const __m512i));
-            c = _mm512_xor_si512(c, _mm512_loadu_si512(p.add(128) as *const __m512i));
-            e = _mm512_xor_si512(e, _mm512_loadu_si512(p.add(192) as *const __m512i));
+    // SAFETY: the caller keeps this function's contract: the CPU has the features it is compiled for, and the pointers and lengths cover what it reads and writes.
+    unsafe {
+        let d = dst.as_mut_ptr();
+        let mut i = 0;
+        while i < len {
+            let base = if acc {
+                d.add(i) as *const u8
+            } else {
+                srcs[0].as_ptr().add(i)
+            };
+            let mut a = _mm512_loadu_si512(base as *const __m512i);
+            let mut b = _mm512_loadu_si512(base.add(64) as *const __m512i);
+            let mut c = _mm512_loadu_si512(base.add(128) as *const __m512i);
+            let mut e = _mm512_loadu_si512(base.add(192) as *const __m512i);
+            let first = if acc { 0 } else { 1 };
+            for s in &srcs[first..] {
+                let p = s.as_ptr().add(i);
+                a = _mm512_xor_si512(a, _mm512_loadu_si512(p as *const __m512i));
+                b = _mm512_xor_si512(b, _mm512_loadu_si512(p.add(64) as *const __m512i));
+                c = _mm512_xor_si512(c, _mm512_loadu_si512(p.add(128) as *const __m512i));
+                e = _mm512_xor_si512(e, _mm512_loadu_si512(p.add(192) as *const __m512i));
+            }
+            let o = d.add(i);
+            _mm512_storeu_si512(o as *mut __m512i, a);
+            _mm512_storeu_si512(o.add(64) as *mut __m512i, b);
+            _mm512_storeu_si512(o.add(128) as *mut __m512i, c);
+            _mm512_storeu_si512(o.add(192) as *mut __m512i, e);
+            i += BLOCK;
         }
-        let o = d.add(i);
-        _mm512_storeu_si512(o as *mut __m512i, a);
-        _mm512_storeu_si512(o.add(64) as *mut __m512i, b);
-        _mm512_storeu_si512(o.add(128) as *mut __m512i, c);
-        _mm512_storeu_si512(o.add(192) as *mut __m512i, e);
-        i += BLOCK;
     }
 }

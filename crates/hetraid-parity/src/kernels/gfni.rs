@@ -127,188 +127,240 @@ impl Kernels for Gfni {
     }
 }
 
+/// # Safety
+///
+/// The CPU must have avx512f (the caller checked it); every pointer and length must cover the bytes read and written.
 #[inline]
 #[target_feature(enable = "avx512f")]
 unsafe fn load(p: *const u8) -> __m512i {
-    _mm512_loadu_si512(p as *const __m512i)
+    // SAFETY: the caller keeps this function's contract: the CPU has the features it is compiled for, and the pointers and lengths cover what it reads and writes.
+    unsafe { _mm512_loadu_si512(p as *const __m512i) }
 }
 
+/// # Safety
+///
+/// The CPU must have avx512f (the caller checked it); every pointer and length must cover the bytes read and written.
 #[inline]
 #[target_feature(enable = "avx512f")]
 unsafe fn store(p: *mut u8, v: __m512i) {
-    _mm512_storeu_si512(p as *mut __m512i, v);
+    // SAFETY: the caller keeps this function's contract: the CPU has the features it is compiled for, and the pointers and lengths cover what it reads and writes.
+    unsafe {
+        _mm512_storeu_si512(p as *mut __m512i, v);
+    }
 }
 
 /// `dst = XOR of K sources` over `len` bytes (a multiple of 64): 512 bytes
 /// per iteration while they last, then 64.
+///
+/// # Safety
+///
+/// The CPU must have avx512f (the caller checked it); every pointer and length must cover the bytes read and written.
 #[target_feature(enable = "avx512f")]
 unsafe fn xor_fixed<const K: usize>(dst: &mut [u8], srcs: &[&[u8]], len: usize) {
-    // Wide rows keep fewer accumulators: the pointers need the registers.
-    if K > 8 {
-        return xor_lanes::<K, XOR_WIDE_ROW_LANES>(dst, srcs, len);
+    // SAFETY: the caller keeps this function's contract: the CPU has the features it is compiled for, and the pointers and lengths cover what it reads and writes.
+    unsafe {
+        // Wide rows keep fewer accumulators: the pointers need the registers.
+        if K > 8 {
+            return xor_lanes::<K, XOR_WIDE_ROW_LANES>(dst, srcs, len);
+        }
+        // 5-8 sources: sixteen accumulators (1 KiB per step) measured ahead of
+        // eight (8+1 at 64 KiB in cache: 210 against 190 GB/s, ISA-L 205); up to
+        // four, eight (sixteen fell to 143 against 162 GB/s for 4+1).
+        if K > 4 {
+            return xor_lanes::<K, 16>(dst, srcs, len);
+        }
+        xor_lanes::<K, 8>(dst, srcs, len)
     }
-    // 5-8 sources: sixteen accumulators (1 KiB per step) measured ahead of
-    // eight (8+1 at 64 KiB in cache: 210 against 190 GB/s, ISA-L 205); up to
-    // four, eight (sixteen fell to 143 against 162 GB/s for 4+1).
-    if K > 4 {
-        return xor_lanes::<K, 16>(dst, srcs, len);
-    }
-    xor_lanes::<K, 8>(dst, srcs, len)
 }
 
 /// [`xor_fixed`] with `L` zmm accumulators.
+///
+/// # Safety
+///
+/// The CPU must have avx512f (the caller checked it); every pointer and length must cover the bytes read and written.
 #[target_feature(enable = "avx512f")]
 unsafe fn xor_lanes<const K: usize, const L: usize>(dst: &mut [u8], srcs: &[&[u8]], len: usize) {
-    let mut s = [std::ptr::null::<u8>(); K];
-    for (slot, src) in s.iter_mut().zip(srcs) {
-        *slot = src.as_ptr();
-    }
-    let d = dst.as_mut_ptr();
-    let mut i = 0;
-    while i + L * LANE <= len {
-        let mut v = [_mm512_setzero_si512(); L];
-        for (j, lane) in v.iter_mut().enumerate() {
-            *lane = load(s[0].add(i + j * LANE));
+    // SAFETY: the caller keeps this function's contract: the CPU has the features it is compiled for, and the pointers and lengths cover what it reads and writes.
+    unsafe {
+        let mut s = [std::ptr::null::<u8>(); K];
+        for (slot, src) in s.iter_mut().zip(srcs) {
+            *slot = src.as_ptr();
         }
-        for src in s.iter().skip(1) {
+        let d = dst.as_mut_ptr();
+        let mut i = 0;
+        while i + L * LANE <= len {
+            let mut v = [_mm512_setzero_si512(); L];
             for (j, lane) in v.iter_mut().enumerate() {
-                *lane = _mm512_xor_si512(*lane, load(src.add(i + j * LANE)));
+                *lane = load(s[0].add(i + j * LANE));
             }
+            for src in s.iter().skip(1) {
+                for (j, lane) in v.iter_mut().enumerate() {
+                    *lane = _mm512_xor_si512(*lane, load(src.add(i + j * LANE)));
+                }
+            }
+            for (j, lane) in v.iter().enumerate() {
+                store(d.add(i + j * LANE), *lane);
+            }
+            i += L * LANE;
         }
-        for (j, lane) in v.iter().enumerate() {
-            store(d.add(i + j * LANE), *lane);
+        while i < len {
+            let mut v = load(s[0].add(i));
+            for src in s.iter().skip(1) {
+                v = _mm512_xor_si512(v, load(src.add(i)));
+            }
+            store(d.add(i), v);
+            i += LANE;
         }
-        i += L * LANE;
-    }
-    while i < len {
-        let mut v = load(s[0].add(i));
-        for src in s.iter().skip(1) {
-            v = _mm512_xor_si512(v, load(src.add(i)));
-        }
-        store(d.add(i), v);
-        i += LANE;
     }
 }
 
 /// Any number of sources (and the accumulate form): eight accumulators per
 /// 512 bytes, sources walked from the slice.
+///
+/// # Safety
+///
+/// The CPU must have avx512f (the caller checked it); every pointer and length must cover the bytes read and written.
 #[target_feature(enable = "avx512f")]
 unsafe fn xor_any(dst: &mut [u8], srcs: &[&[u8]], len: usize, acc: bool) {
-    let d = dst.as_mut_ptr();
-    let first = if acc { 0 } else { 1 };
-    let base = |i: usize| -> *const u8 {
-        if acc {
-            d.add(i) as *const u8
-        } else {
-            srcs[0].as_ptr().add(i)
-        }
-    };
-    let mut i = 0;
-    while i + WIDE <= len {
-        let b = base(i);
-        let mut v = [_mm512_setzero_si512(); 8];
-        for (j, lane) in v.iter_mut().enumerate() {
-            *lane = load(b.add(j * LANE));
-        }
-        for src in &srcs[first..] {
-            let p = src.as_ptr().add(i);
-            for (j, lane) in v.iter_mut().enumerate() {
-                *lane = _mm512_xor_si512(*lane, load(p.add(j * LANE)));
+    // SAFETY: the caller keeps this function's contract: the CPU has the features it is compiled for, and the pointers and lengths cover what it reads and writes.
+    unsafe {
+        let d = dst.as_mut_ptr();
+        let first = if acc { 0 } else { 1 };
+        let base = |i: usize| -> *const u8 {
+            if acc {
+                d.add(i) as *const u8
+            } else {
+                srcs[0].as_ptr().add(i)
             }
+        };
+        let mut i = 0;
+        while i + WIDE <= len {
+            let b = base(i);
+            let mut v = [_mm512_setzero_si512(); 8];
+            for (j, lane) in v.iter_mut().enumerate() {
+                *lane = load(b.add(j * LANE));
+            }
+            for src in &srcs[first..] {
+                let p = src.as_ptr().add(i);
+                for (j, lane) in v.iter_mut().enumerate() {
+                    *lane = _mm512_xor_si512(*lane, load(p.add(j * LANE)));
+                }
+            }
+            for (j, lane) in v.iter().enumerate() {
+                store(d.add(i + j * LANE), *lane);
+            }
+            i += WIDE;
         }
-        for (j, lane) in v.iter().enumerate() {
-            store(d.add(i + j * LANE), *lane);
+        while i < len {
+            let mut v = load(base(i));
+            for src in &srcs[first..] {
+                v = _mm512_xor_si512(v, load(src.as_ptr().add(i)));
+            }
+            store(d.add(i), v);
+            i += LANE;
         }
-        i += WIDE;
-    }
-    while i < len {
-        let mut v = load(base(i));
-        for src in &srcs[first..] {
-            v = _mm512_xor_si512(v, load(src.as_ptr().add(i)));
-        }
-        store(d.add(i), v);
-        i += LANE;
     }
 }
 
 /// P and Q by Horner's rule from the highest block down: P ^= D, Q = 2Q ^ D,
 /// the doubling one affine instruction. Four zmm of P and four of Q per
 /// 256 bytes, then one of each per 64.
+///
+/// # Safety
+///
+/// The CPU must have avx512f,avx512bw,gfni (the caller checked it); every pointer and length must cover the bytes read and written.
 #[target_feature(enable = "avx512f,avx512bw,gfni")]
 unsafe fn pq_blocks(data: &[&[u8]], p: &mut [u8], q: &mut [u8], len: usize) {
-    let two = _mm512_set1_epi64(gf::affine_matrix(2) as i64);
-    let top = data.len() - 1;
-    let (po, qo) = (p.as_mut_ptr(), q.as_mut_ptr());
-    let mut i = 0;
-    while i + PQ_LANES * LANE <= len {
-        let t = data[top].as_ptr().add(i);
-        let mut pv = [_mm512_setzero_si512(); PQ_LANES];
-        for (j, v) in pv.iter_mut().enumerate() {
-            *v = load(t.add(j * LANE));
-        }
-        let mut qv = pv;
-        for z in (0..top).rev() {
-            let s = data[z].as_ptr().add(i);
-            for j in 0..PQ_LANES {
-                let d = load(s.add(j * LANE));
-                pv[j] = _mm512_xor_si512(pv[j], d);
-                qv[j] = _mm512_xor_si512(_mm512_gf2p8affine_epi64_epi8::<0>(qv[j], two), d);
+    // SAFETY: the caller keeps this function's contract: the CPU has the features it is compiled for, and the pointers and lengths cover what it reads and writes.
+    unsafe {
+        let two = _mm512_set1_epi64(gf::affine_matrix(2) as i64);
+        let top = data.len() - 1;
+        let (po, qo) = (p.as_mut_ptr(), q.as_mut_ptr());
+        let mut i = 0;
+        while i + PQ_LANES * LANE <= len {
+            let t = data[top].as_ptr().add(i);
+            let mut pv = [_mm512_setzero_si512(); PQ_LANES];
+            for (j, v) in pv.iter_mut().enumerate() {
+                *v = load(t.add(j * LANE));
             }
+            let mut qv = pv;
+            for z in (0..top).rev() {
+                let s = data[z].as_ptr().add(i);
+                for j in 0..PQ_LANES {
+                    let d = load(s.add(j * LANE));
+                    pv[j] = _mm512_xor_si512(pv[j], d);
+                    qv[j] = _mm512_xor_si512(_mm512_gf2p8affine_epi64_epi8::<0>(qv[j], two), d);
+                }
+            }
+            for j in 0..PQ_LANES {
+                store(po.add(i + j * LANE), pv[j]);
+                store(qo.add(i + j * LANE), qv[j]);
+            }
+            i += PQ_LANES * LANE;
         }
-        for j in 0..PQ_LANES {
-            store(po.add(i + j * LANE), pv[j]);
-            store(qo.add(i + j * LANE), qv[j]);
+        while i < len {
+            let mut pv = load(data[top].as_ptr().add(i));
+            let mut qv = pv;
+            for z in (0..top).rev() {
+                let d = load(data[z].as_ptr().add(i));
+                pv = _mm512_xor_si512(pv, d);
+                qv = _mm512_xor_si512(_mm512_gf2p8affine_epi64_epi8::<0>(qv, two), d);
+            }
+            store(po.add(i), pv);
+            store(qo.add(i), qv);
+            i += LANE;
         }
-        i += PQ_LANES * LANE;
-    }
-    while i < len {
-        let mut pv = load(data[top].as_ptr().add(i));
-        let mut qv = pv;
-        for z in (0..top).rev() {
-            let d = load(data[z].as_ptr().add(i));
-            pv = _mm512_xor_si512(pv, d);
-            qv = _mm512_xor_si512(_mm512_gf2p8affine_epi64_epi8::<0>(qv, two), d);
-        }
-        store(po.add(i), pv);
-        store(qo.add(i), qv);
-        i += LANE;
     }
 }
 
 /// `dst ^= c * src`: one affine instruction per 64 bytes, four at a time.
+///
+/// # Safety
+///
+/// The CPU must have avx512f,avx512bw,gfni (the caller checked it); every pointer and length must cover the bytes read and written.
 #[target_feature(enable = "avx512f,avx512bw,gfni")]
 unsafe fn mul_acc_blocks(c: u8, src: &[u8], dst: &mut [u8], len: usize) {
-    let m = _mm512_set1_epi64(gf::affine_matrix(c) as i64);
-    let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
-    let mut i = 0;
-    while i + 4 * LANE <= len {
-        for j in 0..4 {
-            let o = i + j * LANE;
-            let x = _mm512_gf2p8affine_epi64_epi8::<0>(load(s.add(o)), m);
-            store(d.add(o), _mm512_xor_si512(load(d.add(o)), x));
+    // SAFETY: the caller keeps this function's contract: the CPU has the features it is compiled for, and the pointers and lengths cover what it reads and writes.
+    unsafe {
+        let m = _mm512_set1_epi64(gf::affine_matrix(c) as i64);
+        let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
+        let mut i = 0;
+        while i + 4 * LANE <= len {
+            for j in 0..4 {
+                let o = i + j * LANE;
+                let x = _mm512_gf2p8affine_epi64_epi8::<0>(load(s.add(o)), m);
+                store(d.add(o), _mm512_xor_si512(load(d.add(o)), x));
+            }
+            i += 4 * LANE;
         }
-        i += 4 * LANE;
-    }
-    while i < len {
-        let x = _mm512_gf2p8affine_epi64_epi8::<0>(load(s.add(i)), m);
-        store(d.add(i), _mm512_xor_si512(load(d.add(i)), x));
-        i += LANE;
+        while i < len {
+            let x = _mm512_gf2p8affine_epi64_epi8::<0>(load(s.add(i)), m);
+            store(d.add(i), _mm512_xor_si512(load(d.add(i)), x));
+            i += LANE;
+        }
     }
 }
 
 /// A read-modify-write of one data block in one pass: delta = old ^ new,
 /// P ^= delta, Q ^= c * delta.
+///
+/// # Safety
+///
+/// The CPU must have avx512f,avx512bw,gfni (the caller checked it); every pointer and length must cover the bytes read and written.
 #[target_feature(enable = "avx512f,avx512bw,gfni")]
 unsafe fn pq_update_blocks(c: u8, old: &[u8], new: &[u8], p: &mut [u8], q: &mut [u8], len: usize) {
-    let m = _mm512_set1_epi64(gf::affine_matrix(c) as i64);
-    let (o, n, pp, qp) = (old.as_ptr(), new.as_ptr(), p.as_mut_ptr(), q.as_mut_ptr());
-    let mut i = 0;
-    while i < len {
-        let delta = _mm512_xor_si512(load(o.add(i)), load(n.add(i)));
-        store(pp.add(i), _mm512_xor_si512(load(pp.add(i)), delta));
-        let x = _mm512_gf2p8affine_epi64_epi8::<0>(delta, m);
-        store(qp.add(i), _mm512_xor_si512(load(qp.add(i)), x));
-        i += LANE;
+    // SAFETY: the caller keeps this function's contract: the CPU has the features it is compiled for, and the pointers and lengths cover what it reads and writes.
+    unsafe {
+        let m = _mm512_set1_epi64(gf::affine_matrix(c) as i64);
+        let (o, n, pp, qp) = (old.as_ptr(), new.as_ptr(), p.as_mut_ptr(), q.as_mut_ptr());
+        let mut i = 0;
+        while i < len {
+            let delta = _mm512_xor_si512(load(o.add(i)), load(n.add(i)));
+            store(pp.add(i), _mm512_xor_si512(load(pp.add(i)), delta));
+            let x = _mm512_gf2p8affine_epi64_epi8::<0>(delta, m);
+            store(qp.add(i), _mm512_xor_si512(load(qp.add(i)), x));
+            i += LANE;
+        }
     }
 }
 
@@ -316,6 +368,10 @@ unsafe fn pq_update_blocks(c: u8, old: &[u8], new: &[u8], p: &mut [u8], q: &mut 
 /// in eight accumulators per pass over the sources, the coefficients' bit
 /// matrices built once per call (16 sources per batch: a longer row is
 /// folded in batches).
+///
+/// # Safety
+///
+/// The CPU must have avx512f,avx512bw,gfni (the caller checked it); every pointer and length must cover the bytes read and written.
 #[target_feature(enable = "avx512f,avx512bw,gfni")]
 unsafe fn mul_sum2_blocks(
     srcs: &[&[u8]],
@@ -325,41 +381,46 @@ unsafe fn mul_sum2_blocks(
     len: usize,
     acc: bool,
 ) {
-    const BATCH: usize = 16;
-    let (o0, o1) = (out0.as_mut_ptr(), out1.as_mut_ptr());
-    let mut first_batch = !acc;
-    for (sb, cb) in srcs.chunks(BATCH).zip(coefs.chunks(BATCH)) {
-        let mut ma = [_mm512_setzero_si512(); BATCH];
-        let mut mb = [_mm512_setzero_si512(); BATCH];
-        for (j, &(a, b)) in cb.iter().enumerate() {
-            ma[j] = _mm512_set1_epi64(gf::affine_matrix(a) as i64);
-            mb[j] = _mm512_set1_epi64(gf::affine_matrix(b) as i64);
-        }
-        let mut i = 0;
-        while i < len {
-            let step = if i + 4 * LANE <= len { 4 } else { 1 };
-            let mut va = [_mm512_setzero_si512(); 4];
-            let mut vb = [_mm512_setzero_si512(); 4];
-            if !first_batch {
-                for j in 0..step {
-                    va[j] = load(o0.add(i + j * LANE));
-                    vb[j] = load(o1.add(i + j * LANE));
+    // SAFETY: the caller keeps this function's contract: the CPU has the features it is compiled for, and the pointers and lengths cover what it reads and writes.
+    unsafe {
+        const BATCH: usize = 16;
+        let (o0, o1) = (out0.as_mut_ptr(), out1.as_mut_ptr());
+        let mut first_batch = !acc;
+        for (sb, cb) in srcs.chunks(BATCH).zip(coefs.chunks(BATCH)) {
+            let mut ma = [_mm512_setzero_si512(); BATCH];
+            let mut mb = [_mm512_setzero_si512(); BATCH];
+            for (j, &(a, b)) in cb.iter().enumerate() {
+                ma[j] = _mm512_set1_epi64(gf::affine_matrix(a) as i64);
+                mb[j] = _mm512_set1_epi64(gf::affine_matrix(b) as i64);
+            }
+            let mut i = 0;
+            while i < len {
+                let step = if i + 4 * LANE <= len { 4 } else { 1 };
+                let mut va = [_mm512_setzero_si512(); 4];
+                let mut vb = [_mm512_setzero_si512(); 4];
+                if !first_batch {
+                    for j in 0..step {
+                        va[j] = load(o0.add(i + j * LANE));
+                        vb[j] = load(o1.add(i + j * LANE));
+                    }
                 }
-            }
-            for (z, s) in sb.iter().enumerate() {
-                let p = s.as_ptr().add(i);
-                for j in 0..step {
-                    let x = load(p.add(j * LANE));
-                    va[j] = _mm512_xor_si512(va[j], _mm512_gf2p8affine_epi64_epi8::<0>(x, ma[z]));
-                    vb[j] = _mm512_xor_si512(vb[j], _mm512_gf2p8affine_epi64_epi8::<0>(x, mb[z]));
+                for (z, s) in sb.iter().enumerate() {
+                    let p = s.as_ptr().add(i);
+                    for j in 0..step {
+                        let x = load(p.add(j * LANE));
+                        va[j] =
+                            _mm512_xor_si512(va[j], _mm512_gf2p8affine_epi64_epi8::<0>(x, ma[z]));
+                        vb[j] =
+                            _mm512_xor_si512(vb[j], _mm512_gf2p8affine_epi64_epi8::<0>(x, mb[z]));
+                    }
                 }
+                for j in 0..step {
+                    store(o0.add(i + j * LANE), va[j]);
+                    store(o1.add(i + j * LANE), vb[j]);
+                }
+                i += step * LANE;
             }
-            for j in 0..step {
-                store(o0.add(i + j * LANE), va[j]);
-                store(o1.add(i + j * LANE), vb[j]);
-            }
-            i += step * LANE;
+            first_batch = false;
         }
-        first_batch = false;
     }
 }
