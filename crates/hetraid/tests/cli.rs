@@ -485,6 +485,16 @@ fn batch_sizes_are_the_cores() {
     let failure =
         std::fs::read_to_string(format!("{root}hetraid-engine/src/array/failure.rs")).unwrap();
     assert!(failure.contains("= hetraid_core::limits::MAX_READ_ERRORS;"));
+    // Issue 38, row 9: the write buffer drains by one rule and one count.
+    for (f, what) in [
+        ("hetraid-engine/src/array/wbuf.rs", "wbuf::next_to_drain"),
+        ("hetraid-sim/src/sim/mod.rs", "wbuf::next_to_drain"),
+        ("hetraid-sim/src/sim/mod.rs", "wbuf::DRAINERS"),
+        ("hetraid/src/cmd/serve.rs", "wbuf::DRAINERS"),
+    ] {
+        let src = std::fs::read_to_string(format!("{root}{f}")).unwrap();
+        assert!(src.contains(what), "{f}: {what}");
+    }
 }
 
 /// Issue 38: every command the README shows runs as typed. The two quick

@@ -136,18 +136,15 @@ impl Array {
                 loop {
                     // The first queued write that overlaps nothing running
                     // and nothing queued before it.
-                    let pick = st.queue.iter().enumerate().position(|(i, p)| {
-                        let end = p.offset + p.data.len() as u64;
-                        let clear_running = st
-                            .running
-                            .iter()
-                            .all(|&(_, s, e)| e <= p.offset || end <= s);
-                        let clear_before =
-                            st.queue.iter().take(i).all(|q| {
-                                q.offset + q.data.len() as u64 <= p.offset || end <= q.offset
-                            });
-                        clear_running && clear_before
-                    });
+                    // (The core's rule, the simulator's too.)
+                    let queued: Vec<(u64, u64)> = st
+                        .queue
+                        .iter()
+                        .map(|p| (p.offset, p.offset + p.data.len() as u64))
+                        .collect();
+                    let running: Vec<(u64, u64)> =
+                        st.running.iter().map(|&(_, s, e)| (s, e)).collect();
+                    let pick = hetraid_core::wbuf::next_to_drain(&queued, &running);
                     if let Some(i) = pick {
                         let p = st.queue.remove(i).expect("picked");
                         st.running

@@ -162,6 +162,10 @@ struct Runner<'a> {
     wbuf_cap: u64,
     wbuf_used: u64,
     wbuf_waiting: VecDeque<(Request, Ns)>,
+    /// Buffered writes not yet draining (oldest first), and the ranges of
+    /// those draining.
+    wbuf_queue: VecDeque<(Request, Ns)>,
+    wbuf_running: Vec<(u64, u64)>,
     /// HPDA: RAID4 writes waiting for the log to be emptied (a copy lost).
     after_reclaim: VecDeque<(Request, Ns)>,
 }
@@ -316,6 +320,8 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
         wbuf_used: 0,
         wbuf_waiting: VecDeque::new(),
         after_reclaim: VecDeque::new(),
+        wbuf_queue: VecDeque::new(),
+        wbuf_running: Vec::new(),
         planner: Planner::new(s.layout.as_ref(), s.policy, service.clone()),
         service,
         s,
@@ -714,9 +720,31 @@ impl Runner<'_> {
     /// by a job of its own.
     fn buffer_write(&mut self, req: Request, arrived: Ns) -> Result<(), String> {
         self.wbuf_used += req.len;
-        self.launch(req, arrived, false, true)?;
+        self.wbuf_queue.push_back((req, arrived));
+        self.wbuf_drain()?;
         let now = self.k.now();
         self.user_done(req, arrived, now)
+    }
+
+    /// Start buffered writes as the engine's drainers take them: at most
+    /// `wbuf::DRAINERS` at once, the oldest one clear of running and
+    /// earlier writes first (core `wbuf::next_to_drain`).
+    fn wbuf_drain(&mut self) -> Result<(), String> {
+        // Bounded: each round starts a queued write or returns.
+        while self.wbuf_running.len() < hetraid_core::wbuf::DRAINERS {
+            let queued: Vec<(u64, u64)> = self
+                .wbuf_queue
+                .iter()
+                .map(|(r, _)| (r.offset, r.offset + r.len))
+                .collect();
+            let Some(i) = hetraid_core::wbuf::next_to_drain(&queued, &self.wbuf_running) else {
+                return Ok(());
+            };
+            let (req, arrived) = self.wbuf_queue.remove(i).expect("picked");
+            self.wbuf_running.push((req.offset, req.offset + req.len));
+            self.launch(req, arrived, false, true)?;
+        }
+        Ok(())
     }
 
     /// Plan and start a user request's job.
@@ -1011,6 +1039,11 @@ impl Runner<'_> {
                 // is not over until its writes are on the members (as a
                 // final flush waits): throughput counts the drain.
                 self.wbuf_used -= req.len;
+                let range = (req.offset, req.offset + req.len);
+                if let Some(k) = self.wbuf_running.iter().position(|&r| r == range) {
+                    self.wbuf_running.swap_remove(k);
+                }
+                self.wbuf_drain()?;
                 self.last_user_done = self.last_user_done.max(now);
                 // Bounded by the writes waiting.
                 while let Some(&(w, at)) = self.wbuf_waiting.front() {

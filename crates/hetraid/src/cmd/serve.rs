@@ -213,7 +213,7 @@ impl ServeCmd {
                 a.set_read_policy(p, false)?;
             }
             if let Some(b) = write_buffer {
-                a.start_write_buffer(b, 16)?;
+                a.start_write_buffer(b, hetraid_core::wbuf::DRAINERS)?;
             }
             Ok(())
         });
