@@ -58,6 +58,18 @@ pub const GROUP_BYTES_MAX: u64 = 32 << 20;
 /// still is a bug (an empty log takes the largest record). The engine and
 /// the simulator both stop there.
 pub const LOG_FULL_RECLAIMS_MAX: u32 = 1;
+
+/// A write-back log is written to the members once the array has had no user
+/// request for this long (`serve --reclaim-idle`): after a burst the log
+/// empties, and a crash then replays nothing.
+pub const RECLAIM_IDLE_NS_DEFAULT: u64 = 5_000_000_000;
+
+/// Is an idle reclaim due: the log holds writes not yet on the members, and
+/// no user request came for `idle_ns`? The engine's background reclaimer and
+/// the simulator both ask this.
+pub fn idle_reclaim_due(quiet_ns: u64, idle_ns: u64, pending: bool) -> bool {
+    pending && quiet_ns >= idle_ns
+}
 /// How far past the end of the log the recovery scan looks for intact
 /// records (of the write a crash cut, or past a damaged record): at least a
 /// group write or the largest record, at most this.

@@ -1280,3 +1280,52 @@ fn one_unreadable_log_copy_or_member_does_not_stop_the_array() {
         a.close().unwrap();
     }
 }
+
+/// Issue 38, row 8: the idle reclaimer is the engine's
+/// (`Array::run_idle_reclaimer`, core `journal::idle_reclaim_due`), not the
+/// server's: quiet for the idle time with writes in the log, it writes them
+/// to the members; a write meanwhile restarts the quiet time.
+#[test]
+fn the_idle_reclaimer_empties_a_quiet_write_back_log() {
+    let faults: Vec<Arc<FaultMember>> = (0..5)
+        .map(|i| {
+            let len = if i == 4 {
+                LOG_BYTES
+            } else {
+                MIB + CHUNK * STRIPES
+            };
+            Arc::new(FaultMember::new(&format!("i{i}"), len, 900 + i))
+        })
+        .collect();
+    let devs: Vec<Arc<dyn Member>> = faults
+        .iter()
+        .map(|f| f.clone() as Arc<dyn Member>)
+        .collect();
+    let mut o = opts("raid5", CHUNK);
+    o.log = Some(LogSpec {
+        devices: vec![devs[4].clone()],
+        kinds: vec![],
+        mode: LogMode::WriteBack,
+        region: None,
+    });
+    let a = Array::create(devs[..4].to_vec(), &o).unwrap();
+    a.write(4096, &Rng(9).bytes(20 << 10)).unwrap();
+    assert!(a.status().log.unwrap().unreclaimed_bytes > 0);
+    let t0 = std::time::Instant::now();
+    let emptied = std::sync::Mutex::new(None);
+    a.run_idle_reclaimer(std::time::Duration::from_millis(400), &|d| {
+        std::thread::sleep(d);
+        if emptied.lock().unwrap().is_none() && a.status().log.unwrap().unreclaimed_bytes == 0 {
+            *emptied.lock().unwrap() = Some(t0.elapsed());
+        }
+        t0.elapsed() < std::time::Duration::from_secs(2)
+    });
+    let at = emptied
+        .into_inner()
+        .unwrap()
+        .expect("the quiet log was never reclaimed");
+    assert!(
+        at >= std::time::Duration::from_millis(400),
+        "reclaimed after {at:?}, before the idle time"
+    );
+}

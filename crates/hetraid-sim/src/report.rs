@@ -188,6 +188,9 @@ pub struct LogReport {
     pub checkpoints: u64,
     /// Write-back: bytes the reclaimer wrote to the members.
     pub reclaimed_bytes: u64,
+    /// Write-back: times the idle reclaimer emptied the log (the array quiet
+    /// for core `journal::RECLAIM_IDLE_NS_DEFAULT` with writes in the log).
+    pub idle_reclaims: u64,
     /// One per copy, as for members.
     pub devices: Vec<MemberReport>,
 }

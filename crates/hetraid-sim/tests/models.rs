@@ -1060,3 +1060,41 @@ fn blkparse_discards_replay_as_trims() {
         "data and parity of 10 stripes"
     );
 }
+
+/// Issue 38, row 8: the write-back log's idle reclaimer in the simulator, by
+/// the engine's rule (core `journal::idle_reclaim_due`, 5 s quiet). A timed
+/// trace writes for half a second, is quiet for ten, then writes again: the
+/// log is emptied once in the quiet stretch; with no gap, never.
+#[test]
+fn a_quiet_array_reclaims_its_write_back_log_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |gap_s: f64| {
+        let mut lines = String::new();
+        for i in 0..50u64 {
+            lines += &format!("0,{},4096,w,{:.3}\n", i * 64, i as f64 * 0.01);
+        }
+        for i in 0..5u64 {
+            lines += &format!(
+                "0,{},4096,w,{:.3}\n",
+                i * 64 + 8,
+                0.5 + gap_s + i as f64 * 0.01
+            );
+        }
+        let path = dir.path().join(format!("gap{gap_s}.spc"));
+        std::fs::write(&path, lines).unwrap();
+        let mut c = RunConfig::new("raid5", "caviar-black-640*4");
+        c.workload = "trace".into();
+        c.trace = Some(path.display().to_string());
+        c.replay = "timed".into();
+        c.log = Some("x25e-64".into());
+        c.log_mode = Some("write-back".into());
+        c.log_size = Some(Size(8 << 20));
+        let r = hetraid_sim::run(&c).unwrap();
+        let l = r.log.unwrap();
+        (l.idle_reclaims, l.reclaimed_bytes)
+    };
+    let (quiet, bytes) = run(10.0);
+    assert_eq!(quiet, 1, "one idle reclaim in a 10 s quiet stretch");
+    assert!(bytes >= 50 * 4096, "{bytes} bytes reclaimed");
+    assert_eq!(run(0.1).0, 0, "no idle reclaim without a quiet stretch");
+}

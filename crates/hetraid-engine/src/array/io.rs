@@ -874,6 +874,43 @@ impl Array {
         ))
     }
 
+    /// The write-back log's idle reclaimer (`serve` runs it on a thread of
+    /// its own): every `step` it looks for user requests, and once none came
+    /// for `idle` while the log holds writes (core `idle_reclaim_due`), it
+    /// writes the log to the members. `sleep(step)` waits and says whether
+    /// to go on (false: the server is stopping). Returns when it says stop.
+    pub fn run_idle_reclaimer(
+        &self,
+        idle: std::time::Duration,
+        sleep: &dyn Fn(std::time::Duration) -> bool,
+    ) {
+        let step = std::time::Duration::from_millis(100);
+        let mut quiet = std::time::Duration::ZERO;
+        // Bounded by the server's life: `sleep` says when to stop.
+        while sleep(step) {
+            quiet = if self.take_io_seen() {
+                std::time::Duration::ZERO
+            } else {
+                quiet + step
+            };
+            let pending = self.log.as_ref().is_some_and(|l| l.unreclaimed_bytes() > 0);
+            if hetraid_core::journal::idle_reclaim_due(
+                quiet.as_nanos() as u64,
+                idle.as_nanos() as u64,
+                pending,
+            ) {
+                match self.reclaim() {
+                    Ok(n) => tracing::info!(
+                        "idle for {:.1} s: {n} bytes of the write log written to the members",
+                        quiet.as_secs_f64()
+                    ),
+                    Err(e) => tracing::info!("reclaiming the write log failed: {e}"),
+                }
+                quiet = std::time::Duration::ZERO;
+            }
+        }
+    }
+
     /// Write everything the write-back log holds to the members and free the
     /// log (a clean shutdown does this). Returns the bytes written.
     pub fn reclaim(&self) -> Result<u64> {

@@ -41,6 +41,8 @@ enum Ev {
     CopyBackWake,
     /// HPDA: ask the reclaimer's policy (core `hpda::reclaim_step`).
     HpdaWake,
+    /// A write-back log's idle reclaimer looks (core `idle_reclaim_due`).
+    LogIdle,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,6 +168,11 @@ struct Runner<'a> {
     /// those draining.
     wbuf_queue: VecDeque<(Request, Ns)>,
     wbuf_running: Vec<(u64, u64)>,
+    /// The write-back log's idle reclaimer: when it looks next, when the
+    /// last user request arrived, and how many times it reclaimed.
+    log_idle_at: Option<Ns>,
+    last_user_arrival: Ns,
+    log_idle_reclaims: u64,
     /// HPDA: RAID4 writes waiting for the log to be emptied (a copy lost).
     after_reclaim: VecDeque<(Request, Ns)>,
 }
@@ -320,6 +327,9 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
         wbuf_used: 0,
         wbuf_waiting: VecDeque::new(),
         after_reclaim: VecDeque::new(),
+        log_idle_at: None,
+        last_user_arrival: 0,
+        log_idle_reclaims: 0,
         wbuf_queue: VecDeque::new(),
         wbuf_running: Vec::new(),
         planner: Planner::new(s.layout.as_ref(), s.policy, service.clone()),
@@ -398,6 +408,7 @@ impl Runner<'_> {
                 Ev::RebuildWake { stream } => self.rebuild_next(stream as usize)?,
                 Ev::CopyBackWake => self.copy_back_next()?,
                 Ev::HpdaWake => self.hpda_wake()?,
+                Ev::LogIdle => self.log_idle()?,
             }
         }
         // Invariants at the end: every request finished, nothing holds or waits for
@@ -593,6 +604,7 @@ impl Runner<'_> {
             self.busy_since = now;
         }
         self.inflight += 1;
+        self.log_idle_later(now);
         if req.op == Op::Trim {
             // A mapping update at the devices: done at once, as the
             // engine's (whole stripes by the core's rule, none with a log).
@@ -838,9 +850,62 @@ impl Runner<'_> {
         if !more_to_come || log.reclaiming() {
             return Ok(());
         }
-        let lost = whole && log.devs.len() < 2;
+        let copies = self.s.log.as_ref().map_or(2, |l| l.on_members.len());
+        let lost = whole && log.devs.len() < copies;
         if let Some(target) = hetraid_core::hpda::reclaim_step(m.idle(now), &log.fill(lost)) {
             log.start_reclaim_batches(target, 1);
+            self.log_pump()?;
+        }
+        Ok(())
+    }
+
+    /// A user request arrived: the idle reclaimer of a write-back log looks
+    /// again once the array has been quiet for the core's idle time.
+    fn log_idle_later(&mut self, now: Ns) {
+        self.last_user_arrival = now;
+        if self.hpda.is_some() || !self.log.as_ref().is_some_and(|l| l.write_back) {
+            return;
+        }
+        let at = now + hetraid_core::journal::RECLAIM_IDLE_NS_DEFAULT;
+        if self.log_idle_at.is_none() {
+            self.k.at(at, Ev::LogIdle);
+        }
+        self.log_idle_at = Some(at);
+    }
+
+    /// The idle reclaimer, as the engine's (`Array::run_idle_reclaimer`):
+    /// quiet for the idle time with writes in the log, it writes them all to
+    /// the members. Nothing after the last request (the run is over).
+    fn log_idle(&mut self) -> Result<(), String> {
+        let now = self.k.now();
+        let Some(at) = self.log_idle_at else {
+            return Ok(());
+        };
+        if at > now {
+            // Moved on by a later request: wait until then.
+            self.k.at(at, Ev::LogIdle);
+            return Ok(());
+        }
+        self.log_idle_at = None;
+        let more_to_come = match &self.source {
+            Source::Closed(_) => self.inflight > 0,
+            Source::Replay(r) => r.next < r.records.len() || self.inflight > 0,
+        };
+        let quiet = now.saturating_sub(self.last_user_arrival);
+        let Some(log) = self.log.as_mut() else {
+            return Ok(());
+        };
+        let pending = log.fill(false).holds_data;
+        if more_to_come
+            && !log.reclaiming()
+            && hetraid_core::journal::idle_reclaim_due(
+                quiet,
+                hetraid_core::journal::RECLAIM_IDLE_NS_DEFAULT,
+                pending,
+            )
+        {
+            log.start_reclaim(0);
+            self.log_idle_reclaims += 1;
             self.log_pump()?;
         }
         Ok(())
@@ -1105,6 +1170,7 @@ impl Runner<'_> {
                 }
                 .into(),
                 reclaimed_bytes: l.reclaimed_bytes,
+                idle_reclaims: self.log_idle_reclaims,
                 hpda_log_writes: self.hpda_routed[0],
                 hpda_raid4_writes: self.hpda_routed[1],
                 on_members: self

@@ -253,7 +253,8 @@ impl ServeCmd {
         // time so user I/O arriving stops it.
         let hpda = array.hpda_status().is_some();
         if hpda {
-            array.set_hpda_idle(self.reclaim_idle.unwrap_or(0.5));
+            let default_s = hetraid_core::hpda::MonitorConfig::default().idle_ns as f64 / 1e9;
+            array.set_hpda_idle(self.reclaim_idle.unwrap_or(default_s));
         }
         let hpda_thread = hpda.then(|| {
             let (array, stop) = (array.clone(), stop.clone());
@@ -285,22 +286,17 @@ impl ServeCmd {
         // Write-back: reclaim the log when the array has been idle.
         let idle_thread = (array.has_write_back_log() && !hpda).then(|| {
             let (array, stop) = (array.clone(), stop.clone());
-            let idle = std::time::Duration::from_secs_f64(self.reclaim_idle.unwrap_or(5.0));
-            std::thread::spawn(move || {
-                let step = std::time::Duration::from_millis(100);
-                let mut quiet = std::time::Duration::ZERO;
-                while !stop.is_set() {
-                    stop.sleep(step);
-                    quiet = if array.take_io_seen() { std::time::Duration::ZERO } else { quiet + step };
-                    let pending = array.status().log.is_some_and(|l| l.unreclaimed_bytes > 0);
-                    if quiet >= idle && pending {
-                        match array.reclaim() {
-                            Ok(n) => tracing::info!("idle for {:.1} s: {n} bytes of the write log written to the members", quiet.as_secs_f64()),
-                            Err(e) => tracing::info!("reclaiming the write log failed: {e}"),
-                        }
-                        quiet = std::time::Duration::ZERO;
-                    }
+            let idle = match self.reclaim_idle {
+                Some(s) => std::time::Duration::from_secs_f64(s),
+                None => {
+                    std::time::Duration::from_nanos(hetraid_core::journal::RECLAIM_IDLE_NS_DEFAULT)
                 }
+            };
+            std::thread::spawn(move || {
+                array.run_idle_reclaimer(idle, &|d| {
+                    stop.sleep(d);
+                    !stop.is_set()
+                })
             })
         });
         // A change cut short continues in the background, as MD resumes a
