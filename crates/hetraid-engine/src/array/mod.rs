@@ -31,6 +31,8 @@ pub use events::{log_event, OpProgress};
 pub use spares::SpareStatus;
 mod failure;
 pub use cell::{ArrayCell, ChangeOptions, ChangeRate, Reopen};
+mod assemble;
+mod create;
 mod hpda;
 mod io;
 mod lifecycle;
