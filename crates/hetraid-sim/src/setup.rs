@@ -416,6 +416,9 @@ impl Setup {
     pub(crate) fn source(&self) -> Result<Source, String> {
         let c = &self.cfg;
         if let Some(t) = &self.trace {
+            if c.trim_fraction.is_some() || c.trim_size.is_some() {
+                return Err("trim_fraction and trim_size apply to closed-loop workloads; a trace brings its own discards (blkparse D records)".into());
+            }
             return Ok(Source::Replay(Replay {
                 records: t.clone(),
                 next: 0,
