@@ -473,7 +473,10 @@ fn batch_sizes_are_the_cores() {
             "hetraid-engine/src/array/cell.rs",
             "SERVED_BATCHES_PER_SWAP",
         ),
-        ("hetraid/src/cmd/array.rs", "OFFLINE_BATCHES_PER_SWAP"),
+        (
+            "hetraid/src/cmd/array/change.rs",
+            "OFFLINE_BATCHES_PER_SWAP",
+        ),
     ] {
         let src = std::fs::read_to_string(format!("{root}{f}")).unwrap();
         assert!(src.contains(&format!("limits::{name}")), "{f}: {name}");

@@ -1,0 +1,568 @@
+//! Changes that move data: `grow`, `shrink` (offline and served), their
+//! speed, progress bars and reports.
+
+#[allow(unused_imports)]
+use super::*;
+
+#[derive(Debug, Args)]
+pub struct GrowCmd {
+    /// The array's member files.
+    #[arg(required = true)]
+    pub members: Vec<String>,
+    /// Run without the array's members that are not given: they are
+    /// recorded missing (mdadm's --run). Without it a command given only
+    /// some of a healthy array's members refuses and changes nothing.
+    #[arg(long)]
+    pub degraded: bool,
+    /// The new member (PATH[:hdd|ssd|nvram]): RAIDX moves chunks onto it so
+    /// the array holds the most bundles the members allow. Without --add,
+    /// a grow or shrink cut short (a crash) is finished.
+    #[arg(long, value_name = "NEW")]
+    pub add: Option<String>,
+    /// RAIDH: the parity weights after the grow, one per member (a member
+    /// added included): the array restripes to them. Also how a member
+    /// replaced by a faster one gets a larger share of parity.
+    #[arg(long, value_delimiter = ',')]
+    pub weights: Option<Vec<u64>>,
+    /// Overwrite a new member that holds another array's member.
+    #[arg(long)]
+    pub force: bool,
+    /// `max`: RAIDX members with room for more chunk slots than they use
+    /// (replaced by larger ones) get them, chunks moving onto them.
+    #[arg(long, value_name = "max")]
+    pub size: Option<String>,
+    /// Stop after N batches, the change left recorded (tests of resuming:
+    /// `assemble`, `serve` or `grow` finish it).
+    #[arg(long, hide = true)]
+    pub batches: Option<u64>,
+    #[command(flatten)]
+    pub speed: ChangeSpeed,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// MD's two speed limits for a change on a served array.
+#[derive(Debug, Args)]
+pub struct ChangeSpeed {
+    /// Bytes a second of chunk moves (per member) kept while clients do
+    /// I/O (MD's speed_limit_min; a served array's requests run between
+    /// batches). Default MD's 1000K served.
+    #[arg(long, value_parser = size)]
+    pub min_speed: Option<u64>,
+    /// Bytes a second at most when idle (MD's speed_limit_max); 0 =
+    /// unlimited. Default MD's 200000K served, unlimited offline.
+    #[arg(long, value_parser = size)]
+    pub max_speed: Option<u64>,
+}
+
+impl ChangeSpeed {
+    /// Into a control request.
+    fn put(&self, req: &mut serde_json::Value) {
+        let md = hetraid_core::pace::MD_DEFAULT;
+        req["min_speed"] = self.min_speed.unwrap_or(md.min_bps).into();
+        req["max_speed"] = self.max_speed.unwrap_or(md.max_bps).into();
+    }
+
+    /// Offline, the limits do not apply to the hidden `--batches` path:
+    /// an error when given.
+    fn offline(&self) -> Result<(), String> {
+        if self.min_speed.is_some() || self.max_speed.is_some() {
+            return Err("--min-speed and --max-speed do not go with --batches".into());
+        }
+        Ok(())
+    }
+
+    /// Offline: no client I/O to yield to, so unlimited unless a limit is
+    /// given.
+    /// Batches per assembly offline: one when a limit is given (the pacer
+    /// runs between assemblies), more otherwise.
+    fn batches_per_swap(&self) -> u64 {
+        if self.min_speed.is_some() || self.max_speed.is_some() {
+            hetraid_core::limits::SERVED_BATCHES_PER_SWAP
+        } else {
+            hetraid_core::limits::OFFLINE_BATCHES_PER_SWAP
+        }
+    }
+
+    fn offline_options(&self) -> hetraid_engine::ChangeOptions {
+        hetraid_engine::ChangeOptions {
+            min_speed: self.min_speed.unwrap_or(0),
+            max_speed: self.max_speed.unwrap_or(0),
+        }
+    }
+}
+
+/// A change report from the server's JSON.
+pub(crate) fn remote_change(v: serde_json::Value) -> Result<hetraid_engine::ChangeReport, String> {
+    let n = |k: &str| v[k].as_u64().unwrap_or(0);
+    Ok(hetraid_engine::ChangeReport {
+        change: v["change"].as_str().unwrap_or("?").into(),
+        slot: n("slot") as usize,
+        moves: n("moves"),
+        rebuilt: n("rebuilt"),
+        bundles_before: n("bundles_before"),
+        bundles_after: n("bundles_after"),
+        capacity_before: n("capacity_before"),
+        capacity_after: n("capacity_after"),
+        seconds: v["seconds"].as_f64().unwrap_or(0.0),
+    })
+}
+
+pub(crate) fn print_change(r: &hetraid_engine::ChangeReport, json: bool) -> Result<(), String> {
+    if json {
+        return crate::cmd::print_json(&serde_json::to_value(r).map_err(|e| e.to_string())?);
+    }
+    if r.change == "restripe" {
+        println!(
+            "restriped onto {} members: {} rows written in {:.2} s; stripes {} -> {}; capacity {} -> {} ({} -> {} bytes)",
+            r.slot + 1,
+            r.moves,
+            r.seconds,
+            r.bundles_before,
+            r.bundles_after,
+            format_size(r.capacity_before),
+            format_size(r.capacity_after),
+            r.capacity_before,
+            r.capacity_after
+        );
+        return Ok(());
+    }
+    let verb = match r.change.as_str() {
+        "grow" => "added",
+        "enlarge" => "grown to its whole member",
+        _ => "removed",
+    };
+    println!(
+        "slot {} {verb}: {} chunk moves ({} rebuilt from their bundles) in {:.2} s; bundles {} -> {}; capacity {} -> {} ({} -> {} bytes)",
+        r.slot,
+        r.moves,
+        r.rebuilt,
+        r.seconds,
+        r.bundles_before,
+        r.bundles_after,
+        format_size(r.capacity_before),
+        format_size(r.capacity_after),
+        r.capacity_before,
+        r.capacity_after
+    );
+    Ok(())
+}
+
+impl GrowCmd {
+    /// The resume of a grow (`grow MEMBERS...`) given the new device that
+    /// a kill left without a superblock (before the grow began): the exact
+    /// command that starts it again.
+    fn new_member_without_superblock(&self) -> Result<(), String> {
+        let Some((new, rest, fresh)) = one_blank_member(&self.members)? else {
+            return Ok(());
+        };
+        // A grow writes the new device first, then records itself on the
+        // others: a blank device beside members with nothing recorded is a
+        // grow killed before it began.
+        let changing = fresh.reshape.is_some()
+            || fresh
+                .raidx_history
+                .as_ref()
+                .is_some_and(|h| h.pending.is_some());
+        if changing {
+            return Ok(());
+        }
+        Err(format!(
+            "{new} carries no hetraid superblock, and no grow is recorded on the other members: a grow adding it was cut short before it began; start it again with: hetraid grow {} --add {new}",
+            rest.join(" ")
+        ))
+    }
+
+    pub fn run(&self) -> Result<(), String> {
+        if let Some(add) = &self.add {
+            let (p, _) = split_member(add)?;
+            if self
+                .members
+                .iter()
+                .any(|m| split_member(m).is_ok_and(|(q, _)| same_path(&q, &p)))
+            {
+                return Err(format!(
+                    "{} is already listed as a member; --add takes a new device",
+                    p.display()
+                ));
+            }
+        }
+        if self.force && self.add.is_none() {
+            return Err("--force applies with --add only".into());
+        }
+        if self.add.is_none() && self.weights.is_none() && self.size.is_none() {
+            self.new_member_without_superblock()?;
+        }
+        if let Some(sz) = &self.size {
+            if sz != "max" {
+                return Err(format!(
+                    "--size {sz}: grow takes --size max (every member used whole)"
+                ));
+            }
+            if self.add.is_some() || self.weights.is_some() || self.batches.is_some() {
+                return Err(
+                    "--size max goes alone: give --add or --weights in a grow of their own".into(),
+                );
+            }
+            let mut req = serde_json::json!({"verb": "grow", "size": "max"});
+            self.speed.put(&mut req);
+            let rs: Vec<hetraid_engine::ChangeReport> = match remote(&self.members, req) {
+                Some(r) => match r? {
+                    serde_json::Value::Array(v) => {
+                        v.into_iter().map(remote_change).collect::<Result<_, _>>()?
+                    }
+                    other => return Err(format!("unexpected reply from the server: {other}")),
+                },
+                None => {
+                    let held = Held::open(&self.members, "grow", self.degraded)?;
+                    held.cell
+                        .set_batches_per_swap(self.speed.batches_per_swap());
+                    let r = held
+                        .cell
+                        .enlarge(self.speed.offline_options())
+                        .map_err(|e| e.to_string());
+                    held.close()?;
+                    r?
+                }
+            };
+            if rs.is_empty() {
+                println!("every member is used whole already: nothing to grow");
+            }
+            if self.json {
+                return crate::cmd::print_json(
+                    &serde_json::to_value(&rs).map_err(|e| e.to_string())?,
+                );
+            }
+            for r in &rs {
+                print_change(r, false)?;
+            }
+            return Ok(());
+        }
+        if self.batches.is_some()
+            && remote(&self.members, serde_json::json!({"verb": "status"})).is_some()
+        {
+            return Err("--batches applies to an array that is not served".into());
+        }
+        let mut req = serde_json::json!({"verb": "grow", "force": self.force});
+        self.speed.put(&mut req);
+        if let Some(add) = &self.add {
+            let (p, kind) = split_member(add)?;
+            if !p.exists() {
+                return Err(format!(
+                    "new member {} does not exist; check the path",
+                    p.display()
+                ));
+            }
+            req["add"] = std::path::absolute(&p)
+                .map_err(|e| e.to_string())?
+                .display()
+                .to_string()
+                .into();
+            req["kind"] = kind.unwrap_or(MemberKind::Hdd).as_str().into();
+        }
+        if let Some(w) = &self.weights {
+            req["weights"] = w.clone().into();
+        }
+        let new_path = match &self.add {
+            Some(add) => {
+                Some(std::path::absolute(split_member(add)?.0).map_err(|e| e.to_string())?)
+            }
+            None => None,
+        };
+        let bar = StatusBar::start(&self.members, "change");
+        let served = remote_passing(&self.members, req, new_path.as_deref());
+        drop(bar);
+        if let Some(r) = served {
+            return print_change(&remote_change(r?)?, self.json);
+        }
+        if self.batches.is_none() {
+            // Held with a control socket, run by the served path's code (a
+            // few batches per assembly): status from another shell sees it.
+            let held = Held::open(&self.members, "grow", self.degraded)?;
+            held.cell
+                .set_batches_per_swap(self.speed.batches_per_swap());
+            let opts = self.speed.offline_options();
+            let bar = StatusBar::start(&self.members, "change");
+            let r = match (&self.add, &self.weights) {
+                (None, None) => held
+                    .cell
+                    .resume(opts)
+                    .map_err(|e| e.to_string())
+                    .and_then(|r| {
+                        r.ok_or_else(|| {
+                            "no grow or shrink is in progress: give --add NEW to add a member"
+                                .into()
+                        })
+                    }),
+                (add, weights) => {
+                    let new = match add {
+                        Some(add) => {
+                            let (p, kind) = split_member(add)?;
+                            Some((open_member(&p)?, kind.unwrap_or(MemberKind::Hdd)))
+                        }
+                        None => None,
+                    };
+                    held.cell
+                        .grow(new, weights.clone(), self.force, opts)
+                        .map_err(|e| e.to_string())
+                }
+            };
+            drop(bar);
+            held.close()?;
+            return print_change(&r?, self.json);
+        }
+        self.speed.offline()?;
+        let given = open_given(&self.members, self.degraded)?;
+        let all = match (&self.add, &self.weights) {
+            (None, None) => given,
+            (add, weights) => {
+                let new = match add {
+                    Some(add) => {
+                        let (p, kind) = split_member(add)?;
+                        Some((open_member(&p)?, kind.unwrap_or(MemberKind::Hdd)))
+                    }
+                    None => None,
+                };
+                Array::prepare_grow(given, new, weights.clone(), self.force)
+                    .map_err(|e| e.to_string())?
+            }
+        };
+        let r = match Array::resume_change(all, self.batches).map_err(|e| e.to_string())? {
+            Some(r) => r,
+            None if self.batches.is_some() => {
+                println!(
+                    "stopped after {} batches; the change stays recorded",
+                    self.batches.unwrap_or(0)
+                );
+                return Ok(());
+            }
+            None => {
+                return Err(
+                    "no grow or shrink is in progress: give --add NEW to add a member".into(),
+                )
+            }
+        };
+        print_change(&r, self.json)
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ShrinkCmd {
+    /// The array's member files (the member being removed may be left out
+    /// when it is gone).
+    #[arg(required = true)]
+    pub members: Vec<String>,
+    /// Run without the array's members that are not given: they are
+    /// recorded missing (mdadm's --run). Without it a command given only
+    /// some of a healthy array's members refuses and changes nothing.
+    #[arg(long)]
+    pub degraded: bool,
+    /// The slot whose chunks are re-placed on the other members: a member
+    /// failed or missing (its chunks are rebuilt), or one leaving (copied).
+    #[arg(long, value_name = "SLOT|PATH")]
+    pub member: String,
+    /// The array's new size, after what sits on it (a filesystem) has been
+    /// shrunk to fit: a whole number of bundles the other members hold.
+    #[arg(long, value_parser = size)]
+    pub size: u64,
+    /// Shrink even past data written on the array, or by more than half.
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub speed: ChangeSpeed,
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl ShrinkCmd {
+    pub fn run(&self) -> Result<(), String> {
+        let mut req = serde_json::json!({"verb": "shrink", "member": slot_of(&self.member, &self.members)?, "size": self.size, "force": self.force});
+        self.speed.put(&mut req);
+        let bar = StatusBar::start(&self.members, "change");
+        let served = remote(&self.members, req);
+        drop(bar);
+        if let Some(r) = served {
+            return print_change(&remote_change(r?)?, self.json);
+        }
+        let slot = slot_of(&self.member, &self.members)?;
+        let held = Held::open(&self.members, "shrink", self.degraded)?;
+        held.cell
+            .set_batches_per_swap(self.speed.batches_per_swap());
+        let bar = StatusBar::start(&self.members, "change");
+        let r = held
+            .cell
+            .shrink_remove(slot, self.size, self.force, self.speed.offline_options())
+            .map_err(|e| e.to_string());
+        drop(bar);
+        held.close()?;
+        print_change(&r?, self.json)
+    }
+}
+
+/// A progress bar with rate and ETA (per member bytes), on stderr.
+pub(crate) fn progress_bar(what: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(&format!(
+            "{what} [{{bar:30}}] {{percent:>3}}% {{binary_bytes}}/{{binary_total_bytes}} {{binary_bytes_per_sec}} eta {{eta}}"
+        ))
+        .unwrap()
+        .progress_chars("=> "),
+    );
+    bar
+}
+
+/// An array held by this command for a long operation, with a control
+/// socket open meanwhile: `status` (progress, rate, ETA), `fail`,
+/// `replace`... from another shell reach this process as they reach a
+/// served array.
+pub struct Held {
+    pub cell: Arc<hetraid_engine::ArrayCell>,
+    stop: Arc<hetraid_nbd::Stop>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Held {
+    pub fn open(paths: &[String], role: &'static str, degraded: bool) -> Result<Self, String> {
+        let members = open_given(paths, degraded)?;
+        let a = Array::assemble(members.clone()).map_err(|e| e.to_string())?;
+        let uuid = a.status().uuid;
+        let cell = Arc::new(hetraid_engine::ArrayCell::new(
+            Arc::new(a),
+            members,
+            Box::new(|_| Ok(())),
+        ));
+        let stop =
+            hetraid_nbd::Stop::new().map_err(|e| format!("cannot make a stop signal: {e}"))?;
+        let thread = {
+            let (cell, stop) = (cell.clone(), stop.clone());
+            std::thread::spawn(move || {
+                if let Err(e) = hetraid_nbd::control::serve_control_for(cell, &uuid, stop, role) {
+                    eprintln!("hetraid: warning: no control socket ({e}): status from another shell cannot see this {role}");
+                }
+            })
+        };
+        Ok(Self {
+            cell,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Close the control socket, then the array.
+    pub fn close(mut self) -> Result<Arc<Array>, String> {
+        self.stop.stop();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.cell.stop();
+        let a = self.cell.current();
+        a.close().map_err(|e| e.to_string())?;
+        Ok(a)
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.stop.stop();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Run a long `request` on a served array; on a terminal, draw a progress
+/// bar from the server's status meanwhile (another control connection,
+/// once a second).
+pub(crate) fn remote_with_bar(
+    members: &[String],
+    request: serde_json::Value,
+    what: &'static str,
+) -> Option<Result<serde_json::Value, String>> {
+    let first = split_member(members.first()?).ok()?.0;
+    let uuid = hetraid_nbd::control::array_uuid(&first)?;
+    if !matches!(hetraid_nbd::control::is_served(&uuid), Ok(true)) {
+        return remote(members, request);
+    }
+    let bar = StatusBar::start(members, what);
+    let r = remote(members, request);
+    drop(bar);
+    r
+}
+
+/// A progress bar on a terminal for a long operation another thread or
+/// process runs: it polls the array's control socket (a server, or this
+/// command's own `Held`) once a second. `what`: "rebuild", "scrub", or
+/// "change" (a grow or shrink: chunk moves).
+pub(crate) struct StatusBar {
+    done: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl StatusBar {
+    fn start(members: &[String], what: &'static str) -> Self {
+        use std::io::IsTerminal;
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread = std::io::stderr().is_terminal().then(|| {
+            let (done, members) = (done.clone(), members.to_vec());
+            std::thread::spawn(move || {
+                let bar = progress_bar(what);
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    if let Some(Ok(v)) = remote(&members, serde_json::json!({"verb": "status"})) {
+                        let chunk = v["chunk_bytes"].as_u64().unwrap_or(0);
+                        let n = |x: &serde_json::Value| x.as_u64().unwrap_or(0);
+                        let (p, c) = (&v["progress"], &v["change"]);
+                        if p["op"] == what {
+                            bar.set_length(n(&p["stripes_total"]) * chunk);
+                            bar.set_position(n(&p["bytes_done"]));
+                        } else if what == "change" && c.is_object() {
+                            bar.set_length(n(&c["moves"]) * chunk);
+                            bar.set_position(n(&c["moves_done"]) * chunk);
+                        }
+                    }
+                    for _ in 0..20 {
+                        if done.load(std::sync::atomic::Ordering::Relaxed) {
+                            break;
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(50));
+                    }
+                }
+                bar.finish_and_clear();
+            })
+        });
+        Self { done, thread }
+    }
+}
+
+impl Drop for StatusBar {
+    fn drop(&mut self) {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The `change:` line of `status` (a grow, shrink or restripe in progress),
+/// with its rate and time left when a process is running it.
+pub(crate) fn change_line(v: &serde_json::Value) -> Option<String> {
+    let c = v.get("change").filter(|c| c.is_object())?;
+    let n = |k: &str| c[k].as_u64().unwrap_or(0);
+    let what = if c["change"] == "restripe" {
+        "new-layout rows written"
+    } else {
+        "chunk moves done"
+    };
+    let (done, total) = (n("moves_done"), n("moves"));
+    let pace = match (c["moves_per_s"].as_f64(), c["eta_s"].as_f64()) {
+        (Some(r), Some(eta)) => format!(", {r:.0} moves a second, {:.0} s left", eta.ceil()),
+        (Some(r), None) => format!(", {r:.0} moves a second"),
+        _ => "; hetraid assemble, serve or grow with the same members finishes it".into(),
+    };
+    Some(format!(
+        "change: {} of slot {} in progress, {done} of {total} {what} ({:.1} %){pace}",
+        c["change"].as_str().unwrap_or("?"),
+        n("slot"),
+        done as f64 * 100.0 / total.max(1) as f64
+    ))
+}

@@ -1,0 +1,490 @@
+//! `hetraid create`: what it checks, and the array it writes.
+
+#[allow(unused_imports)]
+use super::*;
+
+#[derive(Debug, Args)]
+pub struct CreateCmd {
+    #[command(flatten)]
+    pub layout: LayoutOpts,
+    /// Write selection: md, modthresh, modthresh-stripe (the threshold decided per stripe), rmw-always, cost.
+    #[arg(long, default_value = "md")]
+    pub policy: String,
+    /// Create member files of this size (they must not exist yet).
+    #[arg(long, value_parser = size)]
+    pub size: Option<u64>,
+    /// Overwrite members that belong to another array.
+    #[arg(long)]
+    pub force: bool,
+    /// Block checksums: `crc32c` keeps a checksum per 4 KiB block of every
+    /// member and verifies every read (bad blocks are rebuilt from the
+    /// redundancy and rewritten); `none` does not.
+    #[arg(long, default_value = "none", value_name = "crc32c|none")]
+    pub checksums: String,
+    /// Layouts with copies (raid1, raid10, s2raid10, raidx1/10): how reads
+    /// choose a copy: md (MD's read_balance, default), first, or the RAIDX
+    /// paper's raidx1..raidx4. Stored in the superblock.
+    #[arg(long, value_name = "POLICY")]
+    pub read_policy: Option<String>,
+    /// A write log on its own device(s): PATH, or two mirrored PATH,PATH
+    /// (each optionally PATH:kind; default ssd). Created with --log-size when
+    /// the file does not exist. List the log devices with the members in
+    /// every later command.
+    #[arg(long, value_delimiter = ',', value_name = "PATH[:kind]")]
+    pub log: Option<Vec<String>>,
+    /// How the log is used: journal (write-through: every stripe update is
+    /// durable in the log before the members are written, which closes the
+    /// RAID5 write hole) or write-back (a write is acknowledged once in the
+    /// log; a reclaimer writes it to the members later, always at close).
+    #[arg(long, value_name = "journal|write-back")]
+    pub log_mode: Option<String>,
+    /// Size of log files this command creates (default 64M).
+    #[arg(long, value_parser = size)]
+    pub log_size: Option<u64>,
+    /// Or: keep the write log on the members, SIZE bytes past the data area
+    /// of the two fastest (two copies; the members need that much room).
+    #[arg(long, value_parser = size, value_name = "SIZE")]
+    pub log_region: Option<u64>,
+    /// A name for the array (at most 64 bytes), kept on every member:
+    /// status shows it, `assemble --scan` and `events` name the array by it.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Member files or block devices, optionally PATH:kind (hdd, ssd, nvram).
+    #[arg(required = true)]
+    pub members: Vec<String>,
+}
+
+impl CreateCmd {
+    /// The log's paths, kinds and mode, checked (None: no log).
+    fn log_args(&self) -> Result<Option<LogArgs>, String> {
+        if self.layout.layout.eq_ignore_ascii_case("hpda") {
+            // HPDA's log is part of the layout: past the parity on HDD-1,
+            // mirrored at the start of HDD-2, write-back.
+            if self.log.is_some() || self.log_region.is_some() {
+                return Err("hpda keeps its write log on HDD-1 (past the parity) and HDD-2 (the mirror): leave out --log and --log-region (--log-size SIZE sets how much of that room it uses; default 256M)".into());
+            }
+            if self.log_mode.as_deref().is_some_and(|m| m != "write-back") {
+                return Err("hpda's log is write-back (random writes are acknowledged from it): --log-mode journal does not apply".into());
+            }
+            return Ok(Some((
+                vec![],
+                vec![],
+                hetraid_engine::format::LogMode::WriteBack,
+            )));
+        }
+        if self.log.is_some() && self.log_region.is_some() {
+            return Err("give --log PATH or --log-region SIZE, not both".into());
+        }
+        if self.log_region.is_some() && self.log_size.is_some() {
+            return Err(
+                "--log-size sizes --log files; --log-region SIZE sets the region's size".into(),
+            );
+        }
+        let Some(list) = &self.log else {
+            if self.log_region.is_some() {
+                return Ok(Some((vec![], vec![], self.log_mode()?)));
+            }
+            if self.log_mode.is_some() {
+                return Err(
+                    "--log-mode needs --log PATH (the log device) or --log-region SIZE".into(),
+                );
+            }
+            if self.log_size.is_some() {
+                return Err("--log-size needs --log PATH (the log device)".into());
+            }
+            return Ok(None);
+        };
+        let mode = self.log_mode()?;
+        if list.is_empty() || list.len() > 2 {
+            return Err(format!(
+                "--log takes one device or two (mirrored), not {}",
+                list.len()
+            ));
+        }
+        let mut paths = Vec::new();
+        let mut kinds = Vec::new();
+        for l in list {
+            let (p, k) = split_member(l)?;
+            paths.push(p);
+            kinds.push(k.unwrap_or(MemberKind::Ssd));
+        }
+        Ok(Some((paths, kinds, mode)))
+    }
+
+    fn log_mode(&self) -> Result<hetraid_engine::format::LogMode, String> {
+        Ok(match self.log_mode.as_deref().unwrap_or("journal") {
+            "journal" => hetraid_engine::format::LogMode::Journal,
+            "write-back" => hetraid_engine::format::LogMode::WriteBack,
+            other => {
+                return Err(format!(
+                    "--log-mode {other} is not known; use journal or write-back"
+                ))
+            }
+        })
+    }
+
+    fn checksums(&self) -> Result<bool, String> {
+        match self.checksums.as_str() {
+            "crc32c" => Ok(true),
+            "none" => Ok(false),
+            other => Err(format!(
+                "--checksums {other} is not known; use crc32c or none"
+            )),
+        }
+    }
+
+    pub fn run(&self) -> Result<(), String> {
+        let policy = WritePolicy::parse(&self.policy)?;
+        let chunk = self.layout.chunk;
+        if !hetraid_engine::format::chunk_ok(chunk) {
+            return Err(format!(
+                "--chunk {chunk} is not a power of two between 4K and 1G"
+            ));
+        }
+        let record = self.layout.record()?;
+        record.kind()?;
+        if let Some(n) = &self.name {
+            if n.is_empty()
+                || n.len() > hetraid_engine::annex::NAME_MAX
+                || n.chars().any(|c| c.is_control())
+            {
+                return Err(format!(
+                    "--name {n:?} is not usable: give 1 to {} bytes without control characters",
+                    hetraid_engine::annex::NAME_MAX
+                ));
+            }
+        }
+        let mut paths = Vec::new();
+        let mut kinds = Vec::new();
+        for m in &self.members {
+            let (p, k) = split_member(m)?;
+            paths.push(p);
+            kinds.push(k);
+        }
+        let explicit_kinds = kinds.iter().any(|k| k.is_some());
+        let kinds: Vec<MemberKind> = match (&self.layout.kinds, kinds.iter().any(|k| k.is_some())) {
+            (Some(_), true) => {
+                return Err(
+                    "give member kinds either with --kinds or as PATH:kind, not both".into(),
+                )
+            }
+            (Some(k), false) => k.clone(),
+            (None, true) => kinds.iter().map(|k| k.unwrap_or(MemberKind::Hdd)).collect(),
+            (None, false) => {
+                match hetraid_core::layout::Preset::parse(&self.layout.layout.to_ascii_lowercase())
+                {
+                    Some(p) if paths.len() >= 2 => {
+                        let k = p.default_kinds(paths.len());
+                        // Said, not silent: which members the preset takes as SSDs.
+                        let ssds: Vec<String> = k
+                            .iter()
+                            .zip(&paths)
+                            .filter(|(k, _)| **k != MemberKind::Hdd)
+                            .map(|(_, p)| p.display().to_string())
+                            .collect();
+                        eprintln!(
+                            "hetraid: warning: no member kinds given: {} takes {} as its SSD{} (parity goes there) and the others as disks; say which with --kinds or PATH:ssd",
+                            self.layout.layout,
+                            ssds.join(", "),
+                            if ssds.len() == 1 { "" } else { "s" }
+                        );
+                        k
+                    }
+                    _ => vec![],
+                }
+            }
+        };
+        // Kinds given that contradict the preset are an error, not a
+        // silent re-ordering.
+        if self.layout.kinds.is_some() || explicit_kinds {
+            hetraid_core::layout::check_given_kinds(&record.kind()?, &kinds)?;
+        }
+        // Validate everything before writing anything.
+        let mut created = Vec::new();
+        for p in &paths {
+            match self.size {
+                Some(_) if p.exists() && !self.force => {
+                    return Err(format!("member {} already exists; --size creates new files only (use --force to overwrite)", p.display()))
+                }
+                None if !p.exists() => return Err(format!("member {} does not exist; give --size to create member files", p.display())),
+                _ => {}
+            }
+            if let Some(parent) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+                if !parent.is_dir() {
+                    return Err(format!(
+                        "directory {} does not exist for member {}",
+                        parent.display(),
+                        p.display()
+                    ));
+                }
+            }
+        }
+        if self.size.is_none() {
+            member_paths(&self.members)?;
+        } else {
+            let mut names: Vec<&PathBuf> = paths.iter().collect();
+            names.sort();
+            if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+                return Err(format!("member {} is listed twice", w[0].display()));
+            }
+        }
+        let log = self.log_args()?;
+        let log_size = self.log_size.unwrap_or(64 << 20);
+        if let Some(r) = self.log_region {
+            let need = Array::log_bytes_min_any(paths.len(), chunk);
+            if r < need {
+                return Err(format!(
+                    "--log-region {r} is too small: with {} members of {chunk}-byte chunks the log needs at least {need}",
+                    paths.len()
+                ));
+            }
+        }
+        if let Some((lp, _, _)) = &log {
+            for p in lp {
+                if paths.iter().any(|m| same_path(m, p)) {
+                    return Err(format!(
+                        "{} is given both as a member and as the log",
+                        p.display()
+                    ));
+                }
+            }
+            if lp.len() == 2 && same_path(&lp[0], &lp[1]) {
+                return Err(format!("log device {} is listed twice", lp[0].display()));
+            }
+            let need = Array::log_bytes_min_any(paths.len(), chunk);
+            for p in lp {
+                let len = if p.exists() {
+                    let m = open_member_for(p, false)?;
+                    if !self.force {
+                        if let Some(owner) = belongs_to(m.as_ref()) {
+                            return Err(format!(
+                                "log device {} already {owner}; use --force to overwrite it",
+                                p.display()
+                            ));
+                        }
+                    }
+                    m.len()
+                } else {
+                    if let Some(parent) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+                        if !parent.is_dir() {
+                            return Err(format!(
+                                "directory {} does not exist for log {}",
+                                parent.display(),
+                                p.display()
+                            ));
+                        }
+                    }
+                    log_size
+                };
+                if len < need {
+                    return Err(format!(
+                        "log device {} would be {len} bytes; with {} members of {chunk}-byte chunks it needs at least {need} (--log-size)",
+                        p.display(),
+                        paths.len()
+                    ));
+                }
+            }
+        }
+        let opts = CreateOptions {
+            layout: record,
+            chunk_bytes: self.layout.chunk,
+            policy,
+            kinds,
+            assume_clean: self.size.is_some(),
+            force: self.force,
+            checksums: self.checksums()?,
+            read_policy: self
+                .read_policy
+                .as_deref()
+                .map(hetraid_core::readbalance::ReadPolicy::parse)
+                .transpose()?,
+            log: None,
+        };
+        // The layout, sizes and kinds are checked before any file is touched.
+        let lens: Vec<u64> = match self.size {
+            Some(sz) => vec![sz; paths.len()],
+            None => paths
+                .iter()
+                .map(|p| open_member_for(p, false).map(|m| m.len()))
+                .collect::<Result<_, _>>()?,
+        };
+        Array::check_create(&lens, &opts).map_err(|e| e.to_string())?;
+        let mut members: Vec<Arc<dyn Member>> = Vec::new();
+        // Only files this command created are removed when it fails later.
+        let cleanup =
+            |created: &[PathBuf]| created.iter().for_each(|p| drop(std::fs::remove_file(p)));
+        for p in &paths {
+            let m = match self.size {
+                Some(sz) => {
+                    let existed = p.exists();
+                    let r = FileMember::create(p, sz);
+                    if r.is_ok() && !existed {
+                        created.push(p.clone());
+                    }
+                    r
+                }
+                None => FileMember::open(p),
+            };
+            match m {
+                Ok(m) => members.push(Arc::new(m)),
+                Err(e) => {
+                    cleanup(&created);
+                    return Err(format!("cannot open member {}: {e}", p.display()));
+                }
+            }
+        }
+        let mut opts = opts;
+        if self.layout.layout.eq_ignore_ascii_case("hpda") {
+            opts.log = Some(hetraid_engine::LogSpec {
+                devices: vec![],
+                kinds: vec![],
+                mode: hetraid_engine::format::LogMode::WriteBack,
+                region: self.log_size,
+            });
+        } else if let (Some(r), Some((_, _, mode))) = (self.log_region, &log) {
+            opts.log = Some(hetraid_engine::LogSpec {
+                devices: vec![],
+                kinds: vec![],
+                mode: *mode,
+                region: Some(r),
+            });
+        } else if let Some((lp, kinds, mode)) = &log {
+            let mut devices: Vec<Arc<dyn Member>> = Vec::new();
+            for p in lp {
+                let m = if p.exists() {
+                    FileMember::open(p)
+                } else {
+                    let r = FileMember::create(p, log_size);
+                    if r.is_ok() {
+                        created.push(p.clone());
+                    }
+                    r
+                };
+                match m {
+                    Ok(m) => devices.push(Arc::new(m)),
+                    Err(e) => {
+                        cleanup(&created);
+                        return Err(format!("cannot open log device {}: {e}", p.display()));
+                    }
+                }
+            }
+            opts.log = Some(hetraid_engine::LogSpec {
+                devices,
+                kinds: kinds.clone(),
+                mode: *mode,
+                region: None,
+            });
+        }
+        let array = match Array::create(members, &opts) {
+            Ok(a) => a,
+            Err(e) => {
+                cleanup(&created);
+                return Err(e.to_string());
+            }
+        };
+        if let Some(n) = &self.name {
+            array.set_name(n).map_err(|e| e.to_string())?;
+        }
+        array.close().map_err(|e| e.to_string())?;
+        let st = array.status();
+        // Members of different sizes under a layout that uses each as the
+        // smallest: say how much is left unused, and what would use it.
+        if matches!(
+            st.layout.as_str(),
+            "raid0" | "raid1" | "raid4" | "raid5" | "raid6" | "raidh" | "raidh6"
+        ) {
+            let used = st.stripe_count * st.chunk_bytes;
+            let waste: u64 = st
+                .member_states
+                .iter()
+                .map(|m| m.data_bytes.saturating_sub(used))
+                .sum();
+            let total: u64 = st.member_states.iter().map(|m| m.data_bytes).sum();
+            // Equal members, a log region on two of them: the others keep
+            // as much unused (they do not differ in size).
+            let region = self.log_region.unwrap_or(0);
+            let holds_copy = |path: &Option<String>| {
+                let region_path = path.as_ref().map(|p| format!("{p} (log region)"));
+                st.log.as_ref().is_some_and(|l| {
+                    l.devices
+                        .iter()
+                        .any(|d| Some(&d.path) == region_path.as_ref())
+                })
+            };
+            let physical: std::collections::BTreeSet<u64> = st
+                .member_states
+                .iter()
+                .map(|m| m.data_bytes + if holds_copy(&m.path) { region } else { 0 })
+                .collect();
+            let region_only = region > 0 && physical.len() == 1;
+            if region_only && waste > 0 {
+                eprintln!(
+                    "hetraid: note: the log region takes {} of each member holding a copy; the other members keep {} in all unused ({} uses {} of each member)",
+                    format_size(self.log_region.unwrap_or(0)),
+                    format_size(waste),
+                    st.layout,
+                    format_size(used)
+                );
+            } else if waste > total / 100 {
+                eprintln!(
+                    "hetraid: warning: the members differ in size: {} of them ({:.0} %) is not used, as {} uses {} of each member (the smallest's); raidx uses members of any size (hetraid layout --layout raidx --sizes ... shows what it would hold)",
+                    format_size(waste),
+                    waste as f64 * 100.0 / total.max(1) as f64,
+                    st.layout,
+                    format_size(used)
+                );
+            }
+        }
+        // Spare space that a rebuild must share (S²-RAID with K = G): say
+        // what it costs and what avoids it.
+        if let Some(t) = hetraid_core::rebuild::shared_spare_target(array.layout(), 0) {
+            let name = |i: usize| {
+                st.member_states
+                    .get(i)
+                    .and_then(|m| m.path.clone())
+                    .unwrap_or_else(|| format!("member {i}"))
+            };
+            eprintln!(
+                "hetraid: note: a rebuild into spare space will have one disk ({} when {} fails) written by one stream while another reads it, so it takes about twice as long as its streams apart: with as many partitions as the group size, a failed disk's streams need more disks than survive; leave out --partitions (with spare partitions it defaults to one fewer than the group) to avoid it, at the cost of capacity",
+                name(t),
+                name(0)
+            );
+        }
+        println!(
+            "created {} array {}{} on {} members: capacity {} ({} bytes), chunk {}, policy {}",
+            st.layout,
+            self.name
+                .as_ref()
+                .map_or_else(String::new, |n| format!("{n} ")),
+            st.uuid,
+            st.members,
+            format_size(st.capacity_bytes),
+            st.capacity_bytes,
+            format_size(st.chunk_bytes),
+            st.policy
+        );
+        if let Some(l) = &st.log {
+            let devs: Vec<&str> = l.devices.iter().map(|d| d.path.as_str()).collect();
+            println!(
+                "write log: {} on {} ({} of log){}",
+                l.mode,
+                devs.join(", "),
+                format_size(l.ring_bytes),
+                if self.log_region.is_some() || st.hpda.is_some() {
+                    ""
+                } else {
+                    "; list it with the members in every command"
+                }
+            );
+            let bound = hetraid_core::journal::INDEX_BYTES_MAX;
+            if l.mode == "write-back" && l.ring_bytes > 4 * bound {
+                println!(
+                    "note: at most {} of writes wait in a write-back log (its memory bound; serve --log-memory sets it): a log larger than {} keeps room it will not use",
+                    format_size(bound),
+                    format_size(4 * bound)
+                );
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,794 @@
+//! Verbs on members: `fail`, `remove`, `replace`, `re-add`, `add` and the
+//! member scan behind them.
+
+#[allow(unused_imports)]
+use super::*;
+
+#[derive(Debug, Args)]
+pub struct MembersCmd {
+    /// The array's member files, in any order.
+    #[arg(required = true)]
+    pub members: Vec<String>,
+    /// Run without the array's members that are not given: they are
+    /// recorded missing (mdadm's --run). Without it a command given only
+    /// some of a healthy array's members refuses and changes nothing.
+    #[arg(long)]
+    pub degraded: bool,
+    /// assemble: start even if some members are stale (the freshest are
+    /// brought back: writes made after they left are lost on them) or the array
+    /// is dirty and degraded (data in the regions being written may be wrong).
+    #[arg(long)]
+    pub force: bool,
+    #[arg(long)]
+    pub json: bool,
+    /// status: exit with the array's health, as `mdadm --detail --test`:
+    /// 0 optimal, 1 degraded or rebuilding, 2 failed, 4 when it cannot be
+    /// read.
+    #[arg(long)]
+    pub test: bool,
+    /// assemble: the paths are directories (their files and block devices
+    /// are read) or devices; the members of each array found are grouped
+    /// by UUID and each array is assembled (mdadm --assemble --scan).
+    #[arg(long)]
+    pub scan: bool,
+    /// assemble --scan: only the array of this name (`create --name`).
+    #[arg(long, requires = "scan")]
+    pub name: Option<String>,
+}
+
+/// Devices under `paths` (directories read one level: regular files and
+/// block devices), each with the UUID of the array it belongs to.
+/// Among `members`, exactly one that carries no hetraid superblock (a new
+/// device a kill left blank): it, the others, and the freshest superblock
+/// among them. None otherwise.
+pub(crate) fn one_blank_member(
+    members: &[String],
+) -> Result<Option<(String, Vec<String>, hetraid_engine::format::Superblock)>, String> {
+    let mut blank = Vec::new();
+    let mut sbs = Vec::new();
+    for m in members {
+        let p = split_member(m)?.0;
+        match hetraid_engine::annex::read_member(&p) {
+            Ok((sb, _)) => sbs.push(sb),
+            // A log device has no superblock either: it is not blank.
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData && !is_log_file(&p) => {
+                blank.push(m.clone())
+            }
+            Err(_) => {}
+        }
+    }
+    let Some(fresh) = sbs.into_iter().max_by_key(|s| s.events) else {
+        return Ok(None);
+    };
+    let [new] = blank.as_slice() else {
+        return Ok(None);
+    };
+    let rest = members.iter().filter(|m| *m != new).cloned().collect();
+    Ok(Some((new.clone(), rest, fresh)))
+}
+
+/// Does the file at `p` carry a write log's header magic (either slot)?
+pub(crate) fn is_log_file(p: &Path) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(p) else {
+        return false;
+    };
+    [0u64, 4096].iter().any(|&at| {
+        let mut b = [0u8; 8];
+        f.seek(SeekFrom::Start(at)).is_ok()
+            && f.read_exact(&mut b).is_ok()
+            && &b == hetraid_engine::log::LOG_MAGIC
+    })
+}
+
+pub(crate) fn scan_devices(paths: &[String]) -> Result<Vec<(String, PathBuf)>, String> {
+    use std::os::unix::fs::FileTypeExt;
+    let mut found = Vec::new();
+    for p in paths {
+        let p = PathBuf::from(p);
+        let meta = std::fs::metadata(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        let mut candidates = Vec::new();
+        if meta.is_dir() {
+            let mut entries: Vec<PathBuf> = std::fs::read_dir(&p)
+                .map_err(|e| format!("{}: {e}", p.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .collect();
+            entries.sort();
+            candidates.extend(entries.into_iter().filter(|e| {
+                std::fs::metadata(e).is_ok_and(|m| m.is_file() || m.file_type().is_block_device())
+            }));
+        } else {
+            candidates.push(p);
+        }
+        for c in candidates {
+            if let Some(u) = hetraid_nbd::control::array_uuid(&c) {
+                if !found
+                    .iter()
+                    .any(|(_, q): &(String, PathBuf)| same_path(q, &c))
+                {
+                    found.push((u, c));
+                }
+            }
+        }
+    }
+    Ok(found)
+}
+
+impl MembersCmd {
+    pub fn status(&self) -> Result<(), String> {
+        if !self.test {
+            return self.status_printed().map(|_| ());
+        }
+        match self.status_printed() {
+            Ok(state) => exit_with(health_code(&state)),
+            Err(e) => {
+                eprintln!("hetraid: {e}");
+                exit_with(4)
+            }
+        }
+    }
+
+    /// Print the status; the array's state.
+    fn status_printed(&self) -> Result<String, String> {
+        if self.scan {
+            return Err("--scan applies to assemble".into());
+        }
+        if self.degraded {
+            return Err("--degraded applies to commands that write; status writes nothing and shows any array".into());
+        }
+        if self.force {
+            return Err(
+                "--force applies to assemble, not to status (status never changes the array)"
+                    .into(),
+            );
+        }
+        if let Some(r) = remote(&self.members, serde_json::json!({"verb": "status"})) {
+            let v = r?;
+            let state = v["state"].as_str().unwrap_or("?").to_string();
+            if self.json {
+                return crate::cmd::print_json(&v).map(|_| state);
+            }
+            let held_by = match v["process"].as_str() {
+                None | Some("serve") => "served".to_string(),
+                Some(p) => format!("hetraid {p} running, pid {}", v["pid"]),
+            };
+            println!(
+                "array {}{}  {}  state {} ({held_by})\ncapacity {} ({} bytes), chunk {}, {} stripes, policy {}{}, events {}",
+                v["name"].as_str().filter(|n| !n.is_empty()).map_or_else(String::new, |n| format!("{n} ")),
+                v["uuid"].as_str().unwrap_or("?"),
+                match v["parity_order"].as_str() {
+                    Some(o) => format!("{} {o}", v["layout"].as_str().unwrap_or("?")),
+                    None => v["layout"].as_str().unwrap_or("?").to_string(),
+                },
+                v["state"].as_str().unwrap_or("?"),
+                format_size(v["capacity_bytes"].as_u64().unwrap_or(0)),
+                v["capacity_bytes"],
+                format_size(v["chunk_bytes"].as_u64().unwrap_or(0)),
+                v["stripe_count"],
+                v["policy"].as_str().unwrap_or("?"),
+                v["read_policy"]
+                    .as_str()
+                    .map_or_else(String::new, |p| format!(", reads {p}")),
+                v["events"]
+            );
+            // The lines offline status prints from the same fields.
+            match v.get("last_scrub").filter(|r| !r.is_null()) {
+                Some(r) => println!(
+                    "scan: scrub finished {} in {:.1} s: {} stripes, {} mismatched, {} repaired",
+                    utc(r["finished_unix_s"].as_u64().unwrap_or(0)),
+                    r["duration_ms"].as_u64().unwrap_or(0) as f64 / 1000.0,
+                    r["stripes_checked"],
+                    r["mismatched_stripes"],
+                    r["repaired_stripes"]
+                ),
+                None => println!("scan: none requested"),
+            }
+            if v["checksums"] == true {
+                println!("checksums: crc32c per 4 KiB block, verified on every read");
+            }
+            match v.get("log").filter(|l| !l.is_null()) {
+                Some(l) => println!(
+                    "consistency: {} (write log {}, {} of {} bytes in use, {} records since the last checkpoint, {} bytes not yet on the members)",
+                    l["mode"].as_str().unwrap_or("?"),
+                    l["state"].as_str().unwrap_or("?"),
+                    l["used_bytes"],
+                    l["ring_bytes"],
+                    l["records"],
+                    l["unreclaimed_bytes"]
+                ),
+                None => println!("consistency: {}", v["consistency"].as_str().unwrap_or("?")),
+            }
+            print_hpda(&v);
+            if let Some(p) = progress_line(&v) {
+                println!("{p}");
+            }
+            if let Some(c) = change_line(&v) {
+                println!("{c}");
+            }
+            print_members(&v);
+            print_spares(&v);
+            for d in v["log"]["devices"].as_array().into_iter().flatten() {
+                println!(
+                    "{:>6}  {:<10}  {:<5}  {}",
+                    format!("log{}", d["copy"]),
+                    d["state"].as_str().unwrap_or("?"),
+                    d["kind"].as_str().unwrap_or("?"),
+                    d["path"].as_str().unwrap_or("-")
+                );
+            }
+            return Ok(state);
+        }
+        let a = assemble_with(
+            &self.members,
+            AssembleOptions {
+                force: false,
+                access: Access::Inspect,
+                degraded: true,
+            },
+        )?;
+        let st = a.status();
+        if self.json {
+            return crate::cmd::print_json(&serde_json::to_value(&st).map_err(|e| e.to_string())?)
+                .map(|_| st.state.to_string());
+        }
+        print_status(&st);
+        print_warnings(&a);
+        Ok(st.state.to_string())
+    }
+
+    /// `assemble --scan`: every array found under the paths, by UUID.
+    fn assemble_scan(&self) -> Result<(), String> {
+        let found = scan_devices(&self.members)?;
+        let mut uuids: Vec<String> = found.iter().map(|(u, _)| u.clone()).collect();
+        uuids.sort();
+        uuids.dedup();
+        if uuids.is_empty() {
+            return Err(format!(
+                "no hetraid member found in {}; give the directories or devices that hold the members",
+                self.members.join(", ")
+            ));
+        }
+        // Per array: its members of the freshest incarnation (a member
+        // retired from an earlier one, whose member table has another size,
+        // is left out with a warning, as assembly leaves out stale ones),
+        // and its name.
+        let mut arrays: Vec<(String, Vec<String>, String)> = Vec::new();
+        for u in &uuids {
+            let read: Vec<(String, Option<MemberRead>)> = found
+                .iter()
+                .filter(|(x, _)| x == u)
+                .map(|(_, p)| {
+                    (
+                        p.display().to_string(),
+                        hetraid_engine::annex::read_member(p).ok(),
+                    )
+                })
+                .collect();
+            let fresh = read
+                .iter()
+                .filter_map(|(_, r)| r.as_ref())
+                .max_by_key(|(sb, _)| sb.events)
+                .map(|(sb, a)| (sb.roles.len(), a.as_ref().map(|a| a.name.clone())));
+            let (n, name) = match fresh {
+                Some((n, name)) => (Some(n), name.unwrap_or_default()),
+                None => (None, String::new()),
+            };
+            let mut paths = Vec::new();
+            for (p, r) in &read {
+                match (r, n) {
+                    (Some((sb, _)), Some(n)) if sb.roles.len() != n => eprintln!(
+                        "hetraid: warning: {p} is left out: it belongs to an earlier incarnation of array {u} ({} slots, now {n})",
+                        sb.roles.len()
+                    ),
+                    // Two copies of one slot's device (a copy kept beside
+                    // it): the newer is taken, the other left out.
+                    (Some((sb, _)), _)
+                        if read.iter().any(|(q, r2)| {
+                            r2.as_ref().is_some_and(|(o, _)| {
+                                q != p
+                                    && o.member == sb.member
+                                    && (o.events, o.generation, q.as_str())
+                                        > (sb.events, sb.generation, p.as_str())
+                            })
+                        }) =>
+                    {
+                        eprintln!(
+                            "hetraid: warning: {p} is left out: a newer copy of the device of slot {} is beside it",
+                            sb.member
+                        )
+                    }
+                    _ => paths.push(p.clone()),
+                }
+            }
+            arrays.push((u.clone(), paths, name));
+        }
+        if let Some(n) = &self.name {
+            let named: Vec<&String> = arrays
+                .iter()
+                .filter(|(_, _, x)| x == n)
+                .map(|(u, _, _)| u)
+                .collect();
+            if named.len() > 1 {
+                return Err(format!(
+                    "{} arrays are named {n} ({}): assemble one by its members, or rename one (hetraid create --name names a new array only)",
+                    named.len(),
+                    named.iter().map(|u| u.as_str()).collect::<Vec<_>>().join(", ")
+                ));
+            }
+        }
+        let mut assembled = 0;
+        let mut failed = 0;
+        for (u, paths, name) in &arrays {
+            let (u, name) = (u.clone(), name.clone());
+            if self.name.as_ref().is_some_and(|n| *n != name) {
+                continue;
+            }
+            let label = if name.is_empty() {
+                u.clone()
+            } else {
+                format!("{name} ({u})")
+            };
+            let sub = MembersCmd {
+                members: paths.clone(),
+                force: self.force,
+                degraded: self.degraded,
+                json: false,
+                test: false,
+                scan: false,
+                name: None,
+            };
+            match sub.assemble_quiet() {
+                Ok(st) => {
+                    assembled += 1;
+                    println!(
+                        "assembled {label}: {} {}, {} members{} from {}",
+                        st.layout,
+                        st.state,
+                        st.members,
+                        match st.spares.len() {
+                            0 => String::new(),
+                            1 => " and a spare".into(),
+                            k => format!(" and {k} spares"),
+                        },
+                        paths.join(" ")
+                    );
+                }
+                Err(e) => {
+                    failed += 1;
+                    eprintln!("hetraid: array {label} ({}): {e}", paths.join(" "));
+                }
+            }
+        }
+        if assembled + failed == 0 {
+            return Err(format!(
+                "no array named {} found in {}",
+                self.name.as_deref().unwrap_or(""),
+                self.members.join(", ")
+            ));
+        }
+        if failed > 0 {
+            return Err(format!(
+                "{failed} of {} arrays could not be assembled",
+                assembled + failed
+            ));
+        }
+        Ok(())
+    }
+
+    /// Assemble for writing and close, finishing a grow, restripe or
+    /// shrink cut short first (as MD resumes a reshape when the array
+    /// starts): the array, and the change's report when one finished.
+    fn assemble_finishing(&self) -> Result<(Array, Option<hetraid_engine::ChangeReport>), String> {
+        let open = || -> Result<Array, String> {
+            let a = assemble_with(
+                &self.members,
+                AssembleOptions {
+                    force: self.force,
+                    access: Access::ReadWrite,
+                    degraded: self.degraded,
+                },
+            )?;
+            // `assemble` starts the array as decided (absent members
+            // recorded missing with --degraded, a stale table made fresh).
+            a.commit().map_err(|e| e.to_string())?;
+            a.close().map_err(|e| e.to_string())?;
+            Ok(a)
+        };
+        let mut a = open()?;
+        let mut finished = None;
+        if let Some(p) = a.change_progress() {
+            drop(a);
+            match Array::resume_change(open_all(&self.members)?, None) {
+                Ok(r) => finished = r,
+                Err(e) => eprintln!(
+                    "hetraid: warning: the {} in progress ({} of {} done) cannot continue: {e}",
+                    p.change, p.moves_done, p.moves
+                ),
+            }
+            a = open()?;
+        }
+        Ok((a, finished))
+    }
+
+    /// [`Self::assemble_finishing`] for `--scan`: warnings printed, the status.
+    fn assemble_quiet(&self) -> Result<hetraid_engine::Status, String> {
+        let (a, _) = self.assemble_finishing()?;
+        print_warnings(&a);
+        Ok(a.status())
+    }
+
+    pub fn assemble(&self) -> Result<(), String> {
+        if self.test {
+            return Err("--test applies to status (it exits with the array's health)".into());
+        }
+        if self.scan {
+            return self.assemble_scan();
+        }
+        let (a, finished) = self.assemble_finishing()?;
+        let st = a.status();
+        if self.json {
+            return crate::cmd::print_json(&serde_json::to_value(&st).map_err(|e| e.to_string())?);
+        }
+        print_warnings(&a);
+        if let Some(r) = &finished {
+            print_change(r, false)?;
+        }
+        println!(
+            "assembled {} array {}: {} ({} members)",
+            st.layout, st.uuid, st.state, st.members
+        );
+        Ok(())
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct MemberOpCmd {
+    /// The array's member files.
+    #[arg(required = true)]
+    pub members: Vec<String>,
+    /// Run without the array's members that are not given: they are
+    /// recorded missing (mdadm's --run). Without it a command given only
+    /// some of a healthy array's members refuses and changes nothing.
+    #[arg(long)]
+    pub degraded: bool,
+    /// The member: its slot (0-based) or its path (a member of this array).
+    #[arg(long, value_name = "SLOT|PATH")]
+    pub member: Option<String>,
+    /// replace: the write log's copy (0 or 1) instead of a member; the new
+    /// device receives the log's live records at once.
+    #[arg(long, value_name = "I")]
+    pub log_copy: Option<usize>,
+    /// The new member file (replace).
+    #[arg(long)]
+    pub with: Option<String>,
+    /// fail: even beyond the redundancy (data becomes unreadable); replace:
+    /// overwrite a device that holds data or another array's member.
+    #[arg(long)]
+    pub force: bool,
+}
+
+impl MemberOpCmd {
+    /// The member slot, for verbs that need one (no --log-copy).
+    fn slot(&self, verb: &str) -> Result<usize, String> {
+        if self.log_copy.is_some() {
+            return Err(format!(
+                "--log-copy applies to replace only; {verb} takes --member SLOT|PATH"
+            ));
+        }
+        let m = self.member.as_deref().ok_or_else(|| {
+            format!("{verb} needs --member SLOT|PATH (the member's slot or path)")
+        })?;
+        slot_of(m, &self.members)
+    }
+
+    /// "SLOT (PATH)" for messages: the path given, or the given member
+    /// whose superblock holds the slot.
+    fn named(&self, slot: usize) -> String {
+        let path = match self.member.as_deref() {
+            Some(m) if m.parse::<usize>().is_err() => Some(m.to_string()),
+            _ => self
+                .members
+                .iter()
+                .find(|p| slot_of(p, &self.members) == Ok(slot))
+                .cloned(),
+        };
+        match path {
+            Some(p) => format!(
+                "{slot} ({})",
+                split_member(&p).map_or(p.clone(), |x| x.0.display().to_string())
+            ),
+            None => slot.to_string(),
+        }
+    }
+
+    pub fn fail(&self) -> Result<(), String> {
+        let member = self.slot("fail")?;
+        let name = self.named(member);
+        if let Some(r) = remote(
+            &self.members,
+            serde_json::json!({"verb": "fail", "member": member, "force": self.force}),
+        ) {
+            let v = r?;
+            println!(
+                "member {} marked faulty; array is {}",
+                name,
+                v["state"].as_str().unwrap_or("?")
+            );
+            return Ok(());
+        }
+        let a = assemble(&self.members, self.degraded)?;
+        a.fail_with(member, self.force).map_err(|e| e.to_string())?;
+        match a.close() {
+            // Forced beyond the redundancy, the array is failed: that is what
+            // was asked for, not an error of this command.
+            Err(_) if self.force => {}
+            r => r.map_err(|e| e.to_string())?,
+        }
+        println!(
+            "member {} marked faulty; array is {}",
+            name,
+            a.status().state
+        );
+        Ok(())
+    }
+
+    /// mdadm's --remove: detach a faulty or missing member. Its slot stays
+    /// empty (degraded) until `add` or `replace` fills it.
+    pub fn remove(&self) -> Result<(), String> {
+        if self.force || self.with.is_some() {
+            return Err(
+                "remove takes no --force or --with; it detaches a faulty or missing member".into(),
+            );
+        }
+        // A hot spare named by its path is taken off the array.
+        if let Some(path) = self
+            .member
+            .as_deref()
+            .filter(|m| m.parse::<usize>().is_err())
+        {
+            let p = split_member(path)?.0;
+            if let Ok((sb, _)) = hetraid_engine::annex::read_member(&p) {
+                if sb.member as usize >= sb.roles.len() {
+                    let abs = std::path::absolute(&p).map_err(|e| e.to_string())?;
+                    if let Some(r) = remote(
+                        &self.members,
+                        serde_json::json!({"verb": "remove_spare", "with": abs}),
+                    ) {
+                        r?;
+                    } else {
+                        let mut all = self.members.clone();
+                        if !self
+                            .members
+                            .iter()
+                            .any(|m| split_member(m).is_ok_and(|x| same_path(&x.0, &p)))
+                        {
+                            all.push(path.to_string());
+                        }
+                        let a = assemble(&all, self.degraded)?;
+                        a.remove_spare(&p.display().to_string())
+                            .map_err(|e| e.to_string())?;
+                        a.close().map_err(|e| e.to_string())?;
+                    }
+                    println!(
+                        "spare {} removed from the array (its superblock cleared)",
+                        p.display()
+                    );
+                    return Ok(());
+                }
+            }
+        }
+        let member = self.slot("remove")?;
+        let name = self.named(member);
+        if let Some(r) = remote(
+            &self.members,
+            serde_json::json!({"verb": "remove", "member": member}),
+        ) {
+            r?;
+        } else {
+            let a = assemble(&self.members, self.degraded)?;
+            a.remove(member).map_err(|e| e.to_string())?;
+            a.close().map_err(|e| e.to_string())?;
+        }
+        println!(
+            "member {} removed; its slot is empty until hetraid add or replace fills it",
+            name
+        );
+        Ok(())
+    }
+
+    pub fn replace(&self) -> Result<(), String> {
+        let with = self
+            .with
+            .as_deref()
+            .ok_or("replace needs --with NEW_MEMBER")?;
+        let abs = std::path::absolute(split_member(with)?.0).map_err(|e| e.to_string())?;
+        let member = match (self.member.as_deref(), self.log_copy) {
+            (Some(_), Some(_)) => {
+                return Err("give --member SLOT|PATH or --log-copy I, not both".into())
+            }
+            (None, None) => return Err("replace needs --member SLOT|PATH or --log-copy I".into()),
+            (None, Some(c)) => return self.replace_log_copy(c, with),
+            (Some(m), None) => slot_of(m, &self.members)?,
+        };
+        if let Some(r) = remote_passing(
+            &self.members,
+            serde_json::json!({"verb": "replace", "member": member, "with": abs, "force": self.force}),
+            Some(&abs),
+        ) {
+            r?;
+            println!("member {} attached to the served array from {}; run hetraid rebuild with the same members", member, abs.display());
+            return Ok(());
+        }
+        let (p, _) = split_member(with)?;
+        // A former member coming back counts as given; the slot named by
+        // --member does not (a forgotten path must not make an active
+        // member replaceable: a dead disk is replaced with --degraded).
+        let members = without(&self.members, &p);
+        check_given_with(&members, Some(&p), None, self.degraded)?;
+        let a = assemble(&members, true)?;
+        let new = open_member(&p)?;
+        a.replace(member, new, self.force)
+            .map_err(|e| e.to_string())?;
+        a.close().map_err(|e| e.to_string())?;
+        println!(
+            "member {} will be rebuilt onto {}; it waits for: {}",
+            member,
+            p.display(),
+            rebuild_command(&a.status())
+        );
+        Ok(())
+    }
+
+    /// Replace a failed or missing copy of the write log: the live records
+    /// are copied to the new device at once (nothing to rebuild after).
+    fn replace_log_copy(&self, copy: usize, with: &str) -> Result<(), String> {
+        let (p, kind) = split_member(with)?;
+        if kind.is_some() {
+            return Err(format!(
+                "{with}: a log copy keeps the kind given at create; give the path alone"
+            ));
+        }
+        let abs = std::path::absolute(&p).map_err(|e| e.to_string())?;
+        // Served: the server copies the live records while clients write.
+        if let Some(r) = remote_passing(
+            &self.members,
+            serde_json::json!({"verb": "replace", "log_copy": copy, "with": abs, "force": self.force}),
+            Some(&abs),
+        ) {
+            r?;
+            println!(
+                "log copy {copy} of the served array is now {}, with the log's live records; list it with the members from now on",
+                abs.display()
+            );
+            return Ok(());
+        }
+        let a = assemble(&self.members, self.degraded)?;
+        let new = open_member(&p)?;
+        a.replace_log_copy(copy, new, self.force)
+            .map_err(|e| e.to_string())?;
+        a.close().map_err(|e| e.to_string())?;
+        println!(
+            "log copy {copy} is now {}, with the log's live records; list it with the members from now on",
+            p.display()
+        );
+        Ok(())
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct AddCmd {
+    /// The array's member files.
+    #[arg(required = true)]
+    pub members: Vec<String>,
+    /// Run without the array's members that are not given: they are
+    /// recorded missing (mdadm's --run). Without it a command given only
+    /// some of a healthy array's members refuses and changes nothing.
+    #[arg(long)]
+    pub degraded: bool,
+    /// The new device (PATH[:hdd|ssd|nvram]): put in the first failed,
+    /// missing or removed slot (then rebuild), or, when no slot wants one,
+    /// added as a hot spare.
+    #[arg(long, value_name = "PATH[:kind]")]
+    pub with: String,
+    /// Add it as a hot spare even when a slot is failed (it then waits;
+    /// served, it takes the slot at once).
+    #[arg(long)]
+    pub spare: bool,
+    /// Overwrite a device that holds data or another array's member.
+    #[arg(long)]
+    pub force: bool,
+}
+
+impl AddCmd {
+    pub fn run(&self) -> Result<(), String> {
+        let free = |state: &str| matches!(state, "faulty" | "removed" | "missing");
+        let (p, kind) = split_member(&self.with)?;
+        let kind = kind.unwrap_or(MemberKind::Hdd);
+        // A served array: find the slot in its status, attach through it.
+        if let Some(r) = remote(&self.members, serde_json::json!({"verb": "status"})) {
+            let v = r?;
+            let slot = v["member_states"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|m| free(m["state"].as_str().unwrap_or("")))
+                .and_then(|m| m["device"].as_u64())
+                .filter(|_| !self.spare);
+            let abs = std::path::absolute(&p).map_err(|e| e.to_string())?;
+            let Some(slot) = slot else {
+                remote_passing(
+                    &self.members,
+                    serde_json::json!({"verb": "add_spare", "with": abs, "kind": kind.as_str(), "force": self.force}),
+                    Some(&abs),
+                )
+                .ok_or("the server went away")??;
+                println!(
+                    "{} added to the served array as a hot spare: it takes the slot of the next member to fail, and the rebuild starts by itself",
+                    p.display()
+                );
+                return Ok(());
+            };
+            remote_passing(
+                &self.members,
+                serde_json::json!({"verb": "replace", "member": slot, "with": abs, "force": self.force}),
+                Some(&abs),
+            )
+            .ok_or("the server went away")??;
+            println!(
+                "{} added to the served array in slot {slot}; run hetraid rebuild with the same members",
+                p.display()
+            );
+            return Ok(());
+        }
+        // A former member coming back counts as given for its slot.
+        let members = without(&self.members, &p);
+        check_given_with(&members, Some(&p), None, self.degraded)?;
+        let a = assemble(&members, true)?;
+        let st = a.status();
+        // A device that left this array goes back into its own slot (a
+        // re-add: only what was written since it left is resynced).
+        let own = hetraid_engine::annex::read_member(&p)
+            .ok()
+            .filter(|(sb, _)| sb.uuid_string() == st.uuid)
+            .map(|(sb, _)| sb.member as usize)
+            .filter(|&k| st.member_states.get(k).is_some_and(|m| free(m.state)));
+        let slot = own
+            .or_else(|| {
+                st.member_states
+                    .iter()
+                    .find(|m| free(m.state))
+                    .map(|m| m.device)
+            })
+            .filter(|_| !self.spare);
+        let Some(slot) = slot else {
+            let new = open_member(&p)?;
+            a.add_spare(new, kind, self.force)
+                .map_err(|e| e.to_string())?;
+            a.close().map_err(|e| e.to_string())?;
+            println!(
+                "{} added as a hot spare: list it with the members; a served array rebuilds onto it when a member fails, an offline hetraid rebuild uses it for a failed slot",
+                p.display()
+            );
+            return Ok(());
+        };
+        a.replace(slot, open_member(&p)?, self.force)
+            .map_err(|e| e.to_string())?;
+        let st = a.status();
+        a.close().map_err(|e| e.to_string())?;
+        if st.member_states[slot].readd {
+            println!(
+                "{} re-added in slot {slot}: it left intact, so only the {} regions written since are resynced; it waits for: {}",
+                p.display(),
+                st.dirty_regions,
+                rebuild_command(&st)
+            );
+        } else {
+            println!(
+                "{} added in slot {slot}; it waits for: {}",
+                p.display(),
+                rebuild_command(&st)
+            );
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,364 @@
+//! Lifecycle and data verbs on real members (mdadm-like).
+
+use crate::args::{size, LayoutOpts};
+use clap::Args;
+use hetraid_core::units::format_size;
+use hetraid_core::{MemberKind, WritePolicy};
+use hetraid_engine::member::{FileMember, Member};
+use hetraid_engine::{Access, Array, AssembleOptions, CreateOptions, RebuildOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+mod change;
+mod create;
+mod data;
+mod members;
+mod render;
+mod repair;
+#[allow(unused_imports)]
+pub(crate) use change::*;
+#[allow(unused_imports)]
+pub(crate) use create::*;
+#[allow(unused_imports)]
+pub(crate) use data::*;
+#[allow(unused_imports)]
+pub(crate) use members::*;
+#[allow(unused_imports)]
+pub(crate) use render::*;
+#[allow(unused_imports)]
+pub(crate) use repair::*;
+
+/// `PATH` or `PATH:kind`. A suffix that looks like a kind but is none is an
+/// error (a file named `m0.img:nvme` is never created by mistake), unless a
+/// file of that whole name exists.
+pub fn split_member(arg: &str) -> Result<(PathBuf, Option<MemberKind>), String> {
+    if let Some((p, k)) = arg.rsplit_once(':') {
+        if let Ok(kind) = MemberKind::parse(k) {
+            return Ok((PathBuf::from(p), Some(kind)));
+        }
+        let looks_like_kind =
+            !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+        if looks_like_kind && !Path::new(arg).exists() {
+            return Err(format!(
+                "member {arg}: '{k}' is not a member kind; write PATH:hdd, PATH:ssd or PATH:nvram"
+            ));
+        }
+    }
+    Ok((PathBuf::from(arg), None))
+}
+
+/// `--log` and `--log-mode` as given: paths, kinds, mode.
+type LogArgs = (
+    Vec<PathBuf>,
+    Vec<MemberKind>,
+    hetraid_engine::format::LogMode,
+);
+
+/// Do two paths name one file (or, when one does not exist yet, are they equal)?
+fn same_path(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// What a device already is, if it is part of an array or a log.
+fn belongs_to(m: &dyn Member) -> Option<String> {
+    if let Ok(Some(h)) = hetraid_engine::log::read_header(m) {
+        return Some(format!("holds the write log of array {}", h.uuid_string()));
+    }
+    let mut b = hetraid_engine::member::AlignedBuf::zeroed(4096);
+    if m.len() >= 4096 && m.read_at(&mut b, 0).is_ok() {
+        if let Ok(sb) = hetraid_engine::format::Superblock::decode(&b) {
+            return Some(format!(
+                "belongs to array {} (slot {})",
+                sb.uuid_string(),
+                sb.member
+            ));
+        }
+    }
+    None
+}
+
+pub fn open_member(path: &Path) -> Result<Arc<dyn Member>, String> {
+    open_member_for(path, true)
+}
+
+fn open_member_for(path: &Path, writable: bool) -> Result<Arc<dyn Member>, String> {
+    if !path.exists() {
+        return Err(format!(
+            "member {} does not exist; check the path",
+            path.display()
+        ));
+    }
+    let m = if writable {
+        FileMember::open(path)
+    } else {
+        FileMember::open_read_only(path)
+    };
+    m.map(|m| Arc::new(m) as Arc<dyn Member>)
+        .map_err(|e| format!("cannot open member {}: {e}", path.display()))
+}
+
+/// The member paths, each checked to exist and to be listed once (a file
+/// given twice, or once through a link, is the same member).
+pub fn member_paths(paths: &[String]) -> Result<Vec<PathBuf>, String> {
+    use std::os::unix::fs::MetadataExt;
+    let mut seen: Vec<((u64, u64), String)> = Vec::new();
+    let mut out = Vec::new();
+    for p in paths {
+        let path = split_member(p)?.0;
+        let meta = std::fs::metadata(&path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                format!("member {} does not exist; check the path", path.display())
+            }
+            _ => format!("member {}: {e}", path.display()),
+        })?;
+        let id = (meta.dev(), meta.ino());
+        if let Some((_, first)) = seen.iter().find(|(i, _)| *i == id) {
+            return Err(format!(
+                "members {first} and {} are the same file (listed twice, or through a link); give each member once",
+                path.display()
+            ));
+        }
+        seen.push((id, path.display().to_string()));
+        out.push(path);
+    }
+    Ok(out)
+}
+
+/// Assemble for writing; members not given are refused unless `degraded`.
+pub fn assemble(paths: &[String], degraded: bool) -> Result<Array, String> {
+    assemble_with(
+        paths,
+        AssembleOptions {
+            degraded,
+            ..AssembleOptions::default()
+        },
+    )
+}
+
+pub fn assemble_with(paths: &[String], opts: AssembleOptions) -> Result<Array, String> {
+    if paths.is_empty() {
+        return Err("give the array's member files".into());
+    }
+    let writable = opts.access == Access::ReadWrite;
+    let mut members = Vec::new();
+    for p in member_paths(paths)? {
+        members.push(open_member_for(&p, writable)?);
+    }
+    Array::assemble_with(members, opts).map_err(|e| e.to_string())
+}
+
+fn print_warnings(a: &Array) {
+    for w in a.warnings() {
+        eprintln!("hetraid: warning: {w}");
+    }
+}
+
+/// What `annex::read_member` says of a device: its superblock and annex.
+type MemberRead = (
+    hetraid_engine::format::Superblock,
+    Option<hetraid_engine::annex::Annex>,
+);
+
+/// The exit code of `status --test` for an array in `state`.
+pub fn health_code(state: &str) -> i32 {
+    match state {
+        "optimal" => 0,
+        "degraded" | "rebuilding" => 1,
+        _ => 2,
+    }
+}
+
+/// Exit now with `code` when it is not 0 (what was printed is flushed).
+pub fn exit_with(code: i32) -> Result<(), String> {
+    use std::io::Write;
+    if code != 0 {
+        let _ = std::io::stdout().flush();
+        std::process::exit(code);
+    }
+    Ok(())
+}
+
+/// `--member SLOT|PATH`: a slot number, or the path of a member of the
+/// array `members` belong to (its superblock says its slot; read without
+/// taking its lock, so it works on a served array too).
+pub fn slot_of(arg: &str, members: &[String]) -> Result<usize, String> {
+    if let Ok(n) = arg.parse::<usize>() {
+        return Ok(n);
+    }
+    let path = split_member(arg)?.0;
+    let first = members
+        .first()
+        .map(|m| split_member(m).map(|x| x.0))
+        .transpose()?
+        .ok_or("give the array's members")?;
+    let want = hetraid_nbd::control::array_uuid(&first);
+    let mut b = hetraid_engine::member::AlignedBuf::zeroed(4096);
+    let sb = std::fs::File::open(&path)
+        .and_then(|f| {
+            use std::os::unix::fs::FileExt;
+            f.read_exact_at(&mut b, 0)
+        })
+        .ok()
+        .and_then(|_| hetraid_engine::format::Superblock::decode(&b).ok())
+        .ok_or_else(|| {
+            format!(
+                "--member {arg}: {} has no hetraid superblock; give the member's slot number instead",
+                path.display()
+            )
+        })?;
+    if Some(sb.uuid_string()) != want {
+        return Err(format!(
+            "--member {arg}: {} belongs to array {}, not to the array of {}",
+            path.display(),
+            sb.uuid_string(),
+            first.display()
+        ));
+    }
+    Ok(sb.member as usize)
+}
+
+/// When the array of `members` is being served, run `request` in the server.
+pub fn remote(
+    members: &[String],
+    request: serde_json::Value,
+) -> Option<Result<serde_json::Value, String>> {
+    remote_passing(members, request, None)
+}
+
+/// [`remote`], passing the server the new member at `new` as this user
+/// opens it (read-write, locked, exclusively for a block device): the
+/// server never opens a path on the caller's behalf.
+pub fn remote_passing(
+    members: &[String],
+    request: serde_json::Value,
+    new: Option<&Path>,
+) -> Option<Result<serde_json::Value, String>> {
+    let first = split_member(members.first()?).ok()?.0;
+    let uuid = hetraid_nbd::control::array_uuid(&first)?;
+    match hetraid_nbd::control::is_served(&uuid) {
+        Ok(false) => return None,
+        Ok(true) => {}
+        Err(e) => return Some(Err(e)),
+    }
+    // Every path given must be a member of the served array, each once: a
+    // verb never acts on the served array because of the first path alone.
+    let check = || -> Result<(), String> {
+        for p in member_paths(members)? {
+            match hetraid_nbd::control::array_uuid(&p) {
+                Some(u) if u == uuid => {}
+                Some(u) => {
+                    return Err(format!(
+                        "member {} belongs to array {u}, not to the served array {uuid}",
+                        p.display()
+                    ))
+                }
+                None => {
+                    return Err(format!(
+                    "{} has no hetraid superblock: it is not a member of the served array {uuid}",
+                    p.display()
+                ))
+                }
+            }
+        }
+        Ok(())
+    };
+    if let Err(e) = check() {
+        return Some(Err(e));
+    }
+    let opened = match new.map(|p| {
+        hetraid_engine::member::FileMember::open(p)
+            .map_err(|e| format!("cannot open new member {}: {e}", p.display()))
+    }) {
+        Some(Err(e)) => return Some(Err(e)),
+        Some(Ok(m)) => Some(m),
+        None => None,
+    };
+    hetraid_nbd::control::remote(&first, &request, opened.as_ref().map(|m| m.file()))
+}
+
+/// The given paths opened as members (each once).
+pub fn open_all(paths: &[String]) -> Result<Vec<Arc<dyn Member>>, String> {
+    member_paths(paths)?
+        .iter()
+        .map(|p| open_member(p))
+        .collect()
+}
+
+fn open_all_read_only(paths: &[String]) -> Result<Vec<Arc<dyn Member>>, String> {
+    member_paths(paths)?
+        .iter()
+        .map(|p| open_member_for(p, false))
+        .collect()
+}
+
+/// `paths` without `p` (a device named by --with is not one of the members
+/// the command opens, even when listed among them).
+fn without(paths: &[String], p: &Path) -> Vec<String> {
+    paths
+        .iter()
+        .filter(|m| !split_member(m).is_ok_and(|x| same_path(&x.0, p)))
+        .cloned()
+        .collect()
+}
+
+/// Refuse, writing nothing, when members of the array are not among
+/// `paths` and `degraded` was not said; `with` (a device that was a member
+/// of this array, coming back) and `slot` (named by --member) count as
+/// given.
+fn check_given_with(
+    paths: &[String],
+    with: Option<&Path>,
+    slot: Option<usize>,
+    degraded: bool,
+) -> Result<(), String> {
+    if degraded {
+        return Ok(());
+    }
+    let given = open_all_read_only(paths)?;
+    let a = Array::assemble_with(
+        given.clone(),
+        AssembleOptions {
+            access: Access::Inspect,
+            degraded: true,
+            force: false,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let uuid = a.superblock().uuid;
+    // The slot a device named by --with held in this array, read from its
+    // own superblock (it is not assembled: it may have run apart).
+    let returning = with
+        .and_then(|p| hetraid_engine::annex::read_member(p).ok())
+        .filter(|(sb, _)| sb.uuid == uuid)
+        .map(|(sb, _)| sb.member as usize);
+    if a.not_given()
+        .iter()
+        .all(|&s| Some(s) == slot || Some(s) == returning)
+    {
+        return Ok(());
+    }
+    Array::check_given(&given, false).map_err(|e| e.to_string())
+}
+
+/// [`open_all`] for a command that hands the members to a procedure that
+/// assembles them itself: refused, writing nothing, when members of the
+/// array were not given and `degraded` was not said.
+pub fn open_given(paths: &[String], degraded: bool) -> Result<Vec<Arc<dyn Member>>, String> {
+    let members = open_all(paths)?;
+    Array::check_given(&members, degraded).map_err(|e| e.to_string())?;
+    Ok(members)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn utc_dates() {
+        assert_eq!(super::utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(super::utc(951_782_400), "2000-02-29 00:00:00 UTC");
+        assert_eq!(super::utc(1_795_398_302), "2026-11-23 01:45:02 UTC");
+    }
+}

@@ -1,0 +1,321 @@
+//! `rebuild`, `rebalance`, `scrub`, `reclaim`.
+
+#[allow(unused_imports)]
+use super::*;
+
+#[derive(Debug, Args)]
+pub struct RebuildCmd {
+    /// The array's member files, the new one included.
+    #[arg(required = true)]
+    pub members: Vec<String>,
+    /// Run without the array's members that are not given: they are
+    /// recorded missing (mdadm's --run). Without it a command given only
+    /// some of a healthy array's members refuses and changes nothing.
+    #[arg(long)]
+    pub degraded: bool,
+    /// Rebuild speed while user I/O runs (MD speed_limit_min).
+    #[arg(long, default_value = hetraid_core::pace::MD_DEFAULT_MIN_ARG, value_parser = size)]
+    pub min_speed: u64,
+    /// Rebuild speed limit (MD speed_limit_max); 0 = unlimited.
+    #[arg(long, default_value = hetraid_core::pace::MD_DEFAULT_MAX_ARG, value_parser = size)]
+    pub max_speed: u64,
+    /// Rebuild failed members into the layout's spare space (S2-RAID with
+    /// --spare-partitions) instead of onto a replacement member.
+    #[arg(long)]
+    pub to_spare: bool,
+    /// What the two limits hold: array (the whole rebuild, as MD on one
+    /// device) or stream (each parallel rebuild stream apart, as one md
+    /// device per S2-RAID subRAID, so the streams' rates add up).
+    #[arg(long, default_value = "array", value_name = "SCOPE", value_parser = hetraid_core::pace::PaceScope::parse)]
+    pub pace: hetraid_core::pace::PaceScope,
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl RebuildCmd {
+    pub fn run(&self) -> Result<(), String> {
+        if let Some(r) = remote_with_bar(
+            &self.members,
+            serde_json::json!({"verb": "rebuild", "min_speed": self.min_speed, "max_speed": self.max_speed, "to_spare": self.to_spare, "pace": self.pace.as_str()}),
+            "rebuild",
+        ) {
+            let v = r?;
+            if self.json {
+                return crate::cmd::print_json(&v);
+            }
+            return print_rebuilt(&serde_json::from_value(v).map_err(|e| e.to_string())?);
+        }
+        let bar = progress_bar("rebuild");
+        let opts = RebuildOptions {
+            min_speed: self.min_speed,
+            max_speed: self.max_speed,
+            stop_after: None,
+            pace: self.pace,
+        };
+        if !self.to_spare {
+            let held = Held::open(&self.members, "rebuild", self.degraded)?;
+            // No replacement given: hot spares take the failed slots.
+            let taken = held.cell.get().activate_spares().map_err(|e| e.to_string());
+            for (slot, path) in taken.as_deref().unwrap_or_default() {
+                eprintln!("hetraid: spare {path} takes the place of member {slot}");
+            }
+            taken?;
+            let r = {
+                let a = held.cell.get();
+                let chunk = a.layout().chunk_bytes();
+                let show = |p: hetraid_engine::RebuildProgress| {
+                    bar.set_length(p.stripes_total * chunk);
+                    bar.set_position(p.bytes_done);
+                };
+                a.rebuild(opts, &show).map_err(|e| e.to_string())
+            };
+            bar.finish_and_clear();
+            held.close()?;
+            let r = r?;
+            if self.json {
+                return crate::cmd::print_json(
+                    &serde_json::to_value(&r).map_err(|e| e.to_string())?,
+                );
+            }
+            return print_rebuilt(&r);
+        }
+        let a = assemble(&self.members, self.degraded)?;
+        let chunk = a.layout().chunk_bytes();
+        let show = |p: hetraid_engine::RebuildProgress| {
+            bar.set_length(p.stripes_total * chunk);
+            bar.set_position(p.bytes_done);
+        };
+        let (a, r) = if self.to_spare {
+            a.rebuild_to_spare(opts, &show).map_err(|e| e.to_string())?
+        } else {
+            let r = a.rebuild(opts, &show).map_err(|e| e.to_string())?;
+            (a, r)
+        };
+        bar.finish_and_clear();
+        a.close().map_err(|e| e.to_string())?;
+        if self.json {
+            return crate::cmd::print_json(&serde_json::to_value(&r).map_err(|e| e.to_string())?);
+        }
+        print_rebuilt(&r)
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct RebalanceCmd {
+    /// The array's member files (a declustered array that rebuilt a member
+    /// into its distributed spare space).
+    #[arg(required = true)]
+    pub members: Vec<String>,
+    /// Run without the array's members that are not given: they are
+    /// recorded missing (mdadm's --run). Without it a command given only
+    /// some of a healthy array's members refuses and changes nothing.
+    #[arg(long)]
+    pub degraded: bool,
+    /// The replacement (PATH[:hdd|ssd|nvram]): it takes the slot of the
+    /// member rebuilt into spare space last, and that member's chunks are
+    /// copied onto it from their spare homes.
+    #[arg(long, value_name = "PATH[:kind]")]
+    pub with: String,
+    /// Overwrite a replacement that holds data or another array's member.
+    #[arg(long)]
+    pub force: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl RebalanceCmd {
+    pub fn run(&self) -> Result<(), String> {
+        if remote(&self.members, serde_json::json!({"verb": "status"})).is_some() {
+            return Err("rebalance runs on an array that is not served: stop hetraid serve (SIGTERM), rebalance, and serve again".into());
+        }
+        // The replacement given among the members, blank: a rebalance cut
+        // short before it attached the device (it writes the device first).
+        if let Some((new, rest, _)) = one_blank_member(&self.members)? {
+            return Err(format!(
+                "{new} carries no hetraid superblock: a rebalance cut short before it attached the device leaves it so; give it with --with, not among the members: hetraid rebalance {} --with {new}",
+                rest.join(" ")
+            ));
+        }
+        let (p, _kind) = split_member(&self.with)?;
+        let a = assemble(&self.members, self.degraded)?;
+        let new = open_member(&p)?;
+        let bar = progress_bar("copy-back");
+        let chunk = a.layout().chunk_bytes();
+        let show = |pr: hetraid_engine::RebuildProgress| {
+            bar.set_length(pr.stripes_total * chunk);
+            bar.set_position(pr.bytes_done);
+        };
+        let r = a.copy_back(new, self.force, &show);
+        bar.finish_and_clear();
+        let (a, r) = r.map_err(|e| e.to_string())?;
+        a.close().map_err(|e| e.to_string())?;
+        if self.json {
+            return crate::cmd::print_json(&serde_json::to_value(&r).map_err(|e| e.to_string())?);
+        }
+        println!(
+            "copied back member {} onto {} (in place of {}): {} chunks, {} in {:.2} s, {:.1} MB/s; its spare chunks are free again",
+            r.member,
+            r.path,
+            if r.old_path.is_empty() { "the failed device" } else { &r.old_path },
+            r.chunks,
+            format_size(r.bytes),
+            r.seconds,
+            r.bytes as f64 / r.seconds.max(1e-9) / 1e6
+        );
+        Ok(())
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ScrubCmd {
+    #[arg(required = true)]
+    pub members: Vec<String>,
+    /// Run without the array's members that are not given: they are
+    /// recorded missing (mdadm's --run). Without it a command given only
+    /// some of a healthy array's members refuses and changes nothing.
+    #[arg(long)]
+    pub degraded: bool,
+    /// Rewrite what scrub shows to be wrong (RAID6 syndromes, a minority of
+    /// three or more mirror copies). Where the layout cannot tell which member
+    /// is wrong, nothing is written unless you say which side to trust.
+    #[arg(long)]
+    pub repair: bool,
+    /// With --repair, on parity layouts: where the wrong member cannot be told,
+    /// rewrite parity from the data (MD's repair).
+    #[arg(long)]
+    pub trust_data: bool,
+    /// With --repair, on mirror layouts: where the wrong copy cannot be told,
+    /// copy member I's content over the others.
+    #[arg(long, value_name = "SLOT|PATH")]
+    pub trust_member: Option<String>,
+    /// Scrub speed while user I/O runs, per member (MD speed_limit_min).
+    #[arg(long, default_value = hetraid_core::pace::MD_DEFAULT_MIN_ARG, value_parser = size)]
+    pub min_speed: u64,
+    /// Scrub speed limit per member (MD speed_limit_max); 0 = unlimited.
+    #[arg(long, default_value = hetraid_core::pace::MD_DEFAULT_MAX_ARG, value_parser = size)]
+    pub max_speed: u64,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct ReclaimCmd {
+    /// The array's members (and log devices, if on their own).
+    #[arg(required = true)]
+    pub members: Vec<String>,
+    /// Run without the array's members that are not given: they are
+    /// recorded missing (mdadm's --run). Without it a command given only
+    /// some of a healthy array's members refuses and changes nothing.
+    #[arg(long)]
+    pub degraded: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl ReclaimCmd {
+    pub fn run(&self) -> Result<(), String> {
+        let started = std::time::Instant::now();
+        let v = if let Some(r) = remote(&self.members, serde_json::json!({"verb": "reclaim"})) {
+            r?
+        } else {
+            let held = Held::open(&self.members, "reclaim", self.degraded)?;
+            let r = {
+                let a = held.cell.get();
+                if !a.has_write_back_log() {
+                    Err("reclaim applies to arrays with a write-back log (hpda, --log-mode write-back); this array has none".to_string())
+                } else {
+                    a.reclaim().map_err(|e| e.to_string())
+                }
+            };
+            held.close()?;
+            serde_json::json!({"reclaimed_bytes": r?})
+        };
+        if self.json {
+            return crate::cmd::print_json(&v);
+        }
+        let bytes = v["reclaimed_bytes"].as_u64().unwrap_or(0);
+        println!(
+            "reclaim: {bytes} bytes of the write log written to the members in {:.2} s; the log holds no write now",
+            started.elapsed().as_secs_f64()
+        );
+        Ok(())
+    }
+}
+
+impl ScrubCmd {
+    pub fn run(&self) -> Result<(), String> {
+        let trust_member = self
+            .trust_member
+            .as_deref()
+            .map(|m| slot_of(m, &self.members))
+            .transpose()?;
+        let v = if let Some(r) = remote_with_bar(
+            &self.members,
+            serde_json::json!({"verb": "scrub", "repair": self.repair,
+                "trust_data": self.trust_data, "trust_member": trust_member,
+                "min_speed": self.min_speed, "max_speed": self.max_speed}),
+            "scrub",
+        ) {
+            r?
+        } else {
+            let held = Held::open(&self.members, "scrub", self.degraded)?;
+            let bar = progress_bar("scrub");
+            let r = {
+                let a = held.cell.get();
+                let chunk = a.layout().chunk_bytes();
+                let show = |p: hetraid_engine::RebuildProgress| {
+                    bar.set_length(p.stripes_total * chunk);
+                    bar.set_position(p.bytes_done);
+                };
+                let opts = hetraid_engine::ScrubOptions {
+                    min_speed: self.min_speed,
+                    max_speed: self.max_speed,
+                };
+                a.scrub_trust(self.repair, self.trust_data, trust_member)
+                    .and_then(|trust| a.scrub_with(trust, opts, &show))
+                    .map_err(|e| e.to_string())
+            };
+            bar.finish_and_clear();
+            held.close()?;
+            serde_json::to_value(r?).map_err(|e| e.to_string())?
+        };
+        // Mismatches left as they are: exit 1 (what was repaired is fine).
+        let left = v["mismatches"].as_u64().unwrap_or(0) > v["repaired"].as_u64().unwrap_or(0);
+        if self.json {
+            crate::cmd::print_json(&v)?;
+            return exit_with(i32::from(left));
+        }
+        print!(
+            "scrub: {} stripes checked, {} mismatched ({} pages)",
+            v["stripes_checked"], v["mismatches"], v["mismatched_pages"]
+        );
+        if self.repair {
+            print!(
+                ", {} repaired ({} pages)",
+                v["repaired"], v["repaired_pages"]
+            );
+        }
+        println!();
+        for d in v["details"].as_array().into_iter().flatten().take(20) {
+            let what = match d["member"].as_u64() {
+                Some(m) => format!(
+                    "member {m} ({}) is wrong: {}",
+                    d["path"].as_str().unwrap_or("-"),
+                    d["action"].as_str().unwrap_or("?")
+                ),
+                None => d["action"].as_str().unwrap_or("?").to_string(),
+            };
+            println!(
+                "  stripe {} pages {}-{}: {what}",
+                d["stripe"], d["page_first"], d["page_last"]
+            );
+        }
+        let unlocated = v["unlocated_pages"].as_u64().unwrap_or(0);
+        if unlocated > 0 && !(self.trust_data || self.trust_member.is_some()) {
+            println!(
+                "{unlocated} pages mismatch where this layout cannot tell which member is wrong; nothing was written there. To rewrite them, say which side to trust: --repair --trust-data (parity from data) or --repair --trust-member I (mirrors)"
+            );
+        }
+        exit_with(i32::from(left))
+    }
+}
