@@ -357,7 +357,7 @@ pub const LOG_BYTES_DEFAULT: u64 = 256 << 20;
 /// at least `min` (a record of a whole stripe update, a quarter of the
 /// ring). The engine and the simulator both size the log with it.
 pub fn log_bytes(room: u64, requested: Option<u64>, min: u64) -> Result<u64, String> {
-    const PAGE: u64 = crate::journal::PAGE;
+    use crate::units::PAGE;
     let room = room / PAGE * PAGE;
     match requested {
         Some(b) if b.div_ceil(PAGE) * PAGE > room => Err(format!(

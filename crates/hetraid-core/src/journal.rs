@@ -12,7 +12,7 @@
 //! earlier lap) or anything invalid has found the end of the log.
 
 /// Records are made of whole pages.
-pub const PAGE: u64 = 4096;
+pub use crate::units::PAGE;
 /// Where the ring starts on a log device (after the header slots).
 pub const RING_OFFSET: u64 = 64 << 10;
 /// The smallest ring.

@@ -18,7 +18,7 @@ pub const ANNEX_AT: u64 = DATA_OFFSET - ANNEX_BYTES;
 /// Bitmap bytes an array may use and still have an annex.
 pub const BITMAP_ROOM: u64 = ANNEX_AT - BITMAP_OFFSET;
 const MAGIC: &[u8; 8] = b"HETRANX1";
-const PAGE: usize = 4096;
+const PAGE: usize = hetraid_core::units::PAGE as usize;
 const CRC_AT: usize = PAGE - 4;
 const PATH_PAGES: usize = 2;
 const PATHS_PER_PAGE: usize = 32;

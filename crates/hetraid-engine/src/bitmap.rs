@@ -8,7 +8,7 @@ use std::collections::HashMap;
 /// Room for new arrays' bitmaps: the metadata zone up to the annex (older
 /// arrays may use the zone up to the data offset, and then keep no annex).
 pub const BITMAP_BYTES: u64 = crate::annex::BITMAP_ROOM;
-const PAGE: u64 = 4096;
+use hetraid_core::units::PAGE;
 
 #[derive(Debug, Clone)]
 pub struct Bitmap {

@@ -16,7 +16,7 @@ use crate::member::{AlignedBuf, Member};
 use hetraid_parity::crc32c::crc32c;
 use std::io;
 
-const PAGE: u64 = 4096;
+use hetraid_core::units::PAGE;
 pub const TABLE_MAGIC: &[u8; 8] = b"HETRXTB1";
 const ENTRY: usize = 16;
 /// Entries per table page (the last 16 bytes: page index and CRC).

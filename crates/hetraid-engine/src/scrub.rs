@@ -12,7 +12,7 @@ use hetraid_core::exec::StripeBufs;
 use hetraid_core::scrub::{verify, Trust};
 use serde::Serialize;
 
-const PAGE: u64 = 4096;
+use hetraid_core::units::PAGE;
 /// Mismatch entries a report lists at most (the counts are always complete).
 pub const DETAILS_MAX: usize = 1000;
 

@@ -488,6 +488,30 @@ fn batch_sizes_are_the_cores() {
     let failure =
         std::fs::read_to_string(format!("{root}hetraid-engine/src/array/failure.rs")).unwrap();
     assert!(failure.contains("= hetraid_core::limits::MAX_READ_ERRORS;"));
+    // Issue 38: one PAGE constant (core `units::PAGE`), no copy of 4096.
+    fn sources(d: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() && !p.ends_with("tests") {
+                sources(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let mut all = Vec::new();
+    sources(std::path::Path::new(root), &mut all);
+    for f in all
+        .iter()
+        .filter(|f| !f.ends_with("hetraid-core/src/units.rs"))
+    {
+        let src = std::fs::read_to_string(f).unwrap();
+        assert!(
+            !src.contains("const PAGE: u64 = 4096") && !src.contains("const PAGE: usize = 4096"),
+            "{} defines its own PAGE",
+            f.display()
+        );
+    }
     // Issue 38, row 9: the write buffer drains by one rule and one count.
     for (f, what) in [
         ("hetraid-engine/src/array/wbuf.rs", "wbuf::next_to_drain"),

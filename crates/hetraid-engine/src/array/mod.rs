@@ -48,7 +48,7 @@ pub(crate) use lifecycle::{region_start, with_checksums};
 pub use status::{Departed, LogDeviceStatus, LogStatus, MemberStatus, Status};
 pub use trim::Trimmed;
 
-const PAGE: u64 = 4096;
+use hetraid_core::units::PAGE;
 pub(crate) const LOCK_SHARDS: usize = 4096;
 /// Most stripe buffer sets kept for reuse.
 const STRIPE_POOL_MAX: usize = 256;

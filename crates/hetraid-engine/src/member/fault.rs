@@ -75,7 +75,7 @@ pub struct FaultMember {
     state: Mutex<State>,
 }
 
-const PAGE: u64 = 4096;
+use hetraid_core::units::PAGE;
 
 impl FaultMember {
     pub fn new(name: &str, len: u64, seed: u64) -> Self {
