@@ -41,13 +41,8 @@ pub struct TrimPlan {
     pub kept_bytes: u64,
 }
 
-/// Plan a trim of array bytes `[offset, offset + len)`.
-pub fn plan_trim(
-    layout: &dyn Layout,
-    state: &ArrayState,
-    offset: u64,
-    len: u64,
-) -> Result<TrimPlan, PlanError> {
+/// `[offset, offset + len)` inside the array.
+fn in_range(layout: &dyn Layout, offset: u64, len: u64) -> Result<(), PlanError> {
     let cap = layout.capacity_bytes();
     if offset.checked_add(len).is_none_or(|e| e > cap) {
         return Err(PlanError::OutOfRange {
@@ -56,6 +51,17 @@ pub fn plan_trim(
             capacity: cap,
         });
     }
+    Ok(())
+}
+
+/// Plan a trim of array bytes `[offset, offset + len)`.
+pub fn plan_trim(
+    layout: &dyn Layout,
+    state: &ArrayState,
+    offset: u64,
+    len: u64,
+) -> Result<TrimPlan, PlanError> {
+    in_range(layout, offset, len)?;
     let chunk = layout.chunk_bytes();
     let d = layout.data_per_stripe();
     let (first, end) = (offset.div_ceil(chunk), (offset + len) / chunk);
@@ -104,14 +110,7 @@ pub fn allocation(
     len: u64,
     stored: &dyn Fn(usize, u64, u64) -> bool,
 ) -> Result<Vec<(u64, bool)>, PlanError> {
-    let cap = layout.capacity_bytes();
-    if offset.checked_add(len).is_none_or(|e| e > cap) {
-        return Err(PlanError::OutOfRange {
-            offset,
-            len,
-            capacity: cap,
-        });
-    }
+    in_range(layout, offset, len)?;
     let chunk = layout.chunk_bytes();
     let mut runs: Vec<(u64, bool)> = Vec::new();
     let mut at = offset;

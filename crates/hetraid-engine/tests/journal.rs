@@ -803,33 +803,40 @@ fn a_log_region_follows_its_members() {
 /// Write-back with every log copy failing at run time: new writes are
 /// refused, and closing writes the acknowledged writes (still in memory) to
 /// the members: nothing acknowledged is lost; the array goes on without a log.
+/// A RAID5 of four in-memory members named `{prefix}0..3` with a write-back
+/// log on a fifth (`{prefix}4`), seeds from `seed`.
+fn write_back_raid5(
+    prefix: &str,
+    seed: u64,
+) -> (Vec<Arc<FaultMember>>, Vec<Arc<dyn Member>>, Array) {
+    let faults: Vec<Arc<FaultMember>> = (0..5)
+        .map(|i| {
+            let len = if i == 4 {
+                LOG_BYTES
+            } else {
+                MIB + CHUNK * STRIPES
+            };
+            Arc::new(FaultMember::new(&format!("{prefix}{i}"), len, seed + i))
+        })
+        .collect();
+    let devs: Vec<Arc<dyn Member>> = faults
+        .iter()
+        .map(|f| f.clone() as Arc<dyn Member>)
+        .collect();
+    let mut o = opts("raid5", CHUNK);
+    o.log = Some(LogSpec {
+        devices: vec![devs[4].clone()],
+        kinds: vec![],
+        mode: LogMode::WriteBack,
+        region: None,
+    });
+    let a = Array::create(devs[..4].to_vec(), &o).unwrap();
+    (faults, devs, a)
+}
+
 #[test]
 fn write_back_losing_every_copy_keeps_what_it_acknowledged() {
-    let (faults, devs, a) = {
-        let faults: Vec<Arc<FaultMember>> = (0..5)
-            .map(|i| {
-                let len = if i == 4 {
-                    LOG_BYTES
-                } else {
-                    MIB + CHUNK * STRIPES
-                };
-                Arc::new(FaultMember::new(&format!("w{i}"), len, 800 + i))
-            })
-            .collect();
-        let devs: Vec<Arc<dyn Member>> = faults
-            .iter()
-            .map(|f| f.clone() as Arc<dyn Member>)
-            .collect();
-        let mut o = opts("raid5", CHUNK);
-        o.log = Some(LogSpec {
-            devices: vec![devs[4].clone()],
-            kinds: vec![],
-            mode: LogMode::WriteBack,
-            region: None,
-        });
-        let a = Array::create(devs[..4].to_vec(), &o).unwrap();
-        (faults, devs, a)
-    };
+    let (faults, devs, a) = write_back_raid5("w", 800);
     let kept = Rng(5).bytes(20 << 10);
     a.write(4096, &kept).unwrap();
     assert!(a.status().log.unwrap().unreclaimed_bytes > 0);
@@ -1287,28 +1294,7 @@ fn one_unreadable_log_copy_or_member_does_not_stop_the_array() {
 /// to the members; a write meanwhile restarts the quiet time.
 #[test]
 fn the_idle_reclaimer_empties_a_quiet_write_back_log() {
-    let faults: Vec<Arc<FaultMember>> = (0..5)
-        .map(|i| {
-            let len = if i == 4 {
-                LOG_BYTES
-            } else {
-                MIB + CHUNK * STRIPES
-            };
-            Arc::new(FaultMember::new(&format!("i{i}"), len, 900 + i))
-        })
-        .collect();
-    let devs: Vec<Arc<dyn Member>> = faults
-        .iter()
-        .map(|f| f.clone() as Arc<dyn Member>)
-        .collect();
-    let mut o = opts("raid5", CHUNK);
-    o.log = Some(LogSpec {
-        devices: vec![devs[4].clone()],
-        kinds: vec![],
-        mode: LogMode::WriteBack,
-        region: None,
-    });
-    let a = Array::create(devs[..4].to_vec(), &o).unwrap();
+    let (_faults, _devs, a) = write_back_raid5("i", 900);
     a.write(4096, &Rng(9).bytes(20 << 10)).unwrap();
     assert!(a.status().log.unwrap().unreclaimed_bytes > 0);
     let t0 = std::time::Instant::now();

@@ -29,7 +29,6 @@ pub fn default_memory_limit() -> u64 {
 #[derive(Debug, Default)]
 struct State {
     used: u64,
-    waiting: usize,
 }
 
 /// The bytes held by every connection together, bounded by `limit`.
@@ -38,6 +37,9 @@ pub struct MemoryBudget {
     limit: u64,
     state: Mutex<State>,
     freed: Condvar,
+    /// Requests waiting for room: read without the lock by every request
+    /// that keeps a buffer (`pressed`).
+    waiting: std::sync::atomic::AtomicUsize,
 }
 
 impl MemoryBudget {
@@ -46,6 +48,7 @@ impl MemoryBudget {
             limit,
             state: Mutex::new(State::default()),
             freed: Condvar::new(),
+            waiting: Default::default(),
         })
     }
 
@@ -79,14 +82,15 @@ impl MemoryBudget {
             "{n} bytes asked of a {} budget",
             self.limit
         );
+        use std::sync::atomic::Ordering::Relaxed;
         let mut s = self.state.lock().unwrap();
-        s.waiting += 1;
+        self.waiting.fetch_add(1, Relaxed);
         // Bounded: holders give back when their reply is sent, their payload
         // arrives, or their client is dropped (stall timeout); `give_up`
         // ends the wait of a connection that ended.
         while s.used + n > self.limit {
             if give_up() {
-                s.waiting -= 1;
+                self.waiting.fetch_sub(1, Relaxed);
                 return false;
             }
             s = self
@@ -95,7 +99,7 @@ impl MemoryBudget {
                 .unwrap()
                 .0;
         }
-        s.waiting -= 1;
+        self.waiting.fetch_sub(1, Relaxed);
         s.used += n;
         true
     }
@@ -110,7 +114,7 @@ impl MemoryBudget {
 
     /// Someone waits for room: buffers are given back, not kept for reuse.
     pub fn pressed(&self) -> bool {
-        self.state.lock().unwrap().waiting > 0
+        self.waiting.load(std::sync::atomic::Ordering::Relaxed) > 0
     }
 }
 

@@ -87,34 +87,7 @@ fn tls_round_trip_with_nbdcopy_and_nbdinfo_and_what_is_refused() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("there is no TLS"));
     let port = free_port();
-    let srv = Server(
-        Command::new(bin())
-            .arg("serve")
-            .args(&m)
-            .args([
-                "--listen",
-                &format!("tcp:127.0.0.1:{port}"),
-                "--name",
-                "arr",
-            ])
-            .arg("--tls-cert")
-            .arg(certs.join("server-cert.pem"))
-            .arg("--tls-key")
-            .arg(certs.join("server-key.pem"))
-            .env("XDG_RUNTIME_DIR", d.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let t = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "server did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let srv = serve_tls(d.path(), &m, &certs, port, &["--name", "arr"]);
     let uri = |name: &str| {
         format!(
             "nbds://localhost:{port}/{name}?tls-certificates={}",
@@ -171,12 +144,15 @@ fn tls_round_trip_with_nbdcopy_and_nbdinfo_and_what_is_refused() {
     drop(srv);
 }
 
-fn serve_tls(d: &Path, m: &[String], certs: &Path, port: u16) -> Server {
+/// Serve `m` over TLS on 127.0.0.1:`port` with `extra` options, stderr to
+/// `d/serve.log`; waits until it listens.
+fn serve_tls(d: &Path, m: &[String], certs: &Path, port: u16, extra: &[&str]) -> Server {
     let srv = Server(
         Command::new(bin())
             .arg("serve")
             .args(m)
             .args(["--listen", &format!("tcp:127.0.0.1:{port}")])
+            .args(extra)
             .arg("--tls-cert")
             .arg(certs.join("server-cert.pem"))
             .arg("--tls-key")
@@ -217,7 +193,7 @@ fn an_expired_certificate_is_warned_of_and_ip_clients_log_no_sni_noise() {
     std::fs::create_dir(&old).unwrap();
     certificates_for(&old, "127.0.0.1", true);
     let port = free_port();
-    let srv = serve_tls(d.path(), &m, &old, port);
+    let srv = serve_tls(d.path(), &m, &old, port, &[]);
     std::thread::sleep(Duration::from_millis(200));
     drop(srv);
     let log = std::fs::read_to_string(d.path().join("serve.log")).unwrap();
@@ -229,7 +205,7 @@ fn an_expired_certificate_is_warned_of_and_ip_clients_log_no_sni_noise() {
     std::fs::create_dir(&ip).unwrap();
     certificates_for(&ip, "127.0.0.1", false);
     let port = free_port();
-    let srv = serve_tls(d.path(), &m, &ip, port);
+    let srv = serve_tls(d.path(), &m, &ip, port, &[]);
     for _ in 0..3 {
         let o = Command::new("nbdinfo")
             .arg("--size")

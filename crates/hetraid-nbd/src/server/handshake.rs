@@ -198,6 +198,19 @@ pub(super) fn connection(
     }
 }
 
+/// One option's header: (option, payload length); a bad magic closes.
+fn read_option_header<S: Read>(c: &mut S) -> io::Result<(u32, u32)> {
+    let mut h = [0u8; 16];
+    c.read_exact(&mut h)?;
+    if u64::from_be_bytes(h[0..8].try_into().unwrap()) != proto::IHAVEOPT {
+        return Err(invalid("bad option magic"));
+    }
+    Ok((
+        u32::from_be_bytes(h[8..12].try_into().unwrap()),
+        u32::from_be_bytes(h[12..16].try_into().unwrap()),
+    ))
+}
+
 /// A refused client: every option is answered NBD_REP_ERR_POLICY with the
 /// reason (libnbd and qemu print it), ABORT is acknowledged, EXPORT_NAME
 /// (which has no error reply) closes.
@@ -205,13 +218,7 @@ pub(super) fn refuse_options<S: Read + Write>(c: &mut S, why: &str) -> io::Resul
     let msg = format!("hetraid serve: refused: {why}");
     // Bounded: at most HANDSHAKE_OPTIONS_MAX options, within the deadline.
     for _ in 0..HANDSHAKE_OPTIONS_MAX {
-        let mut h = [0u8; 16];
-        c.read_exact(&mut h)?;
-        if u64::from_be_bytes(h[0..8].try_into().unwrap()) != proto::IHAVEOPT {
-            return Err(invalid("bad option magic"));
-        }
-        let opt = u32::from_be_bytes(h[8..12].try_into().unwrap());
-        let len = u32::from_be_bytes(h[12..16].try_into().unwrap());
+        let (opt, len) = read_option_header(c)?;
         if len > proto::MAX_OPTION {
             return Err(invalid("option payload too large"));
         }
@@ -240,13 +247,7 @@ pub(super) fn negotiate<S: Read + Write>(c: &mut S, o: &mut Offer) -> io::Result
     // Bounded: at most HANDSHAKE_OPTIONS_MAX options, each read before
     // the handshake's deadline.
     for _ in 0..=HANDSHAKE_OPTIONS_MAX {
-        let mut h = [0u8; 16];
-        c.read_exact(&mut h)?;
-        if u64::from_be_bytes(h[0..8].try_into().unwrap()) != proto::IHAVEOPT {
-            return Err(invalid("bad option magic"));
-        }
-        let opt = u32::from_be_bytes(h[8..12].try_into().unwrap());
-        let len = u32::from_be_bytes(h[12..16].try_into().unwrap());
+        let (opt, len) = read_option_header(c)?;
         if len > proto::MAX_OPTION {
             // Answered, not a reset: the payload is read and dropped (up to
             // a bound; past it the connection is closed).
