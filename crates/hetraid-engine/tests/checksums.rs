@@ -184,10 +184,11 @@ fn reads_racing_writes_of_the_same_block_are_not_corruption() {
                 }
             });
         }
+        // `done` is set however the writes end, panicking or not.
+        let _done = common::SetOnDrop(&done);
         for i in 0..3000 {
             a.write(0, if i % 2 == 0 { &y } else { &x }).unwrap();
         }
-        done.store(true, std::sync::atomic::Ordering::Relaxed);
     });
     let st = a.status();
     for (i, m) in st.member_states.iter().enumerate() {

@@ -34,6 +34,8 @@ fn online(name: &str, n: usize, group: Option<usize>, seed: u64) {
     let done = AtomicBool::new(false);
     std::thread::scope(|s| {
         s.spawn(|| {
+            // `done` is set when this thread ends, panicking or not.
+            let _done = common::SetOnDrop(&done);
             let speed = 4 * MIB; // slow enough that writes interleave with it
             let r = array
                 .rebuild(
@@ -47,7 +49,6 @@ fn online(name: &str, n: usize, group: Option<usize>, seed: u64) {
                 )
                 .unwrap();
             assert!(r.completed);
-            done.store(true, Ordering::SeqCst);
         });
         s.spawn(|| {
             let mut rng = Rng(seed ^ 0xabc);

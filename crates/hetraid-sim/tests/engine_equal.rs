@@ -771,17 +771,23 @@ fn rebuild_pacing_under_user_load_is_the_same_in_engine_and_simulator() {
     )
     .unwrap();
     let done = std::sync::atomic::AtomicBool::new(false);
+    // A hang fails the test with a sentence instead of holding CI to its limit.
+    let _watchdog = Watchdog::arm("rebuild under user load", 300);
     let engine = std::thread::scope(|s| {
         s.spawn(|| {
             let mut buf = vec![0u8; 4096];
-            let mut i = 0u64;
-            // Bounded by the rebuild: it sets `done`.
-            while !done.load(Relaxed) {
+            // Bounded by the rebuild (it sets `done`, also when it panics) and
+            // by a count far beyond the expected ~4 s of reads.
+            for i in 0..20_000u64 {
+                if done.load(Relaxed) {
+                    break;
+                }
                 a.read((i * 7919 % 1000) * 4096, &mut buf).unwrap();
-                i += 1;
                 std::thread::sleep(std::time::Duration::from_millis(EVERY_MS));
             }
         });
+        // Set even when the rebuild panics: the reader must not keep the scope.
+        let _stop_reader = SetOnDrop(&done);
         let r = a
             .rebuild(
                 RebuildOptions {
@@ -793,7 +799,6 @@ fn rebuild_pacing_under_user_load_is_the_same_in_engine_and_simulator() {
                 &|_| {},
             )
             .unwrap();
-        done.store(true, Relaxed);
         r
     });
     assert!(engine.completed);
@@ -839,4 +844,35 @@ fn rebuild_pacing_under_user_load_is_the_same_in_engine_and_simulator() {
         engine.seconds,
         sim.rebuild_time_s
     );
+}
+
+/// Sets its flag when dropped, also while a panic unwinds: a thread looping
+/// until the flag is set then ends, and `thread::scope` can return the panic.
+struct SetOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Relaxed);
+    }
+}
+
+/// Aborts the test process with a sentence when not dropped within its time:
+/// a deadlock fails the run at once, with its name, rather than holding CI to
+/// its limit silently.
+/// (Dropping the sender wakes the watchdog with Disconnected.)
+struct Watchdog(#[allow(dead_code)] std::sync::mpsc::Sender<()>);
+
+impl Watchdog {
+    fn arm(what: &'static str, seconds: u64) -> Self {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                rx.recv_timeout(std::time::Duration::from_secs(seconds))
+            {
+                eprintln!("{what}: still running after {seconds} s; a deadlock or a lost wake-up, aborting the test process");
+                std::process::abort();
+            }
+        });
+        Self(tx)
+    }
 }

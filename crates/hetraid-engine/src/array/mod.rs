@@ -144,10 +144,6 @@ pub fn new_device_id() -> u64 {
     u64::from_le_bytes(b[..8].try_into().unwrap()).max(1)
 }
 
-/// What every read looks at, in one cache line. Spread over the array's
-/// other fields (as Rust orders them by size) they took five lines, each a
-/// miss after the kernel's `pread` has run through the caches.
-#[repr(C, align(64))]
 /// When user requests were last seen, for the pacer's "users active" rule
 /// (`hetraid_core::pace::users_active`): the engine sees a flag the request
 /// paths raise, and stamps the time it finds it raised.
@@ -169,13 +165,38 @@ impl UserActivity {
     pub(crate) fn observe(&self, flag: &AtomicBool) -> bool {
         let now = self.epoch.elapsed().as_nanos() as u64 + 1;
         if flag.swap(false, Ordering::Relaxed) {
-            self.seen_ns.store(now, Ordering::Relaxed);
+            // Only forward: another lane may have stamped a later time.
+            self.seen_ns.fetch_max(now, Ordering::Relaxed);
         }
         let seen = self.seen_ns.load(Ordering::Relaxed);
-        hetraid_core::pace::users_active(false, (seen != 0).then(|| now - seen))
+        // Saturating: a lane that read the clock before another stamped a
+        // later time sees "just now" (a plain subtraction overflowed there,
+        // and the rebuild panicked in debug builds).
+        hetraid_core::pace::users_active(false, (seen != 0).then(|| now.saturating_sub(seen)))
     }
 }
 
+#[cfg(test)]
+mod user_activity_tests {
+    use super::*;
+
+    #[test]
+    fn a_stamp_later_than_this_lanes_clock_counts_as_just_now() {
+        // Two rebuild lanes: one reads the clock, the other stamps a later
+        // time before the first loads the stamp (this overflowed once).
+        let a = UserActivity::new();
+        a.seen_ns.store(u64::MAX / 2, Ordering::Relaxed);
+        assert!(a.observe(&AtomicBool::new(false)));
+        // And a stamp never moves back.
+        a.observe(&AtomicBool::new(true));
+        assert_eq!(a.seen_ns.load(Ordering::Relaxed), u64::MAX / 2);
+    }
+}
+
+/// What every read looks at, in one cache line. Spread over the array's
+/// other fields (as Rust orders them by size) they took five lines, each a
+/// miss after the kernel's `pread` has run through the caches.
+#[repr(C, align(64))]
 pub(crate) struct ReadHot {
     pub(crate) slots: Box<[Arc<crate::member::Slot>]>,
     /// The layout's read fast path map (`Layout::direct_map`), for reads

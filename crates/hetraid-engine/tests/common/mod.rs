@@ -179,3 +179,14 @@ pub fn hpda_room(sizes: &mut [u64]) {
     sizes[n - 2] += 2 * MIB;
     sizes[n - 1] += 2 * MIB;
 }
+
+/// Sets its flag when dropped, also while a panic unwinds: threads looping
+/// until the flag is set then end, and `thread::scope` returns the panic
+/// instead of waiting for them forever.
+pub struct SetOnDrop<'a>(pub &'a std::sync::atomic::AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
