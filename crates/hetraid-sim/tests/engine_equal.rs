@@ -788,18 +788,16 @@ fn rebuild_pacing_under_user_load_is_the_same_in_engine_and_simulator() {
         });
         // Set even when the rebuild panics: the reader must not keep the scope.
         let _stop_reader = SetOnDrop(&done);
-        let r = a
-            .rebuild(
-                RebuildOptions {
-                    min_speed: MIN,
-                    max_speed: MAX,
-                    stop_after: None,
-                    pace: PaceScope::Array,
-                },
-                &|_| {},
-            )
-            .unwrap();
-        r
+        a.rebuild(
+            RebuildOptions {
+                min_speed: MIN,
+                max_speed: MAX,
+                stop_after: None,
+                pace: PaceScope::Array,
+            },
+            &|_| {},
+        )
+        .unwrap()
     });
     assert!(engine.completed);
 

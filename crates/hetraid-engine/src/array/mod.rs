@@ -176,23 +176,6 @@ impl UserActivity {
     }
 }
 
-#[cfg(test)]
-mod user_activity_tests {
-    use super::*;
-
-    #[test]
-    fn a_stamp_later_than_this_lanes_clock_counts_as_just_now() {
-        // Two rebuild lanes: one reads the clock, the other stamps a later
-        // time before the first loads the stamp (this overflowed once).
-        let a = UserActivity::new();
-        a.seen_ns.store(u64::MAX / 2, Ordering::Relaxed);
-        assert!(a.observe(&AtomicBool::new(false)));
-        // And a stamp never moves back.
-        a.observe(&AtomicBool::new(true));
-        assert_eq!(a.seen_ns.load(Ordering::Relaxed), u64::MAX / 2);
-    }
-}
-
 /// What every read looks at, in one cache line. Spread over the array's
 /// other fields (as Rust orders them by size) they took five lines, each a
 /// miss after the kernel's `pread` has run through the caches.
@@ -615,5 +598,22 @@ impl Array {
 
     pub fn warnings(&self) -> Vec<String> {
         self.warnings.lock().unwrap().clone()
+    }
+}
+
+#[cfg(test)]
+mod user_activity_tests {
+    use super::*;
+
+    #[test]
+    fn a_stamp_later_than_this_lanes_clock_counts_as_just_now() {
+        // Two rebuild lanes: one reads the clock, the other stamps a later
+        // time before the first loads the stamp (this overflowed once).
+        let a = UserActivity::new();
+        a.seen_ns.store(u64::MAX / 2, Ordering::Relaxed);
+        assert!(a.observe(&AtomicBool::new(false)));
+        // And a stamp never moves back.
+        a.observe(&AtomicBool::new(true));
+        assert_eq!(a.seen_ns.load(Ordering::Relaxed), u64::MAX / 2);
     }
 }
