@@ -16,6 +16,7 @@ pub mod journal;
 pub mod layout;
 pub mod limits;
 pub mod loadmap;
+pub mod logconfig;
 pub mod member;
 pub mod membership;
 pub mod pace;

@@ -309,27 +309,8 @@ fn read_policy_of(b: u8) -> Option<ReadPolicy> {
     .copied()
 }
 
-/// How the write log is used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum LogMode {
-    /// Write-through: every stripe update (data and parity) is durable in
-    /// the log before the members are written; replayed after a crash.
-    Journal,
-    /// Write-back: a write is acknowledged once durable in the log; a
-    /// reclaimer writes the logged data to the members later (as journaled
-    /// stripe updates).
-    WriteBack,
-}
-
-impl LogMode {
-    pub fn name(self) -> &'static str {
-        match self {
-            LogMode::Journal => "journal",
-            LogMode::WriteBack => "write-back",
-        }
-    }
-}
+/// How the write log is used (decided in core with the log's other rules).
+pub use hetraid_core::logconfig::LogMode;
 
 /// The array's write log as its superblock records it; the log devices carry
 /// the rest (see `log.rs`).

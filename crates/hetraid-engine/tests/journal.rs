@@ -1013,7 +1013,7 @@ fn the_smallest_write_back_log_never_fails_a_write() {
             })
             .collect();
         let layout_probe = Array::create(probe, &o0).unwrap();
-        let log_bytes = Array::log_bytes_min(layout_probe.layout(), 65536, LogMode::WriteBack);
+        let log_bytes = Array::log_bytes_min(layout_probe.layout(), LogMode::WriteBack);
         drop(layout_probe);
         let faults: Vec<Arc<FaultMember>> = (0..=n)
             .map(|i| {

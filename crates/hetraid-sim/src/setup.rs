@@ -8,6 +8,7 @@ use crate::preset::{parse_members, DeviceSpec};
 use crate::trace;
 use crate::workload::{Closed, Pattern, Replay, Source};
 use hetraid_core::layout::{build, Layout, LayoutSpec};
+use hetraid_core::logconfig::{self, LogChoice, LogPlace};
 use hetraid_core::plan::{ArrayState, Request};
 use hetraid_core::WritePolicy;
 
@@ -132,13 +133,22 @@ impl Setup {
             *weights = w;
         }
         let hpda = kind == hetraid_core::layout::LayoutKind::Hpda;
+        // The log's options by the core's rules (as `hetraid create`'s).
+        let log_specs = match &cfg.log {
+            Some(l) => parse_members(l)?,
+            None => Vec::new(),
+        };
+        let log_choice = logconfig::choose(
+            hpda,
+            &logconfig::LogOptions {
+                devices: log_specs.len(),
+                region: None,
+                size: cfg.log_size.map(|s| s.0),
+                mode: cfg.log_mode.clone(),
+            },
+        )
+        .map_err(|e| e.sentence(&logconfig::SIM))?;
         if hpda {
-            if cfg.log.is_some() {
-                return Err("hpda keeps its write log on HDD-1 (past the parity) and HDD-2 (the mirror): leave out log (log_size sets its size)".into());
-            }
-            if cfg.log_mode.as_deref().is_some_and(|m| m != "write-back") {
-                return Err("hpda's log is write-back: log_mode journal does not apply".into());
-            }
             // member_size is each SSD's data: HDD-1 holds as much parity and
             // the log past it, HDD-2 the log (as an engine array created on
             // members sized so).
@@ -309,11 +319,14 @@ impl Setup {
                 })?,
             ),
         };
-        let log = match (&cfg.log, cfg.log_mode.as_deref()) {
-            _ if hpda => {
-                let (size, on_members) =
-                    hetraid_core::hpda::log_region(layout.as_ref(), cfg.log_size.map(|s| s.0))
-                        .map_err(|e| format!("log_size: {e}"))?;
+        let log = match log_choice {
+            None => None,
+            Some(LogChoice {
+                place: LogPlace::Hpda { requested },
+                ..
+            }) => {
+                let (size, on_members) = hetraid_core::hpda::log_region(layout.as_ref(), requested)
+                    .map_err(|e| format!("log_size: {e}"))?;
                 Some(LogSetup {
                     specs: vec![],
                     ring_bytes: hetraid_core::journal::ring_bytes(size),
@@ -321,60 +334,35 @@ impl Setup {
                     on_members,
                 })
             }
-            (None, Some(_)) => {
-                return Err("log_mode needs log (the log device, e.g. x25e-64)".into())
-            }
-            (None, None) => {
-                if cfg.log_size.is_some() {
-                    return Err("log_size needs log (the log device, e.g. x25e-64)".into());
-                }
-                None
-            }
-            (Some(l), mode) => {
-                let write_back = match mode.unwrap_or("journal") {
-                    "journal" => false,
-                    "write-back" => true,
-                    m => {
-                        return Err(format!(
-                            "log_mode {m} is not known; use journal or write-back"
-                        ))
-                    }
-                };
-                let log_specs = parse_members(l)?;
-                if log_specs.is_empty() || log_specs.len() > 2 {
+            Some(LogChoice {
+                mode,
+                place: LogPlace::Devices { size_bytes, .. },
+            }) => {
+                logconfig::check_size(
+                    layout.as_ref(),
+                    mode,
+                    logconfig::Sized::SizeOption,
+                    size_bytes,
+                )
+                .map_err(|e| e.sentence(&logconfig::SIM))?;
+                if let Some(small) = log_specs.iter().find(|d| d.capacity() < size_bytes) {
                     return Err(format!(
-                        "log takes one device or two (mirrored), not {}",
-                        log_specs.len()
-                    ));
-                }
-                let size = cfg.log_size.map_or(64 << 20, |s| s.0);
-                let reserve = match write_back {
-                    true => hetraid_core::journal::Reserve::new(specs.len(), layout.redundancy()),
-                    false => hetraid_core::journal::Reserve::none(specs.len()),
-                };
-                let need = hetraid_core::journal::log_bytes_min(specs.len(), cfg.chunk.0, &reserve);
-                if size < need {
-                    return Err(format!(
-                        "log_size {size} is too small: with {} members of {}-byte chunks a {} log needs at least {need}",
-                        specs.len(),
-                        cfg.chunk.0,
-                        if write_back { "write-back" } else { "journal" }
-                    ));
-                }
-                if let Some(small) = log_specs.iter().find(|d| d.capacity() < size) {
-                    return Err(format!(
-                        "log device {} holds {} bytes, less than log_size {size}",
+                        "log device {} holds {} bytes, less than log_size {size_bytes}",
                         small.name,
                         small.capacity()
                     ));
                 }
                 Some(LogSetup {
                     specs: log_specs,
-                    ring_bytes: hetraid_core::journal::ring_bytes(size),
-                    write_back,
+                    ring_bytes: hetraid_core::journal::ring_bytes(size_bytes),
+                    write_back: mode == logconfig::LogMode::WriteBack,
                     on_members: vec![],
                 })
             }
+            Some(LogChoice {
+                place: LogPlace::Region { .. },
+                ..
+            }) => return Err("the simulator has no log region; give log DEVICE".into()),
         };
         // A buffer of 0 bytes is none (a sweep's grid may say so).
         let buffered = cfg.write_buffer.is_some_and(|b| b.0 > 0);

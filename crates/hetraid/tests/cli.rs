@@ -646,3 +646,99 @@ fn the_architecture_names_what_exists() {
         );
     }
 }
+
+/// Issue 38, row 6: the write log's rules (which options go together, the
+/// default size, the smallest log) are the core's `logconfig`: `hetraid
+/// create`, the simulator and the engine refuse alike, each in its own
+/// option names, and ask for the same minimum.
+#[test]
+fn one_log_rule_in_engine_simulator_and_cli() {
+    use hetraid_core::logconfig::{self as lc, LogConfigError as E};
+    let d = tempfile::tempdir().unwrap();
+    let m: Vec<String> = (0..3)
+        .map(|i| d.path().join(format!("m{i}")).display().to_string())
+        .collect();
+    let create = |extra: &[&str]| {
+        let layout = match extra.first() {
+            Some(&"hpda") => "hpda",
+            _ => "raid5",
+        };
+        let extra = extra.strip_prefix(&["hpda"]).unwrap_or(extra);
+        let mut a = vec!["create", "--layout", layout, "--size", "8M"];
+        a.extend(m.iter().map(|s| s.as_str()));
+        a.extend(extra);
+        let (code, _, err) = hetraid(&a);
+        assert_eq!(code, 2, "{a:?}: {err}");
+        err
+    };
+    let sim = |set: &dyn Fn(&mut hetraid_sim::RunConfig)| {
+        let mut c = hetraid_sim::RunConfig::new("raid5", "x25e-64*3");
+        set(&mut c);
+        hetraid_sim::run(&c).unwrap_err()
+    };
+    // A size without a log.
+    let err = create(&["--log-size", "8M"]);
+    assert!(err.contains(&E::SizeWithoutLog.sentence(&lc::CLI)), "{err}");
+    let err = sim(&|c| c.log_size = Some(hetraid_sim::Size(8 << 20)));
+    assert_eq!(err, E::SizeWithoutLog.sentence(&lc::SIM));
+    // A mode that is not known.
+    let log = d.path().join("log").display().to_string();
+    let err = create(&["--log", &log, "--log-mode", "fast"]);
+    assert!(
+        err.contains(&E::UnknownMode("fast".into()).sentence(&lc::CLI)),
+        "{err}"
+    );
+    let err = sim(&|c| {
+        c.log = Some("x25e-64".into());
+        c.log_mode = Some("fast".into());
+    });
+    assert_eq!(err, E::UnknownMode("fast".into()).sentence(&lc::SIM));
+    // Too small: the same minimum in both.
+    let need = lc::bytes_min_any(3, 64 << 10);
+    let err = create(&["--chunk", "64K", "--log", &log, "--log-size", "64K"]);
+    assert!(err.contains(&format!("at least {need}")), "{err}");
+    let err = sim(&|c| {
+        c.chunk = hetraid_sim::Size(64 << 10);
+        c.log = Some("x25e-64".into());
+        c.log_size = Some(hetraid_sim::Size(64 << 10));
+    });
+    assert!(err.contains(&format!("at least {need}")), "{err}");
+    // HPDA's log is write-back, in the engine too.
+    let err = create(&["hpda", "--log-mode", "journal"]);
+    assert!(err.contains(&E::HpdaNotWriteBack.sentence(&lc::CLI)), "{err}");
+    assert!(std::fs::read_dir(d.path()).unwrap().next().is_none());
+    let opts = hetraid_engine::CreateOptions {
+        layout: hetraid_engine::format::LayoutRecord {
+            name: "hpda".into(),
+            ..Default::default()
+        },
+        chunk_bytes: 64 << 10,
+        policy: hetraid_core::WritePolicy::Md,
+        kinds: vec![],
+        assume_clean: true,
+        force: false,
+        checksums: false,
+        log: Some(hetraid_engine::LogSpec {
+            devices: vec![],
+            kinds: vec![],
+            mode: lc::LogMode::Journal,
+            region: None,
+        }),
+        read_policy: None,
+    };
+    let err = hetraid_engine::Array::check_create(&[1 << 30; 4], &opts).unwrap_err();
+    assert_eq!(err.to_string(), E::HpdaNotWriteBack.sentence(&lc::CLI));
+    // No front end keeps a default or a rule of its own.
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../");
+    for f in [
+        "hetraid/src/cmd/array/create.rs",
+        "hetraid-sim/src/setup.rs",
+        "hetraid-engine/src/array/create.rs",
+    ] {
+        let src = std::fs::read_to_string(format!("{root}{f}")).unwrap();
+        assert!(src.contains("logconfig::"), "{f}");
+        for rule in ["one device or two", "not known; use journal", "64 << 20"] {
+            assert!(!src.contains(rule), "{f} words the rule '{rule}' itself");
+        }
+    }
+}

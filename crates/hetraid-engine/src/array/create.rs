@@ -59,16 +59,18 @@ impl Array {
         let kind = opts.layout.kind().map_err(EngineError::Layout)?;
         if kind == hetraid_core::layout::LayoutKind::Hpda {
             if let Some(l) = &opts.log {
-                if !l.devices.is_empty() {
-                    return Err(EngineError::Refused(
-                        "hpda keeps its write log on HDD-1 (past the parity) and HDD-2 (the mirror); give no log devices".into(),
-                    ));
-                }
-                if l.mode != crate::format::LogMode::WriteBack {
-                    return Err(EngineError::Refused(
-                        "hpda's log is write-back (random writes are acknowledged from it); a journal mode does not apply".into(),
-                    ));
-                }
+                // The core's rule, as `hetraid create` words it (`region`
+                // carries HPDA's log size).
+                hetraid_core::logconfig::choose(
+                    true,
+                    &hetraid_core::logconfig::LogOptions {
+                        devices: l.devices.len(),
+                        region: None,
+                        size: l.region,
+                        mode: Some(l.mode.name().into()),
+                    },
+                )
+                .map_err(|e| EngineError::Refused(e.sentence(&hetraid_core::logconfig::CLI)))?;
             }
         }
         let kinds = if opts.kinds.is_empty() {
@@ -100,39 +102,24 @@ impl Array {
         Ok(())
     }
 
-    /// A log for `n` members of chunk `chunk`: one or two devices, none of
-    /// them a member, each large enough for the largest stripe update; or a
-    /// region of the members as large.
-    fn check_log(
-        l: &LogSpec,
-        members: &[Arc<dyn Member>],
-        chunk: u64,
-        layout: &dyn Layout,
-    ) -> Result<()> {
-        let n = members.len();
-        let need = Self::log_bytes_min(layout, chunk, l.mode);
-        let why = match l.mode {
-            crate::format::LogMode::Journal => "a record must hold the largest stripe update",
-            crate::format::LogMode::WriteBack => "beside the largest write it must keep room for the stripe updates that write everything it holds to the members, or it could fill and stop",
-        };
+    /// A log for the members: one or two devices (none of them a member),
+    /// or a region of the members, each large enough for the layout (the
+    /// core's rules, `logconfig`).
+    fn check_log(l: &LogSpec, members: &[Arc<dyn Member>], layout: &dyn Layout) -> Result<()> {
+        use hetraid_core::logconfig::{self as lc, Sized};
+        let refuse = |e: lc::LogConfigError| EngineError::Refused(e.sentence(&lc::CLI));
+        lc::choose(
+            false,
+            &lc::LogOptions {
+                devices: l.devices.len(),
+                region: l.region,
+                size: None,
+                mode: Some(l.mode.name().into()),
+            },
+        )
+        .map_err(refuse)?;
         if let Some(bytes) = l.region {
-            if !l.devices.is_empty() {
-                return Err(EngineError::Refused(
-                    "give log devices or a log region on the members, not both".into(),
-                ));
-            }
-            if bytes < need {
-                return Err(EngineError::Refused(format!(
-                    "a log region of {bytes} bytes is too small: with {n} members of {chunk}-byte chunks it needs at least {need} ({why})"
-                )));
-            }
-            return Ok(());
-        }
-        if !(1..=2).contains(&l.devices.len()) {
-            return Err(EngineError::Refused(format!(
-                "give one log device or two (mirrored), not {}",
-                l.devices.len()
-            )));
+            return lc::check_size(layout, l.mode, Sized::RegionOption, bytes).map_err(refuse);
         }
         if !l.kinds.is_empty() && l.kinds.len() != l.devices.len() {
             return Err(EngineError::Refused(format!(
@@ -155,33 +142,16 @@ impl Array {
                 l.devices[0].name()
             )));
         }
-        if let Some(small) = l.devices.iter().find(|d| d.len() < need) {
-            return Err(EngineError::Refused(format!(
-                "log device {} is {} bytes; with {n} members of {chunk}-byte chunks it needs at least {need} ({why})",
-                small.name(),
-                small.len()
-            )));
+        for d in &l.devices {
+            lc::check_size(layout, l.mode, Sized::Device(d.name()), d.len()).map_err(refuse)?;
         }
         Ok(())
     }
 
-    /// The smallest log device for `layout` of chunk `chunk` in `mode`
-    /// (core `journal::log_bytes_min`).
-    pub fn log_bytes_min(layout: &dyn Layout, chunk: u64, mode: crate::format::LogMode) -> u64 {
-        let n = layout.members();
-        let reserve = match mode {
-            crate::format::LogMode::Journal => hetraid_core::journal::Reserve::none(n),
-            crate::format::LogMode::WriteBack => {
-                hetraid_core::journal::Reserve::new(n, layout.redundancy())
-            }
-        };
-        hetraid_core::journal::log_bytes_min(n, chunk, &reserve)
-    }
-
-    /// The smallest journal-mode log for `n` members (what any log needs;
-    /// `create` checks the mode's own minimum once the layout is built).
-    pub fn log_bytes_min_any(n: usize, chunk: u64) -> u64 {
-        hetraid_core::journal::log_bytes_min(n, chunk, &hetraid_core::journal::Reserve::none(n))
+    /// The smallest log device for `layout` in `mode` (core
+    /// `logconfig::bytes_min`).
+    pub fn log_bytes_min(layout: &dyn Layout, mode: crate::format::LogMode) -> u64 {
+        hetraid_core::logconfig::bytes_min(layout, mode)
     }
 
     /// Write superblocks and an empty bitmap to `members` and assemble them.
@@ -283,7 +253,7 @@ impl Array {
         };
         let layout = build(&spec).map_err(|e| EngineError::Layout(e.to_string()))?;
         if let Some(l) = log_spec.filter(|_| !hpda) {
-            Self::check_log(l, &members, opts.chunk_bytes, layout.as_ref())?;
+            Self::check_log(l, &members, layout.as_ref())?;
         }
         if hpda {
             region = Some(super::hpda::log_region(

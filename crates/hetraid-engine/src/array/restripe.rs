@@ -394,7 +394,7 @@ impl Array {
         // The log must take the new layout's largest stripe update (and,
         // write-back, keep the reclaimer its room) as `create` checks.
         if let (Some(rec), Some(l)) = (sb.log, a.status().log) {
-            let need = Self::log_bytes_min(new_l.as_ref(), chunk, rec.mode);
+            let need = Self::log_bytes_min(new_l.as_ref(), rec.mode);
             let have = crate::log::RING_OFFSET + l.ring_bytes;
             if have < need {
                 return Err(EngineError::Refused(format!(

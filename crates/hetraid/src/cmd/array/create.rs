@@ -55,72 +55,33 @@ pub struct CreateCmd {
 }
 
 impl CreateCmd {
-    /// The log's paths, kinds and mode, checked (None: no log).
+    /// The log's paths, kinds and mode, checked by the core's rules
+    /// (`logconfig`; None: no log).
     fn log_args(&self) -> Result<Option<LogArgs>, String> {
-        if self.layout.layout.eq_ignore_ascii_case("hpda") {
-            // HPDA's log is part of the layout: past the parity on HDD-1,
-            // mirrored at the start of HDD-2, write-back.
-            if self.log.is_some() || self.log_region.is_some() {
-                return Err("hpda keeps its write log on HDD-1 (past the parity) and HDD-2 (the mirror): leave out --log and --log-region (--log-size SIZE sets how much of that room it uses; default 256M)".into());
-            }
-            if self.log_mode.as_deref().is_some_and(|m| m != "write-back") {
-                return Err("hpda's log is write-back (random writes are acknowledged from it): --log-mode journal does not apply".into());
-            }
-            return Ok(Some((
-                vec![],
-                vec![],
-                hetraid_engine::format::LogMode::WriteBack,
-            )));
-        }
-        if self.log.is_some() && self.log_region.is_some() {
-            return Err("give --log PATH or --log-region SIZE, not both".into());
-        }
-        if self.log_region.is_some() && self.log_size.is_some() {
-            return Err(
-                "--log-size sizes --log files; --log-region SIZE sets the region's size".into(),
-            );
-        }
-        let Some(list) = &self.log else {
-            if self.log_region.is_some() {
-                return Ok(Some((vec![], vec![], self.log_mode()?)));
-            }
-            if self.log_mode.is_some() {
-                return Err(
-                    "--log-mode needs --log PATH (the log device) or --log-region SIZE".into(),
-                );
-            }
-            if self.log_size.is_some() {
-                return Err("--log-size needs --log PATH (the log device)".into());
-            }
+        use hetraid_core::logconfig::{self as lc, LogPlace};
+        let choice = lc::choose(
+            self.layout.layout.eq_ignore_ascii_case("hpda"),
+            &lc::LogOptions {
+                devices: self.log.as_ref().map_or(0, |l| l.len()),
+                region: self.log_region,
+                size: self.log_size,
+                mode: self.log_mode.clone(),
+            },
+        )
+        .map_err(|e| e.sentence(&lc::CLI))?;
+        let Some(choice) = choice else {
             return Ok(None);
         };
-        let mode = self.log_mode()?;
-        if list.is_empty() || list.len() > 2 {
-            return Err(format!(
-                "--log takes one device or two (mirrored), not {}",
-                list.len()
-            ));
-        }
         let mut paths = Vec::new();
         let mut kinds = Vec::new();
-        for l in list {
-            let (p, k) = split_member(l)?;
-            paths.push(p);
-            kinds.push(k.unwrap_or(MemberKind::Ssd));
-        }
-        Ok(Some((paths, kinds, mode)))
-    }
-
-    fn log_mode(&self) -> Result<hetraid_engine::format::LogMode, String> {
-        Ok(match self.log_mode.as_deref().unwrap_or("journal") {
-            "journal" => hetraid_engine::format::LogMode::Journal,
-            "write-back" => hetraid_engine::format::LogMode::WriteBack,
-            other => {
-                return Err(format!(
-                    "--log-mode {other} is not known; use journal or write-back"
-                ))
+        if let LogPlace::Devices { .. } = choice.place {
+            for l in self.log.iter().flatten() {
+                let (p, k) = split_member(l)?;
+                paths.push(p);
+                kinds.push(k.unwrap_or(MemberKind::Ssd));
             }
-        })
+        }
+        Ok(Some((paths, kinds, choice.mode)))
     }
 
     fn checksums(&self) -> Result<bool, String> {
@@ -229,15 +190,17 @@ impl CreateCmd {
             }
         }
         let log = self.log_args()?;
-        let log_size = self.log_size.unwrap_or(64 << 20);
+        let log_size = self
+            .log_size
+            .unwrap_or(hetraid_core::logconfig::LOG_DEVICE_BYTES_DEFAULT);
+        // The mode's own minimum is checked once the layout is built
+        // (`Array::check_create`); any log needs this much.
+        let size_any = |what, bytes| {
+            hetraid_core::logconfig::check_size_any(paths.len(), chunk, what, bytes)
+                .map_err(|e| e.sentence(&hetraid_core::logconfig::CLI))
+        };
         if let Some(r) = self.log_region {
-            let need = Array::log_bytes_min_any(paths.len(), chunk);
-            if r < need {
-                return Err(format!(
-                    "--log-region {r} is too small: with {} members of {chunk}-byte chunks the log needs at least {need}",
-                    paths.len()
-                ));
-            }
+            size_any(hetraid_core::logconfig::Sized::RegionOption, r)?;
         }
         if let Some((lp, _, _)) = &log {
             for p in lp {
@@ -251,9 +214,9 @@ impl CreateCmd {
             if lp.len() == 2 && same_path(&lp[0], &lp[1]) {
                 return Err(format!("log device {} is listed twice", lp[0].display()));
             }
-            let need = Array::log_bytes_min_any(paths.len(), chunk);
             for p in lp {
-                let len = if p.exists() {
+                use hetraid_core::logconfig::Sized;
+                let (what, len) = if p.exists() {
                     let m = open_member_for(p, false)?;
                     if !self.force {
                         if let Some(owner) = belongs_to(m.as_ref()) {
@@ -263,7 +226,7 @@ impl CreateCmd {
                             ));
                         }
                     }
-                    m.len()
+                    (Sized::Device(p.display().to_string()), m.len())
                 } else {
                     if let Some(parent) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
                         if !parent.is_dir() {
@@ -274,15 +237,10 @@ impl CreateCmd {
                             ));
                         }
                     }
-                    log_size
+                    // A file this command creates: --log-size sets it.
+                    (Sized::SizeOption, log_size)
                 };
-                if len < need {
-                    return Err(format!(
-                        "log device {} would be {len} bytes; with {} members of {chunk}-byte chunks it needs at least {need} (--log-size)",
-                        p.display(),
-                        paths.len()
-                    ));
-                }
+                size_any(what, len)?;
             }
         }
         let opts = CreateOptions {
