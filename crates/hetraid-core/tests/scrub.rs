@@ -6,7 +6,7 @@
 //! wrong byte into a good member. Replay with HETRAID_SEED=N.
 
 use hetraid_core::exec::{MemArray, StripeBufs};
-use hetraid_core::layout::{build, parse_kind, LayoutSpec};
+use hetraid_core::layout::{build, LayoutOptions, LayoutSpec};
 use hetraid_core::plan::{ArrayState, Planner, Request, WritePolicy};
 use hetraid_core::scrub::{verify, PageMismatch, Trust};
 use hetraid_core::{Layout, Redundancy};
@@ -60,7 +60,15 @@ fn layouts() -> Vec<Case> {
 
 fn layout_of(i: usize) -> Box<dyn Layout> {
     let (name, n, copies, group, cpb, level) = layouts()[i];
-    let kind = parse_kind(name, None, None, copies, group, None, 0, cpb, level).unwrap();
+    let kind = LayoutOptions {
+        copies,
+        group,
+        chunks_per_bundle: cpb,
+        raidx_level: level.map(str::to_string),
+        ..LayoutOptions::named(name)
+    }
+    .kind()
+    .unwrap();
     build(&LayoutSpec {
         kind,
         chunk_bytes: CHUNK,

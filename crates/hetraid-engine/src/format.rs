@@ -2,7 +2,7 @@
 //! write-intent bitmap after it, data from `DATA_OFFSET`. Little-endian, versioned,
 //! crc32c-checksummed. Byte map in docs/FORMAT.md.
 
-use hetraid_core::layout::{parse_kind, LayoutKind, ParityOrder};
+use hetraid_core::layout::{LayoutKind, LayoutOptions, ParityOrder};
 use hetraid_core::{MemberKind, WritePolicy};
 
 pub const MAGIC: &[u8; 8] = b"HETRAID1";
@@ -61,37 +61,36 @@ impl LayoutRecord {
     }
 
     pub fn kind(&self) -> Result<LayoutKind, String> {
+        self.options().kind().map_err(|e| e.to_string())
+    }
+
+    /// The layout options this record stores. The declustered layout keeps
+    /// its width, parity and spares in the `group`, `copies` and
+    /// `spare_partitions` fields (docs/FORMAT.md): they are read back here,
+    /// and nowhere else.
+    pub fn options(&self) -> LayoutOptions {
         if self.is_declustered() {
-            return hetraid_core::layout::parse_kind_with(
-                &self.name,
-                None,
-                None,
-                None,
-                None,
-                None,
-                0,
-                None,
-                None,
-                hetraid_core::layout::DeclusterParams {
+            return LayoutOptions {
+                declustered: hetraid_core::layout::DeclusterParams {
                     width: self.group,
                     parity: self.copies,
                     spares: Some(self.spare_partitions),
                 },
-            )
-            .map_err(|e| e.to_string());
+                ..LayoutOptions::named(&self.name)
+            };
         }
-        parse_kind(
-            &self.name,
-            (!self.weights.is_empty()).then(|| self.weights.clone()),
-            self.parity_order.map(|o| o.as_str()),
-            self.copies,
-            self.group,
-            self.partitions,
-            self.spare_partitions,
-            self.chunks_per_bundle,
-            self.raidx_level.as_deref(),
-        )
-        .map_err(|e| e.to_string())
+        LayoutOptions {
+            name: self.name.clone(),
+            weights: (!self.weights.is_empty()).then(|| self.weights.clone()),
+            parity_order: self.parity_order.map(|o| o.as_str().to_string()),
+            copies: self.copies,
+            group: self.group,
+            partitions: self.partitions,
+            spare_partitions: self.spare_partitions,
+            chunks_per_bundle: self.chunks_per_bundle,
+            raidx_level: self.raidx_level.clone(),
+            declustered: Default::default(),
+        }
     }
 }
 

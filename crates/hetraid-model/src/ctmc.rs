@@ -204,7 +204,7 @@ pub fn hpda_chain_closed_form_h(phi: f64, lambda: f64, mu: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hetraid_core::layout::{build, parse_kind, LayoutSpec};
+    use hetraid_core::layout::{build, LayoutOptions, LayoutSpec};
 
     fn sets(
         name: &str,
@@ -223,9 +223,7 @@ mod tests {
     }
 
     fn plain(name: &str, n: usize) -> FailureSets {
-        sets(name, n, |name| {
-            parse_kind(name, None, None, None, None, None, 0, None, None).unwrap()
-        })
+        sets(name, n, |name| LayoutOptions::named(name).kind().unwrap())
     }
 
     const L: f64 = 1.0 / 50_000.0;

@@ -51,22 +51,23 @@ pub fn auto_weights(cfg: &RunConfig) -> Result<hetraid_core::weights::WeightPlan
 
 /// The layout a run names, with its parameters.
 pub fn layout_kind(cfg: &RunConfig) -> Result<hetraid_core::layout::LayoutKind, String> {
-    hetraid_core::layout::parse_kind_with(
-        &cfg.layout,
-        resolved_weights(cfg)?,
-        cfg.parity_order.as_deref(),
-        cfg.copies,
-        cfg.group,
-        cfg.partitions,
-        cfg.spare_partitions,
-        cfg.chunks_per_bundle,
-        cfg.raidx_level.as_deref(),
-        hetraid_core::layout::DeclusterParams {
+    hetraid_core::layout::LayoutOptions {
+        name: cfg.layout.clone(),
+        weights: resolved_weights(cfg)?,
+        parity_order: cfg.parity_order.clone(),
+        copies: cfg.copies,
+        group: cfg.group,
+        partitions: cfg.partitions,
+        spare_partitions: cfg.spare_partitions,
+        chunks_per_bundle: cfg.chunks_per_bundle,
+        raidx_level: cfg.raidx_level.clone(),
+        declustered: hetraid_core::layout::DeclusterParams {
             width: cfg.width,
             parity: cfg.parity,
             spares: cfg.spares,
         },
-    )
+    }
+    .kind()
     .map_err(|e| e.to_string())
     .and_then(|k| {
         // S2-RAID's partition count when unset, as `hetraid create` stores it.

@@ -87,6 +87,26 @@ impl LayoutParamArgs {
         }
     }
 
+    /// The options given for layout `name`, with `weights` as resolved.
+    pub fn options(
+        &self,
+        name: &str,
+        weights: Option<Vec<u64>>,
+    ) -> hetraid_core::layout::LayoutOptions {
+        hetraid_core::layout::LayoutOptions {
+            name: name.to_string(),
+            weights,
+            parity_order: self.parity_order.clone(),
+            copies: self.copies,
+            group: self.group,
+            partitions: self.partitions,
+            spare_partitions: self.spare_partitions.unwrap_or(0),
+            chunks_per_bundle: self.chunks_per_bundle,
+            raidx_level: self.raidx_level.clone(),
+            declustered: self.decluster(),
+        }
+    }
+
     /// Set the parameters given on the command line in a simulator run config
     /// (the ones not given keep the config's values).
     pub fn apply_to(&self, c: &mut hetraid_sim::RunConfig) {
@@ -167,19 +187,11 @@ impl LayoutOpts {
             // Every option checked as for any layout (--group on it is an
             // error), then stored in the record's group (width), copies
             // (parity) and spare_partitions (spares) fields.
-            let kind = hetraid_core::layout::parse_kind_with(
-                &self.layout,
-                self.params.weights.as_ref().map(|_| vec![]),
-                self.params.parity_order.as_deref(),
-                self.params.copies,
-                self.params.group,
-                self.params.partitions,
-                self.params.spare_partitions.unwrap_or(0),
-                self.params.chunks_per_bundle,
-                self.params.raidx_level.as_deref(),
-                d,
-            )
-            .map_err(|e| e.to_string())?;
+            let kind = self
+                .params
+                .options(&self.layout, self.params.weights.as_ref().map(|_| vec![]))
+                .kind()
+                .map_err(|e| e.to_string())?;
             let hetraid_core::layout::LayoutKind::Declustered {
                 width,
                 parity,
@@ -244,23 +256,18 @@ impl LayoutArgs {
             Some(s) => s.clone(),
             None => vec![1 << 30; self.devices],
         };
-        let kind = hetraid_core::layout::parse_kind_with(
-            &o.layout,
-            engine_weights(
-                &o.params.weights,
-                o.kinds.as_deref().unwrap_or_default(),
+        let kind = o
+            .params
+            .options(
                 &o.layout,
-            )?,
-            o.params.parity_order.as_deref(),
-            o.params.copies,
-            o.params.group,
-            o.params.partitions,
-            o.params.spare_partitions.unwrap_or(0),
-            o.params.chunks_per_bundle,
-            o.params.raidx_level.as_deref(),
-            o.params.decluster(),
-        )
-        .map_err(|e| e.to_string())?;
+                engine_weights(
+                    &o.params.weights,
+                    o.kinds.as_deref().unwrap_or_default(),
+                    &o.layout,
+                )?,
+            )
+            .kind()
+            .map_err(|e| e.to_string())?;
         // Geometry alone: kinds that would not move a chunk are an error, not
         // silently ignored.
         if o.kinds.is_some() && !kind.geometry_uses_kinds() {

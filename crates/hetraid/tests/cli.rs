@@ -705,7 +705,10 @@ fn one_log_rule_in_engine_simulator_and_cli() {
     assert!(err.contains(&format!("at least {need}")), "{err}");
     // HPDA's log is write-back, in the engine too.
     let err = create(&["hpda", "--log-mode", "journal"]);
-    assert!(err.contains(&E::HpdaNotWriteBack.sentence(&lc::CLI)), "{err}");
+    assert!(
+        err.contains(&E::HpdaNotWriteBack.sentence(&lc::CLI)),
+        "{err}"
+    );
     assert!(std::fs::read_dir(d.path()).unwrap().next().is_none());
     let opts = hetraid_engine::CreateOptions {
         layout: hetraid_engine::format::LayoutRecord {

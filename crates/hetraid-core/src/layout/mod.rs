@@ -438,50 +438,69 @@ pub struct DeclusterParams {
     pub spares: Option<usize>,
 }
 
-/// Parse a layout name plus the generic options the CLI passes along.
-#[allow(clippy::too_many_arguments)]
-pub fn parse_kind(
-    name: &str,
-    weights: Option<Vec<u64>>,
-    order: Option<&str>,
-    copies: Option<usize>,
-    group: Option<usize>,
-    partitions: Option<usize>,
-    spare_partitions: usize,
-    chunks_per_bundle: Option<usize>,
-    raidx_level: Option<&str>,
-) -> Result<LayoutKind, LayoutError> {
-    parse_kind_with(
-        name,
-        weights,
-        order,
-        copies,
-        group,
-        partitions,
-        spare_partitions,
-        chunks_per_bundle,
-        raidx_level,
-        DeclusterParams::default(),
-    )
+/// A layout as a user names it: its name and every layout option, None
+/// where not given. [`LayoutOptions::kind`] checks which options apply and
+/// builds the kind: the one home of these rules, which `hetraid create` and
+/// `layout`, the simulator's config and the superblock's record all fill in
+/// (a ten-argument function did, positionally, before).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LayoutOptions {
+    pub name: String,
+    /// Parity weights (raidh, raidh6, raidx5/6).
+    pub weights: Option<Vec<u64>>,
+    /// RAID5's parity rotation by name.
+    pub parity_order: Option<String>,
+    /// RAID10's copies.
+    pub copies: Option<usize>,
+    /// S²-RAID5's group (a prime).
+    pub group: Option<usize>,
+    /// S²-RAID's partitions per member, and spare partitions.
+    pub partitions: Option<usize>,
+    pub spare_partitions: usize,
+    /// RAIDX's bundle width and level.
+    pub chunks_per_bundle: Option<usize>,
+    pub raidx_level: Option<String>,
+    /// The declustered layout's width, parity and spares.
+    pub declustered: DeclusterParams,
 }
 
-/// [`parse_kind`] with the declustered layout's options.
-#[allow(clippy::too_many_arguments)]
-pub fn parse_kind_with(
-    name: &str,
-    weights: Option<Vec<u64>>,
-    order: Option<&str>,
-    copies: Option<usize>,
-    group: Option<usize>,
-    partitions: Option<usize>,
-    spare_partitions: usize,
-    chunks_per_bundle: Option<usize>,
-    raidx_level: Option<&str>,
-    decl: DeclusterParams,
-) -> Result<LayoutKind, LayoutError> {
-    let has_weights = weights.is_some();
-    let lname = name.to_ascii_lowercase().replace(['-', '_', '²'], "");
-    let kind = match lname.as_str() {
+impl LayoutOptions {
+    /// The layout `name` with no option given.
+    pub fn named(name: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            ..Default::default()
+        }
+    }
+
+    /// The kind these options name, or why they name none (an unknown
+    /// layout, a missing parameter, an option that does not apply).
+    pub fn kind(&self) -> Result<LayoutKind, LayoutError> {
+        let LayoutOptions {
+            name,
+            weights,
+            parity_order,
+            copies,
+            group,
+            partitions,
+            spare_partitions,
+            chunks_per_bundle,
+            raidx_level,
+            declustered: decl,
+        } = self;
+        let (weights, order, copies, group, partitions, spare_partitions) = (
+            weights.clone(),
+            parity_order.as_deref(),
+            *copies,
+            *group,
+            *partitions,
+            *spare_partitions,
+        );
+        let (chunks_per_bundle, raidx_level, decl) =
+            (*chunks_per_bundle, raidx_level.as_deref(), *decl);
+        let has_weights = weights.is_some();
+        let lname = name.to_ascii_lowercase().replace(['-', '_', '²'], "");
+        let kind = match lname.as_str() {
         "raid0" => LayoutKind::Raid0,
         "raid1" => LayoutKind::Raid1,
         "raid10" => LayoutKind::Raid10 {
@@ -557,80 +576,81 @@ pub fn parse_kind_with(
             }
         },
     };
-    if has_weights
-        && !matches!(
-            kind,
-            LayoutKind::RaidH { .. } | LayoutKind::RaidH6 { .. } | LayoutKind::RaidX { .. }
-        )
-    {
-        return Err(LayoutError::Invalid(format!(
-            "--weights applies to raidh, raidh6 and raidx5/6 only, not to '{name}'"
-        )));
-    }
-    // An option that does not apply to the layout is an error, not a
-    // different run (or array) than the one asked for.
-    let refuse = |given: bool, what: &str, applies: &str| {
-        if given {
-            Err(LayoutError::Invalid(format!(
+        if has_weights
+            && !matches!(
+                kind,
+                LayoutKind::RaidH { .. } | LayoutKind::RaidH6 { .. } | LayoutKind::RaidX { .. }
+            )
+        {
+            return Err(LayoutError::Invalid(format!(
+                "--weights applies to raidh, raidh6 and raidx5/6 only, not to '{name}'"
+            )));
+        }
+        // An option that does not apply to the layout is an error, not a
+        // different run (or array) than the one asked for.
+        let refuse = |given: bool, what: &str, applies: &str| {
+            if given {
+                Err(LayoutError::Invalid(format!(
                 "{what} applies to {applies}, not to '{name}'; leave it out or choose that layout"
             )))
-        } else {
-            Ok(())
-        }
-    };
-    refuse(
-        order.is_some() && !matches!(kind, LayoutKind::Raid5 { .. }),
-        "--parity-order",
-        "raid5",
-    )?;
-    refuse(
-        copies.is_some() && !matches!(kind, LayoutKind::Raid10 { .. }),
-        "--copies",
-        "raid10",
-    )?;
-    refuse(
-        group.is_some() && !matches!(kind, LayoutKind::S2Raid5 { .. }),
-        "--group",
-        "s2raid5",
-    )?;
-    let s2 = matches!(
-        kind,
-        LayoutKind::S2Raid5 { .. } | LayoutKind::S2Raid10 { .. }
-    );
-    refuse(
-        partitions.is_some() && !s2,
-        "--partitions",
-        "s2raid5 and s2raid10",
-    )?;
-    refuse(
-        spare_partitions > 0 && !s2,
-        "--spare-partitions",
-        "s2raid5 and s2raid10",
-    )?;
-    let raidx = matches!(kind, LayoutKind::RaidX { .. });
-    refuse(
-        chunks_per_bundle.is_some() && !raidx,
-        "--chunks-per-bundle",
-        "raidx",
-    )?;
-    refuse(raidx_level.is_some() && !raidx, "--raidx-level", "raidx")?;
-    let declustered = matches!(kind, LayoutKind::Declustered { .. });
-    refuse(
-        decl.width.is_some() && !declustered,
-        "--width",
-        "declustered",
-    )?;
-    refuse(
-        decl.parity.is_some() && !declustered,
-        "--parity",
-        "declustered",
-    )?;
-    refuse(
-        decl.spares.is_some() && !declustered,
-        "--spares",
-        "declustered",
-    )?;
-    Ok(kind)
+            } else {
+                Ok(())
+            }
+        };
+        refuse(
+            order.is_some() && !matches!(kind, LayoutKind::Raid5 { .. }),
+            "--parity-order",
+            "raid5",
+        )?;
+        refuse(
+            copies.is_some() && !matches!(kind, LayoutKind::Raid10 { .. }),
+            "--copies",
+            "raid10",
+        )?;
+        refuse(
+            group.is_some() && !matches!(kind, LayoutKind::S2Raid5 { .. }),
+            "--group",
+            "s2raid5",
+        )?;
+        let s2 = matches!(
+            kind,
+            LayoutKind::S2Raid5 { .. } | LayoutKind::S2Raid10 { .. }
+        );
+        refuse(
+            partitions.is_some() && !s2,
+            "--partitions",
+            "s2raid5 and s2raid10",
+        )?;
+        refuse(
+            spare_partitions > 0 && !s2,
+            "--spare-partitions",
+            "s2raid5 and s2raid10",
+        )?;
+        let raidx = matches!(kind, LayoutKind::RaidX { .. });
+        refuse(
+            chunks_per_bundle.is_some() && !raidx,
+            "--chunks-per-bundle",
+            "raidx",
+        )?;
+        refuse(raidx_level.is_some() && !raidx, "--raidx-level", "raidx")?;
+        let declustered = matches!(kind, LayoutKind::Declustered { .. });
+        refuse(
+            decl.width.is_some() && !declustered,
+            "--width",
+            "declustered",
+        )?;
+        refuse(
+            decl.parity.is_some() && !declustered,
+            "--parity",
+            "declustered",
+        )?;
+        refuse(
+            decl.spares.is_some() && !declustered,
+            "--spares",
+            "declustered",
+        )?;
+        Ok(kind)
+    }
 }
 
 impl LayoutKind {
