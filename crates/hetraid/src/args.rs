@@ -36,7 +36,7 @@ pub struct LayoutOpts {
 
 /// Per-layout parameters, shared by every verb that names a layout (`create`,
 /// `layout`, `plan`, `loadmap`, `sim`).
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub struct LayoutParamArgs {
     /// RAIDH (and RAIDX5/6) parity weights, one per member (1,1,1,3,3), or
     /// auto: from the members' service rates (their kinds, or the

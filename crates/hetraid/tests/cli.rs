@@ -745,3 +745,26 @@ fn one_log_rule_in_engine_simulator_and_cli() {
         }
     }
 }
+
+/// Issue 38: the CLI is a library; a command line parses in-process, and
+/// the same definitions refuse a wrong one.
+#[test]
+fn the_cli_is_a_library() {
+    use clap::Parser;
+    let ok = hetraid::cli::Cli::try_parse_from([
+        "hetraid",
+        "layout",
+        "--layout",
+        "raid5",
+        "--devices",
+        "4",
+    ])
+    .unwrap();
+    assert!(matches!(ok.command, hetraid::cli::Command::Layout(_)));
+    assert!(hetraid::cli::Cli::try_parse_from(["hetraid", "layout", "--no-such"]).is_err());
+    let opts = hetraid::args::LayoutParamArgs::default().options("raid10", None);
+    assert_eq!(
+        opts.kind().unwrap(),
+        hetraid_core::layout::LayoutKind::Raid10 { copies: 2 }
+    );
+}

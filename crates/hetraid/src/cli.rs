@@ -1,0 +1,302 @@
+//! The command line: clap's definitions of every verb, and the dispatch
+//! from a parsed command line to the verb's code in `cmd/`.
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "hetraid",
+    version,
+    about = "Software RAID for heterogeneous arrays, and a simulator that runs the same controller",
+    after_help = "Exit status: 0 done; 1 status --test: degraded or rebuilding, scrub: a mismatch left unrepaired; 2 refused (bad input, an unsafe request) or status --test: failed; 4 status --test: the array cannot be read; 64 a command line of the wrong shape (unknown option, missing argument).\n\nExample:\n  hetraid demo"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Print a layout's geometry: per stripe, data and parity members and offsets.
+    #[command(
+        after_help = "Example:\n  hetraid layout --layout s2raid5 --devices 9 --group 3 --stripes 9"
+    )]
+    Layout(crate::cmd::layout::LayoutCmd),
+    /// Print the I/O plan of one read or write: per member reads and writes, and the
+    /// RMW/RCW/full choice per page row.
+    #[command(
+        after_help = "Example:\n  hetraid plan --layout raid6 --devices 6 --chunk 64K --failed 1,2 --read 0+256K --json"
+    )]
+    Plan(crate::cmd::plan::PlanCmd),
+    /// Enumerate a write of K chunks from every start position of one placement
+    /// cycle and print each member's share of reads and writes.
+    #[command(
+        after_help = "Example:\n  hetraid loadmap --layout raide --devices 5 --write-chunks 5"
+    )]
+    Loadmap(crate::cmd::loadmap::LoadmapCmd),
+    /// Create an array from member files or block devices.
+    #[command(
+        after_help = "Example:\n  hetraid create --layout raid4s --size 1G --name tank a.img b.img c.img d.img:ssd"
+    )]
+    Create(crate::cmd::array::CreateCmd),
+    /// Assemble an array from its members (resyncing after a crash) and report it.
+    #[command(
+        after_help = "Example:\n  hetraid assemble a.img b.img c.img d.img\n  hetraid assemble --scan /srv/arrays"
+    )]
+    Assemble(crate::cmd::array::MembersCmd),
+    /// Show an array's state and members.
+    #[command(
+        after_help = "Example:\n  hetraid status a.img b.img c.img d.img\n  hetraid status --test a.img b.img c.img d.img || echo \"needs attention: $?\""
+    )]
+    Status(crate::cmd::array::MembersCmd),
+    /// Mark a member faulty.
+    #[command(after_help = "Example:\n  hetraid fail a.img b.img c.img d.img --member b.img")]
+    Fail(crate::cmd::array::MemberOpCmd),
+    /// Detach a failed member (its slot stays degraded until add or replace).
+    #[command(after_help = "Example:\n  hetraid remove a.img b.img c.img d.img --member b.img")]
+    Remove(crate::cmd::array::MemberOpCmd),
+    /// Put a new member in place of a failed one (then run rebuild).
+    #[command(
+        after_help = "Example:\n  hetraid replace a.img b.img c.img d.img --member b.img --with e.img\n  hetraid rebuild a.img e.img c.img d.img"
+    )]
+    Replace(crate::cmd::array::MemberOpCmd),
+    /// Add a new member into the first failed or missing slot (then run rebuild).
+    #[command(
+        after_help = "Example:\n  hetraid add a.img c.img d.img --with b.img        # b.img back (re-add) or into a failed slot\n  hetraid add a.img b.img c.img d.img --with s.img  # a healthy array: a hot spare"
+    )]
+    Add(crate::cmd::array::AddCmd),
+    /// Add a member to a RAIDX array (--add NEW): chunks move onto it and the
+    /// capacity grows by the bundles it allows; without --add, finish a grow
+    /// or shrink cut short. Crash-safe: run it again after a kill.
+    #[command(after_help = "Example:\n  hetraid grow a.img b.img c.img d.img --add e.img:ssd")]
+    Grow(crate::cmd::array::GrowCmd),
+    /// Shrink a RAIDX array to --size and re-place the chunks of slot
+    /// --member on the other members: full redundancy again, before any
+    /// replacement arrives. Shrink what sits on the array first.
+    #[command(
+        after_help = "Example:\n  hetraid shrink a.img c.img d.img e.img --member 1 --size 100M"
+    )]
+    Shrink(crate::cmd::array::ShrinkCmd),
+    /// Rebuild members being replaced, with MD-like speed limits and a progress bar.
+    #[command(after_help = "Example:\n  hetraid rebuild a.img e.img c.img d.img --max-speed 100M")]
+    Rebuild(crate::cmd::array::RebuildCmd),
+    /// Declustered: copy the member rebuilt into distributed spare space
+    /// back onto a replacement (dRAID's rebalance): one read per chunk, and
+    /// the spare space is free for the next failure. Offline; crash-safe
+    /// (a copy cut short leaves a member for hetraid rebuild).
+    #[command(
+        after_help = "Example:\n  hetraid rebuild m0.img m1.img ... m11.img --to-spare\n  hetraid rebalance m0.img m2.img ... m11.img --with new.img"
+    )]
+    Rebalance(crate::cmd::array::RebalanceCmd),
+    /// Check redundancy of every stripe; --repair rewrites mismatches.
+    #[command(after_help = "Example:\n  hetraid scrub a.img b.img c.img d.img --repair")]
+    Scrub(crate::cmd::array::ScrubCmd),
+    /// Write everything a write-back log holds (hpda's, or --log-mode
+    /// write-back) to the members and empty the log; online when served.
+    #[command(after_help = "Example:\n  hetraid reclaim s1.img s2.img h1.img h2.img")]
+    Reclaim(crate::cmd::array::ReclaimCmd),
+    /// Write standard input into the array at --offset (flushed before exit).
+    #[command(
+        after_help = "Example:\n  hetraid write a.img b.img c.img d.img --offset 1M < data.bin"
+    )]
+    Write(crate::cmd::array::DataCmd),
+    /// Read --length bytes at --offset to standard output.
+    #[command(
+        after_help = "Example:\n  hetraid read a.img b.img c.img d.img --offset 1M --length 4M > out.bin"
+    )]
+    Read(crate::cmd::array::DataCmd),
+    /// Export an array over NBD (unix:PATH or tcp:HOST:PORT) until SIGINT/SIGTERM.
+    #[command(
+        after_help = "Example:\n  hetraid serve a.img b.img c.img d.img s.img --listen unix:/run/tank.sock --log-format json\n  nbdcopy nbd+unix:///?socket=/run/tank.sock out.img"
+    )]
+    Serve(crate::cmd::serve::ServeCmd),
+    /// From the devices you have and your workload to the layout to build: candidates simulated, ranked, the Pareto front, the create command line.
+    #[command(
+        after_help = "Example:\n  hetraid advise --members 'caviar-black-640*4,x25e-64' --workload random-write --size 4K\n  hetraid advise --members 'wd2500yd*4,x25e-64*2' --redundancy 2 --objective p99 --json"
+    )]
+    Advise(crate::cmd::advise::AdviseCmd),
+    /// Measure files or block devices (random 4K and sequential, reads; writes with --destructive) and write device files the simulator takes.
+    #[command(
+        after_help = "Example:\n  hetraid probe /dev/nvme0n1 --out devices/\n  hetraid sim --layout raid5 --members 'devices/probe-nvme0n1.toml*4' --workload random-write"
+    )]
+    Probe(crate::cmd::probe::ProbeCmd),
+    /// hetraid's placements for a Ceph cluster: a CRUSH map with device classes, an erasure-code profile and rule (coding shards on the fast class when that pays: RAID4S at cluster scale), primary affinity, and predicted per-OSD load and recovery.
+    #[command(
+        after_help = "Example:\n  hetraid ceph --host node1=caviar-black-640*4,x25e-64 --host node2=caviar-black-640*4,x25e-64 --failure-domain osd --out ceph/\n  crushtool -c ceph/crushmap.txt -o ceph/crushmap.bin && crushtool -i ceph/crushmap.bin --test --rule 1 --num-rep 6 --show-mappings"
+    )]
+    Ceph(crate::cmd::ceph::CephCmd),
+    /// Simulate one run: a layout on HDD/SSD models under a workload or trace.
+    #[command(
+        after_help = "Example:\n  hetraid sim --layout raid5 --members 'caviar-black-640*5' --workload mixed --read-fraction 0.7 --size 64K --qd 10"
+    )]
+    Sim(Box<crate::cmd::sim::SimCmd>),
+    /// Run a grid of simulations from a TOML file: CSV, JSON, SVG plots, summary.md.
+    #[command(
+        after_help = "Example:\n  hetraid sweep experiments/1-raid4s-random-writes.toml --out results/1"
+    )]
+    Sweep(crate::cmd::sweep::SweepCmd),
+    /// Synthetic traces with published statistics, and trace statistics.
+    #[command(
+        after_help = "Example:\n  hetraid trace synth --profile financial1 > fin1.spc\n  hetraid trace stats fin1.spc"
+    )]
+    Trace(crate::cmd::trace::TraceCmd),
+    /// Reliability (MTTDL), cost, power and the RAIDH model of a configuration.
+    #[command(
+        after_help = "Example:\n  hetraid analyze mttdl --layout raid4s --members 'caviar-black-640*4,x25e-64'"
+    )]
+    Analyze(crate::cmd::analyze::AnalyzeCmd),
+    /// Show the events the members keep (failures, rebuilds, scrubs, spares;
+    /// like zpool events), newest last; works on a served array too.
+    Events(crate::cmd::events::EventsCmd),
+    /// Watch an array's events and run a program for each (mdadm --monitor).
+    Monitor(crate::cmd::events::MonitorCmd),
+    /// Print a shell completion script: hetraid completions bash >
+    /// /etc/bash_completion.d/hetraid (bash, zsh, fish, elvish, powershell).
+    #[command(
+        after_help = "Example:\n  hetraid completions bash > /etc/bash_completion.d/hetraid"
+    )]
+    Completions { shell: clap_complete::Shell },
+    /// Print the manual page (roff): hetraid man | man -l -
+    #[command(after_help = "Example:\n  hetraid man > /usr/local/share/man/man1/hetraid.1")]
+    Man,
+    /// Send one raw JSON request to a control socket, without the command
+    /// line's checks, and print the reply (tests of the server's own checks).
+    #[command(hide = true)]
+    CtlRaw {
+        socket: std::path::PathBuf,
+        request: String,
+    },
+    /// The whole life of an array in a temporary directory: create, write, fail,
+    /// degraded I/O, rebuild, scrub, verify.
+    #[command(after_help = "Example:\n  hetraid demo")]
+    Demo(crate::cmd::demo::DemoCmd),
+}
+
+fn ctl_raw(socket: &std::path::Path, request: &str) -> Result<(), String> {
+    use std::io::{BufRead, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(socket)
+        .map_err(|e| format!("{}: {e}", socket.display()))?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .map_err(|e| e.to_string())?;
+    // A refusal may close the socket before the request is written; its
+    // reply is still there to read.
+    match s.write_all(format!("{request}\n").as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e.to_string()),
+        _ => {}
+    }
+    let mut reply = String::new();
+    std::io::BufReader::new(&s)
+        .read_line(&mut reply)
+        .map_err(|e| e.to_string())?;
+    print!("{reply}");
+    let v: serde_json::Value = serde_json::from_str(&reply).map_err(|e| e.to_string())?;
+    if v["ok"] == true {
+        Ok(())
+    } else {
+        Err(v["error"].as_str().unwrap_or("refused").to_string())
+    }
+}
+
+/// The manual page: the top command's, then one section per verb, from the
+/// same clap definitions `--help` prints.
+fn man() -> Result<(), String> {
+    use std::io::Write;
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let mut out = Vec::new();
+    clap_mangen::Man::new(cmd.clone())
+        .render(&mut out)
+        .map_err(|e| e.to_string())?;
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        writeln!(out, ".SH \"HETRAID {}\"", sub.get_name().to_uppercase()).ok();
+        let page =
+            clap_mangen::Man::new(sub.clone().bin_name(format!("hetraid {}", sub.get_name())));
+        let mut body = Vec::new();
+        page.render_description_section(&mut body).ok();
+        page.render_synopsis_section(&mut body).ok();
+        page.render_options_section(&mut body).ok();
+        page.render_extra_section(&mut body).ok();
+        // Each verb's sections become subsections of the one page.
+        let body = String::from_utf8_lossy(&body).replace(".SH ", ".SS ");
+        out.extend_from_slice(body.as_bytes());
+    }
+    std::io::stdout().write_all(&out).map_err(|e| e.to_string())
+}
+
+/// Exit code of a command line clap refuses (sysexits' EX_USAGE).
+const USAGE_ERROR: i32 = 64;
+
+/// The whole program: parse the command line, run the verb, exit with its
+/// status (`main.rs` calls this and nothing else).
+pub fn main() {
+    // Die quietly on a closed pipe (`hetraid status ... | head`) like other Unix
+    // tools, instead of panicking in println!.
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+    // Usage errors (an unknown option, a missing argument) exit 64
+    // (EX_USAGE), apart from the array's health codes (`status --test`:
+    // 1, 2, 4) and refusals of bad input (2).
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            // A value that does not parse is bad input, refused as every
+            // refusal is (2); a command line of the wrong shape (unknown
+            // option, missing argument) is a usage error.
+            let code = match e.kind() {
+                _ if !e.use_stderr() => 0,
+                ErrorKind::InvalidValue | ErrorKind::ValueValidation => 2,
+                _ => USAGE_ERROR,
+            };
+            let _ = e.print();
+            std::process::exit(code);
+        }
+    };
+    match &cli.command {
+        Command::Serve(c) => crate::logging::init(c.log_format == "json", true),
+        _ => crate::logging::init(false, false),
+    }
+    let result = match cli.command {
+        Command::Layout(c) => c.run(),
+        Command::Plan(c) => c.run(),
+        Command::Loadmap(c) => c.run(),
+        Command::Create(c) => c.run(),
+        Command::Assemble(c) => c.assemble(),
+        Command::Status(c) => c.status(),
+        Command::Fail(c) => c.fail(),
+        Command::Replace(c) => c.replace(),
+        Command::Remove(c) => c.remove(),
+        Command::Add(c) => c.run(),
+        Command::Grow(c) => c.run(),
+        Command::Shrink(c) => c.run(),
+        Command::Rebuild(c) => c.run(),
+        Command::Scrub(c) => c.run(),
+        Command::Reclaim(c) => c.run(),
+        Command::Write(c) => c.write(),
+        Command::Read(c) => c.read(),
+        Command::Demo(c) => c.run(),
+        Command::Sim(c) => c.run(),
+        Command::Probe(c) => c.run(),
+        Command::Advise(c) => c.run(),
+        Command::Ceph(c) => c.run(),
+        Command::Rebalance(c) => c.run(),
+        Command::Sweep(c) => c.run(),
+        Command::Trace(c) => c.run(),
+        Command::Analyze(c) => c.run(),
+        Command::Serve(c) => c.run(),
+        Command::CtlRaw { socket, request } => ctl_raw(&socket, &request),
+        Command::Events(c) => c.run(),
+        Command::Monitor(c) => c.run(),
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "hetraid", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Man => man(),
+    };
+    if let Err(e) = result {
+        eprintln!("hetraid: {e}");
+        std::process::exit(2);
+    }
+}
