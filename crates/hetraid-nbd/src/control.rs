@@ -500,8 +500,14 @@ fn run(cell: &ArrayCell, req: &Value, file: Option<std::fs::File>) -> Result<Val
             array.flush().map_err(|e| e.to_string())?;
             // The failed device is closed and its lock dropped: it can be
             // inspected, or re-added with `add --with`, while clients go on.
-            if let Some(name) = dev.and_then(|d| array.detach_failed(slot, &d)) {
-                cell.release(&name);
+            // A hot spare may have taken the slot already (the server's
+            // spare watcher runs on the failure's event): the device left
+            // the array then, and is let go all the same.
+            if let Some(d) = dev {
+                let detached = array.detach_failed(slot, &d).is_some();
+                if detached || array.member(slot).is_none_or(|m| m.name() != d) {
+                    cell.release(&d);
+                }
             }
             Ok(json!({"state": array.status().state}))
         }

@@ -193,6 +193,27 @@ impl ArrayCell {
             .retain(|m| super::events::absolute(&m.name()) != name);
     }
 
+    /// Hot spares take the slots that want one ([`Array::activate_spares`]),
+    /// and the devices they replace are let go: a failed member whose slot
+    /// a spare took is closed and unlocked, so it can be inspected or added
+    /// back while clients go on (the `fail` verb's own release may have
+    /// found the spare there first). Returns the slots taken and the spares'
+    /// paths. `a` is the array as the caller holds it ([`ArrayCell::get`]:
+    /// taking the cell's lock again here could wait behind a change that
+    /// waits for the caller).
+    pub fn activate_spares(&self, a: &Array) -> Result<Vec<(usize, String)>> {
+        let before: Vec<Option<String>> = (0..a.slot_count())
+            .map(|i| a.member(i).map(|m| m.name()))
+            .collect();
+        let taken = a.activate_spares()?;
+        for (slot, _) in &taken {
+            if let Some(Some(old)) = before.get(*slot) {
+                self.release(old);
+            }
+        }
+        Ok(taken)
+    }
+
     /// The change moving chunks now, if one runs (not one merely recorded).
     pub fn change_running(&self) -> Option<ChangeProgress> {
         self.change_start

@@ -452,7 +452,7 @@ fn spare_watch(cell: &hetraid_engine::ArrayCell, stop: &hetraid_nbd::Stop) {
         }
         let wanting = !a.slots_wanting().is_empty() && !a.spare_status().is_empty();
         if wanting {
-            match a.activate_spares() {
+            match cell.activate_spares(&a) {
                 Ok(taken) => {
                     // Each is an event (logged by the engine).
                     pending |= !taken.is_empty();
