@@ -1,7 +1,7 @@
 //! The write log's decisions: where the next record goes in the circular log,
 //! when the log must be checkpointed to make room, how a request's stripe
 //! updates are cut into records, and where a recovery scan goes next. The
-//! engine encodes and writes the bytes (`hetraid-engine/src/log.rs`); the byte
+//! engine encodes and writes the bytes (`hetraid-engine/src/log/`); the byte
 //! format is in `docs/FORMAT.md` ("Write log").
 //!
 //! A record is a header page (4 KiB: header and entry table) followed by its

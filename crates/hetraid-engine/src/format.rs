@@ -312,7 +312,7 @@ fn read_policy_of(b: u8) -> Option<ReadPolicy> {
 pub use hetraid_core::logconfig::LogMode;
 
 /// The array's write log as its superblock records it; the log devices carry
-/// the rest (see `log.rs`).
+/// the rest (see `log/record.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LogRecord {
     pub mode: LogMode,
