@@ -6,12 +6,14 @@ pub mod array;
 pub mod bitmap;
 pub mod bundles;
 pub mod changes;
+mod copyback;
 pub mod error;
 pub mod format;
 pub mod log;
 pub mod member;
 pub mod queue;
 pub mod rebuild;
+mod replace;
 pub mod scrub;
 
 pub use array::{
