@@ -32,6 +32,7 @@ pub use spares::SpareStatus;
 mod failure;
 pub use cell::{ArrayCell, ChangeOptions, ChangeRate, Reopen};
 mod assemble;
+mod change_prepare;
 mod create;
 mod durability;
 mod hpda;
