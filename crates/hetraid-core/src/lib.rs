@@ -7,6 +7,7 @@
 //!
 //! This crate does no I/O, reads no clock and spawns no thread.
 
+pub mod control;
 pub mod decompose;
 pub mod error;
 pub mod exec;

@@ -15,11 +15,12 @@ use crate::array::Array;
 use crate::error::{EngineError, Result};
 use crate::format::RoleState;
 use crate::member::Member;
+use hetraid_core::control::sweep::{Step, Stripes, Sweep, SweepSpec};
 use hetraid_core::exec::{self, StripeBufs};
 use hetraid_core::membership::Transition;
 use hetraid_core::plan::{ArrayState, MemberState, Planner};
 use serde::Serialize;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -389,34 +390,44 @@ impl Array {
         let batch_len = hetraid_core::rebuild::batch_stripes(layout, opts.max_speed);
         let last_ckpt = Mutex::new(Instant::now());
         self.hot.user_io.store(false, Ordering::Relaxed);
-        // Stripes handed to lanes so far (for `stop_after`).
-        let claimed = AtomicU64::new(0);
         let todos: Vec<Vec<u64>> = sched
             .streams
             .iter()
             .map(|st| st.stripes.iter().copied().filter(|&s| wanted(s)).collect())
             .collect();
-        // Per stream, the next batch a lane takes.
-        let cursors: Vec<AtomicUsize> = todos.iter().map(|_| AtomicUsize::new(0)).collect();
-        // Per stream, bytes rebuilt (what per-stream limits are held to), and
-        // when its lanes finished (ns since t0, the latest lane's).
-        let stream_bytes: Vec<AtomicU64> = todos.iter().map(|_| AtomicU64::new(0)).collect();
+        // The procedure is the core's (`control::sweep`, the simulator's
+        // too): which batch each lane takes, how many are in flight, when
+        // the pacer says wait and when a stream is done. This drives it with
+        // threads and the wall clock.
+        let sweep = Mutex::new(Sweep::new(SweepSpec {
+            streams: todos.iter().cloned().map(Stripes::List).collect(),
+            batch_stripes: batch_len,
+            lanes: hetraid_core::rebuild::batches_in_flight(layout),
+            stripe_bytes: chunk,
+            limits: hetraid_core::pace::PaceLimits {
+                min_bps: opts.min_speed,
+                max_bps: opts.max_speed,
+            },
+            scope: opts.pace,
+            stop_after: opts.stop_after,
+        }));
+        // Per stream, when its lanes finished (ns since t0, the latest lane's).
         let stream_end: Vec<AtomicU64> = todos.iter().map(|_| AtomicU64::new(0)).collect();
+        let lanes = sweep.lock().unwrap().spec().lanes;
         std::thread::scope(|scope| {
-            for ((((stream, todo), next_batch), own_bytes), own_end) in sched
+            for (si, ((stream, todo), own_end)) in sched
                 .streams
                 .iter()
                 .zip(&todos)
-                .zip(&cursors)
-                .zip(&stream_bytes)
                 .zip(&stream_end)
+                .enumerate()
             {
-                // BATCHES_IN_FLIGHT lanes per stream take the stream's batches in
-                // order: one writes its batch while the next reads. Each lane holds
-                // only its own batch's stripe locks, like any request, so lanes
-                // cannot deadlock each other or user I/O.
-                for _ in 0..hetraid_core::rebuild::batches_in_flight(layout) {
-                    let (planner, done_flags, done, bytes, stop, error, last_ckpt, claimed) = (
+                // The lanes of a stream take its batches in order: one writes
+                // its batch while the next reads. Each lane holds only its own
+                // batch's stripe locks, like any request, so lanes cannot
+                // deadlock each other or user I/O.
+                for _ in 0..lanes {
+                    let (planner, done_flags, done, bytes, stop, error, last_ckpt, sweep) = (
                         &planner,
                         &done_flags,
                         &done,
@@ -424,7 +435,7 @@ impl Array {
                         &stop,
                         &error,
                         &last_ckpt,
-                        &claimed,
+                        &sweep,
                     );
                     scope.spawn(move || {
                         // Buffers reused from batch to batch.
@@ -440,33 +451,36 @@ impl Array {
                             }
                         }
                         let _end = LaneEnd(own_end, t0);
-                        let limits = hetraid_core::pace::PaceLimits {
-                            min_bps: opts.min_speed,
-                            max_bps: opts.max_speed,
-                        };
                         let halted =
                             || stop.load(Ordering::Relaxed) || self.cancel.load(Ordering::Relaxed);
+                        // Bounded: each round takes a batch (finitely many),
+                        // or waits as the pacer says (the average rate falls
+                        // as time passes), or ends; a stop or cancel ends it.
                         loop {
                             if halted() {
                                 return;
                             }
-                            let lo = next_batch.fetch_add(1, Ordering::Relaxed) * batch_len;
-                            if lo >= todo.len() {
-                                return;
-                            }
-                            let batch = &todo[lo..(lo + batch_len).min(todo.len())];
-                            let batch = match opts.stop_after {
-                                Some(n) => {
-                                    let before =
-                                        claimed.fetch_add(batch.len() as u64, Ordering::Relaxed);
-                                    &batch[..batch.len().min(n.saturating_sub(before) as usize)]
+                            let step = sweep.lock().unwrap().next(
+                                si,
+                                t0.elapsed().as_nanos() as u64,
+                                self.users_active(),
+                            );
+                            let (first, len) = match step {
+                                Step::Batch { first, len } => (first, len),
+                                // No stripe lock is held while waiting.
+                                Step::Wait(ns) => {
+                                    std::thread::sleep(Duration::from_nanos(ns));
+                                    continue;
                                 }
-                                None => batch,
+                                // As many lanes as the sweep allows batches in
+                                // flight: another lane's batch ends first.
+                                Step::Busy => {
+                                    std::thread::sleep(Duration::from_millis(1));
+                                    continue;
+                                }
+                                Step::Finished => return,
                             };
-                            if batch.is_empty() {
-                                stop.store(true, Ordering::Relaxed);
-                                return;
-                            }
+                            let batch = &todo[first..first + len];
                             if let Err(e) = self.rebuild_batch(
                                 planner,
                                 rstate,
@@ -478,49 +492,23 @@ impl Array {
                             ) {
                                 *error.lock().unwrap() = Some(e);
                                 stop.store(true, Ordering::Relaxed);
+                                sweep.lock().unwrap().stop();
                                 return;
                             }
                             {
                                 let mut f = done_flags.lock().unwrap();
                                 batch.iter().for_each(|&s| f[s as usize] = true);
                             }
-                            let d = done.fetch_add(batch.len() as u64, Ordering::Relaxed)
-                                + batch.len() as u64;
-                            let b = bytes.fetch_add(chunk * batch.len() as u64, Ordering::Relaxed)
-                                + chunk * batch.len() as u64;
-                            own_bytes.fetch_add(chunk * batch.len() as u64, Ordering::Relaxed);
+                            sweep.lock().unwrap().done(si, len);
+                            let d = done.fetch_add(len as u64, Ordering::Relaxed) + len as u64;
+                            let b = bytes.fetch_add(chunk * len as u64, Ordering::Relaxed)
+                                + chunk * len as u64;
                             progress(RebuildProgress {
                                 stripes_done: d,
                                 stripes_total: total,
                                 bytes_done: b,
                                 elapsed_s: t0.elapsed().as_secs_f64(),
                             });
-                            if opts.stop_after.is_some_and(|n| d >= n) {
-                                stop.store(true, Ordering::Relaxed);
-                            }
-                            // The core's pacer (the simulator's too): min speed
-                            // while users are active, max otherwise; asked
-                            // again after each wait until it says go (MD
-                            // sleeps and re-checks, "goto repeat"), so the
-                            // average rate with this batch is at the limit.
-                            // No stripe lock is held while sleeping. Bounded:
-                            // the rate falls as time passes, and a wait ends
-                            // a stop or cancel.
-                            loop {
-                                let wait = hetraid_core::pace::wait_ns(
-                                    limits,
-                                    opts.pace.bytes(
-                                        bytes.load(Ordering::Relaxed),
-                                        own_bytes.load(Ordering::Relaxed),
-                                    ),
-                                    t0.elapsed().as_nanos() as u64,
-                                    self.users_active(),
-                                );
-                                if wait == 0 || halted() {
-                                    break;
-                                }
-                                std::thread::sleep(Duration::from_nanos(wait));
-                            }
                             let mut lc = last_ckpt.lock().unwrap();
                             if lc.elapsed() > Duration::from_secs(1) && stream.target.is_none() {
                                 *lc = Instant::now();

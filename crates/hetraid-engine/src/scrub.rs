@@ -8,6 +8,7 @@ use crate::format::{ScrubRecord, DATA_OFFSET};
 use crate::member::AlignedBuf;
 use crate::queue::{run_batch, IoOp};
 use crate::RebuildProgress;
+use hetraid_core::control::sweep::{Step, Stripes, Sweep, SweepSpec};
 use hetraid_core::exec::StripeBufs;
 use hetraid_core::scrub::{verify, Trust};
 use serde::Serialize;
@@ -196,12 +197,15 @@ impl Array {
         Ok(corrected)
     }
 
-    /// Check every stripe at full speed; with `trust`, repair as it allows.
+    /// Check every stripe at full speed, users or not; with `trust`, repair
+    /// as it allows.
     pub fn scrub(&self, trust: Option<Trust>) -> Result<ScrubReport> {
         self.scrub_with(
             trust,
             ScrubOptions {
-                min_speed: 0,
+                // No maximum, and a minimum no user load slows it below
+                // (0 would let users stop it: MD's speed_limit_min 0).
+                min_speed: u64::MAX,
                 max_speed: 0,
             },
             &|_| {},
@@ -234,25 +238,41 @@ impl Array {
             "",
         );
         let _progress = self.progress_guard();
-        for s in 0..total {
+        // The procedure is the core's (`control::sweep`, as a rebuild's): a
+        // stripe at a time, in order, the pacer asked before each.
+        let mut sweep = Sweep::new(SweepSpec {
+            streams: vec![Stripes::Range(0..total)],
+            batch_stripes: 1,
+            lanes: 1,
+            stripe_bytes: chunk,
+            limits,
+            scope: hetraid_core::pace::PaceScope::Array,
+            stop_after: None,
+        });
+        // Bounded: each round checks a stripe (finitely many) or waits as
+        // the pacer says (the average rate falls as time passes).
+        loop {
+            let s = match sweep.next(0, t0.elapsed().as_nanos() as u64, self.users_active()) {
+                Step::Batch { first, .. } => first as u64,
+                Step::Wait(ns) => {
+                    std::thread::sleep(std::time::Duration::from_nanos(ns));
+                    continue;
+                }
+                // One lane, and its stripe done before it asks again.
+                Step::Busy => unreachable!("a scrub's one lane asks only when its stripe is done"),
+                Step::Finished => break,
+            };
             let found = self.scrub_stripe(s, trust)?;
+            sweep.done(0, 1);
             r.stripes_checked += 1;
-            let bytes = (s + 1) * chunk;
             let p = RebuildProgress {
                 stripes_done: s + 1,
                 stripes_total: total,
-                bytes_done: bytes,
+                bytes_done: sweep.bytes(),
                 elapsed_s: t0.elapsed().as_secs_f64(),
             };
             self.note_progress("scrub", &p, 0);
             progress(p);
-            let busy = self.users_active();
-            let wait =
-                hetraid_core::pace::wait_ns(limits, bytes, t0.elapsed().as_nanos() as u64, busy);
-            // Short waits are taken together with the next ones.
-            if wait > 1_000_000 {
-                std::thread::sleep(std::time::Duration::from_nanos(wait));
-            }
             if found.is_empty() {
                 continue;
             }

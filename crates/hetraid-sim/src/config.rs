@@ -283,6 +283,10 @@ pub struct RunConfig {
     /// Replace `failed` by a fresh device at time 0 and rebuild it under the load.
     #[serde(default)]
     pub rebuild: bool,
+    /// Scrub the array at time 0 under the load: read every stripe and
+    /// check it, paced by min_speed/max_speed as the engine's scrub is.
+    #[serde(default)]
+    pub scrub: bool,
     /// Rebuild into spare space on the other members (S2-RAID with spare
     /// partitions) instead of onto a replacement device.
     #[serde(default)]

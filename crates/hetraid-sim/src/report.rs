@@ -104,6 +104,19 @@ pub struct RebuildReport {
     pub completed: bool,
 }
 
+/// A scrub of the whole array under the load (`scrub`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScrubReport {
+    /// From the start of the run to the last stripe checked.
+    pub scrub_time_s: f64,
+    pub stripes: u64,
+    /// Bytes the speed limits count (a chunk per stripe, as MD per device).
+    pub checked_bytes: u64,
+    /// checked_bytes / scrub_time_s, MB/s.
+    pub scrub_mbps: f64,
+    pub completed: bool,
+}
+
 /// A copy-back onto a replacement after a rebuild into distributed spare
 /// space (`copy_back`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -154,6 +167,8 @@ pub struct Report {
     pub rebuild: Option<RebuildReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub copy_back: Option<CopyBackReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scrub: Option<ScrubReport>,
     /// Response times of reads and of writes apart, as fio reports them.
     pub read: DirectionStats,
     pub write: DirectionStats,

@@ -205,6 +205,9 @@ impl Setup {
                 ));
             }
         }
+        if cfg.scrub && cfg.failed.is_some() {
+            return Err("scrub checks a whole array: leave out failed (a degraded array has nothing to check its stripes against), or run a rebuild".into());
+        }
         if cfg.rebuild && cfg.failed.is_none() {
             return Err("rebuild needs --failed i: the member to replace and rebuild".into());
         }

@@ -283,12 +283,10 @@ impl Runner<'_> {
             JobKind::User { req, arrived, .. } => self.user_done(req, arrived, now)?,
             JobKind::Reclaim { .. } => {}
             JobKind::CopyBack { bytes } => self.copy_back_batch_done(bytes, now),
+            JobKind::Scrub => self.scrub_stripe_done(now),
             JobKind::Rebuild { stream, batch } => {
                 let rb = self.rebuild.as_mut().unwrap();
-                rb.inflight[stream] -= 1;
-                let written = job.io.writes.iter().map(|w| w.2).sum::<u64>();
-                rb.bytes += written;
-                rb.stream_bytes[stream] += written;
+                rb.sweep.done(stream, batch.len());
                 if let MemberState::Rebuilding {
                     done: Some(bits), ..
                 } = &mut self.state.members[rb.target]

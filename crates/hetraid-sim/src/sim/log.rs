@@ -473,8 +473,8 @@ impl Runner<'_> {
         if log.records.is_empty() {
             let req = match self.jobs[j as usize].as_ref().unwrap().kind {
                 JobKind::User { req, .. } | JobKind::Reclaim { req } => req,
-                JobKind::Rebuild { .. } | JobKind::CopyBack { .. } => {
-                    unreachable!("rebuild and copy-back writes are not logged")
+                JobKind::Rebuild { .. } | JobKind::CopyBack { .. } | JobKind::Scrub => {
+                    unreachable!("rebuild, copy-back and scrub writes are not logged")
                 }
             };
             let plan = self

@@ -9,6 +9,7 @@ mod jobs;
 mod log;
 mod rebuild;
 mod report;
+mod scrub;
 mod user;
 
 use log::{LogRun, LOG_TAG};
@@ -43,6 +44,8 @@ enum Ev {
     },
     /// Start copy-back batches (up to the core's number in flight).
     CopyBackWake,
+    /// Ask the scrub's sweep for its next stripes.
+    ScrubWake,
     /// HPDA: ask the reclaimer's policy (core `hpda::reclaim_step`).
     HpdaWake,
     /// A write-back log's idle reclaimer looks (core `idle_reclaim_due`).
@@ -72,6 +75,8 @@ enum JobKind {
     CopyBack {
         bytes: u64,
     },
+    /// One stripe of a scrub: its reads and the check.
+    Scrub,
     /// A write-back reclaimer's write (journaled like a user write).
     Reclaim {
         req: Request,
@@ -92,23 +97,14 @@ struct Job {
 
 struct RebuildRun {
     target: usize,
-    streams: Vec<Vec<u64>>,
     /// Per stream, the spare slot it writes into (rebuild into spare space).
     redirect: Vec<Option<(usize, usize)>>,
-    pos: Vec<usize>,
-    /// Per stream, batches in flight (at most `lanes`).
-    inflight: Vec<usize>,
+    /// The procedure: batches, lanes, pacing (core `control::sweep`, the
+    /// engine's too).
+    sweep: hetraid_core::control::sweep::Sweep,
+    /// Streams not yet done, and when each wrote its last batch.
     active: usize,
-    batch: usize,
-    /// Batches kept in flight per stream (core `batches_in_flight`).
-    lanes: usize,
-    bytes: u64,
-    /// Per stream, bytes rebuilt (what per-stream limits hold) and when it
-    /// wrote its last batch.
-    stream_bytes: Vec<u64>,
     stream_done: Vec<Option<Ns>>,
-    /// What the speed limits hold: the whole rebuild or each stream.
-    pace: hetraid_core::pace::PaceScope,
     finished_at: Option<Ns>,
 }
 
@@ -146,6 +142,7 @@ struct Runner<'a> {
     last_user_done: Ns,
     end: Ns,
     member_ops: u64,
+    scrub: Option<scrub::ScrubRun>,
     rebuild: Option<RebuildRun>,
     copy_back: Option<rebuild::CopyBackRun>,
     /// The replacement could not be built (reported at the next wake-up).
@@ -216,6 +213,24 @@ fn build_device(
     })
 }
 
+/// The rebuild's sweep over `streams`: the engine's batch size, lanes and
+/// chunk accounting, the run's speed limits.
+fn rebuild_sweep(s: &Setup, streams: Vec<Vec<u64>>) -> hetraid_core::control::sweep::Sweep {
+    use hetraid_core::control::sweep::{Stripes, Sweep, SweepSpec};
+    Sweep::new(SweepSpec {
+        streams: streams.into_iter().map(Stripes::List).collect(),
+        batch_stripes: hetraid_core::rebuild::batch_stripes(s.layout.as_ref(), s.cfg.max_speed.0),
+        lanes: hetraid_core::rebuild::batches_in_flight(s.layout.as_ref()),
+        stripe_bytes: s.layout.chunk_bytes(),
+        limits: hetraid_core::pace::PaceLimits {
+            min_bps: s.cfg.min_speed.0,
+            max_bps: s.cfg.max_speed.0,
+        },
+        scope: s.pace,
+        stop_after: None,
+    })
+}
+
 pub fn run_setup(s: &Setup) -> Result<Report, String> {
     let mut devices: Vec<Box<dyn Device>> = s
         .specs
@@ -241,16 +256,12 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
             rebuild = Some(RebuildRun {
                 target: f,
                 active: sched.streams.len(),
-                pos: vec![0; sched.streams.len()],
-                inflight: vec![0; sched.streams.len()],
                 redirect: sched.streams.iter().map(|st| st.target).collect(),
-                streams: sched.streams.iter().map(|st| st.stripes.clone()).collect(),
-                batch: hetraid_core::rebuild::batch_stripes(s.layout.as_ref(), s.cfg.max_speed.0),
-                lanes: hetraid_core::rebuild::batches_in_flight(s.layout.as_ref()),
-                bytes: 0,
-                stream_bytes: vec![0; sched.streams.len()],
+                sweep: rebuild_sweep(
+                    s,
+                    sched.streams.iter().map(|st| st.stripes.clone()).collect(),
+                ),
                 stream_done: vec![None; sched.streams.len()],
-                pace: s.pace,
                 finished_at: None,
             });
         } else if s.cfg.rebuild {
@@ -267,16 +278,9 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
             rebuild = Some(RebuildRun {
                 target: f,
                 active: sched.streams.len(),
-                pos: vec![0; sched.streams.len()],
-                inflight: vec![0; sched.streams.len()],
                 redirect: vec![None; sched.streams.len()],
-                stream_bytes: vec![0; sched.streams.len()],
                 stream_done: vec![None; sched.streams.len()],
-                streams: sched.streams.into_iter().map(|st| st.stripes).collect(),
-                batch: hetraid_core::rebuild::batch_stripes(s.layout.as_ref(), s.cfg.max_speed.0),
-                lanes: hetraid_core::rebuild::batches_in_flight(s.layout.as_ref()),
-                bytes: 0,
-                pace: s.pace,
+                sweep: rebuild_sweep(s, sched.streams.into_iter().map(|st| st.stripes).collect()),
                 finished_at: None,
             });
         }
@@ -371,6 +375,7 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
         last_user_done: 0,
         end: 0,
         member_ops: 0,
+        scrub: s.cfg.scrub.then(|| scrub::ScrubRun::new(s)),
         rebuild,
         copy_back: None,
         copy_back_error: None,
@@ -382,11 +387,15 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
 impl Runner<'_> {
     fn run(mut self) -> Result<Report, String> {
         self.start_load()?;
+        if self.scrub.is_some() {
+            self.k.at(0, Ev::ScrubWake);
+        }
         if let Some(rb) = &self.rebuild {
-            for st in 0..rb.streams.len() {
+            let streams = rb.sweep.spec().streams.len();
+            for st in 0..streams {
                 self.k.at(0, Ev::RebuildWake { stream: st as u32 });
             }
-            if rb.streams.is_empty() {
+            if streams == 0 {
                 self.finish_rebuild_if_done();
             }
         }
@@ -411,6 +420,7 @@ impl Runner<'_> {
                 Ev::Arrive { index } => self.arrive(index as usize)?,
                 Ev::RebuildWake { stream } => self.rebuild_next(stream as usize)?,
                 Ev::CopyBackWake => self.copy_back_next()?,
+                Ev::ScrubWake => self.scrub_next()?,
                 Ev::HpdaWake => self.hpda_wake()?,
                 Ev::LogIdle => self.log_idle()?,
             }
@@ -438,6 +448,12 @@ impl Runner<'_> {
         {
             return Err(format!(
                 "the rebuild did not finish; this is a hetraid bug: please report it with the config and seed {}",
+                self.s.cfg.seed
+            ));
+        }
+        if self.scrub.as_ref().is_some_and(|r| r.finished_at.is_none()) {
+            return Err(format!(
+                "the scrub did not finish; this is a hetraid bug: please report it with the config and seed {}",
                 self.s.cfg.seed
             ));
         }

@@ -3,92 +3,76 @@
 
 use super::{build_device, Ev, JobKind, Runner};
 use crate::kernel::Ns;
+use hetraid_core::control::sweep::Step;
 use hetraid_core::iomap::RequestIo;
 use hetraid_core::plan::{MemberState, Op, Planner};
 
 impl Runner<'_> {
-    /// How long the next batch of `stream` waits: the core's pacer (the
-    /// engine's rule too), with "user I/O recently" as this controller sees it
-    /// (requests in flight, or one finished in the last half second).
-    pub(super) fn throttle(&self, stream: usize) -> Ns {
-        let rb = self.rebuild.as_ref().unwrap();
+    /// Is user I/O active for the pacer (the engine's rule, core
+    /// `pace::users_active`): requests in flight, or one finished in the
+    /// last half second.
+    pub(super) fn users_active(&self) -> bool {
         let now = self.k.now();
-        let user_busy = hetraid_core::pace::users_active(
+        hetraid_core::pace::users_active(
             self.inflight > 0,
             (!self.resp.is_empty()).then(|| now.saturating_sub(self.last_user_done)),
-        );
-        let limits = hetraid_core::pace::PaceLimits {
-            min_bps: self.s.cfg.min_speed.0,
-            max_bps: self.s.cfg.max_speed.0,
-        };
-        let bytes = rb.pace.bytes(rb.bytes, rb.stream_bytes[stream]);
-        hetraid_core::pace::wait_ns(limits, bytes, now, user_busy)
+        )
     }
 
-    /// Start batches of `stream` until it has `BATCHES_IN_FLIGHT` in flight (the
-    /// engine's lanes), the speed limits say pause, or none are left.
+    /// Start batches of `stream` as the core's sweep says (`control::sweep`,
+    /// the engine's lanes ask it the same): until its lanes are busy, the
+    /// pacer says wait (a wake-up then), or none are left (the stream ends
+    /// once its last batch is done).
     pub(super) fn rebuild_next(&mut self, stream: usize) -> Result<(), String> {
         // Bounded: each round starts a batch or returns.
         loop {
-            let rb = self.rebuild.as_ref().unwrap();
-            if rb.inflight[stream] >= rb.lanes || rb.finished_at.is_some() {
+            let now = self.k.now();
+            let busy = self.users_active();
+            let rb = self.rebuild.as_mut().unwrap();
+            if rb.finished_at.is_some() || rb.stream_done[stream].is_some() {
                 return Ok(());
             }
-            if !self.rebuild_batch(stream)? {
-                return Ok(());
+            let (first, len) = match rb.sweep.next(stream, now, busy) {
+                Step::Batch { first, len } => (first, len),
+                Step::Wait(ns) => {
+                    self.k.at(
+                        now + ns,
+                        Ev::RebuildWake {
+                            stream: stream as u32,
+                        },
+                    );
+                    return Ok(());
+                }
+                Step::Busy => return Ok(()),
+                Step::Finished => {
+                    // The stream ends when its last batch is done (a wake
+                    // follows each batch, so this runs once it is).
+                    if rb.sweep.stream_idle_and_empty(stream) {
+                        rb.stream_done[stream] = Some(now);
+                        rb.active -= 1;
+                        self.finish_rebuild_if_done();
+                    }
+                    return Ok(());
+                }
+            };
+            let batch: Vec<u64> = rb.sweep.stripes(stream, first, len);
+            let target = rb.target;
+            let redirect = rb.redirect[stream];
+            // The batch's plans are made against the state without the target.
+            let mut plans = Vec::with_capacity(batch.len());
+            for &s in &batch {
+                if let Some(p) = self
+                    .planner
+                    .rebuild_stripe(s, &self.state, &[target], redirect)
+                    .map_err(|e| e.to_string())?
+                {
+                    plans.push(p);
+                }
             }
+            let mut io = Planner::plan_io(&plans, Op::Write);
+            io.stripes = batch.clone();
+            self.start_job(JobKind::Rebuild { stream, batch }, io)?;
         }
-    }
-
-    /// Start the next batch of `stream`; false when it did not (paused or done).
-    fn rebuild_batch(&mut self, stream: usize) -> Result<bool, String> {
-        // MD re-checks its limits after every pause ("goto repeat").
-        let delay = self.throttle(stream);
-        if delay > 0 {
-            let at = self.k.now() + delay;
-            self.k.at(
-                at,
-                Ev::RebuildWake {
-                    stream: stream as u32,
-                },
-            );
-            return Ok(false);
-        }
-        let rb = self.rebuild.as_mut().unwrap();
-        let list = &rb.streams[stream];
-        let from = rb.pos[stream];
-        if from >= list.len() {
-            // The stream ends when its last batch is written (pos moves past the
-            // end once, so this runs once per stream).
-            if from != usize::MAX && rb.inflight[stream] == 0 {
-                rb.pos[stream] = usize::MAX;
-                rb.stream_done[stream] = Some(self.k.now());
-                rb.active -= 1;
-                self.finish_rebuild_if_done();
-            }
-            return Ok(false);
-        }
-        let to = (from + rb.batch).min(list.len());
-        let batch: Vec<u64> = list[from..to].to_vec();
-        rb.pos[stream] = to;
-        rb.inflight[stream] += 1;
-        let target = rb.target;
-        let redirect = rb.redirect[stream];
-        // The batch's plans are made against the state without the target.
-        let mut plans = Vec::with_capacity(batch.len());
-        for &s in &batch {
-            if let Some(p) = self
-                .planner
-                .rebuild_stripe(s, &self.state, &[target], redirect)
-                .map_err(|e| e.to_string())?
-            {
-                plans.push(p);
-            }
-        }
-        let mut io = Planner::plan_io(&plans, Op::Write);
-        io.stripes = batch.clone();
-        self.start_job(JobKind::Rebuild { stream, batch }, io)?;
-        Ok(true)
     }
 
     pub(super) fn finish_rebuild_if_done(&mut self) {

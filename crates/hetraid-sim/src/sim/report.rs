@@ -53,9 +53,11 @@ impl Runner<'_> {
             RebuildReport {
                 member: rb.target,
                 rebuild_time_s: secs(rb.finished_at.unwrap_or(end)),
-                rebuilt_bytes: rb.bytes,
-                rebuild_mbps: rb.bytes as f64 / secs(rb.finished_at.unwrap_or(end).max(1)) / 1e6,
-                streams: rb.streams.len(),
+                rebuilt_bytes: rb.sweep.bytes(),
+                rebuild_mbps: rb.sweep.bytes() as f64
+                    / secs(rb.finished_at.unwrap_or(end).max(1))
+                    / 1e6,
+                streams: rb.sweep.spec().streams.len(),
                 requests_during: self.resp_rebuild.len() as u64,
                 mean_response_during_ms: m,
                 p99_response_during_ms: p,
@@ -64,8 +66,18 @@ impl Runner<'_> {
                     .iter()
                     .map(|t| secs(t.unwrap_or(end)))
                     .collect(),
-                stream_bytes: rb.stream_bytes.clone(),
+                stream_bytes: rb.sweep.stream_bytes().to_vec(),
                 completed: rb.finished_at.is_some(),
+            }
+        });
+        let scrub = self.scrub.as_ref().map(|r| {
+            let t = r.finished_at.unwrap_or(end);
+            crate::report::ScrubReport {
+                scrub_time_s: secs(t),
+                stripes: r.sweep.stripes_done(),
+                checked_bytes: r.sweep.bytes(),
+                scrub_mbps: r.sweep.bytes() as f64 / secs(t.max(1)) / 1e6,
+                completed: r.finished_at.is_some(),
             }
         });
         let copy_back = self.copy_back.as_ref().map(|c| {
@@ -108,6 +120,7 @@ impl Runner<'_> {
             busy_throughput_mbps: self.bytes as f64 / secs(self.array_busy_ns.max(1)) / 1e6,
             member_ops: self.member_ops,
             rebuild,
+            scrub,
             copy_back,
             read: crate::report::DirectionStats::of(&mut self.resp_read),
             write: crate::report::DirectionStats::of(&mut self.resp_write),

@@ -75,6 +75,10 @@ pub struct SimCmd {
     /// Replace the failed member at time 0 and rebuild it under the load.
     #[arg(long)]
     pub rebuild: bool,
+    /// Scrub the whole array under the load (every stripe read and checked,
+    /// paced by --min-speed/--max-speed as hetraid scrub is).
+    #[arg(long)]
+    pub scrub: bool,
     /// Rebuild into spare space on the other members (s2raid5 or s2raid10 with
     /// --spare-partitions 1).
     #[arg(long)]
@@ -190,6 +194,7 @@ impl SimCmd {
              trace_limit => trace_limit, trace_loops => trace_loops, pace => pace);
         self.params.apply_to(&mut c);
         c.rebuild |= self.rebuild;
+        c.scrub |= self.scrub;
         c.to_spare |= self.to_spare;
         c.copy_back |= self.copy_back;
         c.align_to_size |= self.align_to_size;
@@ -287,6 +292,20 @@ fn print_human(c: &RunConfig, r: &Report) {
             rb.streams,
             rb.rebuilt_bytes / 1_000_000,
             rb.mean_response_during_ms
+        );
+    }
+    if let Some(s) = &r.scrub {
+        println!(
+            "  scrub: {:.2} s{}, {} stripes, {} MB checked ({:.1} MB/s)",
+            s.scrub_time_s,
+            if s.completed {
+                ""
+            } else {
+                " (not finished when the run ended)"
+            },
+            s.stripes,
+            s.checked_bytes / 1_000_000,
+            s.scrub_mbps
         );
     }
     if let Some(c) = &r.copy_back {
