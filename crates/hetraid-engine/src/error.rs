@@ -5,6 +5,10 @@ use thiserror::Error;
 pub enum EngineError {
     #[error("{0}")]
     Refused(String),
+    /// Another operation of the kind runs on the array (a rebuild): this
+    /// one changed nothing; try again once it ends.
+    #[error("{0}")]
+    Busy(String),
     #[error("member {member}: {source}")]
     Io {
         member: String,

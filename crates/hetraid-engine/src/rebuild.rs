@@ -101,7 +101,7 @@ impl Array {
             .rebuild_running
             .swap(true, std::sync::atomic::Ordering::AcqRel)
         {
-            return Err(EngineError::Refused(
+            return Err(EngineError::Busy(
                 "a rebuild is already running on this array; wait for it (hetraid status shows its progress)".into(),
             ));
         }

@@ -466,7 +466,7 @@ fn spare_watch(cell: &hetraid_engine::ArrayCell, stop: &hetraid_nbd::Stop) {
                 Ok(_) => {}
                 // Another rebuild runs (it may not include the spare's
                 // slot): look again once it is done.
-                Err(e) if e.to_string().contains("already running") => {}
+                Err(hetraid_engine::EngineError::Busy(_)) => {}
                 Err(e) => {
                     tracing::warn!("the rebuild onto a spare stopped: {e}");
                     pending = false;
