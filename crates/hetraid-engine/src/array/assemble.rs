@@ -83,167 +83,14 @@ impl Array {
         // apart. A device that cannot be read, or a log device whose header
         // is damaged, is left out with a warning (md kicks a member it
         // cannot read at assembly): one bad device never stops the array.
-        let mut logs = Vec::new();
-        let mut members = Vec::new();
-        let mut early: Vec<String> = Vec::new();
-        let mut unreadable = 0usize;
-        for m in given {
-            match crate::log::is_log_device(m.as_ref()) {
-                Err(e) => {
-                    early.push(format!(
-                        "{} is left out: it cannot be read ({e}); the array runs without it",
-                        m.name()
-                    ));
-                    unreadable += 1;
-                }
-                Ok(true) => match crate::log::read_header(m.as_ref()) {
-                    Ok(Some(h)) => logs.push((m, h)),
-                    Ok(None) => early.push(format!(
-                        "log device {} is left out: neither header slot is valid (damaged or overwritten)",
-                        m.name()
-                    )),
-                    Err(e) => early.push(format!(
-                        "log device {} is left out: its header cannot be read ({e})",
-                        m.name()
-                    )),
-                },
-                Ok(false) => members.push(m),
-            }
-        }
-        let given = members;
-        if given.is_empty() {
-            return Err(EngineError::Refused(
-                "only log devices were given; give the array's members too".into(),
-            ));
-        }
-        let mut sbs = Vec::new();
-        let mut kept = Vec::new();
-        let mut unknown: Vec<(Arc<dyn Member>, String)> = Vec::new();
-        for m in given {
-            match read_sb(m.as_ref()) {
-                Ok(Ok(sb)) => {
-                    sbs.push(sb);
-                    kept.push(m);
-                }
-                Ok(Err(e)) => unknown.push((m, e.to_string())),
-                Err(e) => {
-                    early.push(format!("{e}; it is left out and the array runs without it"));
-                    unreadable += 1;
-                }
-            }
-        }
-        let given = kept;
-        if let Some(first) = sbs.first() {
-            // A device with neither a superblock nor a log header, given
-            // to an array one of whose log copies was not found, is taken
-            // for that copy with its header slots lost: left out.
-            let log_missing = first
-                .log
-                .map_or(0, |l| l.copies as usize)
-                .saturating_sub(logs.len());
-            if unknown.len() <= log_missing {
-                for (m, e) in unknown.drain(..) {
-                    early.push(format!(
-                        "{} is left out: it has {e} and no log header either; taken for the write log's missing copy with its header lost, the log runs on its other copy (replace it: hetraid replace ... --log-copy I --with DEV)",
-                        m.name()
-                    ));
-                }
-            }
-        }
-        if let Some((m, e)) = unknown.first() {
-            return Err(EngineError::Refused(format!(
-                "member {} is refused: {e}",
-                m.name()
-            )));
-        }
-        if given.is_empty() {
-            return Err(EngineError::Refused(format!(
-                "no member could be read: {}",
-                early.join("; ")
-            )));
-        }
-        let first = &sbs[0];
-        for (m, sb) in given.iter().zip(&sbs) {
-            if sb.uuid != first.uuid {
-                return Err(EngineError::Refused(format!(
-                    "member {} belongs to array {}, not to array {} of member {}; assemble members of one array",
-                    m.name(),
-                    sb.uuid_string(),
-                    first.uuid_string(),
-                    given[0].name()
-                )));
-            }
-        }
-        // Members of one array agree on what never changes while it lives:
-        // the layout's kind and parameters, the chunk, where data starts,
-        // checksums. One that disagrees was altered or comes from elsewhere,
-        // whatever its event counter claims (md's compare_super): refused by
-        // name, or left out with --force.
-        let geometry = |sb: &Superblock| {
-            let l = &sb.layout;
-            (
-                l.name.to_ascii_lowercase(),
-                l.parity_order,
-                l.copies,
-                l.group,
-                l.partitions,
-                l.spare_partitions,
-                l.raidx_level.clone(),
-                sb.chunk_bytes,
-                sb.data_offset,
-                sb.checksums,
-            )
-        };
-        let describe = |sb: &Superblock| {
-            format!(
-                "{}, chunk {}, data at {}{}",
-                sb.layout.name,
-                sb.chunk_bytes,
-                sb.data_offset,
-                if sb.checksums { ", checksums" } else { "" }
-            )
-        };
-        let votes = |g: &_| sbs.iter().filter(|s| geometry(s) == *g).count();
-        let fresh_i = (0..sbs.len())
-            .max_by_key(|&i| (sbs[i].events, usize::MAX - i))
-            .unwrap();
-        let majority = (0..sbs.len())
-            .max_by_key(|&i| (votes(&geometry(&sbs[i])), i == fresh_i, usize::MAX - i))
-            .unwrap();
-        let odd: Vec<usize> = (0..sbs.len())
-            .filter(|&i| geometry(&sbs[i]) != geometry(&sbs[majority]))
-            .collect();
-        if let Some(&i) = odd.first() {
-            if !opts.force {
-                return Err(EngineError::Refused(format!(
-                    "member {} describes another geometry ({}, event {}) than member {} ({}, event {}) of the same array: its superblock was altered or comes from elsewhere; leave it out, or say --force to start without it",
-                    given[i].name(),
-                    describe(&sbs[i]),
-                    sbs[i].events,
-                    given[majority].name(),
-                    describe(&sbs[majority]),
-                    sbs[majority].events
-                )));
-            }
-        }
-        let odd_warnings: Vec<String> = odd
-            .iter()
-            .map(|&i| {
-                format!(
-                    "member {} is left out (--force): it describes another geometry ({}) than the others ({})",
-                    given[i].name(),
-                    describe(&sbs[i]),
-                    describe(&sbs[majority])
-                )
-            })
-            .collect();
-        let (given, sbs): (Vec<_>, Vec<_>) = given
-            .into_iter()
-            .zip(sbs)
-            .enumerate()
-            .filter(|(i, _)| !odd.contains(i))
-            .map(|(_, x)| x)
-            .unzip();
+        let Given {
+            logs,
+            members: given,
+            sbs,
+            early,
+            unreadable,
+        } = sort_given(given)?;
+        let (given, sbs, odd_warnings) = check_geometry(given, sbs, opts.force)?;
         // Hot spares (a slot past the member table) are set aside: they
         // hold no slot (`spares.rs`).
         let mut spare_given = Vec::new();
@@ -315,7 +162,6 @@ impl Array {
                     && m.len() >= DATA_OFFSET + fresh.roles[sb.member as usize].data_size,
             })
             .collect();
-        let name = |i: usize| given[i].name();
         // `status` shows any array, even one that cannot start.
         let inspect = opts.access == Access::Inspect;
         let survives =
@@ -331,99 +177,11 @@ impl Array {
                 || unreadable > 0,
         };
         let a = membership::assemble(&cands, mode, &survives).map_err(|e| {
-            EngineError::Refused(match e {
-                AssembleError::NoMembers => "give the array's members".into(),
-                AssembleError::NotGiven { slots } => {
-                    let annex = super::events::read_annex(&raw, fresh.uuid);
-                    let named: Vec<String> = slots
-                        .iter()
-                        .map(|&s| {
-                            match annex
-                                .as_ref()
-                                .and_then(|a| a.paths.get(s))
-                                .filter(|p| !p.is_empty())
-                            {
-                                Some(p) => format!("member {s} (last seen {p})"),
-                                None => format!("member {s}"),
-                            }
-                        })
-                        .collect();
-                    let (was, it) = if slots.len() == 1 {
-                        ("was", "it")
-                    } else {
-                        ("were", "them")
-                    };
-                    format!(
-                        "{} {was} not given: give {it}, or say --degraded to run without {it}",
-                        named.join(", ")
-                    )
-                }
-                AssembleError::Incarnation { candidate } => format!(
-                    "member {} has a member table of another size than the freshest member's; it belongs to another incarnation of the array: leave it out",
-                    name(candidate)
-                ),
-                AssembleError::Split { a, b, detail } => format!(
-                    "members {} and {} were run apart ({detail}): each may hold writes the other lacks, so they are not merged; keep one side by assembling it alone, then hetraid replace the other side's slots (their data is rebuilt from the side kept)",
-                    name(a),
-                    name(b)
-                ),
-                AssembleError::Copies { a, b, slot } => format!(
-                    "members {} and {} are the same member of slot {slot} (one is a copy of the other); give only one",
-                    name(a),
-                    name(b)
-                ),
-                AssembleError::Unreadable { slots } => {
-                    let left: Vec<String> = (0..given.len())
-                        .filter(|&i| !cands[i].size_ok || sbs[i].events + 1 < fresh.events || !fresh.roles[sbs[i].member as usize].state.is_in())
-                        .map(|i| format!("{} (event {})", name(i), sbs[i].events))
-                        .collect();
-                    format!(
-                        "the array cannot start: the members of slots {slots:?} are missing, faulty or being rebuilt, more than it can do without{}; give all members, or, if the members left out are intact, hetraid assemble --force brings back the freshest of them (writes made after they left are lost on them)",
-                        if left.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" (left out: {})", left.join(", "))
-                        }
-                    )
-                }
-            })
+            EngineError::Refused(assemble_refusal(e, &given, &raw, &fresh, &cands, &sbs))
         })?;
         let mut warnings = early;
         warnings.extend(odd_warnings);
-        for l in &a.left_out {
-            let slot = cands[l.candidate].slot;
-            // A slot a shrink emptied takes no device back: the device
-            // joins again as a new member.
-            let emptied = fresh.raidx_history.as_ref().is_some_and(|h| {
-                h.changes.iter().any(|c| matches!(c, hetraid_core::layout::raidx_history::Change::Remove { slot: s, .. } if *s == slot))
-            });
-            warnings.push(if emptied {
-                format!(
-                    "member {} is left out: slot {slot} was removed by a shrink (its chunks live on the other members); to use the device again: hetraid grow MEMBERS... --add {}",
-                    name(l.candidate),
-                    name(l.candidate)
-                )
-            } else {
-                format!(
-                    "member {} is left out: {}; to use it again: hetraid add MEMBERS... --with {} (back in slot {slot}; if it left intact, only the regions written since are resynced)",
-                    name(l.candidate),
-                    l.reason,
-                    name(l.candidate),
-                )
-            });
-        }
-        for f in &a.forced {
-            warnings.push(format!(
-                "member {} was brought back by --force: {}; the whole array's redundancy is resynced from its data",
-                name(f.candidate),
-                f.reason
-            ));
-        }
-        for &s in &a.recorded_missing {
-            warnings.push(format!(
-                "member {s} is missing: the others' superblocks record it with the array's first write, and it then cannot rejoin without a rebuild"
-            ));
-        }
+        warnings.extend(left_out_warnings(&a, &cands, &fresh, &given));
         let mut sb = fresh.clone();
         sb.set_table(&a.table);
         sb.clean = a.clean;
@@ -440,47 +198,8 @@ impl Array {
         array.not_given = a.not_given.clone();
         array.read_only = opts.access != Access::ReadWrite;
         array.warnings.lock().unwrap().extend(warnings);
-        // The bitmap: a region is dirty when any member used says so (a crash
-        // may have stopped between members).
-        let len = array.bitmap.lock().unwrap().bits.len();
-        let mut bits = vec![0u8; len];
-        let mut page = AlignedBuf::zeroed(len.div_ceil(PAGE as usize) * PAGE as usize);
-        for m in array.hot.slots.iter().filter_map(|s| s.get()) {
-            if page.is_empty() {
-                break;
-            }
-            m.read_at(&mut page, BITMAP_OFFSET)
-                .map_err(|e| io_err(m.as_ref(), e))?;
-            bits.iter_mut().zip(page.iter()).for_each(|(b, p)| *b |= p);
-        }
-        if !a.forced.is_empty() {
-            bits.iter_mut().for_each(|b| *b = 0xff);
-        }
-        array.bitmap = Mutex::new(Bitmap::new(array.bitmap_stripes(), bits));
-        // Bits of a clean array are regions written while a member was out
-        // (kept for its re-add), not writes cut by a crash.
-        let dirty = if a.clean {
-            0
-        } else {
-            array.bitmap.lock().unwrap().dirty().len()
-        };
-        let degraded = array.out_members(true) > 0;
-        if dirty > 0 && degraded && a.forced.is_empty() {
-            let what = format!(
-                "the array is degraded and was not shut down cleanly: {dirty} regions were being written at the crash, and where a write did not reach every member, data reconstructed for the absent members is wrong (the write hole)"
-            );
-            match opts.access {
-                Access::Inspect => array.warnings.lock().unwrap().push(what),
-                _ if opts.force => array.warnings.lock().unwrap().push(format!(
-                    "{what}; started anyway (--force): check your data, then replace and rebuild"
-                )),
-                _ => {
-                    return Err(EngineError::Refused(format!(
-                        "{what}. It is not started: give all members if you can (the regions are then resynced), or start it anyway with hetraid assemble --force and the same members, then check the data in those regions"
-                    )))
-                }
-            }
-        }
+        array.merge_bitmaps(!a.forced.is_empty())?;
+        array.refuse_write_hole(a.clean, !a.forced.is_empty(), opts.access, opts.force)?;
         // Nothing is written yet: the first write commits what was decided
         // (`commit`), so a command that refuses after this changes nothing.
         if !array.read_only {
@@ -489,59 +208,11 @@ impl Array {
                 *array.assembled_sb.lock().unwrap() = Some(array.superblock());
             }
         }
-        // A damaged bundle table is a copy gone wrong: rewritten from the
-        // array's table when the array is written, named until then.
-        if !damaged_tables.is_empty() {
-            let what: Vec<String> = damaged_tables.iter().map(|(_, w)| w.clone()).collect();
-            if array.read_only {
-                array.warnings.lock().unwrap().push(format!(
-                    "{}: the array's own table (in every superblock) is used; assembling for writing rewrites the damaged copy",
-                    what.join("; ")
-                ));
-            } else {
-                array.commit()?;
-                let fix: Vec<usize> = damaged_tables.iter().map(|(i, _)| *i).collect();
-                repair_bundle_tables(&array.superblock(), &raw_slots, &fix)?;
-                array.warnings.lock().unwrap().push(format!(
-                    "{}: rewritten from the array's table",
-                    what.join("; ")
-                ));
-            }
-        }
-        // A restripe step cut by a crash: its backed-up chunks go back first.
-        if array
-            .superblock()
-            .reshape
-            .as_ref()
-            .is_some_and(|r| r.backup_row.is_some())
-        {
-            match opts.access {
-                Access::ReadWrite => array.restore_reshape_backup()?,
-                Access::Inspect => array.warnings.lock().unwrap().push(
-                    "a restripe step was cut by a crash: assembling for writing puts its backed-up chunks back".into(),
-                ),
-                Access::ReadOnly => {
-                    return Err(EngineError::Refused(
-                        "a restripe step was cut by a crash and its chunks wait in the members' backup areas; reading now could return wrong data: assemble for writing once (hetraid assemble) to put them back".into(),
-                    ))
-                }
-            }
-        }
+        array.fix_bundle_tables(&damaged_tables, &raw_slots)?;
+        array.restore_restripe_step(opts.access)?;
         array.take_spares(spare_given);
         array.load_annex(&raw);
-        if !array.read_only {
-            for &s in &a.recorded_missing {
-                array.record_member(crate::annex::EventKind::Missing, s, [0; 3]);
-            }
-            for f in &a.forced {
-                let c = &cands[f.candidate];
-                array.record_member(
-                    crate::annex::EventKind::Forced,
-                    c.slot,
-                    [c.table.events, a.table.events, 0],
-                );
-            }
-        }
+        array.record_assembly(&a, &cands);
         let raw_by_slot: Vec<Option<Arc<dyn Member>>> =
             a.used.iter().map(|u| u.map(|i| raw[i].clone())).collect();
         array.open_log(logs, raw_by_slot, opts.access, opts.force)?;
@@ -757,5 +428,455 @@ impl Array {
             }
         }
         Ok(())
+    }
+}
+
+/// The devices given, sorted by what their headers say.
+struct Given {
+    /// Log devices, with their headers.
+    logs: Vec<(Arc<dyn Member>, crate::log::LogHeader)>,
+    /// Members, with their superblocks.
+    members: Vec<Arc<dyn Member>>,
+    sbs: Vec<Superblock>,
+    /// Warnings for devices left out (unreadable, a log copy's lost header).
+    early: Vec<String>,
+    /// Devices that could not be read.
+    unreadable: usize,
+}
+
+/// Sort the devices given into log devices and members. A device that
+/// cannot be read, or a log device whose header is damaged, is left out
+/// with a warning (md kicks a member it cannot read at assembly): one bad
+/// device never stops the array. Refused: only log devices, a device with
+/// no superblock that cannot be a log copy with its header lost, nothing
+/// readable, members of another array.
+fn sort_given(given: Vec<Arc<dyn Member>>) -> Result<Given> {
+    let mut logs = Vec::new();
+    let mut members = Vec::new();
+    let mut early: Vec<String> = Vec::new();
+    let mut unreadable = 0usize;
+    for m in given {
+        match crate::log::is_log_device(m.as_ref()) {
+            Err(e) => {
+                early.push(format!(
+                    "{} is left out: it cannot be read ({e}); the array runs without it",
+                    m.name()
+                ));
+                unreadable += 1;
+            }
+            Ok(true) => match crate::log::read_header(m.as_ref()) {
+                Ok(Some(h)) => logs.push((m, h)),
+                Ok(None) => early.push(format!(
+                    "log device {} is left out: neither header slot is valid (damaged or overwritten)",
+                    m.name()
+                )),
+                Err(e) => early.push(format!(
+                    "log device {} is left out: its header cannot be read ({e})",
+                    m.name()
+                )),
+            },
+            Ok(false) => members.push(m),
+        }
+    }
+    let given = members;
+    if given.is_empty() {
+        return Err(EngineError::Refused(
+            "only log devices were given; give the array's members too".into(),
+        ));
+    }
+    let mut sbs = Vec::new();
+    let mut kept = Vec::new();
+    let mut unknown: Vec<(Arc<dyn Member>, String)> = Vec::new();
+    for m in given {
+        match read_sb(m.as_ref()) {
+            Ok(Ok(sb)) => {
+                sbs.push(sb);
+                kept.push(m);
+            }
+            Ok(Err(e)) => unknown.push((m, e.to_string())),
+            Err(e) => {
+                early.push(format!("{e}; it is left out and the array runs without it"));
+                unreadable += 1;
+            }
+        }
+    }
+    let given = kept;
+    if let Some(first) = sbs.first() {
+        // A device with neither a superblock nor a log header, given
+        // to an array one of whose log copies was not found, is taken
+        // for that copy with its header slots lost: left out.
+        let log_missing = first
+            .log
+            .map_or(0, |l| l.copies as usize)
+            .saturating_sub(logs.len());
+        if unknown.len() <= log_missing {
+            for (m, e) in unknown.drain(..) {
+                early.push(format!(
+                    "{} is left out: it has {e} and no log header either; taken for the write log's missing copy with its header lost, the log runs on its other copy (replace it: hetraid replace ... --log-copy I --with DEV)",
+                    m.name()
+                ));
+            }
+        }
+    }
+    if let Some((m, e)) = unknown.first() {
+        return Err(EngineError::Refused(format!(
+            "member {} is refused: {e}",
+            m.name()
+        )));
+    }
+    if given.is_empty() {
+        return Err(EngineError::Refused(format!(
+            "no member could be read: {}",
+            early.join("; ")
+        )));
+    }
+    let first = &sbs[0];
+    for (m, sb) in given.iter().zip(&sbs) {
+        if sb.uuid != first.uuid {
+            return Err(EngineError::Refused(format!(
+                "member {} belongs to array {}, not to array {} of member {}; assemble members of one array",
+                m.name(),
+                sb.uuid_string(),
+                first.uuid_string(),
+                given[0].name()
+            )));
+        }
+    }
+    Ok(Given {
+        logs,
+        members: given,
+        sbs,
+        early,
+        unreadable,
+    })
+}
+
+/// Members of one array agree on what never changes while it lives: the
+/// layout's kind and parameters, the chunk, where data starts, checksums.
+/// One that disagrees was altered or comes from elsewhere, whatever its
+/// event counter claims (md's compare_super): refused by name, or left out
+/// with `force` (the warnings say which).
+#[allow(clippy::type_complexity)]
+fn check_geometry(
+    given: Vec<Arc<dyn Member>>,
+    sbs: Vec<Superblock>,
+    force: bool,
+) -> Result<(Vec<Arc<dyn Member>>, Vec<Superblock>, Vec<String>)> {
+    let geometry = |sb: &Superblock| {
+        let l = &sb.layout;
+        (
+            l.name.to_ascii_lowercase(),
+            l.parity_order,
+            l.copies,
+            l.group,
+            l.partitions,
+            l.spare_partitions,
+            l.raidx_level.clone(),
+            sb.chunk_bytes,
+            sb.data_offset,
+            sb.checksums,
+        )
+    };
+    let describe = |sb: &Superblock| {
+        format!(
+            "{}, chunk {}, data at {}{}",
+            sb.layout.name,
+            sb.chunk_bytes,
+            sb.data_offset,
+            if sb.checksums { ", checksums" } else { "" }
+        )
+    };
+    let votes = |g: &_| sbs.iter().filter(|s| geometry(s) == *g).count();
+    let fresh_i = (0..sbs.len())
+        .max_by_key(|&i| (sbs[i].events, usize::MAX - i))
+        .unwrap();
+    let majority = (0..sbs.len())
+        .max_by_key(|&i| (votes(&geometry(&sbs[i])), i == fresh_i, usize::MAX - i))
+        .unwrap();
+    let odd: Vec<usize> = (0..sbs.len())
+        .filter(|&i| geometry(&sbs[i]) != geometry(&sbs[majority]))
+        .collect();
+    if let Some(&i) = odd.first() {
+        if !force {
+            return Err(EngineError::Refused(format!(
+                "member {} describes another geometry ({}, event {}) than member {} ({}, event {}) of the same array: its superblock was altered or comes from elsewhere; leave it out, or say --force to start without it",
+                given[i].name(),
+                describe(&sbs[i]),
+                sbs[i].events,
+                given[majority].name(),
+                describe(&sbs[majority]),
+                sbs[majority].events
+            )));
+        }
+    }
+    let odd_warnings: Vec<String> = odd
+        .iter()
+        .map(|&i| {
+            format!(
+                "member {} is left out (--force): it describes another geometry ({}) than the others ({})",
+                given[i].name(),
+                describe(&sbs[i]),
+                describe(&sbs[majority])
+            )
+        })
+        .collect();
+    let (given, sbs): (Vec<_>, Vec<_>) = given
+        .into_iter()
+        .zip(sbs)
+        .enumerate()
+        .filter(|(i, _)| !odd.contains(i))
+        .map(|(_, x)| x)
+        .unzip();
+    Ok((given, sbs, odd_warnings))
+}
+
+/// Why the member-state machine would not assemble, in an operator's words
+/// (members by path, what to do).
+fn assemble_refusal(
+    e: AssembleError,
+    given: &[Arc<dyn Member>],
+    raw: &[Arc<dyn Member>],
+    fresh: &Superblock,
+    cands: &[Candidate],
+    sbs: &[Superblock],
+) -> String {
+    let name = |i: usize| given[i].name();
+    match e {
+        AssembleError::NoMembers => "give the array's members".into(),
+        AssembleError::NotGiven { slots } => {
+            let annex = super::events::read_annex(raw, fresh.uuid);
+            let named: Vec<String> = slots
+                .iter()
+                .map(|&s| {
+                    match annex
+                        .as_ref()
+                        .and_then(|a| a.paths.get(s))
+                        .filter(|p| !p.is_empty())
+                    {
+                        Some(p) => format!("member {s} (last seen {p})"),
+                        None => format!("member {s}"),
+                    }
+                })
+                .collect();
+            let (was, it) = if slots.len() == 1 {
+                ("was", "it")
+            } else {
+                ("were", "them")
+            };
+            format!(
+                "{} {was} not given: give {it}, or say --degraded to run without {it}",
+                named.join(", ")
+            )
+        }
+        AssembleError::Incarnation { candidate } => format!(
+            "member {} has a member table of another size than the freshest member's; it belongs to another incarnation of the array: leave it out",
+            name(candidate)
+        ),
+        AssembleError::Split { a, b, detail } => format!(
+            "members {} and {} were run apart ({detail}): each may hold writes the other lacks, so they are not merged; keep one side by assembling it alone, then hetraid replace the other side's slots (their data is rebuilt from the side kept)",
+            name(a),
+            name(b)
+        ),
+        AssembleError::Copies { a, b, slot } => format!(
+            "members {} and {} are the same member of slot {slot} (one is a copy of the other); give only one",
+            name(a),
+            name(b)
+        ),
+        AssembleError::Unreadable { slots } => {
+            let left: Vec<String> = (0..given.len())
+                .filter(|&i| !cands[i].size_ok || sbs[i].events + 1 < fresh.events || !fresh.roles[sbs[i].member as usize].state.is_in())
+                .map(|i| format!("{} (event {})", name(i), sbs[i].events))
+                .collect();
+            format!(
+                "the array cannot start: the members of slots {slots:?} are missing, faulty or being rebuilt, more than it can do without{}; give all members, or, if the members left out are intact, hetraid assemble --force brings back the freshest of them (writes made after they left are lost on them)",
+                if left.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (left out: {})", left.join(", "))
+                }
+            )
+        }
+    }
+}
+
+/// The warnings for members the assembly left out or brought back.
+fn left_out_warnings(
+    a: &membership::Assembly,
+    cands: &[Candidate],
+    fresh: &Superblock,
+    given: &[Arc<dyn Member>],
+) -> Vec<String> {
+    let name = |i: usize| given[i].name();
+    let mut warnings = Vec::new();
+    for l in &a.left_out {
+        let slot = cands[l.candidate].slot;
+        // A slot a shrink emptied takes no device back: the device
+        // joins again as a new member.
+        let emptied = fresh.raidx_history.as_ref().is_some_and(|h| {
+            h.changes.iter().any(|c| matches!(c, hetraid_core::layout::raidx_history::Change::Remove { slot: s, .. } if *s == slot))
+        });
+        warnings.push(if emptied {
+            format!(
+                "member {} is left out: slot {slot} was removed by a shrink (its chunks live on the other members); to use the device again: hetraid grow MEMBERS... --add {}",
+                name(l.candidate),
+                name(l.candidate)
+            )
+        } else {
+            format!(
+                "member {} is left out: {}; to use it again: hetraid add MEMBERS... --with {} (back in slot {slot}; if it left intact, only the regions written since are resynced)",
+                name(l.candidate),
+                l.reason,
+                name(l.candidate),
+            )
+        });
+    }
+    for f in &a.forced {
+        warnings.push(format!(
+            "member {} was brought back by --force: {}; the whole array's redundancy is resynced from its data",
+            name(f.candidate),
+            f.reason
+        ));
+    }
+    for &s in &a.recorded_missing {
+        warnings.push(format!(
+            "member {s} is missing: the others' superblocks record it with the array's first write, and it then cannot rejoin without a rebuild"
+        ));
+    }
+    warnings
+}
+
+impl Array {
+    /// The bitmap: a region is dirty when any member used says so (a crash
+    /// may have stopped between members); every region when a member was
+    /// brought back by force.
+    fn merge_bitmaps(&mut self, forced: bool) -> Result<()> {
+        let array = self;
+        let len = array.bitmap.lock().unwrap().bits.len();
+        let mut bits = vec![0u8; len];
+        let mut page = AlignedBuf::zeroed(len.div_ceil(PAGE as usize) * PAGE as usize);
+        for m in array.hot.slots.iter().filter_map(|s| s.get()) {
+            if page.is_empty() {
+                break;
+            }
+            m.read_at(&mut page, BITMAP_OFFSET)
+                .map_err(|e| io_err(m.as_ref(), e))?;
+            bits.iter_mut().zip(page.iter()).for_each(|(b, p)| *b |= p);
+        }
+        if forced {
+            bits.iter_mut().for_each(|b| *b = 0xff);
+        }
+        array.bitmap = Mutex::new(Bitmap::new(array.bitmap_stripes(), bits));
+        Ok(())
+    }
+
+    /// A degraded array not shut down cleanly has the write hole: refused
+    /// (or warned of: inspecting, or --force).
+    fn refuse_write_hole(
+        &self,
+        clean: bool,
+        forced: bool,
+        access: Access,
+        force: bool,
+    ) -> Result<()> {
+        let array = self;
+        // Bits of a clean array are regions written while a member was out
+        // (kept for its re-add), not writes cut by a crash.
+        let dirty = if clean {
+            0
+        } else {
+            array.bitmap.lock().unwrap().dirty().len()
+        };
+        let degraded = array.out_members(true) > 0;
+        if dirty > 0 && degraded && !forced {
+            let what = format!(
+                    "the array is degraded and was not shut down cleanly: {dirty} regions were being written at the crash, and where a write did not reach every member, data reconstructed for the absent members is wrong (the write hole)"
+                );
+            match access {
+                    Access::Inspect => array.warnings.lock().unwrap().push(what),
+                    _ if force => array.warnings.lock().unwrap().push(format!(
+                        "{what}; started anyway (--force): check your data, then replace and rebuild"
+                    )),
+                    _ => {
+                        return Err(EngineError::Refused(format!(
+                            "{what}. It is not started: give all members if you can (the regions are then resynced), or start it anyway with hetraid assemble --force and the same members, then check the data in those regions"
+                        )))
+                    }
+                }
+        }
+        Ok(())
+    }
+}
+
+impl Array {
+    /// A damaged bundle table is a copy gone wrong: rewritten from the
+    /// array's table when the array is written, named until then.
+    fn fix_bundle_tables(
+        &self,
+        damaged_tables: &[(usize, String)],
+        raw_slots: &[Option<Arc<dyn Member>>],
+    ) -> Result<()> {
+        if !damaged_tables.is_empty() {
+            let what: Vec<String> = damaged_tables.iter().map(|(_, w)| w.clone()).collect();
+            if self.read_only {
+                self.warnings.lock().unwrap().push(format!(
+                    "{}: the array's own table (in every superblock) is used; assembling for writing rewrites the damaged copy",
+                    what.join("; ")
+                ));
+            } else {
+                self.commit()?;
+                let fix: Vec<usize> = damaged_tables.iter().map(|(i, _)| *i).collect();
+                repair_bundle_tables(&self.superblock(), raw_slots, &fix)?;
+                self.warnings.lock().unwrap().push(format!(
+                    "{}: rewritten from the array's table",
+                    what.join("; ")
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A restripe step cut by a crash: its backed-up chunks go back first
+    /// (read-write), or it is named (inspect), or reading is refused.
+    fn restore_restripe_step(&self, access: Access) -> Result<()> {
+        if self
+            .superblock()
+            .reshape
+            .as_ref()
+            .is_some_and(|r| r.backup_row.is_some())
+        {
+            match access {
+                Access::ReadWrite => self.restore_reshape_backup()?,
+                Access::Inspect => self.warnings.lock().unwrap().push(
+                    "a restripe step was cut by a crash: assembling for writing puts its backed-up chunks back".into(),
+                ),
+                Access::ReadOnly => {
+                    return Err(EngineError::Refused(
+                        "a restripe step was cut by a crash and its chunks wait in the members' backup areas; reading now could return wrong data: assemble for writing once (hetraid assemble) to put them back".into(),
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Array {
+    /// The events an assembly leaves (read-write): members recorded
+    /// missing, members brought back by force.
+    fn record_assembly(&self, a: &membership::Assembly, cands: &[Candidate]) {
+        if self.read_only {
+            return;
+        }
+        for &s in &a.recorded_missing {
+            self.record_member(crate::annex::EventKind::Missing, s, [0; 3]);
+        }
+        for f in &a.forced {
+            let c = &cands[f.candidate];
+            self.record_member(
+                crate::annex::EventKind::Forced,
+                c.slot,
+                [c.table.events, a.table.events, 0],
+            );
+        }
     }
 }
