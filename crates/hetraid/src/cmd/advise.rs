@@ -524,7 +524,98 @@ impl AdviseCmd {
 
     pub fn run(&self) -> Result<(), String> {
         let t0 = Instant::now();
-        let objective = self.objective();
+        let (objective, objective_what, higher) = self.check_args()?;
+        self.workload()?;
+        let probe_dir =
+            tempfile::tempdir().map_err(|e| format!("a directory for probed devices: {e}"))?;
+        let (members, probe_notes) = self.resolve_members(probe_dir.path())?;
+        for n in &probe_notes {
+            eprintln!("hetraid: probed {n}");
+        }
+        let specs = hetraid_sim::preset::parse_members(&members)?;
+        let kinds: Vec<MemberKind> = specs.iter().map(|s| s.kind).collect();
+        let tokens = expand(&members);
+        let given = tokens.join(",");
+        // The workload must be valid before anything is enumerated.
+        hetraid_sim::setup::Setup::new(&self.base(&Shape::new("raid0", &members))?)?;
+        let prices: Option<f64> = specs.iter().map(|s| s.price_usd).sum();
+        let (mut cands, mut pruned) = self.enumerate(&tokens, &kinds, &specs, prices)?;
+        // The load map: a candidate whose busiest member is predicted
+        // LOAD_PRUNE times as busy per write as the best candidate's is not
+        // simulated (and the rest are simulated best first, so a short
+        // budget goes to the promising ones).
+        if let Some(best) = cands
+            .iter()
+            .filter_map(|c| c.3)
+            .min_by(|a, b| a.total_cmp(b))
+        {
+            let before = cands.len();
+            cands.retain(|c| c.3.is_none_or(|t| t <= best * LOAD_PRUNE));
+            pruned.load_map = before - cands.len();
+            cands.sort_by(|a, b| {
+                a.3.unwrap_or(f64::INFINITY)
+                    .total_cmp(&b.3.unwrap_or(f64::INFINITY))
+            });
+        }
+        let cands: Vec<(RunConfig, Shape, Candidate)> =
+            cands.into_iter().map(|(c, s, d, _)| (c, s, d)).collect();
+        let total = cands.len() + pruned.fit + pruned.capacity + pruned.mttdl + pruned.load_map;
+        let deadline = t0 + std::time::Duration::from_secs_f64(self.budget_s);
+        let cands = self.measure(cands, deadline);
+        let (rows, dims, simulated) = self.rank(
+            cands.into_iter().map(|(_, _, c)| c).collect(),
+            objective,
+            higher,
+            &specs,
+        )?;
+        let secs = t0.elapsed().as_secs_f64();
+        if let Some(path) = &self.svg {
+            std::fs::write(path, self.front_svg(&rows))
+                .map_err(|e| format!("--svg {}: {e}", path.display()))?;
+        }
+        let front_dims: Vec<&str> = dims.iter().map(|d| d.0).collect();
+        if self.json {
+            let v = serde_json::json!({
+                "objective": objective,
+                "redundancy": self.redundancy,
+                "members": members,
+                "probed": probe_notes,
+                "candidates": total,
+                "pruned": pruned,
+                "distinct": rows.len(),
+                "simulated": simulated,
+                "pareto_over": front_dims,
+                "seconds": secs,
+                "ranked": rows,
+                "winner": rows[0],
+            });
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+            );
+            return Ok(());
+        }
+        self.print_table(
+            &TableHead {
+                total,
+                objective,
+                objective_what,
+                simulated,
+                secs,
+                pruned: &pruned,
+                front_dims: &front_dims,
+                given: &given,
+            },
+            &rows,
+        )?;
+        Ok(())
+    }
+
+    /// The options checked before anything is probed or simulated: the
+    /// objective (its description, and whether higher is better) and every
+    /// range.
+    fn check_args(&self) -> Result<(&'static str, &'static str, bool), String> {
+        let objective: &str = self.objective();
         let Some(&(_, objective_what, higher)) =
             OBJECTIVES.iter().find(|(n, _, _)| *n == objective)
         else {
@@ -557,20 +648,25 @@ impl AdviseCmd {
                 return Err(format!("--svg {} is a directory; name a file", p.display()));
             }
         }
-        self.workload()?;
-        let probe_dir =
-            tempfile::tempdir().map_err(|e| format!("a directory for probed devices: {e}"))?;
-        let (members, probe_notes) = self.resolve_members(probe_dir.path())?;
-        for n in &probe_notes {
-            eprintln!("hetraid: probed {n}");
-        }
-        let specs = hetraid_sim::preset::parse_members(&members)?;
-        let kinds: Vec<MemberKind> = specs.iter().map(|s| s.kind).collect();
-        let tokens = expand(&members);
-        let given = tokens.join(",");
-        // The workload must be valid before anything is enumerated.
-        hetraid_sim::setup::Setup::new(&self.base(&Shape::new("raid0", &members))?)?;
-        let prices: Option<f64> = specs.iter().map(|s| s.price_usd).sum();
+        let name = OBJECTIVES
+            .iter()
+            .find(|(n, _, _)| *n == objective)
+            .map_or("", |o| o.0);
+        Ok((name, objective_what, higher))
+    }
+
+    /// Every candidate (shape, policy, chunk) that fits the members and the
+    /// redundancy, capacity and MTTDL asked for, with the load map's
+    /// prediction of its busiest member's time per write; and what was
+    /// pruned.
+    #[allow(clippy::type_complexity)]
+    fn enumerate(
+        &self,
+        tokens: &[String],
+        kinds: &[MemberKind],
+        specs: &[hetraid_sim::preset::DeviceSpec],
+        prices: Option<f64>,
+    ) -> Result<(Vec<(RunConfig, Shape, Candidate, Option<f64>)>, Pruned), String> {
         let mut cands: Vec<(RunConfig, Shape, Candidate, Option<f64>)> = Vec::new();
         let mut pruned = Pruned::default();
         // The load map's share of writes (None: the mix is not known).
@@ -581,7 +677,7 @@ impl AdviseCmd {
             _ => Some(0.0),
         };
         let mixed = specs.iter().any(|s| s.capacity() != specs[0].capacity());
-        for shape in self.shapes(&tokens, &kinds, mixed) {
+        for shape in self.shapes(tokens, kinds, mixed) {
             // modthresh first: never worse than md in the thesis, so it is
             // named on a tie.
             for policy in ["modthresh", "modthresh-stripe", "md", "cost", "rmw-always"] {
@@ -687,32 +783,22 @@ impl AdviseCmd {
                 }
             ));
         }
-        // The load map: a candidate whose busiest member is predicted
-        // LOAD_PRUNE times as busy per write as the best candidate's is not
-        // simulated (and the rest are simulated best first, so a short
-        // budget goes to the promising ones).
-        if let Some(best) = cands
-            .iter()
-            .filter_map(|c| c.3)
-            .min_by(|a, b| a.total_cmp(b))
-        {
-            let before = cands.len();
-            cands.retain(|c| c.3.is_none_or(|t| t <= best * LOAD_PRUNE));
-            pruned.load_map = before - cands.len();
-            cands.sort_by(|a, b| {
-                a.3.unwrap_or(f64::INFINITY)
-                    .total_cmp(&b.3.unwrap_or(f64::INFINITY))
-            });
-        }
-        let mut cands: Vec<(RunConfig, Shape, Candidate)> =
-            cands.into_iter().map(|(c, s, d, _)| (c, s, d)).collect();
-        let deadline = t0 + std::time::Duration::from_secs_f64(self.budget_s);
+        Ok((cands, pruned))
+    }
+
+    /// Simulate the candidates until `deadline`: performance for each, then
+    /// rebuild time and MTTDL per distinct placement, and RAIDH's simulated
+    /// gain over RAID5.
+    fn measure(
+        &self,
+        mut cands: Vec<(RunConfig, Shape, Candidate)>,
+        deadline: Instant,
+    ) -> Vec<(RunConfig, Shape, Candidate)> {
         let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
         // Performance: every candidate, in parallel, until the budget is spent.
         let reports = parallel(cands.len(), threads, deadline, |i| {
             hetraid_sim::run(&cands[i].0).ok()
         });
-        let total = cands.len() + pruned.fit + pruned.capacity + pruned.mttdl + pruned.load_map;
         for ((_, _, cand), r) in cands.iter_mut().zip(&reports) {
             if let Some(r) = r {
                 cand.throughput_mbps = Some(r.throughput_mbps);
@@ -763,7 +849,21 @@ impl AdviseCmd {
                     .and_then(|(_, _, t)| Some(cand.throughput_mbps? / t));
             }
         }
-        let mut rows: Vec<Candidate> = cands.into_iter().map(|(_, _, c)| c).collect();
+        cands
+    }
+
+    /// Rank the measured rows by the objective: the Pareto front over every
+    /// metric each simulated row has, ties by throughput, one row per
+    /// distinct result. Returns the rows, the front's dimensions and how
+    /// many were simulated.
+    #[allow(clippy::type_complexity)]
+    fn rank(
+        &self,
+        mut rows: Vec<Candidate>,
+        objective: &str,
+        higher: bool,
+        specs: &[hetraid_sim::preset::DeviceSpec],
+    ) -> Result<(Vec<Candidate>, Vec<(&'static str, bool)>, usize), String> {
         let simulated = rows.iter().filter(|r| r.throughput_mbps.is_some()).count();
         if simulated == 0 {
             return Err(format!(
@@ -772,7 +872,7 @@ impl AdviseCmd {
             ));
         }
         // The Pareto front over every metric every simulated row has.
-        let dims: Vec<(&str, bool)> = OBJECTIVES
+        let dims: Vec<(&'static str, bool)> = OBJECTIVES
             .iter()
             .filter(|(n, _, _)| *n != "energy")
             .filter(|(n, _, _)| {
@@ -869,34 +969,21 @@ impl AdviseCmd {
                 None => kept.push(r),
             }
         }
-        let rows = kept;
-        let secs = t0.elapsed().as_secs_f64();
-        if let Some(path) = &self.svg {
-            std::fs::write(path, self.front_svg(&rows))
-                .map_err(|e| format!("--svg {}: {e}", path.display()))?;
-        }
-        let front_dims: Vec<&str> = dims.iter().map(|d| d.0).collect();
-        if self.json {
-            let v = serde_json::json!({
-                "objective": objective,
-                "redundancy": self.redundancy,
-                "members": members,
-                "probed": probe_notes,
-                "candidates": total,
-                "pruned": pruned,
-                "distinct": rows.len(),
-                "simulated": simulated,
-                "pareto_over": front_dims,
-                "seconds": secs,
-                "ranked": rows,
-                "winner": rows[0],
-            });
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
-            );
-            return Ok(());
-        }
+        Ok((kept, dims, simulated))
+    }
+
+    /// The ranking as a table (the text renderer; `--json` prints the rows).
+    fn print_table(&self, h: &TableHead<'_>, rows: &[Candidate]) -> Result<(), String> {
+        let TableHead {
+            total,
+            objective,
+            objective_what,
+            simulated,
+            secs,
+            pruned,
+            front_dims,
+            given,
+        } = *h;
         let workload = match &self.trace {
             Some(t) => format!("trace {t}, replayed at its times"),
             None => format!(
@@ -1100,4 +1187,16 @@ fn parallel<T: Send>(
         }
     });
     out.into_inner().unwrap()
+}
+
+/// What the table's two header lines say.
+struct TableHead<'a> {
+    total: usize,
+    objective: &'a str,
+    objective_what: &'a str,
+    simulated: usize,
+    secs: f64,
+    pruned: &'a Pruned,
+    front_dims: &'a [&'a str],
+    given: &'a str,
 }
