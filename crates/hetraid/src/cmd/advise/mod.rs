@@ -27,6 +27,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
+mod render;
+mod shapes;
+use render::TableHead;
+use shapes::Shape;
+
 /// The objectives: name, what it measures, higher is better.
 const OBJECTIVES: &[(&str, &str, bool)] = &[
     ("throughput", "MB/s", true),
@@ -274,49 +279,6 @@ fn join(w: &[u64]) -> String {
         .join(",")
 }
 
-/// One layout to try: name, members in its order, and its parameters.
-#[derive(Debug, Clone, PartialEq)]
-struct Shape {
-    layout: String,
-    members: String,
-    weights: Option<Weights>,
-    group: Option<usize>,
-    spare_partitions: usize,
-    chunks_per_bundle: Option<usize>,
-    raidx_level: Option<String>,
-    width: Option<usize>,
-    parity: Option<usize>,
-}
-
-impl Shape {
-    fn new(layout: &str, members: &str) -> Self {
-        Self {
-            layout: layout.into(),
-            members: members.into(),
-            weights: None,
-            group: None,
-            spare_partitions: 0,
-            chunks_per_bundle: None,
-            raidx_level: None,
-            width: None,
-            parity: None,
-        }
-    }
-
-    fn declustered(members: &str, width: usize, parity: usize) -> Self {
-        let mut s = Self::new("declustered", members);
-        s.width = Some(width);
-        s.parity = Some(parity);
-        s
-    }
-
-    /// Layouts whose copies are whole chunks: the write policy does not apply.
-    fn mirrored(&self) -> bool {
-        matches!(self.layout.as_str(), "raid10" | "s2raid10" | "hpda")
-            || self.raidx_level.as_deref() == Some("1")
-    }
-}
-
 /// The members' entries one device each (`x*2,y` -> x, x, y).
 pub(crate) fn expand(members: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -367,151 +329,6 @@ impl AdviseCmd {
             c.spares = Some(1);
         }
         Ok(c)
-    }
-
-    /// Real files and block devices among the members are measured
-    /// (read-only) and replaced by the device files written into `dir`;
-    /// presets and device files pass as they are.
-    fn resolve_members(&self, dir: &Path) -> Result<(String, Vec<String>), String> {
-        let mut out = Vec::new();
-        let mut notes = Vec::new();
-        let mut probed: Vec<(String, String)> = Vec::new();
-        for part in self.members.split(',').map(str::trim) {
-            let (name, rep) = match part.rsplit_once('*') {
-                Some((n, r)) => (n.trim(), Some(r.trim())),
-                None => (part, None),
-            };
-            let is_device = !name.ends_with(".toml")
-                && hetraid_sim::preset::DeviceSpec::lookup(name).is_err()
-                && std::fs::metadata(name).is_ok_and(|m| !m.is_dir());
-            let name = if is_device {
-                if let Some((_, f)) = probed.iter().find(|(p, _)| p == name) {
-                    f.clone()
-                } else {
-                    let stem = Path::new(name)
-                        .file_name()
-                        .map(|n| n.to_string_lossy().into_owned())
-                        .unwrap_or_else(|| "device".into());
-                    let file = dir.join(format!("probe-{}-{stem}.toml", probed.len()));
-                    let (text, summary) =
-                        super::probe::probe_member(name, &stem, self.probe_seconds, false, None)?;
-                    std::fs::write(&file, text).map_err(|e| format!("{}: {e}", file.display()))?;
-                    notes.push(summary);
-                    let f = file.display().to_string();
-                    probed.push((name.to_string(), f.clone()));
-                    f
-                }
-            } else {
-                name.to_string()
-            };
-            out.push(match rep {
-                Some(r) => format!("{name}*{r}"),
-                None => name,
-            });
-        }
-        Ok((out.join(","), notes))
-    }
-
-    /// Every layout that fits the members, with its members in the order it
-    /// wants.
-    fn shapes(&self, tokens: &[String], kinds: &[MemberKind], mixed: bool) -> Vec<Shape> {
-        let n = tokens.len();
-        let same = tokens.join(",");
-        let ssds = kinds.iter().filter(|k| **k != MemberKind::Hdd).count();
-        let mut out: Vec<Shape> = Vec::new();
-        if self.redundancy == 1 {
-            // Heterogeneous placements first: on a tie the one built for
-            // the hardware is named (the sort is stable).
-            // The thesis's placements: members reordered to the preset's
-            // canonical kinds when the counts match.
-            for p in ["raid4s", "raid5s", "raidf5", "raide", "raid4n", "raid5nss"] {
-                let Some(preset) = hetraid_core::layout::Preset::parse(p) else {
-                    continue;
-                };
-                let want = preset.default_kinds(n);
-                let mut pool: Vec<(MemberKind, String)> =
-                    kinds.iter().copied().zip(tokens.iter().cloned()).collect();
-                let mut order = Vec::new();
-                for k in &want {
-                    match pool.iter().position(|(pk, _)| pk == k) {
-                        Some(i) => order.push(pool.remove(i).1),
-                        None => break,
-                    }
-                }
-                if order.len() == n && preset.check_kinds(&want).is_ok() {
-                    out.push(Shape::new(p, &order.join(",")));
-                }
-            }
-            if ssds > 0 && ssds < n {
-                let mut s = Shape::new("raidh", &same);
-                s.weights = Some(Weights::Auto);
-                out.push(s);
-            }
-            out.push(Shape::new("raid5", &same));
-            out.push(Shape::new("raid4", &same));
-            if n.is_multiple_of(2) {
-                out.push(Shape::new("raid10", &same));
-            }
-            // S²-RAID5: a prime group G dividing the members into 2..=G groups.
-            for g in
-                (2..=n / 2).filter(|&g| hetraid_core::layout::is_prime(g) && n.is_multiple_of(g))
-            {
-                if (2..=g).contains(&(n / g)) {
-                    for spare in [0, 1] {
-                        let mut s = Shape::new("s2raid5", &same);
-                        s.group = Some(g);
-                        s.spare_partitions = spare;
-                        out.push(s);
-                    }
-                }
-            }
-            if n >= 4 && n.is_multiple_of(2) {
-                for spare in [0, 1] {
-                    let mut s = Shape::new("s2raid10", &same);
-                    s.spare_partitions = spare;
-                    out.push(s);
-                }
-            }
-            // RAIDX: for members of different sizes (what it is for).
-            for (c, level) in [(2, "1"), (3, "5")].into_iter().filter(|_| mixed) {
-                let mut s = Shape::new("raidx", &same);
-                s.chunks_per_bundle = Some(c);
-                s.raidx_level = Some(level.into());
-                out.push(s);
-            }
-            // HPDA: its own roles from the kinds (pruned when they do not fit).
-            if ssds > 0 {
-                out.push(Shape::new("hpda", &same));
-            }
-            // Declustered with one spare chunk a row, groups narrower than
-            // the array (a group as wide as the members left is RAID5 with a
-            // rotating spare).
-            for g in [3usize, 5, 9].into_iter().filter(|&g| g + 2 <= n) {
-                out.push(Shape::declustered(&same, g, 1));
-            }
-        } else {
-            out.push(Shape::new("raid6", &same));
-            if ssds >= 2 && 2 * ssds <= n + ssds {
-                let w: Vec<u64> = kinds
-                    .iter()
-                    .map(|k| u64::from(*k != MemberKind::Hdd))
-                    .collect();
-                let mut s = Shape::new("raidh6", &same);
-                s.weights = Some(Weights::List(w));
-                out.push(s);
-            }
-            for g in [5usize, 9].into_iter().filter(|&g| g + 2 <= n) {
-                out.push(Shape::declustered(&same, g, 2));
-            }
-            let mut s = Shape::new("raidx", &same);
-            s.chunks_per_bundle = Some(4);
-            if !mixed {
-                return out;
-            }
-            s.raidx_level = Some("6".into());
-            out.push(s);
-        }
-        out
     }
 
     fn objective(&self) -> &str {
@@ -972,104 +789,6 @@ impl AdviseCmd {
         Ok((kept, dims, simulated))
     }
 
-    /// The ranking as a table (the text renderer; `--json` prints the rows).
-    fn print_table(&self, h: &TableHead<'_>, rows: &[Candidate]) -> Result<(), String> {
-        let TableHead {
-            total,
-            objective,
-            objective_what,
-            simulated,
-            secs,
-            pruned,
-            front_dims,
-            given,
-        } = *h;
-        let workload = match &self.trace {
-            Some(t) => format!("trace {t}, replayed at its times"),
-            None => format!(
-                "{} {}, QD {}",
-                self.workload()?,
-                hetraid_core::units::format_size(self.size),
-                self.qd
-            ),
-        };
-        println!(
-            "{total} candidates for {} ({workload}), redundancy {}, by {} ({objective_what}): {simulated} simulated in {secs:.1} s, {} distinct results; pareto over {}",
-            self.members,
-            self.redundancy,
-            objective,
-            rows.len(),
-            front_dims.join(", ")
-        );
-        println!(
-            "pruned before simulating: {} that do not fit or survive fewer failures, {} by --capacity-min, {} by --mttdl-min-years, {} by the load map (busiest member over {LOAD_PRUNE}x the best's per write)",
-            pruned.fit, pruned.capacity, pruned.mttdl, pruned.load_map
-        );
-        let money = rows.iter().any(|r| r.usd_per_gb.is_some());
-        println!(
-            "{:>4} {:<15} {:<17} {:>5} {:>8} {:>7} {:>7} {:>6} {:>6} {:>8} {:>9}{}  pareto  notes",
-            "rank",
-            "layout",
-            "policy",
-            "chunk",
-            "MB/s",
-            "p99 ms",
-            "GB",
-            "J/GB",
-            "W",
-            "rebuild",
-            "MTTDL y",
-            if money { "     $/GB   $/IOPS" } else { "" }
-        );
-        for (i, r) in rows.iter().enumerate().take(20) {
-            let mut notes = Vec::new();
-            if let Some(w) = &r.weights {
-                notes.push(format!("weights {}", join(w)));
-            }
-            if let (Some(m), Some(s)) = (r.model_gain, r.simulated_gain) {
-                notes.push(format!("RAID5 x{m:.2} by the model, x{s:.2} simulated"));
-            }
-            if r.members != given {
-                notes.push(format!("members {}", r.members));
-            }
-            if !r.equivalent.is_empty() {
-                notes.push(format!("= {}", r.equivalent.join(" ")));
-            }
-            let f = |v: Option<f64>, d: usize| v.map_or("-".into(), |v| format!("{v:.d$}"));
-            println!(
-                "{:>4} {:<15} {:<17} {:>5} {:>8} {:>7} {:>7} {:>6} {:>6} {:>8} {:>9}{}  {:<6}  {}",
-                i + 1,
-                r.name(),
-                r.policy,
-                hetraid_core::units::format_size(r.chunk),
-                f(r.throughput_mbps, 2),
-                f(r.p99_ms, 1),
-                format!("{:.1}", r.capacity_bytes as f64 / 1e9),
-                f(r.energy_j_per_gb, 0),
-                f(r.watts, 1),
-                r.rebuild_s
-                    .map_or("-".into(), |s| format!("{:.1} h", s / 3600.0)),
-                r.mttdl_h
-                    .map_or("-".into(), |h| format!("{:.3e}", h / HOURS_PER_YEAR)),
-                if money {
-                    format!(" {:>8} {:>8}", f(r.usd_per_gb, 3), f(r.usd_per_iops, 3))
-                } else {
-                    String::new()
-                },
-                if r.pareto { "*" } else { "" },
-                notes.join("; ")
-            );
-        }
-        if rows.len() > 20 {
-            println!("  ... {} more (--json lists every one)", rows.len() - 20);
-        }
-        if let Some(p) = &self.svg {
-            println!("front: {}", p.display());
-        }
-        println!("build the winner: {}", rows[0].create);
-        Ok(())
-    }
-
     /// Offline rebuild time (seconds) of the slowest member, one of each
     /// kind failed in turn, from a `REBUILD_SAMPLE` of every member scaled by
     /// the capacities; and the MTTDL (hours) with that repair time.
@@ -1114,51 +833,6 @@ impl AdviseCmd {
         let mttdl = super::analyze::default_mttdl_h(&full, worst / 3600.0)?;
         Ok((worst, mttdl))
     }
-
-    /// The candidates as a scatter: throughput (x) against the objective
-    /// (p99 when the objective is throughput), the front marked.
-    fn front_svg(&self, rows: &[Candidate]) -> String {
-        let y_name = match self.objective() {
-            "throughput" => "p99",
-            o => o,
-        };
-        let (scale, unit) = match y_name {
-            "capacity" => (1e-9, "GB"),
-            "mttdl" => (1.0 / HOURS_PER_YEAR, "years"),
-            "rebuild" => (1.0 / 3600.0, "h"),
-            "p99" => (1.0, "ms"),
-            "energy" => (1.0, "J/GB"),
-            "watts" => (1.0, "W"),
-            "cost-per-gb" => (1.0, "$/GB"),
-            _ => (1.0, "$/IOPS"),
-        };
-        let points: Vec<hetraid_sim::plot::ScatterPoint> = rows
-            .iter()
-            .filter_map(|r| {
-                Some(hetraid_sim::plot::ScatterPoint {
-                    label: format!(
-                        "{} {} {}",
-                        r.name(),
-                        r.policy,
-                        hetraid_core::units::format_size(r.chunk)
-                    ),
-                    x: r.throughput_mbps?,
-                    y: r.metric(y_name)? * scale,
-                    marked: r.pareto,
-                })
-            })
-            .collect();
-        hetraid_sim::plot::scatter_chart(
-            &format!(
-                "hetraid advise: {} ({} candidates, Pareto front in colour)",
-                self.members,
-                points.len()
-            ),
-            "throughput (MB/s)",
-            &format!("{y_name} ({unit})"),
-            &points,
-        )
-    }
 }
 
 /// Run `f(0..n)` on `threads` threads until done or `deadline`; results by
@@ -1187,16 +861,4 @@ fn parallel<T: Send>(
         }
     });
     out.into_inner().unwrap()
-}
-
-/// What the table's two header lines say.
-struct TableHead<'a> {
-    total: usize,
-    objective: &'a str,
-    objective_what: &'a str,
-    simulated: usize,
-    secs: f64,
-    pruned: &'a Pruned,
-    front_dims: &'a [&'a str],
-    given: &'a str,
 }
