@@ -446,7 +446,7 @@ fn one_md_speed_default_everywhere() {
 fn one_log_full_retry_bound() {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../");
     for f in [
-        "hetraid-engine/src/array/io.rs",
+        "hetraid-engine/src/array/writeback.rs",
         "hetraid-sim/src/sim/log.rs",
     ] {
         let src = std::fs::read_to_string(format!("{root}{f}")).unwrap();
@@ -515,8 +515,8 @@ fn batch_sizes_are_the_cores() {
     // Issue 38, row 9: the write buffer drains by one rule and one count.
     for (f, what) in [
         ("hetraid-engine/src/array/wbuf.rs", "wbuf::next_to_drain"),
-        ("hetraid-sim/src/sim/mod.rs", "wbuf::next_to_drain"),
-        ("hetraid-sim/src/sim/mod.rs", "wbuf::DRAINERS"),
+        ("hetraid-sim/src/sim/user.rs", "wbuf::next_to_drain"),
+        ("hetraid-sim/src/sim/user.rs", "wbuf::DRAINERS"),
         ("hetraid/src/cmd/serve.rs", "wbuf::DRAINERS"),
     ] {
         let src = std::fs::read_to_string(format!("{root}{f}")).unwrap();

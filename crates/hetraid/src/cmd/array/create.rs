@@ -115,134 +115,12 @@ impl CreateCmd {
                 ));
             }
         }
-        let mut paths = Vec::new();
-        let mut kinds = Vec::new();
-        for m in &self.members {
-            let (p, k) = split_member(m)?;
-            paths.push(p);
-            kinds.push(k);
-        }
-        let explicit_kinds = kinds.iter().any(|k| k.is_some());
-        let kinds: Vec<MemberKind> = match (&self.layout.kinds, kinds.iter().any(|k| k.is_some())) {
-            (Some(_), true) => {
-                return Err(
-                    "give member kinds either with --kinds or as PATH:kind, not both".into(),
-                )
-            }
-            (Some(k), false) => k.clone(),
-            (None, true) => kinds.iter().map(|k| k.unwrap_or(MemberKind::Hdd)).collect(),
-            (None, false) => {
-                match hetraid_core::layout::Preset::parse(&self.layout.layout.to_ascii_lowercase())
-                {
-                    Some(p) if paths.len() >= 2 => {
-                        let k = p.default_kinds(paths.len());
-                        // Said, not silent: which members the preset takes as SSDs.
-                        let ssds: Vec<String> = k
-                            .iter()
-                            .zip(&paths)
-                            .filter(|(k, _)| **k != MemberKind::Hdd)
-                            .map(|(_, p)| p.display().to_string())
-                            .collect();
-                        eprintln!(
-                            "hetraid: warning: no member kinds given: {} takes {} as its SSD{} (parity goes there) and the others as disks; say which with --kinds or PATH:ssd",
-                            self.layout.layout,
-                            ssds.join(", "),
-                            if ssds.len() == 1 { "" } else { "s" }
-                        );
-                        k
-                    }
-                    _ => vec![],
-                }
-            }
-        };
-        // Kinds given that contradict the preset are an error, not a
-        // silent re-ordering.
-        if self.layout.kinds.is_some() || explicit_kinds {
-            hetraid_core::layout::check_given_kinds(&record.kind()?, &kinds)?;
-        }
+        let (paths, kinds) = self.member_kinds(&record)?;
         // Validate everything before writing anything.
+        self.check_member_paths(&paths)?;
         let mut created = Vec::new();
-        for p in &paths {
-            match self.size {
-                Some(_) if p.exists() && !self.force => {
-                    return Err(format!("member {} already exists; --size creates new files only (use --force to overwrite)", p.display()))
-                }
-                None if !p.exists() => return Err(format!("member {} does not exist; give --size to create member files", p.display())),
-                _ => {}
-            }
-            if let Some(parent) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
-                if !parent.is_dir() {
-                    return Err(format!(
-                        "directory {} does not exist for member {}",
-                        parent.display(),
-                        p.display()
-                    ));
-                }
-            }
-        }
-        if self.size.is_none() {
-            member_paths(&self.members)?;
-        } else {
-            let mut names: Vec<&PathBuf> = paths.iter().collect();
-            names.sort();
-            if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
-                return Err(format!("member {} is listed twice", w[0].display()));
-            }
-        }
         let log = self.log_args()?;
-        let log_size = self
-            .log_size
-            .unwrap_or(hetraid_core::logconfig::LOG_DEVICE_BYTES_DEFAULT);
-        // The mode's own minimum is checked once the layout is built
-        // (`Array::check_create`); any log needs this much.
-        let size_any = |what, bytes| {
-            hetraid_core::logconfig::check_size_any(paths.len(), chunk, what, bytes)
-                .map_err(|e| e.sentence(&hetraid_core::logconfig::CLI))
-        };
-        if let Some(r) = self.log_region {
-            size_any(hetraid_core::logconfig::Sized::RegionOption, r)?;
-        }
-        if let Some((lp, _, _)) = &log {
-            for p in lp {
-                if paths.iter().any(|m| same_path(m, p)) {
-                    return Err(format!(
-                        "{} is given both as a member and as the log",
-                        p.display()
-                    ));
-                }
-            }
-            if lp.len() == 2 && same_path(&lp[0], &lp[1]) {
-                return Err(format!("log device {} is listed twice", lp[0].display()));
-            }
-            for p in lp {
-                use hetraid_core::logconfig::Sized;
-                let (what, len) = if p.exists() {
-                    let m = open_member_for(p, false)?;
-                    if !self.force {
-                        if let Some(owner) = belongs_to(m.as_ref()) {
-                            return Err(format!(
-                                "log device {} already {owner}; use --force to overwrite it",
-                                p.display()
-                            ));
-                        }
-                    }
-                    (Sized::Device(p.display().to_string()), m.len())
-                } else {
-                    if let Some(parent) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
-                        if !parent.is_dir() {
-                            return Err(format!(
-                                "directory {} does not exist for log {}",
-                                parent.display(),
-                                p.display()
-                            ));
-                        }
-                    }
-                    // A file this command creates: --log-size sets it.
-                    (Sized::SizeOption, log_size)
-                };
-                size_any(what, len)?;
-            }
-        }
+        let log_size = self.check_log_devices(&paths, chunk, &log)?;
         let opts = CreateOptions {
             layout: record,
             chunk_bytes: self.layout.chunk,
@@ -292,21 +170,203 @@ impl CreateCmd {
             }
         }
         let mut opts = opts;
+        opts.log = match self.log_spec(log.as_ref(), log_size, &mut created) {
+            Ok(l) => l,
+            Err(e) => {
+                cleanup(&created);
+                return Err(e);
+            }
+        };
+        let array = match Array::create(members, &opts) {
+            Ok(a) => a,
+            Err(e) => {
+                cleanup(&created);
+                return Err(e.to_string());
+            }
+        };
+        if let Some(n) = &self.name {
+            array.set_name(n).map_err(|e| e.to_string())?;
+        }
+        array.close().map_err(|e| e.to_string())?;
+        self.report_created(&array);
+        Ok(())
+    }
+
+    /// The members' paths and kinds: `--kinds`, `PATH:kind`, or a preset's
+    /// own (said, not silent); kinds that contradict the preset are refused.
+    fn member_kinds(
+        &self,
+        record: &hetraid_engine::format::LayoutRecord,
+    ) -> Result<(Vec<PathBuf>, Vec<MemberKind>), String> {
+        let mut paths = Vec::new();
+        let mut kinds = Vec::new();
+        for m in &self.members {
+            let (p, k) = split_member(m)?;
+            paths.push(p);
+            kinds.push(k);
+        }
+        let explicit_kinds = kinds.iter().any(|k| k.is_some());
+        let kinds: Vec<MemberKind> = match (&self.layout.kinds, kinds.iter().any(|k| k.is_some())) {
+            (Some(_), true) => {
+                return Err(
+                    "give member kinds either with --kinds or as PATH:kind, not both".into(),
+                )
+            }
+            (Some(k), false) => k.clone(),
+            (None, true) => kinds.iter().map(|k| k.unwrap_or(MemberKind::Hdd)).collect(),
+            (None, false) => {
+                match hetraid_core::layout::Preset::parse(&self.layout.layout.to_ascii_lowercase())
+                {
+                    Some(p) if paths.len() >= 2 => {
+                        let k = p.default_kinds(paths.len());
+                        // Said, not silent: which members the preset takes as SSDs.
+                        let ssds: Vec<String> = k
+                            .iter()
+                            .zip(&paths)
+                            .filter(|(k, _)| **k != MemberKind::Hdd)
+                            .map(|(_, p)| p.display().to_string())
+                            .collect();
+                        eprintln!(
+                            "hetraid: warning: no member kinds given: {} takes {} as its SSD{} (parity goes there) and the others as disks; say which with --kinds or PATH:ssd",
+                            self.layout.layout,
+                            ssds.join(", "),
+                            if ssds.len() == 1 { "" } else { "s" }
+                        );
+                        k
+                    }
+                    _ => vec![],
+                }
+            }
+        };
+        // Kinds given that contradict the preset are an error, not a
+        // silent re-ordering.
+        if self.layout.kinds.is_some() || explicit_kinds {
+            hetraid_core::layout::check_given_kinds(&record.kind()?, &kinds)?;
+        }
+        Ok((paths, kinds))
+    }
+
+    /// Member paths that exist (or, with --size, do not), in directories
+    /// that do, none listed twice.
+    fn check_member_paths(&self, paths: &[PathBuf]) -> Result<(), String> {
+        for p in paths {
+            match self.size {
+                Some(_) if p.exists() && !self.force => {
+                    return Err(format!("member {} already exists; --size creates new files only (use --force to overwrite)", p.display()))
+                }
+                None if !p.exists() => return Err(format!("member {} does not exist; give --size to create member files", p.display())),
+                _ => {}
+            }
+            if let Some(parent) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+                if !parent.is_dir() {
+                    return Err(format!(
+                        "directory {} does not exist for member {}",
+                        parent.display(),
+                        p.display()
+                    ));
+                }
+            }
+        }
+        if self.size.is_none() {
+            member_paths(&self.members)?;
+        } else {
+            let mut names: Vec<&PathBuf> = paths.iter().collect();
+            names.sort();
+            if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+                return Err(format!("member {} is listed twice", w[0].display()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The log's devices (or region) checked before anything is written:
+    /// not a member, not listed twice, not another array's, large enough.
+    /// Returns the size of log files to create.
+    fn check_log_devices(
+        &self,
+        paths: &[PathBuf],
+        chunk: u64,
+        log: &Option<LogArgs>,
+    ) -> Result<u64, String> {
+        let log_size = self
+            .log_size
+            .unwrap_or(hetraid_core::logconfig::LOG_DEVICE_BYTES_DEFAULT);
+        // The mode's own minimum is checked once the layout is built
+        // (`Array::check_create`); any log needs this much.
+        let size_any = |what, bytes| {
+            hetraid_core::logconfig::check_size_any(paths.len(), chunk, what, bytes)
+                .map_err(|e| e.sentence(&hetraid_core::logconfig::CLI))
+        };
+        if let Some(r) = self.log_region {
+            size_any(hetraid_core::logconfig::Sized::RegionOption, r)?;
+        }
+        if let Some((lp, _, _)) = log {
+            for p in lp {
+                if paths.iter().any(|m| same_path(m, p)) {
+                    return Err(format!(
+                        "{} is given both as a member and as the log",
+                        p.display()
+                    ));
+                }
+            }
+            if lp.len() == 2 && same_path(&lp[0], &lp[1]) {
+                return Err(format!("log device {} is listed twice", lp[0].display()));
+            }
+            for p in lp {
+                use hetraid_core::logconfig::Sized;
+                let (what, len) = if p.exists() {
+                    let m = open_member_for(p, false)?;
+                    if !self.force {
+                        if let Some(owner) = belongs_to(m.as_ref()) {
+                            return Err(format!(
+                                "log device {} already {owner}; use --force to overwrite it",
+                                p.display()
+                            ));
+                        }
+                    }
+                    (Sized::Device(p.display().to_string()), m.len())
+                } else {
+                    if let Some(parent) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+                        if !parent.is_dir() {
+                            return Err(format!(
+                                "directory {} does not exist for log {}",
+                                parent.display(),
+                                p.display()
+                            ));
+                        }
+                    }
+                    // A file this command creates: --log-size sets it.
+                    (Sized::SizeOption, log_size)
+                };
+                size_any(what, len)?;
+            }
+        }
+        Ok(log_size)
+    }
+
+    /// The write log to create: HPDA's own, a region, or devices (log files
+    /// this command creates are added to `created`).
+    fn log_spec(
+        &self,
+        log: Option<&LogArgs>,
+        log_size: u64,
+        created: &mut Vec<PathBuf>,
+    ) -> Result<Option<hetraid_engine::LogSpec>, String> {
         if self.layout.layout.eq_ignore_ascii_case("hpda") {
-            opts.log = Some(hetraid_engine::LogSpec {
+            return Ok(Some(hetraid_engine::LogSpec {
                 devices: vec![],
                 kinds: vec![],
                 mode: hetraid_engine::format::LogMode::WriteBack,
                 region: self.log_size,
-            });
-        } else if let (Some(r), Some((_, _, mode))) = (self.log_region, &log) {
-            opts.log = Some(hetraid_engine::LogSpec {
+            }));
+        } else if let (Some(r), Some((_, _, mode))) = (self.log_region, log) {
+            return Ok(Some(hetraid_engine::LogSpec {
                 devices: vec![],
                 kinds: vec![],
                 mode: *mode,
                 region: Some(r),
-            });
-        } else if let Some((lp, kinds, mode)) = &log {
+            }));
+        } else if let Some((lp, kinds, mode)) = log {
             let mut devices: Vec<Arc<dyn Member>> = Vec::new();
             for p in lp {
                 let m = if p.exists() {
@@ -321,29 +381,23 @@ impl CreateCmd {
                 match m {
                     Ok(m) => devices.push(Arc::new(m)),
                     Err(e) => {
-                        cleanup(&created);
                         return Err(format!("cannot open log device {}: {e}", p.display()));
                     }
                 }
             }
-            opts.log = Some(hetraid_engine::LogSpec {
+            return Ok(Some(hetraid_engine::LogSpec {
                 devices,
                 kinds: kinds.clone(),
                 mode: *mode,
                 region: None,
-            });
+            }));
         }
-        let array = match Array::create(members, &opts) {
-            Ok(a) => a,
-            Err(e) => {
-                cleanup(&created);
-                return Err(e.to_string());
-            }
-        };
-        if let Some(n) = &self.name {
-            array.set_name(n).map_err(|e| e.to_string())?;
-        }
-        array.close().map_err(|e| e.to_string())?;
+        Ok(None)
+    }
+
+    /// What `create` says once the array exists: unused room on members of
+    /// different sizes, spare space a rebuild must share, the array, the log.
+    fn report_created(&self, array: &Array) {
         let st = array.status();
         // Members of different sizes under a layout that uses each as the
         // smallest: say how much is left unused, and what would use it.
@@ -443,6 +497,5 @@ impl CreateCmd {
                 );
             }
         }
-        Ok(())
     }
 }
