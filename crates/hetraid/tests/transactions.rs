@@ -713,3 +713,29 @@ fn repeating_a_finished_grow_changes_nothing() {
     assert_eq!(code, 0);
     assert_eq!(read(&all, 12 << 20), data);
 }
+
+/// `serve` checks every option before it touches the array: a refusal
+/// leaves every member as it was, also when the assembly alone would have
+/// recorded a member not given as missing (it once checked --workers,
+/// --max-connections and --stall-timeout after committing the assembly).
+#[test]
+fn serve_refuses_bad_options_before_touching_the_array() {
+    let d = tempfile::tempdir().unwrap();
+    let (m, _) = raid5(d.path(), "m");
+    let given = m[..3].to_vec();
+    let sock = format!("unix:{}", d.path().join("s.sock").display());
+    let before = digest(&m);
+    for (extra, says) in [
+        (["--workers", "0"], "--workers"),
+        (["--max-connections", "0"], "--max-connections 0"),
+        (["--stall-timeout", "0"], "--stall-timeout"),
+        (["--log-memory", "1K"], "--log-memory"),
+    ] {
+        let mut a = args("serve", &given, &["--degraded", "--listen", &sock]);
+        a.extend(extra);
+        let (code, _, err) = hetraid(&a);
+        assert_eq!(code, 2, "{extra:?}: {err}");
+        assert!(err.contains(says), "{extra:?}: {err}");
+        assert_eq!(digest(&m), before, "{extra:?} changed a member");
+    }
+}

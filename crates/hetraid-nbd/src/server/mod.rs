@@ -193,6 +193,9 @@ impl Default for Config {
     }
 }
 
+/// A server's TLS configuration.
+pub type TlsConfig = Arc<rustls::ServerConfig>;
+
 /// The TLS configuration from a certificate chain and a private key, both
 /// PEM files (`serve --tls-cert/--tls-key`).
 pub fn tls_config(

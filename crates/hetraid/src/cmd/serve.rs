@@ -109,6 +109,94 @@ impl ServeCmd {
     }
 
     pub fn run(&self) -> Result<(), String> {
+        // Every option is checked before the array is touched: a refusal
+        // changes nothing.
+        let (listen, tls) = self.check_options()?;
+        let read_policy = self
+            .read_policy
+            .as_deref()
+            .map(hetraid_core::readbalance::ReadPolicy::parse)
+            .transpose()?;
+        let members = super::array::open_given(&self.members, self.degraded)?;
+        let first =
+            Arc::new(hetraid_engine::Array::assemble(members.clone()).map_err(|e| e.to_string())?);
+        // Options that do not apply are refused before anything is written.
+        if !first.has_write_back_log() {
+            for (given, name) in [
+                (self.reclaim_idle.is_some(), "--reclaim-idle"),
+                (self.log_memory.is_some(), "--log-memory"),
+            ] {
+                if given {
+                    return Err(format!(
+                        "{name} applies to arrays with a write-back log only; this array has none"
+                    ));
+                }
+            }
+        }
+        // Start as decided: members not given (with --degraded) recorded
+        // missing before any client writes.
+        first.commit().map_err(|e| e.to_string())?;
+        // What every assembly of the served array gets (a change of members
+        // assembles it again, batch by batch).
+        let write_buffer = self.write_buffer;
+        let log_memory = self.log_memory;
+        let reopen: hetraid_engine::Reopen = Box::new(move |a: &Arc<hetraid_engine::Array>| {
+            if let Some(m) = log_memory {
+                a.set_log_memory(m);
+            }
+            if let Some(p) = read_policy {
+                a.set_read_policy(p, false)?;
+            }
+            if let Some(b) = write_buffer {
+                a.start_write_buffer(b, hetraid_core::wbuf::DRAINERS)?;
+            }
+            Ok(())
+        });
+        reopen(&first).map_err(|e| e.to_string())?;
+        let cell = Arc::new(hetraid_engine::ArrayCell::new(first, members, reopen));
+        let array = cell.current();
+        for w in array.warnings() {
+            tracing::warn!("{w}");
+        }
+        // Every serving thread blocks on its descriptor and this stop's:
+        // an idle server uses no CPU, and SIGINT/SIGTERM wakes them all.
+        let stop =
+            hetraid_nbd::Stop::new().map_err(|e| format!("cannot make a stop signal: {e}"))?;
+        stop.on_signals()
+            .map_err(|e| format!("cannot handle signals: {e}"))?;
+        let st = array.status();
+        tracing::info!(
+            "serving {} array {} ({} bytes, {}) on {}{}",
+            st.layout,
+            st.uuid,
+            st.capacity_bytes,
+            st.state,
+            self.listen,
+            if self.read_only { " read-only" } else { "" }
+        );
+        let services = self.start_services(&cell, &array, &stop, &st.uuid);
+        let stats = Arc::new(Stats::default());
+        let cfg = self.config(tls)?;
+        drop(array);
+        serve(cell.clone(), &listen, cfg, stop.clone(), stats.clone())
+            .map_err(|e| format!("cannot serve on {}: {e}", self.listen))?;
+        cell.stop();
+        cell.current().cancel_long_operations();
+        services.join();
+        cell.current().close().map_err(|e| e.to_string())?;
+        tracing::info!(
+            "stopped after {} connections ({} refused) and {} requests ({} failed); members flushed, array clean",
+            stats.connections.load(Ordering::Relaxed),
+            stats.refused.load(Ordering::Relaxed),
+            stats.requests.load(Ordering::Relaxed),
+            stats.errors.load(Ordering::Relaxed)
+        );
+        Ok(())
+    }
+
+    /// The options, every one checked before anything is opened: where to
+    /// listen (a stale socket removed, nothing else) and TLS.
+    fn check_options(&self) -> Result<(Listen, Option<hetraid_nbd::server::TlsConfig>), String> {
         let listen = Listen::parse(&self.listen)?;
         self.socket_mode()?;
         if !(self.handshake_timeout.is_finite()
@@ -172,76 +260,42 @@ impl ServeCmd {
                 ));
             }
         }
-        let read_policy = self
-            .read_policy
-            .as_deref()
-            .map(hetraid_core::readbalance::ReadPolicy::parse)
-            .transpose()?;
-        let members = super::array::open_given(&self.members, self.degraded)?;
-        let first =
-            Arc::new(hetraid_engine::Array::assemble(members.clone()).map_err(|e| e.to_string())?);
-        // Options that do not apply are refused before anything is written.
-        if !first.has_write_back_log() {
-            for (given, name) in [
-                (self.reclaim_idle.is_some(), "--reclaim-idle"),
-                (self.log_memory.is_some(), "--log-memory"),
-            ] {
-                if given {
-                    return Err(format!(
-                        "{name} applies to arrays with a write-back log only; this array has none"
-                    ));
-                }
-            }
+        if self.max_connections == Some(0) {
+            return Err("--max-connections 0 would refuse every client; give at least 1".into());
+        }
+        if !(self.stall_timeout.is_finite()
+            && self.stall_timeout > 0.0
+            && self.stall_timeout <= 86_400.0)
+        {
+            return Err(format!(
+                "--stall-timeout {} is not a number of seconds between 0 and 86400",
+                self.stall_timeout
+            ));
+        }
+        if self.workers == 0 {
+            return Err("--workers needs at least 1".into());
         }
         if let Some(m) = self.log_memory {
             if !(1 << 20..=1 << 40).contains(&m) {
                 return Err(format!("--log-memory {m} is out of range: give 1M to 1T"));
             }
         }
-        // Start as decided: members not given (with --degraded) recorded
-        // missing before any client writes.
-        first.commit().map_err(|e| e.to_string())?;
-        // What every assembly of the served array gets (a change of members
-        // assembles it again, batch by batch).
-        let write_buffer = self.write_buffer;
-        let log_memory = self.log_memory;
-        let reopen: hetraid_engine::Reopen = Box::new(move |a: &Arc<hetraid_engine::Array>| {
-            if let Some(m) = log_memory {
-                a.set_log_memory(m);
-            }
-            if let Some(p) = read_policy {
-                a.set_read_policy(p, false)?;
-            }
-            if let Some(b) = write_buffer {
-                a.start_write_buffer(b, hetraid_core::wbuf::DRAINERS)?;
-            }
-            Ok(())
-        });
-        reopen(&first).map_err(|e| e.to_string())?;
-        let cell = Arc::new(hetraid_engine::ArrayCell::new(first, members, reopen));
-        let array = cell.current();
-        for w in array.warnings() {
-            tracing::warn!("{w}");
-        }
-        // Every serving thread blocks on its descriptor and this stop's:
-        // an idle server uses no CPU, and SIGINT/SIGTERM wakes them all.
-        let stop =
-            hetraid_nbd::Stop::new().map_err(|e| format!("cannot make a stop signal: {e}"))?;
-        stop.on_signals()
-            .map_err(|e| format!("cannot handle signals: {e}"))?;
-        let st = array.status();
-        tracing::info!(
-            "serving {} array {} ({} bytes, {}) on {}{}",
-            st.layout,
-            st.uuid,
-            st.capacity_bytes,
-            st.state,
-            self.listen,
-            if self.read_only { " read-only" } else { "" }
-        );
+        Ok((listen, tls))
+    }
+
+    /// The background services of a served array, started: the control
+    /// socket, HPDA's reclaimer, the idle reclaimer of a write-back log, a
+    /// change cut short, hot spares and md's safe mode.
+    fn start_services(
+        &self,
+        cell: &Arc<hetraid_engine::ArrayCell>,
+        array: &Arc<hetraid_engine::Array>,
+        stop: &Arc<hetraid_nbd::Stop>,
+        uuid: &str,
+    ) -> Services {
         // The control socket: lifecycle verbs given these members reach this process.
         let ctl_thread = {
-            let (cell, stop, uuid) = (cell.clone(), stop.clone(), st.uuid.clone());
+            let (cell, stop, uuid) = (cell.clone(), stop.clone(), uuid.to_string());
             std::thread::spawn(move || {
                 if let Err(e) = hetraid_nbd::control::serve_control(cell, &uuid, stop) {
                     tracing::info!("control socket: {e}; lifecycle verbs cannot reach this server");
@@ -338,23 +392,18 @@ impl ServeCmd {
                 }
             })
         };
-        let stats = Arc::new(Stats::default());
-        if self.max_connections == Some(0) {
-            return Err("--max-connections 0 would refuse every client; give at least 1".into());
+        Services {
+            threads: [Some(ctl_thread), Some(spare_thread), Some(safe_mode_thread)]
+                .into_iter()
+                .chain([change_thread, idle_thread, hpda_thread])
+                .flatten()
+                .collect(),
         }
-        if !(self.stall_timeout.is_finite()
-            && self.stall_timeout > 0.0
-            && self.stall_timeout <= 86_400.0)
-        {
-            return Err(format!(
-                "--stall-timeout {} is not a number of seconds between 0 and 86400",
-                self.stall_timeout
-            ));
-        }
-        if self.workers == 0 {
-            return Err("--workers needs at least 1".into());
-        }
-        let cfg = Config {
+    }
+
+    /// The server's configuration from the options (checked already).
+    fn config(&self, tls: Option<hetraid_nbd::server::TlsConfig>) -> Result<Config, String> {
+        Ok(Config {
             threads: self
                 .threads
                 .unwrap_or_else(hetraid_nbd::server::default_threads),
@@ -372,33 +421,7 @@ impl ServeCmd {
             memory_limit: self
                 .memory_limit
                 .unwrap_or_else(hetraid_nbd::memory::default_memory_limit),
-        };
-        drop(array);
-        serve(cell.clone(), &listen, cfg, stop.clone(), stats.clone())
-            .map_err(|e| format!("cannot serve on {}: {e}", self.listen))?;
-        cell.stop();
-        cell.current().cancel_long_operations();
-        let _ = ctl_thread.join();
-        let _ = spare_thread.join();
-        let _ = safe_mode_thread.join();
-        if let Some(t) = change_thread {
-            let _ = t.join();
-        }
-        if let Some(t) = idle_thread {
-            let _ = t.join();
-        }
-        if let Some(t) = hpda_thread {
-            let _ = t.join();
-        }
-        cell.current().close().map_err(|e| e.to_string())?;
-        tracing::info!(
-            "stopped after {} connections ({} refused) and {} requests ({} failed); members flushed, array clean",
-            stats.connections.load(Ordering::Relaxed),
-            stats.refused.load(Ordering::Relaxed),
-            stats.requests.load(Ordering::Relaxed),
-            stats.errors.load(Ordering::Relaxed)
-        );
-        Ok(())
+        })
     }
 }
 
@@ -472,6 +495,19 @@ fn spare_watch(cell: &hetraid_engine::ArrayCell, stop: &hetraid_nbd::Stop) {
                     pending = false;
                 }
             }
+        }
+    }
+}
+
+/// The background services' threads, joined once the server stops.
+struct Services {
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Services {
+    fn join(self) {
+        for t in self.threads {
+            let _ = t.join();
         }
     }
 }
