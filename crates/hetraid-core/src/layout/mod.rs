@@ -576,9 +576,33 @@ impl LayoutOptions {
             }
         },
     };
+        self.refuse_what_does_not_apply(&kind, has_weights)?;
+        Ok(kind)
+    }
+
+    /// An option that does not apply to the layout is an error, not a
+    /// different run (or array) than the one asked for.
+    fn refuse_what_does_not_apply(
+        &self,
+        kind: &LayoutKind,
+        has_weights: bool,
+    ) -> Result<(), LayoutError> {
+        let (name, order, copies, group, partitions, spare_partitions) = (
+            &self.name,
+            self.parity_order.as_deref(),
+            self.copies,
+            self.group,
+            self.partitions,
+            self.spare_partitions,
+        );
+        let (chunks_per_bundle, raidx_level, decl) = (
+            self.chunks_per_bundle,
+            self.raidx_level.as_deref(),
+            self.declustered,
+        );
         if has_weights
             && !matches!(
-                kind,
+                *kind,
                 LayoutKind::RaidH { .. } | LayoutKind::RaidH6 { .. } | LayoutKind::RaidX { .. }
             )
         {
@@ -649,7 +673,7 @@ impl LayoutOptions {
             "--spares",
             "declustered",
         )?;
-        Ok(kind)
+        Ok(())
     }
 }
 
