@@ -170,33 +170,7 @@ impl Array {
                 .collect(),
             None => members,
         };
-        let mut names = std::collections::HashSet::new();
-        for m in &members {
-            if !names.insert(m.name()) {
-                return Err(EngineError::Refused(format!(
-                    "member {} is listed twice",
-                    m.name()
-                )));
-            }
-            let need = DATA_OFFSET + opts.chunk_bytes;
-            if m.len() < need {
-                return Err(EngineError::Refused(format!(
-                    "member {} is {} bytes; it needs at least {need} (1 MiB of metadata plus one chunk)",
-                    m.name(),
-                    m.len()
-                )));
-            }
-            if !opts.force {
-                if let Ok(sb) = read_sb(m.as_ref())? {
-                    return Err(EngineError::Refused(format!(
-                        "member {} already belongs to array {} (slot {}); use --force to overwrite it",
-                        m.name(),
-                        sb.uuid_string(),
-                        sb.member
-                    )));
-                }
-            }
-        }
+        check_new_members(&members, opts)?;
         let hpda = opts.layout.kind().ok() == Some(hetraid_core::layout::LayoutKind::Hpda);
         // HPDA keeps its write-back log on HDD-1 and HDD-2 (checked in
         // check_create); --log-size may make it smaller than the room there.
@@ -261,63 +235,17 @@ impl Array {
                 log_spec.and_then(|l| l.region),
             )?);
         }
-        let stripe_bytes = opts.chunk_bytes * layout.data_per_stripe() as u64;
-        let spb = Bitmap::stripes_per_bit(layout.stripe_count(), stripe_bytes);
-        let sb = Superblock {
-            generation: 0,
-            generation_cleared: 0,
-            generation_started: false,
-            uuid: *uuid::Uuid::new_v4().as_bytes(),
-            events: 1,
-            member: 0,
-            clean: true,
-            policy: opts.policy,
-            read_policy: opts.read_policy.unwrap_or_default(),
-            bundle_table: raidx,
-            data_offset: DATA_OFFSET + area.unwrap_or(0),
-            checksums: area.is_some(),
-            chunk_bytes: opts.chunk_bytes,
-            bitmap_stripes: spb as u32,
-            layout: record,
-            roles: (0..n)
-                .map(|i| MemberRole {
-                    state: RoleState::Active,
-                    kind: kinds[i],
-                    data_size: sizes[i],
-                    rebuild_checkpoint: 0,
-                    device: new_device_id(),
-                    resync: false,
-                })
-                .collect(),
-            relocations: vec![],
-            last_scrub: None,
-            reshape: None,
-            spares: vec![],
-            raidx_history: raidx.then(|| {
-                hetraid_core::layout::raidx_history::History::new(
-                    sizes.iter().map(|s| s / opts.chunk_bytes).collect(),
-                )
-            }),
-            log: log_spec.map(|l| {
-                let copies = match &region {
-                    Some((_, s)) => s.len(),
-                    None => l.devices.len(),
-                };
-                crate::format::LogRecord {
-                    mode: l.mode,
-                    id: (new_device_id() as u32).max(1),
-                    copies: copies as u16,
-                    active: (1u8 << copies) - 1,
-                    epoch: 0,
-                    // A new log's first checkpoint (`Log::format`).
-                    checkpoint_seq: 1,
-                    region: region.as_ref().map(|(bytes, s)| crate::format::LogRegion {
-                        bytes: *bytes,
-                        slots: [s[0] as u8, s.get(1).copied().unwrap_or(0) as u8],
-                    }),
-                }
-            }),
-        };
+        let sb = first_superblock(&FirstSuperblock {
+            opts,
+            kinds: &kinds,
+            sizes: &sizes,
+            record,
+            layout: layout.as_ref(),
+            checksum_area: area,
+            raidx,
+            log: log_spec,
+            region: region.as_ref(),
+        });
         // The log first: a member superblock that records a log must never
         // exist without it.
         let log = match (log_spec, sb.log) {
@@ -348,22 +276,8 @@ impl Array {
             }
             _ => None,
         };
-        // RAIDX: every member's bundle table, before any superblock says
-        // there is one.
         if raidx {
-            let places = super::living::table_now(&sb)?.0.places;
-            for (i, m) in raw.iter().enumerate() {
-                let slots = sizes[i] / opts.chunk_bytes;
-                let entries = crate::bundles::entries_of(&places, i, slots);
-                crate::bundles::write_table(
-                    m.as_ref(),
-                    sb.data_offset + sizes[i],
-                    sb.uuid,
-                    i as u32,
-                    &entries,
-                )
-                .map_err(|e| io_err(m.as_ref(), e))?;
-            }
+            write_bundle_tables(&sb, &raw, &sizes)?;
         }
         let zero = AlignedBuf::zeroed((DATA_OFFSET - BITMAP_OFFSET) as usize);
         for (i, m) in members.iter().enumerate() {
@@ -499,4 +413,146 @@ impl Array {
         array.apply_read_policy(policy);
         Ok(array)
     }
+}
+
+/// What the first superblock of a new array is made from.
+struct FirstSuperblock<'a> {
+    opts: &'a CreateOptions,
+    kinds: &'a [MemberKind],
+    /// Each member's data area.
+    sizes: &'a [u64],
+    record: LayoutRecord,
+    layout: &'a dyn Layout,
+    /// Bytes of checksums per member (None: no checksums).
+    checksum_area: Option<u64>,
+    raidx: bool,
+    log: Option<&'a LogSpec>,
+    /// A log region: its bytes and the slots holding its copies.
+    region: Option<&'a (u64, Vec<usize>)>,
+}
+
+/// The first superblock of a new array: every member active, event 1,
+/// clean, new device ids, the log's record when there is one.
+fn first_superblock(f: &FirstSuperblock<'_>) -> Superblock {
+    let FirstSuperblock {
+        opts,
+        kinds,
+        sizes,
+        ref record,
+        layout,
+        checksum_area: area,
+        raidx,
+        log: log_spec,
+        region,
+    } = *f;
+    let n = sizes.len();
+    let stripe_bytes = opts.chunk_bytes * layout.data_per_stripe() as u64;
+    let spb = Bitmap::stripes_per_bit(layout.stripe_count(), stripe_bytes);
+    Superblock {
+        generation: 0,
+        generation_cleared: 0,
+        generation_started: false,
+        uuid: *uuid::Uuid::new_v4().as_bytes(),
+        events: 1,
+        member: 0,
+        clean: true,
+        policy: opts.policy,
+        read_policy: opts.read_policy.unwrap_or_default(),
+        bundle_table: raidx,
+        data_offset: DATA_OFFSET + area.unwrap_or(0),
+        checksums: area.is_some(),
+        chunk_bytes: opts.chunk_bytes,
+        bitmap_stripes: spb as u32,
+        layout: record.clone(),
+        roles: (0..n)
+            .map(|i| MemberRole {
+                state: RoleState::Active,
+                kind: kinds[i],
+                data_size: sizes[i],
+                rebuild_checkpoint: 0,
+                device: new_device_id(),
+                resync: false,
+            })
+            .collect(),
+        relocations: vec![],
+        last_scrub: None,
+        reshape: None,
+        spares: vec![],
+        raidx_history: raidx.then(|| {
+            hetraid_core::layout::raidx_history::History::new(
+                sizes.iter().map(|s| s / opts.chunk_bytes).collect(),
+            )
+        }),
+        log: log_spec.map(|l| {
+            let copies = match &region {
+                Some((_, s)) => s.len(),
+                None => l.devices.len(),
+            };
+            crate::format::LogRecord {
+                mode: l.mode,
+                id: (new_device_id() as u32).max(1),
+                copies: copies as u16,
+                active: (1u8 << copies) - 1,
+                epoch: 0,
+                // A new log's first checkpoint (`Log::format`).
+                checkpoint_seq: 1,
+                region: region.as_ref().map(|(bytes, s)| crate::format::LogRegion {
+                    bytes: *bytes,
+                    slots: [s[0] as u8, s.get(1).copied().unwrap_or(0) as u8],
+                }),
+            }
+        }),
+    }
+}
+
+/// RAIDX: every member's bundle table, written before any superblock says
+/// there is one.
+fn write_bundle_tables(sb: &Superblock, raw: &[Arc<dyn Member>], sizes: &[u64]) -> Result<()> {
+    let places = super::living::table_now(sb)?.0.places;
+    for (i, m) in raw.iter().enumerate() {
+        let slots = sizes[i] / sb.chunk_bytes;
+        let entries = crate::bundles::entries_of(&places, i, slots);
+        crate::bundles::write_table(
+            m.as_ref(),
+            sb.data_offset + sizes[i],
+            sb.uuid,
+            i as u32,
+            &entries,
+        )
+        .map_err(|e| io_err(m.as_ref(), e))?;
+    }
+    Ok(())
+}
+
+/// Members a create may take: none listed twice, each with room for the
+/// metadata and a chunk, none another array's (unless forced).
+fn check_new_members(members: &[Arc<dyn Member>], opts: &CreateOptions) -> Result<()> {
+    let mut names = std::collections::HashSet::new();
+    for m in members {
+        if !names.insert(m.name()) {
+            return Err(EngineError::Refused(format!(
+                "member {} is listed twice",
+                m.name()
+            )));
+        }
+        let need = DATA_OFFSET + opts.chunk_bytes;
+        if m.len() < need {
+            return Err(EngineError::Refused(format!(
+                "member {} is {} bytes; it needs at least {need} (1 MiB of metadata plus one chunk)",
+                m.name(),
+                m.len()
+            )));
+        }
+        if !opts.force {
+            if let Ok(sb) = read_sb(m.as_ref())? {
+                return Err(EngineError::Refused(format!(
+                    "member {} already belongs to array {} (slot {}); use --force to overwrite it",
+                    m.name(),
+                    sb.uuid_string(),
+                    sb.member
+                )));
+            }
+        }
+    }
+    Ok(())
 }
