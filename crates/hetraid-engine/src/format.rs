@@ -615,20 +615,7 @@ impl Superblock {
         if member as usize >= n + spare_count {
             return Err(FormatError::Field("member index"));
         }
-        let mut spares = Vec::with_capacity(spare_count);
-        for i in 0..spare_count {
-            let at = TABLE + ENTRY * (n + i);
-            if b[at] != SPARE_STATE {
-                return Err(FormatError::Field("spare entry"));
-            }
-            spares.push(SpareRole {
-                kind: *KINDS
-                    .get(b[at + 1] as usize)
-                    .ok_or(FormatError::Field("spare kind"))?,
-                size: u64_at(b, at + 8),
-                device: u64_at(b, at + 24),
-            });
-        }
+        let spares = spares_at(b, n, spare_count)?;
         let name_raw = &b[72..104];
         let name_len = name_raw.iter().position(|c| *c == 0).unwrap_or(32);
         let name = std::str::from_utf8(&name_raw[..name_len])
@@ -638,98 +625,11 @@ impl Superblock {
         if wn > MAX_MEMBERS {
             return Err(FormatError::Field("weight count"));
         }
-        let mut roles = Vec::with_capacity(n);
-        for i in 0..n {
-            let at = TABLE + ENTRY * i;
-            roles.push(MemberRole {
-                state: *STATES
-                    .get(b[at] as usize)
-                    .ok_or(FormatError::Field("member state"))?,
-                kind: *KINDS
-                    .get(b[at + 1] as usize)
-                    .ok_or(FormatError::Field("member kind"))?,
-                data_size: u64_at(b, at + 8),
-                rebuild_checkpoint: u64_at(b, at + 16),
-                device: u64_at(b, at + 24),
-                resync: b[at + 2] == 1,
-            });
-        }
-        let raidx_history = if &name == "raidx" && b[HISTORY_AT + 2] != 0 {
-            use hetraid_core::layout::raidx_history::{History, Pending};
-            let h = u16_at(b, HISTORY_AT) as usize;
-            let n0 = b[HISTORY_AT + 2] as usize;
-            let max = if version == 3 {
-                HISTORY_MAX
-            } else {
-                HISTORY_MAX_NO_LOG
-            };
-            if h > max || n0 > n {
-                return Err(FormatError::Field("raidx history"));
-            }
-            Some(History {
-                initial: (0..n0).map(|i| u64_at(b, HISTORY_CAPS + 8 * i)).collect(),
-                changes: (0..h)
-                    .map(|i| change_at(b, HISTORY_CHANGES + 16 * i))
-                    .collect::<Result<_, _>>()?,
-                pending: match b[HISTORY_AT + 3] {
-                    0 => None,
-                    1 => Some(Pending {
-                        moves_done: u64_at(b, HISTORY_AT + 8),
-                        change: change_at(b, HISTORY_AT + 16)?,
-                    }),
-                    _ => return Err(FormatError::Field("raidx history pending")),
-                },
-            })
-        } else {
-            None
-        };
-        let reshape = if restripes(&name) && b[RESHAPE_AT] == 1 {
-            let old_members = b[RESHAPE_AT + 1] as usize;
-            let wn = u16_at(b, RESHAPE_AT + 2) as usize;
-            let window_rows = u64_at(b, RESHAPE_AT + 16);
-            if old_members == 0 || old_members > n || wn > MAX_MEMBERS || window_rows == 0 {
-                return Err(FormatError::Field("reshape"));
-            }
-            Some(ReshapeRecord {
-                old_members,
-                old_weights: (0..wn)
-                    .map(|i| u32_at(b, RESHAPE_AT + 40 + 4 * i) as u64)
-                    .collect(),
-                mark_rows: u64_at(b, RESHAPE_AT + 8),
-                window_rows,
-                backup_row: u64_at(b, RESHAPE_AT + 24).checked_sub(1),
-            })
-        } else {
-            None
-        };
-        let rn = if raidx_history.is_some() || reshape.is_some() {
-            0
-        } else {
-            u16_at(b, RELOC_COUNT) as usize
-        };
-        let max = if version == 3 {
-            MAX_RELOCATIONS
-        } else {
-            MAX_RELOCATIONS_NO_LOG
-        };
-        if rn > max {
-            return Err(FormatError::Field("relocation count"));
-        }
-        let mut relocations = Vec::with_capacity(rn);
-        for i in 0..rn {
-            let at = RELOC_TABLE + RELOC_ENTRY * i;
-            let r = Relocation {
-                from_member: u16_at(b, at),
-                to_member: u16_at(b, at + 2),
-                from_offset: u64_at(b, at + 8),
-                to_offset: u64_at(b, at + 16),
-                len: u64_at(b, at + 24),
-            };
-            if r.from_member as usize >= n || r.to_member as usize >= n {
-                return Err(FormatError::Field("relocation member"));
-            }
-            relocations.push(r);
-        }
+        let roles = roles_at(b, n)?;
+        let raidx_history = raidx_history_at(b, &name, version, n)?;
+        let reshape = reshape_at(b, &name, n)?;
+        let relocations =
+            relocations_at(b, version, n, raidx_history.is_some() || reshape.is_some())?;
         // Every field that sizes memory or I/O is bounded before anyone uses it.
         let chunk = u64_at(b, 56);
         if !chunk_ok(chunk) {
@@ -740,43 +640,7 @@ impl Superblock {
             (2, 1) | (3, 1) => true,
             _ => return Err(FormatError::Field("checksum algorithm")),
         };
-        let log = match version {
-            3 => {
-                let mode = match b[47] {
-                    1 => LogMode::Journal,
-                    2 => LogMode::WriteBack,
-                    _ => return Err(FormatError::Field("log mode")),
-                };
-                let (id, copies, active) = (u32_at(b, 68), u16_at(b, 118), b[2426]);
-                if id == 0 || !(1..=2).contains(&copies) || active >> copies != 0 {
-                    return Err(FormatError::Field("log"));
-                }
-                let region = match u64_at(b, REGION_AT) {
-                    0 => None,
-                    bytes => {
-                        let slots = [b[REGION_AT + 8], b[REGION_AT + 9]];
-                        let bad = slots[..copies as usize].iter().any(|&s| s as usize >= n)
-                            || (copies == 2 && slots[0] == slots[1])
-                            || bytes % 4096 != 0
-                            || bytes > MEMBER_DATA_MAX;
-                        if bad {
-                            return Err(FormatError::Field("log region"));
-                        }
-                        Some(LogRegion { bytes, slots })
-                    }
-                };
-                Some(LogRecord {
-                    mode,
-                    id,
-                    copies,
-                    active,
-                    epoch: u32_at(b, 2428),
-                    region,
-                    checkpoint_seq: u64_at(b, LOG_POS_AT),
-                })
-            }
-            _ => None,
-        };
+        let log = log_at(b, version, n)?;
         let data_offset = u64_at(b, 48);
         let largest = roles.iter().map(|r| r.data_size).max().unwrap_or(0);
         let area_ok = match checksums {
@@ -923,6 +787,187 @@ impl Superblock {
     pub fn uuid_string(&self) -> String {
         uuid::Uuid::from_bytes(self.uuid).hyphenated().to_string()
     }
+}
+
+/// A RAIDX array's history (its grows and shrinks), bounded.
+fn raidx_history_at(
+    b: &[u8],
+    name: &str,
+    version: u32,
+    n: usize,
+) -> Result<Option<hetraid_core::layout::raidx_history::History>, FormatError> {
+    Ok(if name == "raidx" && b[HISTORY_AT + 2] != 0 {
+        use hetraid_core::layout::raidx_history::{History, Pending};
+        let h = u16_at(b, HISTORY_AT) as usize;
+        let n0 = b[HISTORY_AT + 2] as usize;
+        let max = if version == 3 {
+            HISTORY_MAX
+        } else {
+            HISTORY_MAX_NO_LOG
+        };
+        if h > max || n0 > n {
+            return Err(FormatError::Field("raidx history"));
+        }
+        Some(History {
+            initial: (0..n0).map(|i| u64_at(b, HISTORY_CAPS + 8 * i)).collect(),
+            changes: (0..h)
+                .map(|i| change_at(b, HISTORY_CHANGES + 16 * i))
+                .collect::<Result<_, _>>()?,
+            pending: match b[HISTORY_AT + 3] {
+                0 => None,
+                1 => Some(Pending {
+                    moves_done: u64_at(b, HISTORY_AT + 8),
+                    change: change_at(b, HISTORY_AT + 16)?,
+                }),
+                _ => return Err(FormatError::Field("raidx history pending")),
+            },
+        })
+    } else {
+        None
+    })
+}
+
+/// A restripe in progress, bounded.
+fn reshape_at(b: &[u8], name: &str, n: usize) -> Result<Option<ReshapeRecord>, FormatError> {
+    Ok(if restripes(name) && b[RESHAPE_AT] == 1 {
+        let old_members = b[RESHAPE_AT + 1] as usize;
+        let wn = u16_at(b, RESHAPE_AT + 2) as usize;
+        let window_rows = u64_at(b, RESHAPE_AT + 16);
+        if old_members == 0 || old_members > n || wn > MAX_MEMBERS || window_rows == 0 {
+            return Err(FormatError::Field("reshape"));
+        }
+        Some(ReshapeRecord {
+            old_members,
+            old_weights: (0..wn)
+                .map(|i| u32_at(b, RESHAPE_AT + 40 + 4 * i) as u64)
+                .collect(),
+            mark_rows: u64_at(b, RESHAPE_AT + 8),
+            window_rows,
+            backup_row: u64_at(b, RESHAPE_AT + 24).checked_sub(1),
+        })
+    } else {
+        None
+    })
+}
+
+/// The write log's record (format version 3), bounded.
+fn log_at(b: &[u8], version: u32, n: usize) -> Result<Option<LogRecord>, FormatError> {
+    Ok(match version {
+        3 => {
+            let mode = match b[47] {
+                1 => LogMode::Journal,
+                2 => LogMode::WriteBack,
+                _ => return Err(FormatError::Field("log mode")),
+            };
+            let (id, copies, active) = (u32_at(b, 68), u16_at(b, 118), b[2426]);
+            if id == 0 || !(1..=2).contains(&copies) || active >> copies != 0 {
+                return Err(FormatError::Field("log"));
+            }
+            let region = match u64_at(b, REGION_AT) {
+                0 => None,
+                bytes => {
+                    let slots = [b[REGION_AT + 8], b[REGION_AT + 9]];
+                    let bad = slots[..copies as usize].iter().any(|&s| s as usize >= n)
+                        || (copies == 2 && slots[0] == slots[1])
+                        || bytes % 4096 != 0
+                        || bytes > MEMBER_DATA_MAX;
+                    if bad {
+                        return Err(FormatError::Field("log region"));
+                    }
+                    Some(LogRegion { bytes, slots })
+                }
+            };
+            Some(LogRecord {
+                mode,
+                id,
+                copies,
+                active,
+                epoch: u32_at(b, 2428),
+                region,
+                checkpoint_seq: u64_at(b, LOG_POS_AT),
+            })
+        }
+        _ => None,
+    })
+}
+
+/// The hot spares' entries, after the member table.
+fn spares_at(b: &[u8], n: usize, spare_count: usize) -> Result<Vec<SpareRole>, FormatError> {
+    let mut spares = Vec::with_capacity(spare_count);
+    for i in 0..spare_count {
+        let at = TABLE + ENTRY * (n + i);
+        if b[at] != SPARE_STATE {
+            return Err(FormatError::Field("spare entry"));
+        }
+        spares.push(SpareRole {
+            kind: *KINDS
+                .get(b[at + 1] as usize)
+                .ok_or(FormatError::Field("spare kind"))?,
+            size: u64_at(b, at + 8),
+            device: u64_at(b, at + 24),
+        });
+    }
+    Ok(spares)
+}
+
+/// The member table.
+fn roles_at(b: &[u8], n: usize) -> Result<Vec<MemberRole>, FormatError> {
+    let mut roles = Vec::with_capacity(n);
+    for i in 0..n {
+        let at = TABLE + ENTRY * i;
+        roles.push(MemberRole {
+            state: *STATES
+                .get(b[at] as usize)
+                .ok_or(FormatError::Field("member state"))?,
+            kind: *KINDS
+                .get(b[at + 1] as usize)
+                .ok_or(FormatError::Field("member kind"))?,
+            data_size: u64_at(b, at + 8),
+            rebuild_checkpoint: u64_at(b, at + 16),
+            device: u64_at(b, at + 24),
+            resync: b[at + 2] == 1,
+        });
+    }
+    Ok(roles)
+}
+
+/// The relocation table (S²-RAID spare space); `none` where a history or
+/// a restripe uses its bytes.
+fn relocations_at(
+    b: &[u8],
+    version: u32,
+    n: usize,
+    none: bool,
+) -> Result<Vec<Relocation>, FormatError> {
+    let rn = if none {
+        0
+    } else {
+        u16_at(b, RELOC_COUNT) as usize
+    };
+    let max = if version == 3 {
+        MAX_RELOCATIONS
+    } else {
+        MAX_RELOCATIONS_NO_LOG
+    };
+    if rn > max {
+        return Err(FormatError::Field("relocation count"));
+    }
+    let mut relocations = Vec::with_capacity(rn);
+    for i in 0..rn {
+        let at = RELOC_TABLE + RELOC_ENTRY * i;
+        let r = Relocation {
+            from_member: u16_at(b, at),
+            to_member: u16_at(b, at + 2),
+            from_offset: u64_at(b, at + 8),
+            to_offset: u64_at(b, at + 16),
+            len: u64_at(b, at + 24),
+        };
+        if r.from_member as usize >= n || r.to_member as usize >= n {
+            return Err(FormatError::Field("relocation member"));
+        }
+        relocations.push(r);
+    }
+    Ok(relocations)
 }
 
 #[cfg(test)]
