@@ -205,15 +205,7 @@ impl Setup {
                 ));
             }
         }
-        if cfg.scrub && cfg.failed.is_some() {
-            return Err("scrub checks a whole array: leave out failed (a degraded array has nothing to check its stripes against), or run a rebuild".into());
-        }
-        if cfg.rebuild && cfg.failed.is_none() {
-            return Err("rebuild needs --failed i: the member to replace and rebuild".into());
-        }
-        if cfg.to_spare && !cfg.rebuild {
-            return Err("--to-spare applies to a rebuild; add --rebuild".into());
-        }
+        check_run_options(cfg)?;
         let pace = match &cfg.pace {
             Some(_) if !cfg.rebuild => {
                 return Err(
@@ -223,151 +215,9 @@ impl Setup {
             Some(p) => hetraid_core::pace::PaceScope::parse(p)?,
             None => hetraid_core::pace::PaceScope::Array,
         };
-        if cfg.min_speed.0 == 0 || cfg.max_speed.0 < cfg.min_speed.0 {
-            return Err("min_speed must be above zero and at most max_speed".into());
-        }
-        if !(cfg.xor_mbps >= 0.0 && cfg.xor_mbps.is_finite()) {
-            return Err("xor_mbps must be zero (free) or a positive rate".into());
-        }
-        if let Some(s) = &cfg.scheduler {
-            crate::device::hdd::Scheduler::parse(s)?;
-        }
-        if cfg.disk_queue == Some(0) {
-            return Err("disk_queue must be at least 1".into());
-        }
-        // Trace options without the trace workload are a mistake, not a
-        // different run.
-        if cfg.workload != "trace" {
-            for (given, what) in [
-                (cfg.trace.is_some(), "trace"),
-                (cfg.trace_format.is_some(), "trace_format"),
-                (cfg.trace_limit.is_some(), "trace_limit"),
-                (cfg.trace_loops.is_some(), "trace_loops"),
-            ] {
-                if given {
-                    return Err(format!(
-                        "{what} (--{}) applies to the trace workload; add --workload trace (workload = \"trace\"), or leave it out",
-                        what.replace('_', "-")
-                    ));
-                }
-            }
-        }
-        if cfg.workload == "trace" && (cfg.align.is_some() || cfg.align_to_size) {
-            return Err("align and align_to_size apply to the synthetic workloads; a trace's offsets are its own".into());
-        }
-        let trace = if cfg.workload == "trace" {
-            let path = cfg
-                .trace
-                .as_deref()
-                .ok_or("the trace workload needs --trace FILE")?;
-            let mut recs = trace::read_file(path, cfg.trace_format.as_deref(), "--trace-format")?;
-            if let Some(l) = cfg.trace_limit {
-                recs.truncate(l);
-            }
-            if recs.is_empty() {
-                return Err(format!("trace {path} has no requests"));
-            }
-            if let Some(loops) = cfg.trace_loops {
-                recs = trace::looped(recs, loops)?;
-            }
-            if !matches!(cfg.replay.as_str(), "timed" | "afap") {
-                return Err(format!(
-                    "replay '{}' is unknown; use timed or afap",
-                    cfg.replay
-                ));
-            }
-            if !(cfg.time_scale > 0.0 && cfg.time_scale.is_finite()) {
-                return Err("time_scale must be a positive number".into());
-            }
-            Some(recs)
-        } else {
-            None
-        };
-        let spare = match (cfg.to_spare, cfg.failed.as_ref().map(|f| f.first())) {
-            (true, Some(f)) => {
-                if layout.spare_slots() == 0 {
-                    return Err(format!(
-                        "layout {} reserves no spare space; use s2raid5 with --spare-partitions 1, declustered with --spares 1, or rebuild without --to-spare",
-                        cfg.layout
-                    ));
-                }
-                let state = ArrayState::with_failed(specs.len(), &cfg.failed.as_ref().unwrap().0);
-                let sched = hetraid_core::rebuild::schedule(layout.as_ref(), &state, &[f], true)
-                    .map_err(|e| e.to_string())?;
-                let after: Box<dyn Layout> = match layout.relocated(&[f]) {
-                    // Distributed spare: the layout relocates by rule.
-                    Some(l) => l,
-                    None => {
-                        let moves =
-                            hetraid_core::rebuild::spare_moves(layout.as_ref(), &sched, &[f])
-                                .map_err(|e| e.to_string())?;
-                        let inner = build(&spec).map_err(|e| e.to_string())?;
-                        Box::new(hetraid_core::layout::Remapped::new(inner, moves))
-                    }
-                };
-                Some((sched, after))
-            }
-            _ => None,
-        };
-        let copy_back = match (&spare, cfg.copy_back) {
-            (_, false) => None,
-            (None, true) => {
-                return Err("copy_back (--copy-back) follows a rebuild into spare space; add --rebuild --to-spare".into())
-            }
-            (Some((_, after)), true) => Some(
-                hetraid_core::rebuild::copy_back_moves(after.as_ref()).map_err(|_| {
-                    format!(
-                        "layout {} relocates into spare space without a copy-back (only declustered does); leave out --copy-back",
-                        cfg.layout
-                    )
-                })?,
-            ),
-        };
-        let log = match log_choice {
-            None => None,
-            Some(LogChoice {
-                place: LogPlace::Hpda { requested },
-                ..
-            }) => {
-                let (size, on_members) = hetraid_core::hpda::log_region(layout.as_ref(), requested)
-                    .map_err(|e| format!("log_size: {e}"))?;
-                Some(LogSetup {
-                    specs: vec![],
-                    ring_bytes: hetraid_core::journal::ring_bytes(size),
-                    write_back: true,
-                    on_members,
-                })
-            }
-            Some(LogChoice {
-                mode,
-                place: LogPlace::Devices { size_bytes, .. },
-            }) => {
-                logconfig::check_size(
-                    layout.as_ref(),
-                    mode,
-                    logconfig::Sized::SizeOption,
-                    size_bytes,
-                )
-                .map_err(|e| e.sentence(&logconfig::SIM))?;
-                if let Some(small) = log_specs.iter().find(|d| d.capacity() < size_bytes) {
-                    return Err(format!(
-                        "log device {} holds {} bytes, less than log_size {size_bytes}",
-                        small.name,
-                        small.capacity()
-                    ));
-                }
-                Some(LogSetup {
-                    specs: log_specs,
-                    ring_bytes: hetraid_core::journal::ring_bytes(size_bytes),
-                    write_back: mode == logconfig::LogMode::WriteBack,
-                    on_members: vec![],
-                })
-            }
-            Some(LogChoice {
-                place: LogPlace::Region { .. },
-                ..
-            }) => return Err("the simulator has no log region; give log DEVICE".into()),
-        };
+        let trace = read_trace(cfg)?;
+        let (spare, copy_back) = spare_plan(cfg, layout.as_ref(), &spec, specs.len())?;
+        let log = log_setup(log_choice, layout.as_ref(), log_specs)?;
         // A buffer of 0 bytes is none (a sweep's grid may say so).
         let buffered = cfg.write_buffer.is_some_and(|b| b.0 > 0);
         if buffered && cfg.log.is_some() {
@@ -528,4 +378,189 @@ pub fn request_stream(cfg: &RunConfig) -> Result<Vec<Request>, String> {
         }
         Source::Replay(r) => Ok((0..r.records.len()).map(|i| r.request(i)).collect()),
     }
+}
+
+/// The run's options that need nothing else to be checked: what applies
+/// to a rebuild, a scrub or a trace only, and the ranges.
+fn check_run_options(cfg: &RunConfig) -> Result<(), String> {
+    if cfg.scrub && cfg.failed.is_some() {
+        return Err("scrub checks a whole array: leave out failed (a degraded array has nothing to check its stripes against), or run a rebuild".into());
+    }
+    if cfg.rebuild && cfg.failed.is_none() {
+        return Err("rebuild needs --failed i: the member to replace and rebuild".into());
+    }
+    if cfg.to_spare && !cfg.rebuild {
+        return Err("--to-spare applies to a rebuild; add --rebuild".into());
+    }
+    if cfg.min_speed.0 == 0 || cfg.max_speed.0 < cfg.min_speed.0 {
+        return Err("min_speed must be above zero and at most max_speed".into());
+    }
+    if !(cfg.xor_mbps >= 0.0 && cfg.xor_mbps.is_finite()) {
+        return Err("xor_mbps must be zero (free) or a positive rate".into());
+    }
+    if let Some(s) = &cfg.scheduler {
+        crate::device::hdd::Scheduler::parse(s)?;
+    }
+    if cfg.disk_queue == Some(0) {
+        return Err("disk_queue must be at least 1".into());
+    }
+    // Trace options without the trace workload are a mistake, not a
+    // different run.
+    if cfg.workload != "trace" {
+        for (given, what) in [
+            (cfg.trace.is_some(), "trace"),
+            (cfg.trace_format.is_some(), "trace_format"),
+            (cfg.trace_limit.is_some(), "trace_limit"),
+            (cfg.trace_loops.is_some(), "trace_loops"),
+        ] {
+            if given {
+                return Err(format!(
+                    "{what} (--{}) applies to the trace workload; add --workload trace (workload = \"trace\"), or leave it out",
+                    what.replace('_', "-")
+                ));
+            }
+        }
+    }
+    if cfg.workload == "trace" && (cfg.align.is_some() || cfg.align_to_size) {
+        return Err("align and align_to_size apply to the synthetic workloads; a trace's offsets are its own".into());
+    }
+    Ok(())
+}
+
+/// The trace workload's requests, read, cut and looped as the options say.
+fn read_trace(cfg: &RunConfig) -> Result<Option<Vec<trace::TraceRecord>>, String> {
+    Ok(if cfg.workload == "trace" {
+        let path = cfg
+            .trace
+            .as_deref()
+            .ok_or("the trace workload needs --trace FILE")?;
+        let mut recs = trace::read_file(path, cfg.trace_format.as_deref(), "--trace-format")?;
+        if let Some(l) = cfg.trace_limit {
+            recs.truncate(l);
+        }
+        if recs.is_empty() {
+            return Err(format!("trace {path} has no requests"));
+        }
+        if let Some(loops) = cfg.trace_loops {
+            recs = trace::looped(recs, loops)?;
+        }
+        if !matches!(cfg.replay.as_str(), "timed" | "afap") {
+            return Err(format!(
+                "replay '{}' is unknown; use timed or afap",
+                cfg.replay
+            ));
+        }
+        if !(cfg.time_scale > 0.0 && cfg.time_scale.is_finite()) {
+            return Err("time_scale must be a positive number".into());
+        }
+        Some(recs)
+    } else {
+        None
+    })
+}
+
+/// A rebuild into spare space (`to_spare`): its schedule and the layout
+/// relocated by it; and the copy-back that follows (`copy_back`).
+#[allow(clippy::type_complexity)]
+fn spare_plan(
+    cfg: &RunConfig,
+    layout: &dyn Layout,
+    spec: &LayoutSpec,
+    n: usize,
+) -> Result<
+    (
+        Option<(hetraid_core::rebuild::RebuildSchedule, Box<dyn Layout>)>,
+        Option<hetraid_core::rebuild::CopyBack>,
+    ),
+    String,
+> {
+    let spare = match (cfg.to_spare, cfg.failed.as_ref().map(|f| f.first())) {
+        (true, Some(f)) => {
+            if layout.spare_slots() == 0 {
+                return Err(format!(
+                    "layout {} reserves no spare space; use s2raid5 with --spare-partitions 1, declustered with --spares 1, or rebuild without --to-spare",
+                    cfg.layout
+                ));
+            }
+            let state = ArrayState::with_failed(n, &cfg.failed.as_ref().unwrap().0);
+            let sched = hetraid_core::rebuild::schedule(layout, &state, &[f], true)
+                .map_err(|e| e.to_string())?;
+            let after: Box<dyn Layout> = match layout.relocated(&[f]) {
+                // Distributed spare: the layout relocates by rule.
+                Some(l) => l,
+                None => {
+                    let moves = hetraid_core::rebuild::spare_moves(layout, &sched, &[f])
+                        .map_err(|e| e.to_string())?;
+                    let inner = build(spec).map_err(|e| e.to_string())?;
+                    Box::new(hetraid_core::layout::Remapped::new(inner, moves))
+                }
+            };
+            Some((sched, after))
+        }
+        _ => None,
+    };
+    let copy_back = match (&spare, cfg.copy_back) {
+        (_, false) => None,
+        (None, true) => {
+            return Err("copy_back (--copy-back) follows a rebuild into spare space; add --rebuild --to-spare".into())
+        }
+        (Some((_, after)), true) => Some(
+            hetraid_core::rebuild::copy_back_moves(after.as_ref()).map_err(|_| {
+                format!(
+                    "layout {} relocates into spare space without a copy-back (only declustered does); leave out --copy-back",
+                    cfg.layout
+                )
+            })?,
+        ),
+    };
+    Ok((spare, copy_back))
+}
+
+/// The simulated write log the checked options ask for: HPDA's on its
+/// HDDs, or log devices of the size given.
+fn log_setup(
+    choice: Option<LogChoice>,
+    layout: &dyn Layout,
+    log_specs: Vec<DeviceSpec>,
+) -> Result<Option<LogSetup>, String> {
+    Ok(match choice {
+        None => None,
+        Some(LogChoice {
+            place: LogPlace::Hpda { requested },
+            ..
+        }) => {
+            let (size, on_members) = hetraid_core::hpda::log_region(layout, requested)
+                .map_err(|e| format!("log_size: {e}"))?;
+            Some(LogSetup {
+                specs: vec![],
+                ring_bytes: hetraid_core::journal::ring_bytes(size),
+                write_back: true,
+                on_members,
+            })
+        }
+        Some(LogChoice {
+            mode,
+            place: LogPlace::Devices { size_bytes, .. },
+        }) => {
+            logconfig::check_size(layout, mode, logconfig::Sized::SizeOption, size_bytes)
+                .map_err(|e| e.sentence(&logconfig::SIM))?;
+            if let Some(small) = log_specs.iter().find(|d| d.capacity() < size_bytes) {
+                return Err(format!(
+                    "log device {} holds {} bytes, less than log_size {size_bytes}",
+                    small.name,
+                    small.capacity()
+                ));
+            }
+            Some(LogSetup {
+                specs: log_specs,
+                ring_bytes: hetraid_core::journal::ring_bytes(size_bytes),
+                write_back: mode == logconfig::LogMode::WriteBack,
+                on_members: vec![],
+            })
+        }
+        Some(LogChoice {
+            place: LogPlace::Region { .. },
+            ..
+        }) => return Err("the simulator has no log region; give log DEVICE".into()),
+    })
 }
