@@ -111,29 +111,7 @@ impl DemoCmd {
         );
         let total = Instant::now();
         let t = Instant::now();
-        for p in &paths {
-            FileMember::create(p, self.size).map_err(|e| format!("{}: {e}", p.display()))?;
-        }
-        let members: Vec<Arc<dyn Member>> = paths
-            .iter()
-            .zip(kinds)
-            .map(|(p, k)| member(p, k, emulate))
-            .collect::<Result<_, _>>()?;
-        let opts = CreateOptions {
-            layout: LayoutRecord {
-                name: "raid4s".into(),
-                ..Default::default()
-            },
-            chunk_bytes: 64 << 10,
-            policy: WritePolicy::Modthresh,
-            kinds: kinds.to_vec(),
-            assume_clean: true,
-            force: false,
-            checksums: false,
-            read_policy: None,
-            log: None,
-        };
-        let a = Array::create(members, &opts).map_err(|e| e.to_string())?;
+        let a = self.create_array(&paths, &kinds, emulate)?;
         let cap = a.capacity() as usize;
         step("create", t, format!("capacity {}", format_size(cap as u64)));
 
@@ -158,17 +136,7 @@ impl DemoCmd {
         // Small random writes: RMW with parity on the SSD.
         let t = Instant::now();
         let small = 48;
-        let mut offs = vec![0u8; small * 8];
-        rng.fill(&mut offs);
-        for i in 0..small {
-            let off = (u64::from_le_bytes(offs[i * 8..i * 8 + 8].try_into().unwrap())
-                % (cap as u64 - 8192)) as usize;
-            let mut d = vec![0u8; 4096];
-            rng.fill(&mut d);
-            a.write(off as u64, &d).map_err(|e| e.to_string())?;
-            reference[off..off + 4096].copy_from_slice(&d);
-        }
-        a.flush().map_err(|e| e.to_string())?;
+        random_writes(&a, &mut rng, &mut reference, small)?;
         step(
             "4K random writes (RMW)",
             t,
@@ -187,14 +155,7 @@ impl DemoCmd {
             format!("array {}", a.status().state),
         );
         let t = Instant::now();
-        for i in 0..small {
-            let off = (i * 7919 * 4096) % (cap - 65536);
-            let mut d = vec![0u8; 20000];
-            rng.fill(&mut d);
-            a.write(off as u64, &d).map_err(|e| e.to_string())?;
-            reference[off..off + 20000].copy_from_slice(&d);
-        }
-        a.flush().map_err(|e| e.to_string())?;
+        spread_writes(&a, &mut rng, &mut reference, small)?;
         verify(&a, &reference)?;
         step(
             "degraded writes + verify",
@@ -206,29 +167,7 @@ impl DemoCmd {
 
         // Replace the failed disk with a blank one and rebuild.
         let t = Instant::now();
-        let new = dir.join("disk1-new.img");
-        FileMember::create(&new, self.size).map_err(|e| e.to_string())?;
-        let mut live: Vec<Arc<dyn Member>> = Vec::new();
-        for (i, p) in paths.iter().enumerate() {
-            if i != 1 {
-                live.push(member(p, kinds[i], emulate)?);
-            }
-        }
-        let a = Array::assemble(live.clone()).map_err(|e| e.to_string())?;
-        a.replace(1, member(&new, MemberKind::Hdd, emulate)?, false)
-            .map_err(|e| e.to_string())?;
-        drop(a);
-        live.insert(1, member(&new, MemberKind::Hdd, emulate)?);
-        let a = Array::assemble(live).map_err(|e| e.to_string())?;
-        let r = a
-            .rebuild(
-                RebuildOptions {
-                    max_speed: 0,
-                    ..Default::default()
-                },
-                &|_| {},
-            )
-            .map_err(|e| e.to_string())?;
+        let (a, new, r) = self.replace_and_rebuild(&dir, &paths, &kinds, emulate)?;
         step(
             "replace + rebuild member 1",
             t,
@@ -276,26 +215,7 @@ impl DemoCmd {
                 st.state, s.mismatches
             ));
         }
-        // The same controller in simulated time: the thesis hardware, RAID4S
-        // against RAID5, random 4K writes at queue depth 10.
-        let t = Instant::now();
-        let sim = |layout: &str, members: &str| -> Result<f64, String> {
-            let mut c = hetraid_sim::RunConfig::new(layout, members);
-            c.qd = 10;
-            c.total = Some(hetraid_sim::Size(16 << 20));
-            c.member_size = Some(hetraid_sim::Size(60_000_000_000));
-            Ok(hetraid_sim::run(&c)?.iops)
-        };
-        let r4s = sim("raid4s", "caviar-black-640*4,x25e-64")?;
-        let r5 = sim("raid5", "caviar-black-640*5")?;
-        step(
-            "simulate RAID4S vs RAID5 (models)",
-            t,
-            format!(
-                "4K random writes: {r4s:.0} vs {r5:.0} IOPS, {:.2}x",
-                r4s / r5
-            ),
-        );
+        simulate_models()?;
         println!(
             "summary: {} of random data survived a disk failure, degraded writes and a rebuild; scrub clean; {:.1} s in all",
             format_size(cap as u64),
@@ -303,4 +223,136 @@ impl DemoCmd {
         );
         Ok(())
     }
+
+    /// The member files, created, and the RAID4S array over them.
+    fn create_array(
+        &self,
+        paths: &[PathBuf],
+        kinds: &[MemberKind],
+        emulate: bool,
+    ) -> Result<Array, String> {
+        for p in paths {
+            FileMember::create(p, self.size).map_err(|e| format!("{}: {e}", p.display()))?;
+        }
+        let members: Vec<Arc<dyn Member>> = paths
+            .iter()
+            .zip(kinds)
+            .map(|(p, &k)| member(p, k, emulate))
+            .collect::<Result<_, _>>()?;
+        let opts = CreateOptions {
+            layout: LayoutRecord {
+                name: "raid4s".into(),
+                ..Default::default()
+            },
+            chunk_bytes: 64 << 10,
+            policy: WritePolicy::Modthresh,
+            kinds: kinds.to_vec(),
+            assume_clean: true,
+            force: false,
+            checksums: false,
+            read_policy: None,
+            log: None,
+        };
+        Array::create(members, &opts).map_err(|e| e.to_string())
+    }
+
+    /// Replace the failed disk (member 1) with a blank file and rebuild it:
+    /// the array rebuilt, the new file, the rebuild's report.
+    fn replace_and_rebuild(
+        &self,
+        dir: &Path,
+        paths: &[PathBuf],
+        kinds: &[MemberKind],
+        emulate: bool,
+    ) -> Result<(Array, PathBuf, hetraid_engine::RebuildReport), String> {
+        let new = dir.join("disk1-new.img");
+        FileMember::create(&new, self.size).map_err(|e| e.to_string())?;
+        let mut live: Vec<Arc<dyn Member>> = Vec::new();
+        for (i, p) in paths.iter().enumerate() {
+            if i != 1 {
+                live.push(member(p, kinds[i], emulate)?);
+            }
+        }
+        let a = Array::assemble(live.clone()).map_err(|e| e.to_string())?;
+        a.replace(1, member(&new, MemberKind::Hdd, emulate)?, false)
+            .map_err(|e| e.to_string())?;
+        drop(a);
+        live.insert(1, member(&new, MemberKind::Hdd, emulate)?);
+        let a = Array::assemble(live).map_err(|e| e.to_string())?;
+        let r = a
+            .rebuild(
+                RebuildOptions {
+                    max_speed: 0,
+                    ..Default::default()
+                },
+                &|_| {},
+            )
+            .map_err(|e| e.to_string())?;
+        Ok((a, new, r))
+    }
+}
+
+/// `count` 4 KiB writes at random offsets (read-modify-writes, parity on
+/// the SSD), kept in `reference` too, then a flush.
+fn random_writes(
+    a: &Array,
+    rng: &mut Rng,
+    reference: &mut [u8],
+    count: usize,
+) -> Result<(), String> {
+    let cap = reference.len();
+    let mut offs = vec![0u8; count * 8];
+    rng.fill(&mut offs);
+    for i in 0..count {
+        let off = (u64::from_le_bytes(offs[i * 8..i * 8 + 8].try_into().unwrap())
+            % (cap as u64 - 8192)) as usize;
+        let mut d = vec![0u8; 4096];
+        rng.fill(&mut d);
+        a.write(off as u64, &d).map_err(|e| e.to_string())?;
+        reference[off..off + 4096].copy_from_slice(&d);
+    }
+    a.flush().map_err(|e| e.to_string())
+}
+
+/// `count` unaligned 20000-byte writes spread over the array, kept in
+/// `reference` too, then a flush.
+fn spread_writes(
+    a: &Array,
+    rng: &mut Rng,
+    reference: &mut [u8],
+    count: usize,
+) -> Result<(), String> {
+    let cap = reference.len();
+    for i in 0..count {
+        let off = (i * 7919 * 4096) % (cap - 65536);
+        let mut d = vec![0u8; 20000];
+        rng.fill(&mut d);
+        a.write(off as u64, &d).map_err(|e| e.to_string())?;
+        reference[off..off + 20000].copy_from_slice(&d);
+    }
+    a.flush().map_err(|e| e.to_string())
+}
+
+/// The same controller in simulated time: the thesis hardware, RAID4S
+/// against RAID5, random 4K writes at queue depth 10.
+fn simulate_models() -> Result<(), String> {
+    let t = Instant::now();
+    let sim = |layout: &str, members: &str| -> Result<f64, String> {
+        let mut c = hetraid_sim::RunConfig::new(layout, members);
+        c.qd = 10;
+        c.total = Some(hetraid_sim::Size(16 << 20));
+        c.member_size = Some(hetraid_sim::Size(60_000_000_000));
+        Ok(hetraid_sim::run(&c)?.iops)
+    };
+    let r4s = sim("raid4s", "caviar-black-640*4,x25e-64")?;
+    let r5 = sim("raid5", "caviar-black-640*5")?;
+    step(
+        "simulate RAID4S vs RAID5 (models)",
+        t,
+        format!(
+            "4K random writes: {r4s:.0} vs {r5:.0} IOPS, {:.2}x",
+            r4s / r5
+        ),
+    );
+    Ok(())
 }
