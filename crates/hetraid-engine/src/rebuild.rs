@@ -414,6 +414,23 @@ impl Array {
         // Per stream, when its lanes finished (ns since t0, the latest lane's).
         let stream_end: Vec<AtomicU64> = todos.iter().map(|_| AtomicU64::new(0)).collect();
         let lanes = sweep.lock().unwrap().spec().lanes;
+        let shared = Lanes {
+            planner: &planner,
+            rstate,
+            targets,
+            devices,
+            done_flags: &done_flags,
+            done: &done,
+            bytes: &bytes,
+            stop: &stop,
+            error: &error,
+            last_ckpt: &last_ckpt,
+            sweep: &sweep,
+            t0,
+            chunk,
+            total,
+            progress,
+        };
         std::thread::scope(|scope| {
             for (si, ((stream, todo), own_end)) in sched
                 .streams
@@ -427,100 +444,8 @@ impl Array {
                 // batch's stripe locks, like any request, so lanes cannot
                 // deadlock each other or user I/O.
                 for _ in 0..lanes {
-                    let (planner, done_flags, done, bytes, stop, error, last_ckpt, sweep) = (
-                        &planner,
-                        &done_flags,
-                        &done,
-                        &bytes,
-                        &stop,
-                        &error,
-                        &last_ckpt,
-                        &sweep,
-                    );
-                    scope.spawn(move || {
-                        // Buffers reused from batch to batch.
-                        let mut pool: Vec<StripeBufs> = Vec::new();
-                        // This lane's end is its stream's if it is the last.
-                        struct LaneEnd<'a>(&'a AtomicU64, Instant);
-                        impl Drop for LaneEnd<'_> {
-                            fn drop(&mut self) {
-                                self.0.fetch_max(
-                                    self.1.elapsed().as_nanos() as u64,
-                                    Ordering::Relaxed,
-                                );
-                            }
-                        }
-                        let _end = LaneEnd(own_end, t0);
-                        let halted =
-                            || stop.load(Ordering::Relaxed) || self.cancel.load(Ordering::Relaxed);
-                        // Bounded: each round takes a batch (finitely many),
-                        // or waits as the pacer says (the average rate falls
-                        // as time passes), or ends; a stop or cancel ends it.
-                        loop {
-                            if halted() {
-                                return;
-                            }
-                            let step = sweep.lock().unwrap().next(
-                                si,
-                                t0.elapsed().as_nanos() as u64,
-                                self.users_active(),
-                            );
-                            let (first, len) = match step {
-                                Step::Batch { first, len } => (first, len),
-                                // No stripe lock is held while waiting.
-                                Step::Wait(ns) => {
-                                    std::thread::sleep(Duration::from_nanos(ns));
-                                    continue;
-                                }
-                                // As many lanes as the sweep allows batches in
-                                // flight: another lane's batch ends first.
-                                Step::Busy => {
-                                    std::thread::sleep(Duration::from_millis(1));
-                                    continue;
-                                }
-                                Step::Finished => return,
-                            };
-                            let batch = &todo[first..first + len];
-                            if let Err(e) = self.rebuild_batch(
-                                planner,
-                                rstate,
-                                targets,
-                                devices,
-                                batch,
-                                stream.target,
-                                &mut pool,
-                            ) {
-                                *error.lock().unwrap() = Some(e);
-                                stop.store(true, Ordering::Relaxed);
-                                sweep.lock().unwrap().stop();
-                                return;
-                            }
-                            {
-                                let mut f = done_flags.lock().unwrap();
-                                batch.iter().for_each(|&s| f[s as usize] = true);
-                            }
-                            sweep.lock().unwrap().done(si, len);
-                            let d = done.fetch_add(len as u64, Ordering::Relaxed) + len as u64;
-                            let b = bytes.fetch_add(chunk * len as u64, Ordering::Relaxed)
-                                + chunk * len as u64;
-                            progress(RebuildProgress {
-                                stripes_done: d,
-                                stripes_total: total,
-                                bytes_done: b,
-                                elapsed_s: t0.elapsed().as_secs_f64(),
-                            });
-                            let mut lc = last_ckpt.lock().unwrap();
-                            if lc.elapsed() > Duration::from_secs(1) && stream.target.is_none() {
-                                *lc = Instant::now();
-                                drop(lc);
-                                let _ = self.checkpoint(
-                                    targets,
-                                    devices,
-                                    prefix(&done_flags.lock().unwrap()),
-                                );
-                            }
-                        }
-                    });
+                    let sh = &shared;
+                    scope.spawn(move || self.rebuild_lane(sh, si, stream.target, todo, own_end));
                 }
             }
         });
@@ -540,6 +465,92 @@ impl Array {
                 .collect(),
             completed,
             error: error.into_inner().unwrap(),
+        }
+    }
+
+    /// One lane of a rebuild stream: batches as the sweep hands them out,
+    /// each rebuilt under its stripe locks, progress and checkpoints after
+    /// each; the lane's end recorded in `own_end`.
+    fn rebuild_lane(
+        &self,
+        sh: &Lanes<'_>,
+        si: usize,
+        target: Option<(usize, usize)>,
+        todo: &[u64],
+        own_end: &AtomicU64,
+    ) {
+        // Buffers reused from batch to batch.
+        let mut pool: Vec<StripeBufs> = Vec::new();
+        // This lane's end is its stream's if it is the last.
+        struct LaneEnd<'a>(&'a AtomicU64, Instant);
+        impl Drop for LaneEnd<'_> {
+            fn drop(&mut self) {
+                self.0
+                    .fetch_max(self.1.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            }
+        }
+        let _end = LaneEnd(own_end, sh.t0);
+        let halted = || sh.stop.load(Ordering::Relaxed) || self.cancel.load(Ordering::Relaxed);
+        // Bounded: each round takes a batch (finitely many),
+        // or waits as the pacer says (the average rate falls
+        // as time passes), or ends; a stop or cancel ends it.
+        loop {
+            if halted() {
+                return;
+            }
+            let step = sh.sweep.lock().unwrap().next(
+                si,
+                sh.t0.elapsed().as_nanos() as u64,
+                self.users_active(),
+            );
+            let (first, len) = match step {
+                Step::Batch { first, len } => (first, len),
+                // No stripe lock is held while waiting.
+                Step::Wait(ns) => {
+                    std::thread::sleep(Duration::from_nanos(ns));
+                    continue;
+                }
+                // As many lanes as the sweep allows batches in
+                // flight: another lane's batch ends first.
+                Step::Busy => {
+                    std::thread::sleep(Duration::from_millis(1));
+                    continue;
+                }
+                Step::Finished => return,
+            };
+            let batch = &todo[first..first + len];
+            if let Err(e) = self.rebuild_batch(
+                sh.planner, sh.rstate, sh.targets, sh.devices, batch, target, &mut pool,
+            ) {
+                *sh.error.lock().unwrap() = Some(e);
+                sh.stop.store(true, Ordering::Relaxed);
+                sh.sweep.lock().unwrap().stop();
+                return;
+            }
+            {
+                let mut f = sh.done_flags.lock().unwrap();
+                batch.iter().for_each(|&s| f[s as usize] = true);
+            }
+            sh.sweep.lock().unwrap().done(si, len);
+            let d = sh.done.fetch_add(len as u64, Ordering::Relaxed) + len as u64;
+            let b = sh.bytes.fetch_add(sh.chunk * len as u64, Ordering::Relaxed)
+                + sh.chunk * len as u64;
+            (sh.progress)(RebuildProgress {
+                stripes_done: d,
+                stripes_total: sh.total,
+                bytes_done: b,
+                elapsed_s: sh.t0.elapsed().as_secs_f64(),
+            });
+            let mut lc = sh.last_ckpt.lock().unwrap();
+            if lc.elapsed() > Duration::from_secs(1) && target.is_none() {
+                *lc = Instant::now();
+                drop(lc);
+                let _ = self.checkpoint(
+                    sh.targets,
+                    sh.devices,
+                    prefix(&sh.done_flags.lock().unwrap()),
+                );
+            }
         }
     }
 
@@ -628,4 +639,26 @@ struct StreamsRun {
 /// Stripes [0, prefix) are all done.
 fn prefix(flags: &[bool]) -> u64 {
     flags.iter().position(|d| !d).unwrap_or(flags.len()) as u64
+}
+
+/// What a rebuild's lanes share.
+struct Lanes<'a> {
+    planner: &'a Planner<'a>,
+    rstate: &'a ArrayState,
+    targets: &'a [usize],
+    devices: &'a [u64],
+    /// Stripes rebuilt (and those never to rebuild).
+    done_flags: &'a Mutex<Vec<bool>>,
+    /// Stripes and bytes rebuilt, for progress and the report.
+    done: &'a AtomicU64,
+    bytes: &'a AtomicU64,
+    /// Set on an error (kept in `error`): every lane stops.
+    stop: &'a AtomicBool,
+    error: &'a Mutex<Option<EngineError>>,
+    last_ckpt: &'a Mutex<Instant>,
+    sweep: &'a Mutex<Sweep>,
+    t0: Instant,
+    chunk: u64,
+    total: u64,
+    progress: &'a (dyn Fn(RebuildProgress) + Sync),
 }
