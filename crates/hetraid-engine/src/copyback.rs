@@ -8,7 +8,7 @@ use crate::format::{RoleState, Superblock};
 use crate::member::{AlignedBuf, Member};
 use crate::rebuild::*;
 use hetraid_core::membership::Transition;
-use hetraid_core::plan::MemberState;
+use hetraid_core::plan::{ArrayState, MemberState};
 use std::sync::Arc;
 
 impl Array {
@@ -33,28 +33,7 @@ impl Array {
         let f = plan.member;
         let sb = self.superblock();
         let state = self.state();
-        // Every spare home read must be readable; another member failed
-        // meanwhile may wait (its rebuild can use the spare space this
-        // frees).
-        let mut sources: Vec<usize> = plan.moves.iter().map(|m| m.from.member).collect();
-        sources.sort_unstable();
-        sources.dedup();
-        if let Some(&i) = sources
-            .iter()
-            .find(|&&i| state.members[i] != MemberState::InSync)
-        {
-            return Err(EngineError::Refused(format!(
-                "member {i} ({}) holds spare chunks of member {f} and is {}; rebuild it first",
-                self.path_of(i).unwrap_or_default(),
-                sb.roles[i].state.as_str()
-            )));
-        }
-        if sb.roles[f].state != RoleState::Removed {
-            return Err(EngineError::Refused(format!(
-                "slot {f} is {}, not retired into spare space; nothing to copy back",
-                sb.roles[f].state.as_str()
-            )));
-        }
+        check_copy_back(&self, &plan, &sb, &state)?;
         let t0 = std::time::Instant::now();
         let old_path = self.path_of(f).unwrap_or_default();
         // One update: the slot takes `new` (rebuilding from stripe 0) and the
@@ -75,6 +54,55 @@ impl Array {
         })?;
         let chunk = self.layout().chunk_bytes();
         let total = plan.moves.len() as u64;
+        self.copy_moves(&plan, target.as_ref(), progress, t0)?;
+        target.flush().map_err(|e| EngineError::Io {
+            member: target.name(),
+            source: e,
+        })?;
+        let device = self.superblock().roles[f].device;
+        self.transition(Transition::FinishRebuild { slot: f, device })?;
+        self.record_member(
+            EventKind::RebuildFinished,
+            f,
+            [
+                total,
+                (t0.elapsed().as_secs_f64() * 1000.0) as u64,
+                total * chunk,
+            ],
+        );
+        let path = self.path_of(f).unwrap_or_default();
+        let members: Vec<Arc<dyn Member>> = (0..self.slot_count())
+            .filter(|&i| self.superblock().roles[i].state.is_in())
+            .filter_map(|i| self.member(i))
+            .collect();
+        drop(self);
+        let array = Array::assemble(members)?;
+        Ok((
+            array,
+            CopyBackReport {
+                member: f,
+                path,
+                old_path,
+                chunks: total,
+                bytes: total * chunk,
+                seconds: t0.elapsed().as_secs_f64(),
+            },
+        ))
+    }
+
+    /// Copy the moves of `plan` onto `target` in the core's batches,
+    /// `COPY_BACK_BATCHES_IN_FLIGHT` at once: this thread reads a batch into
+    /// a free buffer while a writer thread writes the one before.
+    fn copy_moves(
+        &self,
+        plan: &hetraid_core::rebuild::CopyBack,
+        target: &dyn Member,
+        progress: &(dyn Fn(RebuildProgress) + Sync),
+        t0: std::time::Instant,
+    ) -> Result<()> {
+        let chunk = self.layout().chunk_bytes();
+        let total = plan.moves.len() as u64;
+        let f = plan.member;
         let stripes_total = self.layout().stripe_count();
         // The core's batches, COPY_BACK_BATCHES_IN_FLIGHT at once as the
         // simulator runs them: this thread reads a batch into a free buffer
@@ -160,39 +188,40 @@ impl Array {
             drop(full_tx);
             let written = writer.join().expect("the copy-back writer does not panic");
             read.and(written)
-        })?;
-        target.flush().map_err(|e| EngineError::Io {
-            member: target.name(),
-            source: e,
-        })?;
-        let device = self.superblock().roles[f].device;
-        self.transition(Transition::FinishRebuild { slot: f, device })?;
-        self.record_member(
-            EventKind::RebuildFinished,
-            f,
-            [
-                total,
-                (t0.elapsed().as_secs_f64() * 1000.0) as u64,
-                total * chunk,
-            ],
-        );
-        let path = self.path_of(f).unwrap_or_default();
-        let members: Vec<Arc<dyn Member>> = (0..self.slot_count())
-            .filter(|&i| self.superblock().roles[i].state.is_in())
-            .filter_map(|i| self.member(i))
-            .collect();
-        drop(self);
-        let array = Array::assemble(members)?;
-        Ok((
-            array,
-            CopyBackReport {
-                member: f,
-                path,
-                old_path,
-                chunks: total,
-                bytes: total * chunk,
-                seconds: t0.elapsed().as_secs_f64(),
-            },
-        ))
+        })
     }
+}
+
+/// A copy-back is refused, before anything is written, unless the slot was
+/// retired into spare space and every spare home can be read.
+fn check_copy_back(
+    a: &Array,
+    plan: &hetraid_core::rebuild::CopyBack,
+    sb: &Superblock,
+    state: &ArrayState,
+) -> Result<()> {
+    let f = plan.member;
+    // Every spare home read must be readable; another member failed
+    // meanwhile may wait (its rebuild can use the spare space this
+    // frees).
+    let mut sources: Vec<usize> = plan.moves.iter().map(|m| m.from.member).collect();
+    sources.sort_unstable();
+    sources.dedup();
+    if let Some(&i) = sources
+        .iter()
+        .find(|&&i| state.members[i] != MemberState::InSync)
+    {
+        return Err(EngineError::Refused(format!(
+            "member {i} ({}) holds spare chunks of member {f} and is {}; rebuild it first",
+            a.path_of(i).unwrap_or_default(),
+            sb.roles[i].state.as_str()
+        )));
+    }
+    if sb.roles[f].state != RoleState::Removed {
+        return Err(EngineError::Refused(format!(
+            "slot {f} is {}, not retired into spare space; nothing to copy back",
+            sb.roles[f].state.as_str()
+        )));
+    }
+    Ok(())
 }
