@@ -222,6 +222,99 @@ impl Array {
         Ok(array)
     }
 
+    /// The log's copies kept as regions of the members in their slots, with
+    /// their headers (a copy whose member is failed or absent is left out).
+    fn region_copies(
+        &self,
+        sb: &Superblock,
+        region: crate::format::LogRegion,
+        raw_by_slot: &[Option<Arc<dyn Member>>],
+    ) -> Result<Vec<(Arc<dyn Member>, crate::log::LogHeader)>> {
+        let mut found = Vec::new();
+        // The copies are regions of the members in their slots.
+        let st = self.state();
+        let copies = sb.log.map_or(0, |l| l.copies as usize);
+        for &slot in &region.slots[..copies] {
+            let slot = slot as usize;
+            let Some(m) = raw_by_slot.get(slot).cloned().flatten() else {
+                continue;
+            };
+            if st.members[slot] == MemberState::Failed {
+                continue;
+            }
+            let dev: Arc<dyn Member> = Arc::new(crate::member::RegionMember::new(
+                m,
+                sb.data_offset + region_start(self.layout.as_ref(), slot, sb.roles[slot].data_size),
+                region.bytes,
+            ));
+            if let Some(h) =
+                crate::log::read_header(dev.as_ref()).map_err(|e| io_err(dev.as_ref(), e))?
+            {
+                found.push((dev, h));
+            }
+        }
+        Ok(found)
+    }
+
+    /// `--force` with no usable copy of the log: the array goes on without
+    /// a log (the bitmap), after a full resync; the warning says what was lost.
+    fn start_without_log(&self, sb: &Superblock, rec: crate::format::LogRecord) -> Result<()> {
+        // --force: the user accepts losing what the log held. The array
+        // goes on without a log (the bitmap), after a full resync.
+        let lost = match (sb.clean, rec.mode) {
+            (true, _) => "the array was closed cleanly, so the log held nothing: no write is lost",
+            (false, crate::format::LogMode::WriteBack) => "every write acknowledged since the log was last reclaimed is lost (how many is not known without the log)",
+            (false, crate::format::LogMode::Journal) => "no acknowledged write is lost, but stripes being written at a crash may be inconsistent",
+        };
+        self.warnings.lock().unwrap().push(format!(
+            "no usable copy of the write log ({}) was given; started without it (--force): {lost}; the array now uses the write-intent bitmap, and its redundancy is resynced from the data",
+            rec.mode.name()
+        ));
+        {
+            let mut sb = self.sb.lock().unwrap();
+            sb.log = None;
+            sb.events += 1;
+            self.persist(&mut sb)?;
+        }
+        self.resync_all()
+    }
+
+    /// Write the stripe updates a crash left in the log to the members
+    /// again (read-write assembly), so none is left half done.
+    fn replay_stripe_updates(
+        &self,
+        log: &crate::log::Log,
+        records: &[crate::log::Replayed],
+    ) -> Result<()> {
+        self.commit()?;
+        let st = self.state();
+        let (mut writes, mut bytes) = (0u64, 0u64);
+        for r in records {
+            for &(slot, off, ring_at, len) in &r.entries {
+                let i = slot as usize;
+                if i >= self.hot.slots.len()
+                    || !self.present(i)
+                    || st.members[i] == MemberState::Failed
+                {
+                    continue;
+                }
+                let buf = log.read_ring(r.copy, ring_at, len)?;
+                if let Err(e) = self.hot.slots[i].write_at(&buf, DATA_OFFSET + off) {
+                    if !self.member_error(i, &e) {
+                        return Err(io_err(self.hot.slots[i].as_ref(), e));
+                    }
+                }
+                writes += 1;
+                bytes += buf.len() as u64;
+            }
+        }
+        self.warnings.lock().unwrap().push(format!(
+            "replayed {} stripe updates from the write log ({writes} member writes, {bytes} bytes) after an unclean shutdown",
+            records.len()
+        ));
+        Ok(())
+    }
+
     /// Open the write log from the log devices given and replay what it
     /// holds (read-write assembly): every stripe update logged since the last
     /// checkpoint is written again, so none is left half done.
@@ -240,29 +333,7 @@ impl Array {
                     d.name()
                 )));
             }
-            // The copies are regions of the members in their slots.
-            let st = self.state();
-            let copies = sb.log.map_or(0, |l| l.copies as usize);
-            for &slot in &region.slots[..copies] {
-                let slot = slot as usize;
-                let Some(m) = raw_by_slot.get(slot).cloned().flatten() else {
-                    continue;
-                };
-                if st.members[slot] == MemberState::Failed {
-                    continue;
-                }
-                let dev: Arc<dyn Member> = Arc::new(crate::member::RegionMember::new(
-                    m,
-                    sb.data_offset
-                        + region_start(self.layout.as_ref(), slot, sb.roles[slot].data_size),
-                    region.bytes,
-                ));
-                if let Some(h) =
-                    crate::log::read_header(dev.as_ref()).map_err(|e| io_err(dev.as_ref(), e))?
-                {
-                    logs.push((dev, h));
-                }
-            }
+            logs.extend(self.region_copies(&sb, region, &raw_by_slot)?);
         }
         let Some(rec) = sb.log else {
             if let Some((d, _)) = logs.first() {
@@ -286,24 +357,7 @@ impl Array {
                 && crate::log::left_out(d.as_ref(), h, sb.uuid, &rec).is_none()
         });
         if !usable && force && access == Access::ReadWrite {
-            // --force: the user accepts losing what the log held. The array
-            // goes on without a log (the bitmap), after a full resync.
-            let lost = match (sb.clean, rec.mode) {
-                (true, _) => "the array was closed cleanly, so the log held nothing: no write is lost",
-                (false, crate::format::LogMode::WriteBack) => "every write acknowledged since the log was last reclaimed is lost (how many is not known without the log)",
-                (false, crate::format::LogMode::Journal) => "no acknowledged write is lost, but stripes being written at a crash may be inconsistent",
-            };
-            self.warnings.lock().unwrap().push(format!(
-                "no usable copy of the write log ({}) was given; started without it (--force): {lost}; the array now uses the write-intent bitmap, and its redundancy is resynced from the data",
-                rec.mode.name()
-            ));
-            {
-                let mut sb = self.sb.lock().unwrap();
-                sb.log = None;
-                sb.events += 1;
-                self.persist(&mut sb)?;
-            }
-            return self.resync_all();
+            return self.start_without_log(&sb, rec);
         }
         let (mut log, records, resync_all) = match crate::log::Log::open(
             logs,
@@ -377,34 +431,7 @@ impl Array {
                         records.len()
                     )));
                 }
-                Access::ReadWrite => {
-                    self.commit()?;
-                    let st = self.state();
-                    let (mut writes, mut bytes) = (0u64, 0u64);
-                    for r in &records {
-                        for &(slot, off, ring_at, len) in &r.entries {
-                            let i = slot as usize;
-                            if i >= self.hot.slots.len()
-                                || !self.present(i)
-                                || st.members[i] == MemberState::Failed
-                            {
-                                continue;
-                            }
-                            let buf = log.read_ring(r.copy, ring_at, len)?;
-                            if let Err(e) = self.hot.slots[i].write_at(&buf, DATA_OFFSET + off) {
-                                if !self.member_error(i, &e) {
-                                    return Err(io_err(self.hot.slots[i].as_ref(), e));
-                                }
-                            }
-                            writes += 1;
-                            bytes += buf.len() as u64;
-                        }
-                    }
-                    self.warnings.lock().unwrap().push(format!(
-                        "replayed {} stripe updates from the write log ({writes} member writes, {bytes} bytes) after an unclean shutdown",
-                        records.len()
-                    ));
-                }
+                Access::ReadWrite => self.replay_stripe_updates(&log, &records)?,
             }
         }
         if !intent_stripes.is_empty() {
