@@ -339,34 +339,7 @@ pub fn assemble(
         }
     }
     let mut table = fresh.table.clone();
-    // Split brain: a member that records the freshest member's device as out,
-    // while the freshest records it as out too (each ran without the other).
-    for (i, c) in cands.iter().enumerate() {
-        if i == fresh_i {
-            continue;
-        }
-        let theirs = c.table.slots[fresh.slot];
-        let ours = table.slots[c.slot];
-        let c_says_fresh_out = !theirs.state.is_in() && same_device(theirs.device, fresh.device());
-        let fresh_says_c_out = !ours.state.is_in() && same_device(ours.device, c.device());
-        // However far apart their event counters are: the side that ran
-        // longer is not thereby the right one.
-        if c_says_fresh_out && fresh_says_c_out {
-            return Err(AssembleError::Split {
-                a: i,
-                b: fresh_i,
-                detail: format!(
-                    "the first (event {}) records slot {} as {}, the second (event {}) records slot {} as {}",
-                    c.table.events,
-                    fresh.slot,
-                    theirs.state.as_str(),
-                    fresh.table.events,
-                    c.slot,
-                    ours.state.as_str()
-                ),
-            });
-        }
-    }
+    refuse_split_brain(cands, fresh_i, &table)?;
     // The write generation of the array: the newest among the members it
     // would take. One older than that missed writes (a copy put back, a
     // snapshot, a rolled-back VM), whatever its event counter says.
@@ -448,41 +421,13 @@ pub fn assemble(
         out.dedup();
         out
     };
-    let mut forced = Vec::new();
-    if !survives(&unreadable(&table, &used)) && mode.force {
-        // Bring back the freshest left-out members whose slot is free, one at a
-        // time, until the array can read its data.
-        let mut order: Vec<&LeftOut> = left_out
-            .iter()
-            .filter(|l| cands[l.candidate].size_ok)
-            .collect();
-        order.sort_by_key(|l| std::cmp::Reverse(cands[l.candidate].table.events));
-        for l in order {
-            let c = &cands[l.candidate];
-            if used[c.slot].is_some()
-                || table.slots[c.slot].state.is_in()
-                    && !same_device(table.slots[c.slot].device, c.device())
-            {
-                continue;
-            }
-            used[c.slot] = Some(l.candidate);
-            table.slots[c.slot] = SlotRecord {
-                state: SlotState::Active,
-                device: c.device(),
-            };
-            forced.push(LeftOut {
-                candidate: l.candidate,
-                reason: format!(
-                    "it was left at event {} of {}: writes made after it left are not on it",
-                    c.table.events, table.events
-                ),
-            });
-            if survives(&unreadable(&table, &used)) {
-                break;
-            }
-        }
-        left_out.retain(|l| !forced.iter().any(|f| f.candidate == l.candidate));
-    }
+    let forced = if !survives(&unreadable(&table, &used)) && mode.force {
+        bring_back(cands, &mut table, &mut used, &mut left_out, &|t, u| {
+            survives(&unreadable(t, u))
+        })
+    } else {
+        Vec::new()
+    };
     // Slots no given member claims (a stale or truncated member given for
     // its slot is the operator's choice, left out with its reason).
     let not_given: Vec<usize> = absent(&table, &used)
@@ -520,6 +465,89 @@ pub fn assemble(
         not_given: not_given_slots,
         changed,
     })
+}
+
+/// Split brain: a member that records the freshest member's device as out,
+/// while the freshest records it as out too (each ran without the other).
+fn refuse_split_brain(
+    cands: &[Candidate],
+    fresh_i: usize,
+    table: &MemberTable,
+) -> Result<(), AssembleError> {
+    let fresh = &cands[fresh_i];
+    for (i, c) in cands.iter().enumerate() {
+        if i == fresh_i {
+            continue;
+        }
+        let theirs = c.table.slots[fresh.slot];
+        let ours = table.slots[c.slot];
+        let c_says_fresh_out = !theirs.state.is_in() && same_device(theirs.device, fresh.device());
+        let fresh_says_c_out = !ours.state.is_in() && same_device(ours.device, c.device());
+        // However far apart their event counters are: the side that ran
+        // longer is not thereby the right one.
+        if c_says_fresh_out && fresh_says_c_out {
+            return Err(AssembleError::Split {
+                a: i,
+                b: fresh_i,
+                detail: format!(
+                    "the first (event {}) records slot {} as {}, the second (event {}) records slot {} as {}",
+                    c.table.events,
+                    fresh.slot,
+                    theirs.state.as_str(),
+                    fresh.table.events,
+                    c.slot,
+                    ours.state.as_str()
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `--force`: bring back the freshest left-out members whose slot is free,
+/// one at a time, until the array can read its data (`readable`). Returns
+/// those brought back; they leave `left_out`.
+fn bring_back(
+    cands: &[Candidate],
+    table: &mut MemberTable,
+    used: &mut [Option<usize>],
+    left_out: &mut Vec<LeftOut>,
+    readable: &dyn Fn(&MemberTable, &[Option<usize>]) -> bool,
+) -> Vec<LeftOut> {
+    let mut forced = Vec::new();
+    // Bring back the freshest left-out members whose slot is free, one at a
+    // time, until the array can read its data.
+    let mut order: Vec<&LeftOut> = left_out
+        .iter()
+        .filter(|l| cands[l.candidate].size_ok)
+        .collect();
+    order.sort_by_key(|l| std::cmp::Reverse(cands[l.candidate].table.events));
+    for l in order {
+        let c = &cands[l.candidate];
+        if used[c.slot].is_some()
+            || table.slots[c.slot].state.is_in()
+                && !same_device(table.slots[c.slot].device, c.device())
+        {
+            continue;
+        }
+        used[c.slot] = Some(l.candidate);
+        table.slots[c.slot] = SlotRecord {
+            state: SlotState::Active,
+            device: c.device(),
+        };
+        forced.push(LeftOut {
+            candidate: l.candidate,
+            reason: format!(
+                "it was left at event {} of {}: writes made after it left are not on it",
+                c.table.events, table.events
+            ),
+        });
+        if readable(table, used) {
+            break;
+        }
+    }
+    left_out.retain(|l| !forced.iter().any(|f| f.candidate == l.candidate));
+    forced
 }
 
 #[cfg(test)]
