@@ -213,6 +213,58 @@ fn build_device(
     })
 }
 
+/// The rebuild a run asks for (`rebuild`), onto a fresh device of the
+/// failed one's model or into spare space; the failed members marked in
+/// `state` either way.
+fn rebuild_run(
+    s: &Setup,
+    state: &mut ArrayState,
+    devices: &mut [Box<dyn Device>],
+) -> Result<Option<RebuildRun>, String> {
+    let mut rebuild = None;
+    if let Some(failed) = &s.cfg.failed {
+        for &m in &failed.0 {
+            state.members[m] = MemberState::Failed;
+        }
+        let f = failed.first();
+        if let (true, Some((sched, _))) = (s.cfg.rebuild, &s.spare) {
+            // Into spare space: no new device; the member stays failed until the
+            // relocated layout takes over at the end (as the engine commits it).
+            rebuild = Some(RebuildRun {
+                target: f,
+                active: sched.streams.len(),
+                redirect: sched.streams.iter().map(|st| st.target).collect(),
+                sweep: rebuild_sweep(
+                    s,
+                    sched.streams.iter().map(|st| st.stripes.clone()).collect(),
+                ),
+                stream_done: vec![None; sched.streams.len()],
+                finished_at: None,
+            });
+        } else if s.cfg.rebuild {
+            let sched = hetraid_core::rebuild::schedule(s.layout.as_ref(), state, &[f], false)
+                .map_err(|e| e.to_string())?;
+            let stripes = s.layout.stripe_count() as usize;
+            state.members[f] = MemberState::Rebuilding {
+                valid_below_stripe: 0,
+                done: Some(Arc::new(vec![0u64; stripes.div_ceil(64)])),
+            };
+            // The failed device is replaced by a fresh one of the same model.
+            // A new device, with the run's overrides, fresh (not preconditioned).
+            devices[f] = build_device(s, &s.specs[f], false)?;
+            rebuild = Some(RebuildRun {
+                target: f,
+                active: sched.streams.len(),
+                redirect: vec![None; sched.streams.len()],
+                stream_done: vec![None; sched.streams.len()],
+                sweep: rebuild_sweep(s, sched.streams.into_iter().map(|st| st.stripes).collect()),
+                finished_at: None,
+            });
+        }
+    }
+    Ok(rebuild)
+}
+
 /// The rebuild's sweep over `streams`: the engine's batch size, lanes and
 /// chunk accounting, the run's speed limits.
 fn rebuild_sweep(s: &Setup, streams: Vec<Vec<u64>>) -> hetraid_core::control::sweep::Sweep {
@@ -244,47 +296,7 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
     };
     let n = devices.len();
     let mut state = ArrayState::healthy(n);
-    let mut rebuild = None;
-    if let Some(failed) = &s.cfg.failed {
-        for &m in &failed.0 {
-            state.members[m] = MemberState::Failed;
-        }
-        let f = failed.first();
-        if let (true, Some((sched, _))) = (s.cfg.rebuild, &s.spare) {
-            // Into spare space: no new device; the member stays failed until the
-            // relocated layout takes over at the end (as the engine commits it).
-            rebuild = Some(RebuildRun {
-                target: f,
-                active: sched.streams.len(),
-                redirect: sched.streams.iter().map(|st| st.target).collect(),
-                sweep: rebuild_sweep(
-                    s,
-                    sched.streams.iter().map(|st| st.stripes.clone()).collect(),
-                ),
-                stream_done: vec![None; sched.streams.len()],
-                finished_at: None,
-            });
-        } else if s.cfg.rebuild {
-            let sched = hetraid_core::rebuild::schedule(s.layout.as_ref(), &state, &[f], false)
-                .map_err(|e| e.to_string())?;
-            let stripes = s.layout.stripe_count() as usize;
-            state.members[f] = MemberState::Rebuilding {
-                valid_below_stripe: 0,
-                done: Some(Arc::new(vec![0u64; stripes.div_ceil(64)])),
-            };
-            // The failed device is replaced by a fresh one of the same model.
-            // A new device, with the run's overrides, fresh (not preconditioned).
-            devices[f] = build_device(s, &s.specs[f], false)?;
-            rebuild = Some(RebuildRun {
-                target: f,
-                active: sched.streams.len(),
-                redirect: vec![None; sched.streams.len()],
-                stream_done: vec![None; sched.streams.len()],
-                sweep: rebuild_sweep(s, sched.streams.into_iter().map(|st| st.stripes).collect()),
-                finished_at: None,
-            });
-        }
-    }
+    let rebuild = rebuild_run(s, &mut state, &mut devices)?;
     let log = match &s.log {
         Some(l) => {
             let first = devices.len();
