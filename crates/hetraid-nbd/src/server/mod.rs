@@ -385,87 +385,7 @@ pub fn serve(
             }),
         };
         match accepted {
-            Ok(conn) => {
-                let nonblocking = match &conn {
-                    Conn::Unix(s) => s.set_nonblocking(false),
-                    Conn::Tcp(s) => s.set_nonblocking(false),
-                };
-                if nonblocking.is_err() {
-                    continue;
-                }
-                let who = conn.peer();
-                // Handshakes are counted apart: they end at their deadline,
-                // and never take an established client's slot.
-                let handshaking = ctx.handshaking.load(Ordering::Acquire);
-                let total = open.lock().unwrap().len();
-                let established = total.saturating_sub(handshaking);
-                if handshaking >= HANDSHAKES_MAX {
-                    stats.refused.fetch_add(1, Ordering::Relaxed);
-                    tracing::info!(
-                        "serve: {who} refused: {HANDSHAKES_MAX} clients are in their handshake already"
-                    );
-                    conn.shutdown(std::net::Shutdown::Both);
-                    continue;
-                }
-                // Over a limit: the client is told why (every option it
-                // sends is answered NBD_REP_ERR_POLICY with the reason),
-                // logged, and the server goes on.
-                let over = if (total + 1) * FDS_PER_CONNECTION > ctx.fds_max {
-                    Some(format!(
-                        "the server has no descriptors left for another client ({total} connected; raise its open-file limit, ulimit -n)"
-                    ))
-                } else if established >= cfg.max_connections {
-                    Some(format!(
-                        "{} clients are connected already (--max-connections)",
-                        cfg.max_connections
-                    ))
-                } else {
-                    None
-                };
-                if let Some(why) = over {
-                    stats.refused.fetch_add(1, Ordering::Relaxed);
-                    tracing::info!("serve: {who} refused: {why}");
-                    refuse(&ctx, conn, why);
-                    continue;
-                }
-                ctx.handshaking.fetch_add(1, Ordering::AcqRel);
-                if let Conn::Unix(s) = &conn {
-                    grow_send_buffer(s);
-                }
-                next_id += 1;
-                let id = next_id;
-                match conn.try_clone() {
-                    Ok(c) => {
-                        open.lock().unwrap().insert(id, Arc::new(c));
-                    }
-                    Err(_) => continue,
-                }
-                stats.connections.fetch_add(1, Ordering::Relaxed);
-                if matches!(conn, Conn::Tcp(_)) {
-                    tracing::info!("serve: connection from {who}");
-                }
-                let ctx2 = ctx.clone();
-                let spawned =
-                    std::thread::Builder::new()
-                        .name("nbd-conn".into())
-                        .spawn(move || {
-                            let slot = HandshakeSlot(Some(&ctx2.handshaking));
-                            let r = connection(conn, &ctx2, slot, id, None);
-                            end_or_park(&ctx2, r, id);
-                        });
-                match spawned {
-                    Ok(t) => ctx.keep(t),
-                    Err(e) => {
-                        // No thread for this client: refuse it, keep serving.
-                        ctx.handshaking.fetch_sub(1, Ordering::AcqRel);
-                        stats.refused.fetch_add(1, Ordering::Relaxed);
-                        tracing::info!("serve: {who} refused: no thread for it ({e})");
-                        if let Some(c) = open.lock().unwrap().remove(&id) {
-                            c.shutdown(std::net::Shutdown::Both);
-                        }
-                    }
-                }
-            }
+            Ok(conn) => admit(&ctx, conn, &mut next_id),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 // Block until the next client or the stop: an idle server
                 // uses no CPU.
@@ -486,8 +406,110 @@ pub fn serve(
             }
         }
     }
+    shut_down(&ctx, listen, &idler_stop, idler_thread);
+    Ok(())
+}
+
+/// A client accepted: refused with the reason when the server is at a
+/// limit (handshakes, descriptors, --max-connections), else given a thread
+/// of its own for its handshake and requests.
+fn admit(ctx: &Arc<Ctx>, conn: Conn, next_id: &mut u64) {
+    let nonblocking = match &conn {
+        Conn::Unix(s) => s.set_nonblocking(false),
+        Conn::Tcp(s) => s.set_nonblocking(false),
+    };
+    if nonblocking.is_err() {
+        return;
+    }
+    let who = conn.peer();
+    // Handshakes are counted apart: they end at their deadline,
+    // and never take an established client's slot.
+    let handshaking = ctx.handshaking.load(Ordering::Acquire);
+    let total = ctx.open.lock().unwrap().len();
+    let established = total.saturating_sub(handshaking);
+    if handshaking >= HANDSHAKES_MAX {
+        ctx.stats.refused.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(
+            "serve: {who} refused: {HANDSHAKES_MAX} clients are in their handshake already"
+        );
+        conn.shutdown(std::net::Shutdown::Both);
+        return;
+    }
+    // Over a limit: the client is told why (every option it
+    // sends is answered NBD_REP_ERR_POLICY with the reason),
+    // logged, and the server goes on.
+    let over = if (total + 1) * FDS_PER_CONNECTION > ctx.fds_max {
+        Some(format!(
+            "the server has no descriptors left for another client ({total} connected; raise its open-file limit, ulimit -n)"
+        ))
+    } else if established >= ctx.cfg.max_connections {
+        Some(format!(
+            "{} clients are connected already (--max-connections)",
+            ctx.cfg.max_connections
+        ))
+    } else {
+        None
+    };
+    if let Some(why) = over {
+        ctx.stats.refused.fetch_add(1, Ordering::Relaxed);
+        tracing::info!("serve: {who} refused: {why}");
+        refuse(ctx, conn, why);
+        return;
+    }
+    ctx.handshaking.fetch_add(1, Ordering::AcqRel);
+    if let Conn::Unix(s) = &conn {
+        grow_send_buffer(s);
+    }
+    *next_id += 1;
+    let id = *next_id;
+    match conn.try_clone() {
+        Ok(c) => {
+            ctx.open.lock().unwrap().insert(id, Arc::new(c));
+        }
+        // No second descriptor for it: the client is lost, and its
+        // handshake slot with it (it was once kept, counted forever).
+        Err(_) => {
+            ctx.handshaking.fetch_sub(1, Ordering::AcqRel);
+            return;
+        }
+    }
+    ctx.stats.connections.fetch_add(1, Ordering::Relaxed);
+    if matches!(conn, Conn::Tcp(_)) {
+        tracing::info!("serve: connection from {who}");
+    }
+    let ctx2 = ctx.clone();
+    let spawned = std::thread::Builder::new()
+        .name("nbd-conn".into())
+        .spawn(move || {
+            let slot = HandshakeSlot(Some(&ctx2.handshaking));
+            let r = connection(conn, &ctx2, slot, id, None);
+            end_or_park(&ctx2, r, id);
+        });
+    match spawned {
+        Ok(t) => ctx.keep(t),
+        Err(e) => {
+            // No thread for this client: refuse it, keep serving.
+            ctx.handshaking.fetch_sub(1, Ordering::AcqRel);
+            ctx.stats.refused.fetch_add(1, Ordering::Relaxed);
+            tracing::info!("serve: {who} refused: no thread for it ({e})");
+            if let Some(c) = ctx.open.lock().unwrap().remove(&id) {
+                c.shutdown(std::net::Shutdown::Both);
+            }
+        }
+    }
+}
+
+/// Stop serving: no new requests are read, in-flight ones are answered, a
+/// client that does not take its replies is cut after a grace period; the
+/// idler and every connection thread end; our own socket file goes.
+fn shut_down(
+    ctx: &Arc<Ctx>,
+    listen: &Listen,
+    idler_stop: &Arc<crate::Stop>,
+    idler_thread: std::thread::JoinHandle<()>,
+) {
     // Stop reading new requests; in-flight ones finish and are answered.
-    for c in open.lock().unwrap().values() {
+    for c in ctx.open.lock().unwrap().values() {
         c.shutdown(std::net::Shutdown::Read);
     }
     // Clients that do not take their replies get a grace period, then
@@ -495,13 +517,13 @@ pub fn serve(
     // (Parked connections wake up to their end of file and finish too.)
     let t = std::time::Instant::now();
     let busy = || {
-        !open.lock().unwrap().is_empty()
+        !ctx.open.lock().unwrap().is_empty()
             || ctx.running.lock().unwrap().iter().any(|t| !t.is_finished())
     };
     while busy() && t.elapsed() < SHUTDOWN_GRACE {
         std::thread::sleep(Duration::from_millis(20));
     }
-    for c in open.lock().unwrap().values() {
+    for c in ctx.open.lock().unwrap().values() {
         c.shutdown(std::net::Shutdown::Both);
     }
     // Bounded: every connection thread ends once its socket is shut down;
@@ -524,7 +546,6 @@ pub fn serve(
             }
         }
     }
-    Ok(())
 }
 
 /// Tell a client why it is refused, on a thread of its own within the
