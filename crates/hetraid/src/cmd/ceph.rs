@@ -175,18 +175,15 @@ impl CephCmd {
         })
     }
 
-    pub fn run(&self) -> Result<(), String> {
-        let profile = EcProfile::new(self.k, self.m)?;
-        let wanted = Placement::parse(&self.placement)?;
-        let ec_writes = EcWrites::parse(&self.ec_writes)?;
-        let read_fraction = self.read_fraction()?;
+    /// The options checked before anything is measured or written.
+    fn check_options(&self, placement_given: bool) -> Result<(), String> {
         if !["throughput", "capacity"].contains(&self.objective.as_str()) {
             return Err(format!(
                 "--objective '{}' is unknown here; use throughput or capacity",
                 self.objective
             ));
         }
-        if wanted.is_some() && self.objective != "throughput" {
+        if placement_given && self.objective != "throughput" {
             return Err("--objective ranks the placements auto chooses from; drop it or use --placement auto".into());
         }
         if !(self.fill > 0.0 && self.fill <= 1.0) {
@@ -210,10 +207,6 @@ impl CephCmd {
         if self.size == 0 || self.size > 1 << 20 {
             return Err("--size must be from 512 bytes to 1M (one stripe unit or less)".into());
         }
-        let shard = self
-            .object_size
-            .div_ceil(self.k as u64)
-            .next_multiple_of(4096);
         if self.object_size < 4096 * self.k as u64 || self.object_size > 1 << 30 {
             return Err(format!(
                 "--object-size must be from {} (4K per data shard) to 1G",
@@ -231,6 +224,19 @@ impl CephCmd {
                 }
             }
         }
+        Ok(())
+    }
+
+    pub fn run(&self) -> Result<(), String> {
+        let profile = EcProfile::new(self.k, self.m)?;
+        let wanted = Placement::parse(&self.placement)?;
+        let ec_writes = EcWrites::parse(&self.ec_writes)?;
+        let read_fraction = self.read_fraction()?;
+        self.check_options(wanted.is_some())?;
+        let shard = self
+            .object_size
+            .div_ceil(self.k as u64)
+            .next_multiple_of(4096);
         let desc = self.description()?;
         let cluster = self.cluster(&desc, shard)?;
         let workload = Workload {
