@@ -295,44 +295,11 @@ impl Array {
             self.persist(&mut sb)?;
             batches_run += 1;
         }
-        // The added bundles start zeroed (their parity and copies agree).
-        let zero = AlignedBuf::zeroed(chunk as usize);
-        let mut zeroed = std::collections::BTreeSet::new();
-        for &(m, slot) in plan.added.iter().flatten() {
-            if !usable(m) {
-                return Err(EngineError::Refused(format!(
-                    "slot {m} takes a new bundle but is not in sync; give all members"
-                )));
-            }
-            self.hot.slots[m]
-                .write_at(&zero, self.data_off() + slot * chunk)
-                .map_err(|e| io_err(self.hot.slots[m].as_ref(), e))?;
-            zeroed.insert(m);
-        }
-        for &m in &zeroed {
-            self.hot.slots[m]
-                .flush()
-                .map_err(|e| io_err(self.hot.slots[m].as_ref(), e))?;
-        }
+        self.zero_added_bundles(&plan.added, chunk, &usable)?;
         let after = plan.finish(t, &p);
         // Every member's table, then the superblock that makes it the truth
         // (while the change is pending, assembly does not check tables).
-        for (i, m) in raw.iter().enumerate() {
-            let Some(m) = m else { continue };
-            if !usable(i) {
-                continue;
-            }
-            let size = sb0.roles[i].data_size;
-            let entries = crate::bundles::entries_of(&after.places, i, size / chunk);
-            crate::bundles::write_table(
-                m.as_ref(),
-                sb0.data_offset + size,
-                sb0.uuid,
-                i as u32,
-                &entries,
-            )
-            .map_err(|e| io_err(m.as_ref(), e))?;
-        }
+        write_tables(raw, &sb0, &after.places, &usable)?;
         hist.pending = None;
         hist.changes.push(pend.change);
         let k = params.c
@@ -357,20 +324,8 @@ impl Array {
             sb.events += 1;
             self.persist(&mut sb)?;
         }
-        // A removed member that is still here no longer belongs: its
-        // superblock says so (it is not given again).
         if let Change::Remove { slot, .. } = pend.change {
-            if self.present(slot) {
-                let mut sb = self.superblock();
-                sb.member = slot as u32;
-                sb.roles[slot].state = RoleState::Removed;
-                let mut b = AlignedBuf::zeroed(SB_SIZE);
-                b.copy_from_slice(&sb.encode());
-                let m = &self.hot.slots[slot];
-                m.write_at(&b, 0)
-                    .and_then(|_| m.flush())
-                    .map_err(|e| io_err(m.as_ref(), e))?;
-            }
+            self.retire_removed(slot)?;
         }
         let (mut name, slot) = change_name(&pend.change);
         if name == "grow" && slot < t.caps.len() {
@@ -387,6 +342,51 @@ impl Array {
             capacity_after: bundles_after * bundle_bytes,
             seconds: start.elapsed().as_secs_f64(),
         }))
+    }
+
+    /// The bundles a grow adds start zeroed (their parity and copies agree).
+    fn zero_added_bundles(
+        &self,
+        added: &[Vec<(usize, u64)>],
+        chunk: u64,
+        usable: &dyn Fn(usize) -> bool,
+    ) -> Result<()> {
+        let zero = AlignedBuf::zeroed(chunk as usize);
+        let mut zeroed = std::collections::BTreeSet::new();
+        for &(m, slot) in added.iter().flatten() {
+            if !usable(m) {
+                return Err(EngineError::Refused(format!(
+                    "slot {m} takes a new bundle but is not in sync; give all members"
+                )));
+            }
+            self.hot.slots[m]
+                .write_at(&zero, self.data_off() + slot * chunk)
+                .map_err(|e| io_err(self.hot.slots[m].as_ref(), e))?;
+            zeroed.insert(m);
+        }
+        for &m in &zeroed {
+            self.hot.slots[m]
+                .flush()
+                .map_err(|e| io_err(self.hot.slots[m].as_ref(), e))?;
+        }
+        Ok(())
+    }
+
+    /// A removed member that is still here no longer belongs: its
+    /// superblock says so (it is not given again).
+    fn retire_removed(&self, slot: usize) -> Result<()> {
+        if self.present(slot) {
+            let mut sb = self.superblock();
+            sb.member = slot as u32;
+            sb.roles[slot].state = RoleState::Removed;
+            let mut b = AlignedBuf::zeroed(SB_SIZE);
+            b.copy_from_slice(&sb.encode());
+            let m = &self.hot.slots[slot];
+            m.write_at(&b, 0)
+                .and_then(|_| m.flush())
+                .map_err(|e| io_err(m.as_ref(), e))?;
+        }
+        Ok(())
     }
 
     /// The chunk at position `lost` of a bundle at `places`, from the rest
@@ -456,6 +456,33 @@ impl Array {
         out.copy_from_slice(row[row_index(want)]);
         Ok(())
     }
+}
+
+/// Every usable member's bundle table for `places` (before the superblock
+/// that makes them the truth).
+fn write_tables(
+    raw: &[Option<Arc<dyn Member>>],
+    sb0: &Superblock,
+    places: &[Vec<(usize, u64)>],
+    usable: &dyn Fn(usize) -> bool,
+) -> Result<()> {
+    for (i, m) in raw.iter().enumerate() {
+        let Some(m) = m else { continue };
+        if !usable(i) {
+            continue;
+        }
+        let size = sb0.roles[i].data_size;
+        let entries = crate::bundles::entries_of(places, i, size / sb0.chunk_bytes);
+        crate::bundles::write_table(
+            m.as_ref(),
+            sb0.data_offset + size,
+            sb0.uuid,
+            i as u32,
+            &entries,
+        )
+        .map_err(|e| io_err(m.as_ref(), e))?;
+    }
+    Ok(())
 }
 
 /// The members by slot, as given (no checksum layer), from their
