@@ -194,49 +194,7 @@ impl GrowCmd {
             self.new_member_without_superblock()?;
         }
         if let Some(sz) = &self.size {
-            if sz != "max" {
-                return Err(format!(
-                    "--size {sz}: grow takes --size max (every member used whole)"
-                ));
-            }
-            if self.add.is_some() || self.weights.is_some() || self.batches.is_some() {
-                return Err(
-                    "--size max goes alone: give --add or --weights in a grow of their own".into(),
-                );
-            }
-            let mut req = serde_json::json!({"verb": "grow", "size": "max"});
-            self.speed.put(&mut req);
-            let rs: Vec<hetraid_engine::ChangeReport> = match remote(&self.members, req) {
-                Some(r) => match r? {
-                    serde_json::Value::Array(v) => {
-                        v.into_iter().map(remote_change).collect::<Result<_, _>>()?
-                    }
-                    other => return Err(format!("unexpected reply from the server: {other}")),
-                },
-                None => {
-                    let held = Held::open(&self.members, "grow", self.degraded)?;
-                    held.cell
-                        .set_batches_per_swap(self.speed.batches_per_swap());
-                    let r = held
-                        .cell
-                        .enlarge(self.speed.offline_options())
-                        .map_err(|e| e.to_string());
-                    held.close()?;
-                    r?
-                }
-            };
-            if rs.is_empty() {
-                println!("every member is used whole already: nothing to grow");
-            }
-            if self.json {
-                return crate::cmd::print_json(
-                    &serde_json::to_value(&rs).map_err(|e| e.to_string())?,
-                );
-            }
-            for r in &rs {
-                print_change(r, false)?;
-            }
-            return Ok(());
+            return self.grow_to_max(sz);
         }
         if self.batches.is_some()
             && remote(&self.members, serde_json::json!({"verb": "status"})).is_some()
@@ -276,40 +234,7 @@ impl GrowCmd {
             return print_change(&remote_change(r?)?, self.json);
         }
         if self.batches.is_none() {
-            // Held with a control socket, run by the served path's code (a
-            // few batches per assembly): status from another shell sees it.
-            let held = Held::open(&self.members, "grow", self.degraded)?;
-            held.cell
-                .set_batches_per_swap(self.speed.batches_per_swap());
-            let opts = self.speed.offline_options();
-            let bar = StatusBar::start(&self.members, "change");
-            let r = match (&self.add, &self.weights) {
-                (None, None) => held
-                    .cell
-                    .resume(opts)
-                    .map_err(|e| e.to_string())
-                    .and_then(|r| {
-                        r.ok_or_else(|| {
-                            "no grow or shrink is in progress: give --add NEW to add a member"
-                                .into()
-                        })
-                    }),
-                (add, weights) => {
-                    let new = match add {
-                        Some(add) => {
-                            let (p, kind) = split_member(add)?;
-                            Some((open_member(&p)?, kind.unwrap_or(MemberKind::Hdd)))
-                        }
-                        None => None,
-                    };
-                    held.cell
-                        .grow(new, weights.clone(), self.force, opts)
-                        .map_err(|e| e.to_string())
-                }
-            };
-            drop(bar);
-            held.close()?;
-            return print_change(&r?, self.json);
+            return self.grow_held();
         }
         self.speed.offline()?;
         let given = open_given(&self.members, self.degraded)?;
@@ -343,6 +268,90 @@ impl GrowCmd {
             }
         };
         print_change(&r, self.json)
+    }
+
+    /// `grow --size max`: every member used whole (the members grew under
+    /// the array), served or not.
+    fn grow_to_max(&self, sz: &str) -> Result<(), String> {
+        if sz != "max" {
+            return Err(format!(
+                "--size {sz}: grow takes --size max (every member used whole)"
+            ));
+        }
+        if self.add.is_some() || self.weights.is_some() || self.batches.is_some() {
+            return Err(
+                "--size max goes alone: give --add or --weights in a grow of their own".into(),
+            );
+        }
+        let mut req = serde_json::json!({"verb": "grow", "size": "max"});
+        self.speed.put(&mut req);
+        let rs: Vec<hetraid_engine::ChangeReport> = match remote(&self.members, req) {
+            Some(r) => match r? {
+                serde_json::Value::Array(v) => {
+                    v.into_iter().map(remote_change).collect::<Result<_, _>>()?
+                }
+                other => return Err(format!("unexpected reply from the server: {other}")),
+            },
+            None => {
+                let held = Held::open(&self.members, "grow", self.degraded)?;
+                held.cell
+                    .set_batches_per_swap(self.speed.batches_per_swap());
+                let r = held
+                    .cell
+                    .enlarge(self.speed.offline_options())
+                    .map_err(|e| e.to_string());
+                held.close()?;
+                r?
+            }
+        };
+        if rs.is_empty() {
+            println!("every member is used whole already: nothing to grow");
+        }
+        if self.json {
+            return crate::cmd::print_json(&serde_json::to_value(&rs).map_err(|e| e.to_string())?);
+        }
+        for r in &rs {
+            print_change(r, false)?;
+        }
+        Ok(())
+    }
+
+    /// A grow held with a control socket, run by the served path's code (a
+    /// few batches per assembly): status from another shell sees it.
+    fn grow_held(&self) -> Result<(), String> {
+        // Held with a control socket, run by the served path's code (a
+        // few batches per assembly): status from another shell sees it.
+        let held = Held::open(&self.members, "grow", self.degraded)?;
+        held.cell
+            .set_batches_per_swap(self.speed.batches_per_swap());
+        let opts = self.speed.offline_options();
+        let bar = StatusBar::start(&self.members, "change");
+        let r = match (&self.add, &self.weights) {
+            (None, None) => held
+                .cell
+                .resume(opts)
+                .map_err(|e| e.to_string())
+                .and_then(|r| {
+                    r.ok_or_else(|| {
+                        "no grow or shrink is in progress: give --add NEW to add a member".into()
+                    })
+                }),
+            (add, weights) => {
+                let new = match add {
+                    Some(add) => {
+                        let (p, kind) = split_member(add)?;
+                        Some((open_member(&p)?, kind.unwrap_or(MemberKind::Hdd)))
+                    }
+                    None => None,
+                };
+                held.cell
+                    .grow(new, weights.clone(), self.force, opts)
+                    .map_err(|e| e.to_string())
+            }
+        };
+        drop(bar);
+        held.close()?;
+        print_change(&r?, self.json)
     }
 }
 
