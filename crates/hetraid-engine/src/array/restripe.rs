@@ -318,37 +318,9 @@ impl Array {
             )));
         }
         check_restripable(&a, &sb)?;
-        let kind = sb.layout.kind().map_err(EngineError::Layout)?;
-        let raidh = matches!(kind, hetraid_core::layout::LayoutKind::RaidH { .. });
-        if weights.is_some() && !raidh {
-            return Err(EngineError::Refused(format!(
-                "--weights applies to raidh, not to {}",
-                sb.layout.name
-            )));
-        }
+        let raidh = check_restripe_request(&a, &sb, new.is_some(), weights.as_ref())?;
         let n = sb.roles.len();
         let n_new = n + usize::from(new.is_some());
-        if raidh && new.is_some() && weights.is_none() {
-            return Err(EngineError::Refused(format!(
-                "a raidh array gaining a member needs --weights with {n_new} parity weights, one per member after the grow"
-            )));
-        }
-        if new.is_none() && weights.is_none() {
-            return Err(EngineError::Refused(
-                "give --add NEW (a member) or --weights (raidh) to restripe".into(),
-            ));
-        }
-        if n_new > crate::format::MAX_MEMBERS {
-            return Err(EngineError::Refused(format!(
-                "the array has {n} members, the most it can have"
-            )));
-        }
-        if new.is_none() && weights.as_ref() == Some(&sb.layout.weights) {
-            a.close()?;
-            return Err(EngineError::Refused(
-                "the array has these weights already: nothing to restripe".into(),
-            ));
-        }
         let mut next = sb.clone();
         if let Some((m, kind)) = &new {
             super::living::check_new_member(&given, m.as_ref(), force)?;
@@ -391,25 +363,7 @@ impl Array {
             backup_row: None,
         });
         let (old_l, new_l) = layouts(&next).map_err(|e| EngineError::Refused(e.to_string()))?;
-        // The log must take the new layout's largest stripe update (and,
-        // write-back, keep the reclaimer its room) as `create` checks.
-        if let (Some(rec), Some(l)) = (sb.log, a.status().log) {
-            let need = Self::log_bytes_min(new_l.as_ref(), rec.mode);
-            let have = crate::log::RING_OFFSET + l.ring_bytes;
-            if have < need {
-                return Err(EngineError::Refused(format!(
-                    "the write log ({have} bytes) is too small for the array after the restripe ({} members of {chunk}-byte chunks need {need}); replace its copies with larger devices first (hetraid replace ... --log-copy I --with DEV)",
-                    new_l.members()
-                )));
-            }
-        }
-        if new_l.capacity_bytes() < old_l.capacity_bytes() {
-            return Err(EngineError::Refused(format!(
-                "the new layout holds {} bytes, less than the {} the array holds",
-                new_l.capacity_bytes(),
-                old_l.capacity_bytes()
-            )));
-        }
+        check_new_layout(&a, &sb, old_l.as_ref(), new_l.as_ref())?;
         let window = hetraid_core::limits::restripe_window_rows(chunk, new_l.members());
         if let Some(r) = next.reshape.as_mut() {
             r.window_rows = window;
@@ -426,22 +380,7 @@ impl Array {
         };
         let mut all = given.clone();
         if let Some((m, _)) = &new {
-            let zero = AlignedBuf::zeroed((DATA_OFFSET - BITMAP_OFFSET) as usize);
-            m.write_at(&zero, BITMAP_OFFSET)
-                .map_err(|e| io_err(m.as_ref(), e))?;
-            if sb.checksums {
-                // The new member's checksum area starts empty (zero: no
-                // block checked yet).
-                let area = sb.data_offset - DATA_OFFSET;
-                let z = AlignedBuf::zeroed((1u64 << 20).min(area) as usize);
-                let mut at = 0;
-                while at < area {
-                    let len = (area - at).min(z.len() as u64) as usize;
-                    m.write_at(&z[..len], DATA_OFFSET + at)
-                        .map_err(|e| io_err(m.as_ref(), e))?;
-                    at += len as u64;
-                }
-            }
+            init_new_member(m.as_ref(), &sb)?;
             write_sb(m, n)?;
             all.push(m.clone());
         }
@@ -454,6 +393,102 @@ impl Array {
         }
         Ok(all)
     }
+}
+
+/// What a restripe is asked to do, checked against the array: weights for
+/// raidh only (and needed when it gains a member), something to do, room
+/// for one more member. Returns whether the layout is raidh.
+fn check_restripe_request(
+    a: &Array,
+    sb: &Superblock,
+    adding: bool,
+    weights: Option<&Vec<u64>>,
+) -> Result<bool> {
+    let kind = sb.layout.kind().map_err(EngineError::Layout)?;
+    let raidh = matches!(kind, hetraid_core::layout::LayoutKind::RaidH { .. });
+    if weights.is_some() && !raidh {
+        return Err(EngineError::Refused(format!(
+            "--weights applies to raidh, not to {}",
+            sb.layout.name
+        )));
+    }
+    let n = sb.roles.len();
+    let n_new = n + usize::from(adding);
+    if raidh && adding && weights.is_none() {
+        return Err(EngineError::Refused(format!(
+            "a raidh array gaining a member needs --weights with {n_new} parity weights, one per member after the grow"
+        )));
+    }
+    if !adding && weights.is_none() {
+        return Err(EngineError::Refused(
+            "give --add NEW (a member) or --weights (raidh) to restripe".into(),
+        ));
+    }
+    if n_new > crate::format::MAX_MEMBERS {
+        return Err(EngineError::Refused(format!(
+            "the array has {n} members, the most it can have"
+        )));
+    }
+    if !adding && weights == Some(&sb.layout.weights) {
+        a.close()?;
+        return Err(EngineError::Refused(
+            "the array has these weights already: nothing to restripe".into(),
+        ));
+    }
+    Ok(raidh)
+}
+
+/// The layout after a restripe must hold what the array holds, and the log
+/// must take its largest stripe update (and, write-back, keep the
+/// reclaimer its room) as `create` checks.
+fn check_new_layout(
+    a: &Array,
+    sb: &Superblock,
+    old_l: &dyn Layout,
+    new_l: &dyn Layout,
+) -> Result<()> {
+    let chunk = sb.chunk_bytes;
+    // The log must take the new layout's largest stripe update (and,
+    // write-back, keep the reclaimer its room) as `create` checks.
+    if let (Some(rec), Some(l)) = (sb.log, a.status().log) {
+        let need = Array::log_bytes_min(new_l, rec.mode);
+        let have = crate::log::RING_OFFSET + l.ring_bytes;
+        if have < need {
+            return Err(EngineError::Refused(format!(
+                "the write log ({have} bytes) is too small for the array after the restripe ({} members of {chunk}-byte chunks need {need}); replace its copies with larger devices first (hetraid replace ... --log-copy I --with DEV)",
+                new_l.members()
+            )));
+        }
+    }
+    if new_l.capacity_bytes() < old_l.capacity_bytes() {
+        return Err(EngineError::Refused(format!(
+            "the new layout holds {} bytes, less than the {} the array holds",
+            new_l.capacity_bytes(),
+            old_l.capacity_bytes()
+        )));
+    }
+    Ok(())
+}
+
+/// A member joining by a restripe: an empty bitmap, and (with checksums)
+/// an empty checksum area (zero: no block checked yet).
+fn init_new_member(m: &dyn Member, sb: &Superblock) -> Result<()> {
+    let zero = AlignedBuf::zeroed((DATA_OFFSET - BITMAP_OFFSET) as usize);
+    m.write_at(&zero, BITMAP_OFFSET).map_err(|e| io_err(m, e))?;
+    if sb.checksums {
+        // The new member's checksum area starts empty (zero: no
+        // block checked yet).
+        let area = sb.data_offset - DATA_OFFSET;
+        let z = AlignedBuf::zeroed((1u64 << 20).min(area) as usize);
+        let mut at = 0;
+        while at < area {
+            let len = (area - at).min(z.len() as u64) as usize;
+            m.write_at(&z[..len], DATA_OFFSET + at)
+                .map_err(|e| io_err(m, e))?;
+            at += len as u64;
+        }
+    }
+    Ok(())
 }
 
 /// A restripe continues on a whole array only.
