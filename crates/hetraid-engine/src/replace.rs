@@ -73,42 +73,7 @@ impl Array {
         // table: what assembly decided is on the members first.
         self.commit()?;
         let sb = self.superblock();
-        if i >= sb.roles.len() {
-            return Err(EngineError::Refused(format!(
-                "member {i} does not exist; members are 0 to {}",
-                sb.roles.len() - 1
-            )));
-        }
-        if sb.roles[i].state.is_in() {
-            return Err(EngineError::Refused(format!(
-                "member {i}{} is {}; fail it first (hetraid fail ... --member {i})",
-                self.member(i)
-                    .map(|m| format!(" ({})", m.name()))
-                    .unwrap_or_default(),
-                sb.roles[i].state.as_str()
-            )));
-        }
-        // RAIDX: a slot a shrink emptied holds nothing any more; a device
-        // joins the array as a new slot (grow --add), where chunks move to it.
-        let emptied = sb
-            .raidx_history
-            .as_ref()
-            .is_some_and(|h| h.changes.iter().any(|c| matches!(c, hetraid_core::layout::raidx_history::Change::Remove { slot, .. } if *slot == i)));
-        if emptied {
-            return Err(EngineError::Refused(format!(
-                "slot {i} was emptied by a shrink: its chunks live on the other members now; add {} with hetraid grow MEMBERS... --add {} instead",
-                new.name(),
-                new.name()
-            )));
-        }
-        let need = self.slot_need(&sb, i);
-        if new.len() < need {
-            return Err(EngineError::Refused(format!(
-                "replacement {} is {} bytes; slot {i} needs at least {need}",
-                new.name(),
-                new.len()
-            )));
-        }
+        self.check_slot_takes(&sb, i, new.as_ref())?;
         self.check_replacement(new.as_ref(), &sb, force)?;
         let readd = self.is_readd(new.as_ref(), &sb, i);
         let mark = move |s: &mut Superblock| s.roles[i].resync = readd;
@@ -193,8 +158,55 @@ impl Array {
         } else {
             self.record_member(crate::annex::EventKind::Attached, i, [0; 3]);
         }
-        // A log region on this slot: the new device takes the log's copy,
-        // with its live records, at once.
+        self.take_log_region_copy(&sb, i, raw)?;
+        Ok(())
+    }
+
+    /// Slot `i` can take `new`: it exists, is out (failed, removed or
+    /// missing), was not emptied by a shrink, and `new` is large enough.
+    fn check_slot_takes(&self, sb: &Superblock, i: usize, new: &dyn Member) -> Result<()> {
+        if i >= sb.roles.len() {
+            return Err(EngineError::Refused(format!(
+                "member {i} does not exist; members are 0 to {}",
+                sb.roles.len() - 1
+            )));
+        }
+        if sb.roles[i].state.is_in() {
+            return Err(EngineError::Refused(format!(
+                "member {i}{} is {}; fail it first (hetraid fail ... --member {i})",
+                self.member(i)
+                    .map(|m| format!(" ({})", m.name()))
+                    .unwrap_or_default(),
+                sb.roles[i].state.as_str()
+            )));
+        }
+        // RAIDX: a slot a shrink emptied holds nothing any more; a device
+        // joins the array as a new slot (grow --add), where chunks move to it.
+        let emptied = sb
+            .raidx_history
+            .as_ref()
+            .is_some_and(|h| h.changes.iter().any(|c| matches!(c, hetraid_core::layout::raidx_history::Change::Remove { slot, .. } if *slot == i)));
+        if emptied {
+            return Err(EngineError::Refused(format!(
+                "slot {i} was emptied by a shrink: its chunks live on the other members now; add {} with hetraid grow MEMBERS... --add {} instead",
+                new.name(),
+                new.name()
+            )));
+        }
+        let need = self.slot_need(sb, i);
+        if new.len() < need {
+            return Err(EngineError::Refused(format!(
+                "replacement {} is {} bytes; slot {i} needs at least {need}",
+                new.name(),
+                new.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// A log region on slot `i`: the new device `raw` takes the log's copy,
+    /// with its live records, at once.
+    fn take_log_region_copy(&self, sb: &Superblock, i: usize, raw: Arc<dyn Member>) -> Result<()> {
         if let Some((copy, region)) = sb.log.and_then(|l| {
             let r = l.region?;
             r.slots[..l.copies as usize]
