@@ -313,74 +313,10 @@ impl Runner<'_> {
             }
             // 1. A reclaim in progress comes first.
             if log.reclaim.is_some() {
-                if let Some(&j) = log.reclaim_queue.front() {
-                    return self.log_stripes(j, From::Reclaim);
+                match self.reclaim_step()? {
+                    Pump::Again => continue,
+                    Pump::Wait => return Ok(()),
                 }
-                let members = log.members;
-                let r = log.reclaim.as_mut().unwrap();
-                if r.job_running {
-                    return Ok(());
-                }
-                if r.checkpoint_due {
-                    if log.applying > 0 {
-                        return Ok(());
-                    }
-                    r.checkpoint_due = false;
-                    log.push_checkpoint();
-                    self.log_issue_next();
-                    return Ok(());
-                }
-                if let Some((at, len)) = r.writes.pop_front() {
-                    r.job_running = true;
-                    return self.start_reclaim_job(at, len);
-                }
-                if !r.batch.is_empty() {
-                    // The batch is on the members: drop what was not replaced.
-                    for p in std::mem::take(&mut r.batch) {
-                        log.index.remove_reclaimed(&p);
-                    }
-                    log.reclaim.as_mut().unwrap().checkpoint_due = true;
-                    continue;
-                }
-                let more = r.rounds > 0
-                    && journal::reclaim_more(
-                        &log.ring,
-                        log.index.reserved(),
-                        log.index.is_empty(),
-                        r.target,
-                    );
-                if !more {
-                    let one = r.one_batch;
-                    log.reclaim = None;
-                    if one {
-                        // HPDA: ask the policy again (it may go on).
-                        self.hpda_wake_now();
-                    }
-                    // RAID4 writes that wait for the log to empty go once it
-                    // is (a reclaim of one batch was running: another of
-                    // everything follows, as the engine's `reclaim_to(0)`).
-                    if !self.after_reclaim.is_empty() {
-                        let log = self.log.as_mut().unwrap();
-                        if log.fill(true).holds_data {
-                            log.start_reclaim(0);
-                            continue;
-                        }
-                        while let Some((req, arrived)) = self.after_reclaim.pop_front() {
-                            self.launch(req, arrived, false, false)?;
-                        }
-                    }
-                    continue;
-                }
-                let max = journal::write_back_record_max(&log.ring, members);
-                let (batch, runs) = journal::reclaim_batch(&log.index.pieces(), max);
-                let r = log.reclaim.as_mut().unwrap();
-                r.rounds -= 1;
-                r.batch = batch;
-                for (start, end, _) in runs {
-                    r.writes.extend(journal::split_run(start, end, max));
-                    log.reclaimed_bytes += end - start;
-                }
-                continue;
             }
             // 2. HPDA's in-place writes, then the head of the queue.
             if let Some(&j) = log.direct_queue.front() {
@@ -392,78 +328,164 @@ impl Runner<'_> {
             if !log.write_back {
                 return self.log_stripes(j, From::User);
             }
-            // Write-back: every queued write's next data record, logged
-            // together (group commit, core `journal::place_group`), as the
-            // engine logs the writes waiting when its leader starts.
-            let queued: Vec<u32> = log.queue.iter().copied().collect();
-            let mut fresh = None;
-            for &q in &queued {
-                if let std::collections::hash_map::Entry::Vacant(e) = log.wb.entry(q) {
-                    let JobKind::User { req, .. } = self.jobs[q as usize].as_ref().unwrap().kind
-                    else {
-                        unreachable!("only user writes queue in write-back mode")
-                    };
-                    let max = journal::write_back_record_max(&log.ring, log.members);
-                    e.insert(WbWrite {
-                        parts: journal::split_run(req.offset, req.offset + req.len, max).into(),
-                    });
-                    fresh.get_or_insert(q);
-                }
+            match self.write_back_step()? {
+                Pump::Again => continue,
+                Pump::Wait => return Ok(()),
             }
-            // A write past the high-water mark reclaims first (each write
-            // checks once, as it enters the engine's write path).
-            if fresh.is_some() {
-                if let Some(t) = journal::reclaim_before_write(&log.ring, log.index.reserved()) {
-                    log.start_reclaim(t);
-                    continue;
-                }
-            }
-            let writes: Vec<(u64, u64)> = queued
-                .iter()
-                .map(|q| log.wb[q].parts.front().copied().unwrap_or((0, 0)))
-                .collect();
-            debug_assert!(writes.iter().all(|&(_, l)| l > 0));
-            let (placed, groups) =
-                journal::place_group(&mut log.ring, &log.reserve, &log.index, &writes);
-            if placed.is_empty() {
-                if !log.wb_checkpointed {
-                    if log.applying > 0 {
-                        return Ok(());
-                    }
-                    log.wb_checkpointed = true;
-                    log.push_checkpoint();
-                    self.log_issue_next();
-                    return Ok(());
-                }
-                log.wb_attempts += 1;
-                log.wb_checkpointed = false;
-                if log.wb_attempts > journal::LOG_FULL_RECLAIMS_MAX {
-                    return Err("the simulated write log stays full although its data was reclaimed; use a larger log_size".into());
-                }
-                log.start_reclaim(0);
-                continue;
-            }
-            log.wb_checkpointed = false;
-            log.wb_attempts = 0;
-            for g in &groups {
-                let first = placed[g.start].0;
-                let bytes: u64 = placed[g.clone()].iter().map(|x| x.1).sum();
-                log.push_record(&first, bytes);
-                log.record_writes += 1;
-            }
-            let parts = placed
-                .iter()
-                .zip(&queued)
-                .map(|((p, bytes, cost), &q)| {
-                    let (at, len) = *log.wb[&q].parts.front().unwrap();
-                    (q, at, len, p.seq, *bytes, *cost, p.offset)
-                })
-                .collect();
-            log.busy = Some(LogStep::Data { parts });
-            self.log_issue_next();
-            return Ok(());
         }
         Err("the simulated write log made no progress; this is a hetraid bug".into())
+    }
+
+    /// One step of a reclaim in progress: log a reclaimer's write, run the
+    /// next of its member writes, checkpoint after a batch, or take the
+    /// next batch (or end).
+    fn reclaim_step(&mut self) -> Result<Pump, String> {
+        let log = self.log.as_mut().unwrap();
+        if let Some(&j) = log.reclaim_queue.front() {
+            return self.log_stripes(j, From::Reclaim).map(|()| Pump::Wait);
+        }
+        let members = log.members;
+        let r = log.reclaim.as_mut().unwrap();
+        if r.job_running {
+            return Ok(Pump::Wait);
+        }
+        if r.checkpoint_due {
+            if log.applying > 0 {
+                return Ok(Pump::Wait);
+            }
+            r.checkpoint_due = false;
+            log.push_checkpoint();
+            self.log_issue_next();
+            return Ok(Pump::Wait);
+        }
+        if let Some((at, len)) = r.writes.pop_front() {
+            r.job_running = true;
+            return self.start_reclaim_job(at, len).map(|()| Pump::Wait);
+        }
+        if !r.batch.is_empty() {
+            // The batch is on the members: drop what was not replaced.
+            for p in std::mem::take(&mut r.batch) {
+                log.index.remove_reclaimed(&p);
+            }
+            log.reclaim.as_mut().unwrap().checkpoint_due = true;
+            return Ok(Pump::Again);
+        }
+        let more = r.rounds > 0
+            && journal::reclaim_more(
+                &log.ring,
+                log.index.reserved(),
+                log.index.is_empty(),
+                r.target,
+            );
+        if !more {
+            let one = r.one_batch;
+            log.reclaim = None;
+            if one {
+                // HPDA: ask the policy again (it may go on).
+                self.hpda_wake_now();
+            }
+            // RAID4 writes that wait for the log to empty go once it
+            // is (a reclaim of one batch was running: another of
+            // everything follows, as the engine's `reclaim_to(0)`).
+            if !self.after_reclaim.is_empty() {
+                let log = self.log.as_mut().unwrap();
+                if log.fill(true).holds_data {
+                    log.start_reclaim(0);
+                    return Ok(Pump::Again);
+                }
+                while let Some((req, arrived)) = self.after_reclaim.pop_front() {
+                    self.launch(req, arrived, false, false)?;
+                }
+            }
+            return Ok(Pump::Again);
+        }
+        let max = journal::write_back_record_max(&log.ring, members);
+        let (batch, runs) = journal::reclaim_batch(&log.index.pieces(), max);
+        let r = log.reclaim.as_mut().unwrap();
+        r.rounds -= 1;
+        r.batch = batch;
+        for (start, end, _) in runs {
+            r.writes.extend(journal::split_run(start, end, max));
+            log.reclaimed_bytes += end - start;
+        }
+        Ok(Pump::Again)
+    }
+
+    /// Write-back: every queued write's next data record, logged together
+    /// (group commit, core `journal::place_group`), as the engine logs the
+    /// writes waiting when its leader starts; a full log reclaims (at most
+    /// `LOG_FULL_RECLAIMS_MAX` times in a row).
+    fn write_back_step(&mut self) -> Result<Pump, String> {
+        let log = self.log.as_mut().unwrap();
+        // Write-back: every queued write's next data record, logged
+        // together (group commit, core `journal::place_group`), as the
+        // engine logs the writes waiting when its leader starts.
+        let queued: Vec<u32> = log.queue.iter().copied().collect();
+        let mut fresh = None;
+        for &q in &queued {
+            if let std::collections::hash_map::Entry::Vacant(e) = log.wb.entry(q) {
+                let JobKind::User { req, .. } = self.jobs[q as usize].as_ref().unwrap().kind else {
+                    unreachable!("only user writes queue in write-back mode")
+                };
+                let max = journal::write_back_record_max(&log.ring, log.members);
+                e.insert(WbWrite {
+                    parts: journal::split_run(req.offset, req.offset + req.len, max).into(),
+                });
+                fresh.get_or_insert(q);
+            }
+        }
+        // A write past the high-water mark reclaims first (each write
+        // checks once, as it enters the engine's write path).
+        if fresh.is_some() {
+            if let Some(t) = journal::reclaim_before_write(&log.ring, log.index.reserved()) {
+                log.start_reclaim(t);
+                return Ok(Pump::Again);
+            }
+        }
+        let writes: Vec<(u64, u64)> = queued
+            .iter()
+            .map(|q| log.wb[q].parts.front().copied().unwrap_or((0, 0)))
+            .collect();
+        debug_assert!(writes.iter().all(|&(_, l)| l > 0));
+        let (placed, groups) =
+            journal::place_group(&mut log.ring, &log.reserve, &log.index, &writes);
+        if placed.is_empty() {
+            if !log.wb_checkpointed {
+                if log.applying > 0 {
+                    return Ok(Pump::Wait);
+                }
+                log.wb_checkpointed = true;
+                log.push_checkpoint();
+                self.log_issue_next();
+                return Ok(Pump::Wait);
+            }
+            log.wb_attempts += 1;
+            log.wb_checkpointed = false;
+            if log.wb_attempts > journal::LOG_FULL_RECLAIMS_MAX {
+                return Err("the simulated write log stays full although its data was reclaimed; use a larger log_size".into());
+            }
+            log.start_reclaim(0);
+            return Ok(Pump::Again);
+        }
+        log.wb_checkpointed = false;
+        log.wb_attempts = 0;
+        for g in &groups {
+            let first = placed[g.start].0;
+            let bytes: u64 = placed[g.clone()].iter().map(|x| x.1).sum();
+            log.push_record(&first, bytes);
+            log.record_writes += 1;
+        }
+        let parts = placed
+            .iter()
+            .zip(&queued)
+            .map(|((p, bytes, cost), &q)| {
+                let (at, len) = *log.wb[&q].parts.front().unwrap();
+                (q, at, len, p.seq, *bytes, *cost, p.offset)
+            })
+            .collect();
+        log.busy = Some(LogStep::Data { parts });
+        self.log_issue_next();
+        Ok(Pump::Wait)
     }
 
     /// Log the stripe updates of job `j` (a journaled user write, or a
@@ -651,4 +673,11 @@ impl Runner<'_> {
         }
         self.log_pump()
     }
+}
+
+/// What the log's pump does after a step: take another, or wait for a
+/// completion.
+enum Pump {
+    Again,
+    Wait,
 }
