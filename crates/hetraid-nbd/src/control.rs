@@ -470,6 +470,100 @@ fn change(
     }
 }
 
+/// `fail`: the member failed (refused beyond the redundancy unless
+/// forced), and its device let go.
+fn verb_fail(cell: &ArrayCell, array: &Array, slot: usize, force: bool) -> Result<Value, String> {
+    let dev = array.member(slot).map(|d| d.name());
+    array.fail_with(slot, force).map_err(|e| e.to_string())?;
+    array.flush().map_err(|e| e.to_string())?;
+    // The failed device is closed and its lock dropped: it can be
+    // inspected, or re-added with `add --with`, while clients go on.
+    // A hot spare may have taken the slot already (the server's
+    // spare watcher runs on the failure's event): the device left
+    // the array then, and is let go all the same.
+    if let Some(d) = dev {
+        let detached = array.detach_failed(slot, &d).is_some();
+        if detached || array.member(slot).is_none_or(|m| m.name() != d) {
+            cell.release(&d);
+        }
+    }
+    Ok(json!({"state": array.status().state}))
+}
+
+/// `scrub`: every stripe checked (repaired as the request trusts), paced.
+fn verb_scrub(array: &Array, req: &Value) -> Result<Value, String> {
+    let trust = array
+        .scrub_trust(
+            req["repair"].as_bool().unwrap_or(false),
+            req["trust_data"].as_bool().unwrap_or(false),
+            req["trust_member"].as_u64().map(|m| m as usize),
+        )
+        .map_err(|e| e.to_string())?;
+    let d = hetraid_engine::ScrubOptions::default();
+    let opts = hetraid_engine::ScrubOptions {
+        min_speed: req["min_speed"].as_u64().unwrap_or(d.min_speed),
+        max_speed: req["max_speed"].as_u64().unwrap_or(d.max_speed),
+    };
+    let r = array
+        .scrub_with(trust, opts, &|_| {})
+        .map_err(|e| e.to_string())?;
+    serde_json::to_value(r).map_err(|e| e.to_string())
+}
+
+/// `replace --log-copy`: a copy of the write log, replaced while clients
+/// write.
+fn verb_replace_log_copy(
+    cell: &ArrayCell,
+    array: &Array,
+    req: &Value,
+    file: Option<std::fs::File>,
+) -> Result<Value, String> {
+    // A copy of the write log, replaced while clients write: the
+    // live records are copied to it (appends wait meanwhile).
+    let copy = req["log_copy"].as_u64().unwrap_or(0) as usize;
+    let path = req["with"].as_str().ok_or("replace needs \"with\"")?;
+    let new: Arc<dyn hetraid_engine::member::Member> =
+        Arc::new(passed_member(file, path, "replace")?);
+    let old = array
+        .status()
+        .log
+        .and_then(|l| l.devices.get(copy).map(|d| d.path.clone()));
+    array
+        .replace_log_copy(copy, new.clone(), req["force"].as_bool().unwrap_or(false))
+        .map_err(|e| e.to_string())?;
+    if let Some(old) = old {
+        cell.release(&old);
+    }
+    cell.adopt(new);
+    Ok(json!({"state": array.status().state, "log": array.status().log.map(|l| l.state)}))
+}
+
+/// `rebuild`: onto the replacements attached, at the speeds asked (MD's
+/// defaults otherwise).
+fn verb_rebuild(array: &Array, req: &Value) -> Result<Value, String> {
+    if req["to_spare"].as_bool().unwrap_or(false) {
+        // The relocation changes the layout, which a served array cannot
+        // switch under its clients yet.
+        return Err("rebuild --to-spare runs on an array that is not served: stop hetraid serve (SIGTERM), rebuild, and serve again; a served array rebuilds onto a replacement (hetraid replace, then hetraid rebuild)".into());
+    }
+    let pace = match req["pace"].as_str() {
+        Some(p) => hetraid_core::pace::PaceScope::parse(p)?,
+        None => hetraid_core::pace::PaceScope::Array,
+    };
+    let opts = hetraid_engine::RebuildOptions {
+        min_speed: req["min_speed"]
+            .as_u64()
+            .unwrap_or(hetraid_core::pace::MD_DEFAULT.min_bps),
+        max_speed: req["max_speed"]
+            .as_u64()
+            .unwrap_or(hetraid_core::pace::MD_DEFAULT.max_bps),
+        stop_after: None,
+        pace,
+    };
+    let r = array.rebuild(opts, &|_| {}).map_err(|e| e.to_string())?;
+    serde_json::to_value(r).map_err(|e| e.to_string())
+}
+
 fn run(cell: &ArrayCell, req: &Value, file: Option<std::fs::File>) -> Result<Value, String> {
     // A rebuild or scrub waits for a change moving chunks (and a change for
     // them: `ArrayCell::grow`): one at a time, the running one named.
@@ -491,26 +585,7 @@ fn run(cell: &ArrayCell, req: &Value, file: Option<std::fs::File>) -> Result<Val
     };
     match req["verb"].as_str() {
         Some("status") => serde_json::to_value(array.status()).map_err(|e| e.to_string()),
-        Some("fail") => {
-            let slot = member()?;
-            let dev = array.member(slot).map(|d| d.name());
-            array
-                .fail_with(slot, req["force"].as_bool().unwrap_or(false))
-                .map_err(|e| e.to_string())?;
-            array.flush().map_err(|e| e.to_string())?;
-            // The failed device is closed and its lock dropped: it can be
-            // inspected, or re-added with `add --with`, while clients go on.
-            // A hot spare may have taken the slot already (the server's
-            // spare watcher runs on the failure's event): the device left
-            // the array then, and is let go all the same.
-            if let Some(d) = dev {
-                let detached = array.detach_failed(slot, &d).is_some();
-                if detached || array.member(slot).is_none_or(|m| m.name() != d) {
-                    cell.release(&d);
-                }
-            }
-            Ok(json!({"state": array.status().state}))
-        }
+        Some("fail") => verb_fail(cell, array, member()?, req["force"].as_bool().unwrap_or(false)),
         Some("reclaim") => {
             if !array.has_write_back_log() {
                 return Err("reclaim applies to arrays with a write-back log (hpda, --log-mode write-back); this array has none".into());
@@ -518,44 +593,8 @@ fn run(cell: &ArrayCell, req: &Value, file: Option<std::fs::File>) -> Result<Val
             let bytes = array.reclaim().map_err(|e| e.to_string())?;
             Ok(json!({"reclaimed_bytes": bytes}))
         }
-        Some("scrub") => {
-            let trust = array
-                .scrub_trust(
-                    req["repair"].as_bool().unwrap_or(false),
-                    req["trust_data"].as_bool().unwrap_or(false),
-                    req["trust_member"].as_u64().map(|m| m as usize),
-                )
-                .map_err(|e| e.to_string())?;
-            let d = hetraid_engine::ScrubOptions::default();
-            let opts = hetraid_engine::ScrubOptions {
-                min_speed: req["min_speed"].as_u64().unwrap_or(d.min_speed),
-                max_speed: req["max_speed"].as_u64().unwrap_or(d.max_speed),
-            };
-            let r = array
-                .scrub_with(trust, opts, &|_| {})
-                .map_err(|e| e.to_string())?;
-            serde_json::to_value(r).map_err(|e| e.to_string())
-        }
-        Some("replace") if req["log_copy"].is_u64() => {
-            // A copy of the write log, replaced while clients write: the
-            // live records are copied to it (appends wait meanwhile).
-            let copy = req["log_copy"].as_u64().unwrap_or(0) as usize;
-            let path = req["with"].as_str().ok_or("replace needs \"with\"")?;
-            let new: Arc<dyn hetraid_engine::member::Member> =
-                Arc::new(passed_member(file, path, "replace")?);
-            let old = array
-                .status()
-                .log
-                .and_then(|l| l.devices.get(copy).map(|d| d.path.clone()));
-            array
-                .replace_log_copy(copy, new.clone(), req["force"].as_bool().unwrap_or(false))
-                .map_err(|e| e.to_string())?;
-            if let Some(old) = old {
-                cell.release(&old);
-            }
-            cell.adopt(new);
-            Ok(json!({"state": array.status().state, "log": array.status().log.map(|l| l.state)}))
-        }
+        Some("scrub") => verb_scrub(array, req),
+        Some("replace") if req["log_copy"].is_u64() => verb_replace_log_copy(cell, array, req, file),
         Some("replace") => {
             let path = req["with"].as_str().ok_or("replace needs \"with\"")?;
             let new: Arc<dyn hetraid_engine::member::Member> =
@@ -598,29 +637,7 @@ fn run(cell: &ArrayCell, req: &Value, file: Option<std::fs::File>) -> Result<Val
             }
             Ok(json!({"state": array.status().state}))
         }
-        Some("rebuild") => {
-            if req["to_spare"].as_bool().unwrap_or(false) {
-                // The relocation changes the layout, which a served array cannot
-                // switch under its clients yet.
-                return Err("rebuild --to-spare runs on an array that is not served: stop hetraid serve (SIGTERM), rebuild, and serve again; a served array rebuilds onto a replacement (hetraid replace, then hetraid rebuild)".into());
-            }
-            let pace = match req["pace"].as_str() {
-                Some(p) => hetraid_core::pace::PaceScope::parse(p)?,
-                None => hetraid_core::pace::PaceScope::Array,
-            };
-            let opts = hetraid_engine::RebuildOptions {
-                min_speed: req["min_speed"]
-                    .as_u64()
-                    .unwrap_or(hetraid_core::pace::MD_DEFAULT.min_bps),
-                max_speed: req["max_speed"]
-                    .as_u64()
-                    .unwrap_or(hetraid_core::pace::MD_DEFAULT.max_bps),
-                stop_after: None,
-                pace,
-            };
-            let r = array.rebuild(opts, &|_| {}).map_err(|e| e.to_string())?;
-            serde_json::to_value(r).map_err(|e| e.to_string())
-        }
+        Some("rebuild") => verb_rebuild(array, req),
         other => Err(format!(
             "unknown control verb {other:?}; use status, fail, remove, scrub, replace, add_spare, remove_spare, rebuild, reclaim, grow or shrink"
         )),
