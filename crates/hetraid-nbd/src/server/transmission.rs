@@ -317,50 +317,13 @@ pub(super) fn worker<'scope, 'env>(
         };
         // Nobody left to read the next request: wake a parked worker, or
         // bring in one.
-        let woke = t.reading.load(Ordering::SeqCst) < 2 && {
-            let mut p = t.parked.0.lock().unwrap();
-            if p.0 > p.1 {
-                p.1 += 1;
-                t.parked.1.notify_one();
-                true
-            } else {
-                false
-            }
-        };
-        if !woke
-            && t.reading.load(Ordering::SeqCst) < 2
-            && t.workers.load(Ordering::SeqCst) < t.cfg.workers.max(1)
-            && t.threads.take()
-        {
-            t.workers.fetch_add(1, Ordering::SeqCst);
-            let spawned = std::thread::Builder::new()
-                .name("nbd-worker".into())
-                .spawn_scoped(s, move || worker(t, s, true));
-            if spawned.is_err() {
-                // No thread: this connection goes on with the ones it has.
-                t.workers.fetch_sub(1, Ordering::SeqCst);
-                t.threads.give();
-            }
-        }
+        bring_in_worker(t, s);
         let room = match job.action {
             Action::Read { len, .. } => (len as u64).min(REPLY_BYTES_MAX),
             _ => 0,
         };
-        if room > 0 {
-            let mut b = t.room.0.lock().unwrap();
-            // Bounded by the connection's end: finish() wakes it.
-            while *b < room {
-                if t.done.load(Ordering::SeqCst) {
-                    return leave();
-                }
-                b = t
-                    .room
-                    .1
-                    .wait_timeout(b, Duration::from_millis(100))
-                    .unwrap()
-                    .0;
-            }
-            *b -= room;
+        if room > 0 && !take_room(t, room) {
+            return leave();
         }
         // Only reads build their reply in a big buffer, its room taken from
         // the shared budget first; other replies are 16 bytes and must not
@@ -414,27 +377,87 @@ pub(super) fn worker<'scope, 'env>(
             t.keep(&t.free, b);
         }
         // A borrowed worker with two others already waiting for the next
-        // request parks (one waiting behind the reader hands over at once
-        // when the request comes); parked a second with nothing to do, it
-        // goes home.
-        if borrowed && t.reading.load(Ordering::SeqCst) >= 2 {
-            let mut p = t.parked.0.lock().unwrap();
-            p.0 += 1;
-            let (mut p, _) = t
-                .parked
-                .1
-                .wait_timeout_while(p, Duration::from_secs(1), |p| {
-                    p.1 == 0 && !t.done.load(Ordering::SeqCst)
-                })
-                .unwrap();
-            p.0 -= 1;
-            if p.1 > 0 {
-                p.1 -= 1;
-            } else {
-                return leave();
-            }
+        // request parks; parked a second with nothing to do, it goes home.
+        if borrowed && t.reading.load(Ordering::SeqCst) >= 2 && !park(t) {
+            return leave();
         }
     }
+}
+
+/// Wake a parked worker of the connection to read the next request, or
+/// bring in one more (up to `--workers`, while the shared budget allows),
+/// when nobody else is waiting to read it.
+fn bring_in_worker<'scope, 'env>(
+    t: &'env Transmission<'env>,
+    s: &'scope std::thread::Scope<'scope, 'env>,
+) {
+    let woke = t.reading.load(Ordering::SeqCst) < 2 && {
+        let mut p = t.parked.0.lock().unwrap();
+        if p.0 > p.1 {
+            p.1 += 1;
+            t.parked.1.notify_one();
+            true
+        } else {
+            false
+        }
+    };
+    if !woke
+        && t.reading.load(Ordering::SeqCst) < 2
+        && t.workers.load(Ordering::SeqCst) < t.cfg.workers.max(1)
+        && t.threads.take()
+    {
+        t.workers.fetch_add(1, Ordering::SeqCst);
+        let spawned = std::thread::Builder::new()
+            .name("nbd-worker".into())
+            .spawn_scoped(s, move || worker(t, s, true));
+        if spawned.is_err() {
+            // No thread: this connection goes on with the ones it has.
+            t.workers.fetch_sub(1, Ordering::SeqCst);
+            t.threads.give();
+        }
+    }
+}
+
+/// Take `room` bytes of the connection's reply room, waiting for replies
+/// in flight to go out; false when the connection ended meanwhile.
+fn take_room(t: &Transmission<'_>, room: u64) -> bool {
+    let mut b = t.room.0.lock().unwrap();
+    // Bounded by the connection's end: finish() wakes it.
+    while *b < room {
+        if t.done.load(Ordering::SeqCst) {
+            return false;
+        }
+        b = t
+            .room
+            .1
+            .wait_timeout(b, Duration::from_millis(100))
+            .unwrap()
+            .0;
+    }
+    *b -= room;
+    true
+}
+
+/// A borrowed worker parks (one waiting behind the reader hands over at
+/// once when the request comes); true when it is woken to go on, false
+/// when it waited a second with nothing to do and goes home.
+fn park(t: &Transmission<'_>) -> bool {
+    let mut p = t.parked.0.lock().unwrap();
+    p.0 += 1;
+    let (mut p, _) = t
+        .parked
+        .1
+        .wait_timeout_while(p, Duration::from_secs(1), |p| {
+            p.1 == 0 && !t.done.load(Ordering::SeqCst)
+        })
+        .unwrap();
+    p.0 -= 1;
+    if p.1 > 0 {
+        p.1 -= 1;
+    } else {
+        return false;
+    }
+    true
 }
 
 /// Transmission phase: workers as `worker` says, the first one this thread.
