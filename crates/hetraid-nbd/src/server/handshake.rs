@@ -327,28 +327,7 @@ pub(super) fn negotiate<S: Read + Write>(c: &mut S, o: &mut Offer) -> io::Result
                     c.write_all(&proto::option_reply(opt, proto::REP_ERR_UNKNOWN, &[]))?;
                     continue;
                 }
-                let mut out = proto::option_reply(
-                    opt,
-                    proto::REP_INFO,
-                    &proto::info_export(o.export.size, o.flags),
-                );
-                // Block sizes are always sent: clients that did not ask may ignore them.
-                out.extend(proto::option_reply(
-                    opt,
-                    proto::REP_INFO,
-                    &proto::info_block_size(1, o.preferred, proto::MAX_PAYLOAD),
-                ));
-                if infos.contains(&proto::INFO_DESCRIPTION) {
-                    let mut d = proto::INFO_DESCRIPTION.to_be_bytes().to_vec();
-                    d.extend_from_slice(format!("hetraid {} array", o.layout).as_bytes());
-                    out.extend(proto::option_reply(opt, proto::REP_INFO, &d));
-                }
-                if infos.contains(&proto::INFO_NAME) {
-                    let mut d = proto::INFO_NAME.to_be_bytes().to_vec();
-                    d.extend_from_slice(name.as_bytes());
-                    out.extend(proto::option_reply(opt, proto::REP_INFO, &d));
-                }
-                out.extend(proto::option_reply(opt, proto::REP_ACK, &[]));
+                let out = info_replies(opt, o, &name, &infos);
                 c.write_all(&out)?;
                 if opt == proto::OPT_GO {
                     c.flush()?;
@@ -376,20 +355,7 @@ pub(super) fn negotiate<S: Read + Write>(c: &mut S, o: &mut Offer) -> io::Result
                 if !list {
                     o.export.base_allocation = selected;
                 }
-                let mut out = Vec::new();
-                if selected {
-                    // A list names contexts without selecting them: id 0
-                    // (spec), as nbdkit.
-                    let id = if list {
-                        0
-                    } else {
-                        proto::META_BASE_ALLOCATION_ID
-                    };
-                    let mut d = id.to_be_bytes().to_vec();
-                    d.extend_from_slice(proto::META_BASE_ALLOCATION.as_bytes());
-                    out.extend(proto::option_reply(opt, proto::REP_META_CONTEXT, &d));
-                }
-                out.extend(proto::option_reply(opt, proto::REP_ACK, &[]));
+                let out = meta_context_replies(opt, list, selected);
                 c.write_all(&out)?;
             }
             _ => {
@@ -400,6 +366,56 @@ pub(super) fn negotiate<S: Read + Write>(c: &mut S, o: &mut Offer) -> io::Result
         c.flush()?;
     }
     Err(invalid("too many options in one handshake"))
+}
+
+/// The replies to NBD_OPT_INFO or NBD_OPT_GO for export `name`: the
+/// export's size and flags, block sizes (always: clients that did not ask
+/// may ignore them), and the description and name when asked; then ACK.
+fn info_replies(opt: u32, o: &Offer, name: &str, infos: &[u16]) -> Vec<u8> {
+    let mut out = proto::option_reply(
+        opt,
+        proto::REP_INFO,
+        &proto::info_export(o.export.size, o.flags),
+    );
+    // Block sizes are always sent: clients that did not ask may ignore them.
+    out.extend(proto::option_reply(
+        opt,
+        proto::REP_INFO,
+        &proto::info_block_size(1, o.preferred, proto::MAX_PAYLOAD),
+    ));
+    if infos.contains(&proto::INFO_DESCRIPTION) {
+        let mut d = proto::INFO_DESCRIPTION.to_be_bytes().to_vec();
+        d.extend_from_slice(format!("hetraid {} array", o.layout).as_bytes());
+        out.extend(proto::option_reply(opt, proto::REP_INFO, &d));
+    }
+    if infos.contains(&proto::INFO_NAME) {
+        let mut d = proto::INFO_NAME.to_be_bytes().to_vec();
+        d.extend_from_slice(name.as_bytes());
+        out.extend(proto::option_reply(opt, proto::REP_INFO, &d));
+    }
+    out.extend(proto::option_reply(opt, proto::REP_ACK, &[]));
+    out
+}
+
+/// The replies to a meta context option: base:allocation when the queries
+/// select it (a list names it without selecting it: id 0, as nbdkit), then
+/// ACK.
+fn meta_context_replies(opt: u32, list: bool, selected: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    if selected {
+        // A list names contexts without selecting them: id 0
+        // (spec), as nbdkit.
+        let id = if list {
+            0
+        } else {
+            proto::META_BASE_ALLOCATION_ID
+        };
+        let mut d = id.to_be_bytes().to_vec();
+        d.extend_from_slice(proto::META_BASE_ALLOCATION.as_bytes());
+        out.extend(proto::option_reply(opt, proto::REP_META_CONTEXT, &d));
+    }
+    out.extend(proto::option_reply(opt, proto::REP_ACK, &[]));
+    out
 }
 
 /// Transmission over TLS: one request at a time on one thread (reads and
