@@ -768,3 +768,108 @@ fn the_cli_is_a_library() {
         hetraid_core::layout::LayoutKind::Raid10 { copies: 2 }
     );
 }
+
+/// Issue 38: modules small enough to read in one sitting — no source file
+/// over 1,000 lines and no function over 150 outside tests (inline test
+/// modules and `*_tests.rs` files aside).
+#[test]
+fn sources_stay_readable() {
+    const FILE_LINES_MAX: usize = 1000;
+    const FN_LINES_MAX: usize = 150;
+    let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    fn walk(d: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(d).unwrap().flatten() {
+            let p = e.path();
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            if p.is_dir() && name != "tests" && name != "benches" && name != "target" {
+                walk(&p, out);
+            } else if name.ends_with(".rs") && !name.ends_with("_tests.rs") {
+                out.push(p);
+            }
+        }
+    }
+    // Code only: string and char literals and line comments blanked, so
+    // braces in format strings do not count.
+    fn code(line: &str) -> String {
+        let mut out = String::new();
+        let mut chars = line.chars().peekable();
+        let mut in_str = false;
+        while let Some(c) = chars.next() {
+            match (in_str, c) {
+                (true, '\\') => {
+                    chars.next();
+                }
+                (true, '"') => in_str = false,
+                (true, _) => {}
+                (false, '"') => in_str = true,
+                (false, '/') if chars.peek() == Some(&'/') => break,
+                (false, '\'') => {
+                    // A char literal ('{', '\n') or a lifetime ('a).
+                    let rest: String = chars.clone().take(3).collect();
+                    if rest.starts_with('\\') || rest.chars().nth(1) == Some('\'') {
+                        for _ in 0..if rest.starts_with('\\') { 3 } else { 2 } {
+                            chars.next();
+                        }
+                    }
+                }
+                (false, _) => out.push(c),
+            }
+        }
+        out
+    }
+    let mut files = Vec::new();
+    walk(root, &mut files);
+    let mut long = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let end = lines
+            .iter()
+            .position(|l| l.starts_with("#[cfg(test)]"))
+            .unwrap_or(lines.len());
+        if end > FILE_LINES_MAX {
+            long.push(format!("{} has {end} lines", f.display()));
+        }
+        for (i, l) in lines[..end].iter().enumerate() {
+            let t = l.trim_start();
+            let is_fn = [
+                "fn ",
+                "pub fn ",
+                "pub(crate) fn ",
+                "pub(super) fn ",
+                "unsafe fn ",
+            ]
+            .iter()
+            .any(|p| t.starts_with(p));
+            if !is_fn || t.ends_with(';') {
+                continue;
+            }
+            let (mut depth, mut opened) = (0i64, false);
+            for (j, body) in lines[i..end].iter().enumerate() {
+                for c in code(body).chars() {
+                    match c {
+                        '{' => {
+                            depth += 1;
+                            opened = true;
+                        }
+                        '}' => depth -= 1,
+                        _ => {}
+                    }
+                }
+                if opened && depth <= 0 {
+                    if j + 1 > FN_LINES_MAX {
+                        long.push(format!(
+                            "{}:{} {} is {} lines",
+                            f.display(),
+                            i + 1,
+                            t,
+                            j + 1
+                        ));
+                    }
+                    break;
+                }
+            }
+        }
+    }
+    assert!(long.is_empty(), "split these: {long:#?}");
+}
