@@ -254,12 +254,12 @@ pub fn tail(s: &str, max: usize) -> String {
 }
 
 fn seal(page: &mut [u8]) {
-    let crc = crc32c::crc32c(&page[..CRC_AT]);
+    let crc = hetraid_parity::crc32c::crc32c(&page[..CRC_AT]);
     page[CRC_AT..PAGE].copy_from_slice(&crc.to_le_bytes());
 }
 
 fn sealed(page: &[u8]) -> bool {
-    crc32c::crc32c(&page[..CRC_AT]) == u32::from_le_bytes(page[CRC_AT..PAGE].try_into().unwrap())
+    hetraid_parity::crc32c::crc32c(&page[..CRC_AT]) == u32::from_le_bytes(page[CRC_AT..PAGE].try_into().unwrap())
 }
 
 fn u64_at(b: &[u8], at: usize) -> u64 {

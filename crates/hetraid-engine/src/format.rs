@@ -587,7 +587,7 @@ impl Superblock {
             put_u32(&mut b, SCRUB_AT + 24, r.mismatched_stripes);
             put_u32(&mut b, SCRUB_AT + 28, r.repaired_stripes);
         }
-        let crc = crc32c::crc32c(&b[..CRC_AT]);
+        let crc = hetraid_parity::crc32c::crc32c(&b[..CRC_AT]);
         put_u32(&mut b, CRC_AT, crc);
         b
     }
@@ -600,7 +600,7 @@ impl Superblock {
         if !(1..=VERSION).contains(&version) {
             return Err(FormatError::Version(version));
         }
-        if crc32c::crc32c(&b[..CRC_AT]) != u32_at(b, CRC_AT) {
+        if hetraid_parity::crc32c::crc32c(&b[..CRC_AT]) != u32_at(b, CRC_AT) {
             return Err(FormatError::Checksum);
         }
         let n = u32_at(b, 40) as usize;
