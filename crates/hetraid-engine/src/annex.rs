@@ -259,7 +259,8 @@ fn seal(page: &mut [u8]) {
 }
 
 fn sealed(page: &[u8]) -> bool {
-    hetraid_parity::crc32c::crc32c(&page[..CRC_AT]) == u32::from_le_bytes(page[CRC_AT..PAGE].try_into().unwrap())
+    hetraid_parity::crc32c::crc32c(&page[..CRC_AT])
+        == u32::from_le_bytes(page[CRC_AT..PAGE].try_into().unwrap())
 }
 
 fn u64_at(b: &[u8], at: usize) -> u64 {
