@@ -259,13 +259,10 @@ fn seal(page: &mut [u8]) {
 }
 
 fn sealed(page: &[u8]) -> bool {
-    hetraid_parity::crc32c::crc32c(&page[..CRC_AT])
-        == u32::from_le_bytes(page[CRC_AT..PAGE].try_into().unwrap())
+    hetraid_parity::crc32c::crc32c(&page[..CRC_AT]) == u32_at(page, CRC_AT)
 }
 
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
-}
+use crate::le::{u16_at, u32_at, u64_at};
 
 impl Annex {
     pub fn new(uuid: [u8; 16], name: &str, paths: Vec<String>) -> Self {
@@ -362,11 +359,11 @@ impl Annex {
         if !(0..8).all(|p| sealed(&b[p * PAGE..(p + 1) * PAGE])) {
             return None;
         }
-        if u32::from_le_bytes(b[8..12].try_into().unwrap()) != 1 {
+        if u32_at(b, 8) != 1 {
             return None;
         }
-        let count = u16::from_le_bytes(b[48..50].try_into().unwrap()) as usize;
-        let slots = u16::from_le_bytes(b[50..52].try_into().unwrap()) as usize;
+        let count = u16_at(b, 48) as usize;
+        let slots = u16_at(b, 50) as usize;
         if count > EVENTS_MAX || slots > SLOTS {
             return None;
         }
@@ -384,8 +381,8 @@ impl Annex {
         for i in 0..count {
             let at = PAGE * (1 + PATH_PAGES) + (i / EVENTS_PER_PAGE) * PAGE;
             let r = &b[at + (i % EVENTS_PER_PAGE) * EVENT_BYTES..][..EVENT_BYTES];
-            let kind = EventKind::of(u16::from_le_bytes(r[16..18].try_into().unwrap()))?;
-            let slot = u16::from_le_bytes(r[18..20].try_into().unwrap());
+            let kind = EventKind::of(u16_at(r, 16))?;
+            let slot = u16_at(r, 18);
             let len = (r[48] as usize).min(DETAIL_BYTES);
             a.events.push_back(Event {
                 seq: u64_at(r, 0),

@@ -12,6 +12,7 @@
 //! claimed there with a higher generation before its old entry is cleared,
 //! so a crash between the two leaves the newer claim winning).
 
+use crate::le::{u16_at, u32_at, u64_at};
 use crate::member::{AlignedBuf, Member};
 use hetraid_parity::crc32c::crc32c;
 use std::io;
@@ -100,16 +101,16 @@ pub fn read_table(
     let mut h = AlignedBuf::zeroed(PAGE as usize);
     m.read_at(&mut h, at)
         .map_err(|e| format!("cannot read the bundle table of {name}: {e}"))?;
-    let crc = u32::from_le_bytes(h[4092..4096].try_into().unwrap());
+    let crc = u32_at(&h, 4092);
     if &h[0..8] != TABLE_MAGIC || crc32c(&h[..4092]) != crc {
         return Err(format!("{name} has no valid bundle table (damaged header)"));
     }
-    if h[16..32] != uuid || u32::from_le_bytes(h[12..16].try_into().unwrap()) != member {
+    if h[16..32] != uuid || u32_at(&h, 12) != member {
         return Err(format!(
             "the bundle table on {name} belongs to another array or slot"
         ));
     }
-    if u64::from_le_bytes(h[32..40].try_into().unwrap()) != slots {
+    if u64_at(&h, 32) != slots {
         return Err(format!(
             "the bundle table on {name} covers another number of slots"
         ));
@@ -124,8 +125,8 @@ pub fn read_table(
             .map_err(|e| format!("cannot read the bundle table of {name}: {e}"))?;
         for p in 0..n {
             let page = &buf[(p * PAGE) as usize..((p + 1) * PAGE) as usize];
-            let crc = u32::from_le_bytes(page[4092..4096].try_into().unwrap());
-            let index = u64::from_le_bytes(page[4080..4088].try_into().unwrap());
+            let crc = u32_at(page, 4092);
+            let index = u64_at(page, 4080);
             if crc32c(&page[..4092]) != crc || index != first + p {
                 return Err(format!(
                     "page {} of the bundle table on {name} is damaged",
@@ -135,11 +136,11 @@ pub fn read_table(
             let base = (first + p) * ENTRIES_PER_PAGE;
             for i in 0..ENTRIES_PER_PAGE.min(slots - base) {
                 let o = i as usize * ENTRY;
-                let b = u64::from_le_bytes(page[o..o + 8].try_into().unwrap());
+                let b = u64_at(page, o);
                 out.push((b != 0).then(|| Entry {
                     bundle: b - 1,
-                    pos: u16::from_le_bytes(page[o + 8..o + 10].try_into().unwrap()),
-                    generation: u32::from_le_bytes(page[o + 12..o + 16].try_into().unwrap()),
+                    pos: u16_at(page, o + 8),
+                    generation: u32_at(page, o + 12),
                 }));
             }
         }

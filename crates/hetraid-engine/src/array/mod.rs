@@ -144,7 +144,7 @@ pub struct AssembleOptions {
 /// A fresh random device id (never 0).
 pub fn new_device_id() -> u64 {
     let b = *uuid::Uuid::new_v4().as_bytes();
-    u64::from_le_bytes(b[..8].try_into().unwrap()).max(1)
+    crate::le::u64_at(&b, 0).max(1)
 }
 
 /// When user requests were last seen, for the pacer's "users active" rule

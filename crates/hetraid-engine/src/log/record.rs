@@ -23,12 +23,7 @@ pub(super) const WRITE_FIRST_AT: usize = 56;
 pub(super) const ENTRY: usize = 16;
 pub(super) const HDR_CRC_AT: usize = 4092;
 
-pub(super) fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
-}
-pub(super) fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
-}
+pub(super) use crate::le::{u16_at, u32_at, u64_at};
 
 /// One slot of a log device's header.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -66,7 +66,7 @@ pub(super) fn read_record(
         let mut sum = PAGE;
         for i in 0..n {
             let e = ENTRY_AT + ENTRY * i;
-            let member = u16::from_le_bytes(head[e..e + 2].try_into().unwrap());
+            let member = u16_at(&head, e);
             let len = u32_at(&head, e + 4) as u64 * PAGE;
             let offset = u64_at(&head, e + 8);
             sum += len;
