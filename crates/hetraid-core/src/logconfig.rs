@@ -275,18 +275,8 @@ pub fn check_size(
     what: Sized,
     bytes: u64,
 ) -> Result<(), LogConfigError> {
-    let need = bytes_min(layout, mode);
-    if bytes >= need {
-        return Ok(());
-    }
-    Err(LogConfigError::TooSmall {
-        what,
-        bytes,
-        need,
-        members: layout.members(),
-        chunk: layout.chunk_bytes(),
-        mode,
-    })
+    let (members, chunk) = (layout.members(), layout.chunk_bytes());
+    at_least(bytes_min(layout, mode), members, chunk, mode, what, bytes)
 }
 
 /// `check_size` before the layout is built: against `bytes_min_any`.
@@ -297,6 +287,18 @@ pub fn check_size_any(
     bytes: u64,
 ) -> Result<(), LogConfigError> {
     let need = bytes_min_any(members, chunk);
+    at_least(need, members, chunk, LogMode::Journal, what, bytes)
+}
+
+/// `bytes` against `need`, or why it is too small.
+fn at_least(
+    need: u64,
+    members: usize,
+    chunk: u64,
+    mode: LogMode,
+    what: Sized,
+    bytes: u64,
+) -> Result<(), LogConfigError> {
     if bytes >= need {
         return Ok(());
     }
@@ -306,7 +308,7 @@ pub fn check_size_any(
         need,
         members,
         chunk,
-        mode: LogMode::Journal,
+        mode,
     })
 }
 

@@ -9,35 +9,11 @@ impl Log {
     /// that fails is dropped. Err when no copy took it.
     fn write_all(&self, bufs: &[&[u8]], at: u64) -> Result<()> {
         let mut copies = self.copies.lock().unwrap();
-        let mut last = None;
         let results = on_every_copy(&copies, |_, d| {
             d.write_vectored_at(bufs, RING_OFFSET + at)
                 .and_then(|_| d.flush())
         });
-        for (i, (c, r)) in copies.iter_mut().zip(results).enumerate() {
-            let (Some(d), Some(r)) = (c.as_ref(), r) else {
-                continue;
-            };
-            if let Err(e) = r {
-                self.warnings.lock().unwrap().push(format!(
-                    "log copy {i} ({}) failed and is no longer used: {e}",
-                    d.name()
-                ));
-                last = Some(log_err(d.as_ref(), e));
-                *c = None;
-            }
-        }
-        if last.is_some() {
-            self.copies_changed(&copies);
-        }
-        if copies.iter().all(Option::is_none) {
-            return Err(EngineError::Refused(format!(
-                "the write log failed on every copy ({}): writes are refused, as they could no longer be made crash-safe{}",
-                self.names.lock().unwrap().join(", "),
-                last.map_or_else(String::new, |e| format!(" (last error: {e})"))
-            )));
-        }
-        Ok(())
+        self.drop_failed(&mut copies, results)
     }
 
     /// Log one record of stripe updates durably (every live copy, flushed).
@@ -405,7 +381,6 @@ impl Log {
         st.generation += 1;
         let g = st.generation;
         let mut copies = self.copies.lock().unwrap();
-        let mut dropped = false;
         let headers: Vec<AlignedBuf> = (0..copies.len())
             .map(|i| {
                 LogHeader {
@@ -425,6 +400,20 @@ impl Log {
             d.write_at(&headers[i], (g % 2) * PAGE)
                 .and_then(|_| d.flush())
         });
+        self.drop_failed(&mut copies, results)?;
+        self.written_checkpoint
+            .store(st.ring.head_seq, std::sync::atomic::Ordering::Release);
+        Ok(())
+    }
+
+    /// Drop the copies whose write (`results`, from `on_every_copy`) failed,
+    /// each with a warning; refused when none is left.
+    fn drop_failed(
+        &self,
+        copies: &mut [Option<Arc<dyn Member>>],
+        results: Vec<Option<io::Result<()>>>,
+    ) -> Result<()> {
+        let mut last = None;
         for (i, (c, r)) in copies.iter_mut().zip(results).enumerate() {
             let (Some(d), Some(r)) = (c.as_ref(), r) else {
                 continue;
@@ -434,21 +423,20 @@ impl Log {
                     "log copy {i} ({}) failed and is no longer used: {e}",
                     d.name()
                 ));
+                last = Some(log_err(d.as_ref(), e));
                 *c = None;
-                dropped = true;
             }
         }
-        if dropped {
-            self.copies_changed(&copies);
+        if last.is_some() {
+            self.copies_changed(copies);
         }
         if copies.iter().all(Option::is_none) {
             return Err(EngineError::Refused(format!(
-                "the write log failed on every copy ({}): writes are refused",
-                self.names.lock().unwrap().join(", ")
+                "the write log failed on every copy ({}): writes are refused, as they could no longer be made crash-safe{}",
+                self.names.lock().unwrap().join(", "),
+                last.map_or_else(String::new, |e| format!(" (last error: {e})"))
             )));
         }
-        self.written_checkpoint
-            .store(st.ring.head_seq, std::sync::atomic::Ordering::Release);
         Ok(())
     }
 
