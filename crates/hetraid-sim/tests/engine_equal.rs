@@ -748,20 +748,7 @@ fn rebuild_pacing_under_user_load_is_the_same_in_engine_and_simulator() {
     const MAX: u64 = 8_000_000;
     let chunk = 65536;
     let n = 4;
-    let members: Vec<Arc<dyn Member>> = (0..n)
-        .map(|i| Arc::new(FaultMember::new(&format!("m{i}"), DATA_OFFSET + DATA, i)) as _)
-        .collect();
-    let a = Array::create(
-        members,
-        &create_opts(
-            LayoutRecord {
-                name: "raid5".into(),
-                ..Default::default()
-            },
-            chunk,
-        ),
-    )
-    .unwrap();
+    let a = memory_raid5(n, DATA, chunk);
     a.fail(1).unwrap();
     a.replace(
         1,
@@ -815,6 +802,19 @@ fn rebuild_pacing_under_user_load_is_the_same_in_engine_and_simulator() {
     );
 }
 
+/// A RAID5 of `n` in-memory members of `data` bytes of data each.
+fn memory_raid5(n: u64, data: u64, chunk: u64) -> Array {
+    use hetraid_engine::member::FaultMember;
+    let members: Vec<Arc<dyn Member>> = (0..n)
+        .map(|i| Arc::new(FaultMember::new(&format!("m{i}"), DATA_OFFSET + data, i)) as _)
+        .collect();
+    let record = LayoutRecord {
+        name: "raid5".into(),
+        ..Default::default()
+    };
+    Array::create(members, &create_opts(record, chunk)).unwrap()
+}
+
 /// The user load of the tests under load: a 4 KiB read every `LOAD_EVERY_MS`.
 const LOAD_EVERY_MS: u64 = 50;
 
@@ -864,27 +864,13 @@ fn read_trace(dir: &std::path::Path) -> String {
 /// minimum, and take the same time within 5 %.
 #[test]
 fn scrub_pacing_under_user_load_is_the_same_in_engine_and_simulator() {
-    use hetraid_engine::member::FaultMember;
     use hetraid_engine::scrub::ScrubOptions;
     const DATA: u64 = 4 << 20;
     const MIN: u64 = 1_000_000;
     const MAX: u64 = 8_000_000;
     let chunk = 65536;
     let n = 4;
-    let members: Vec<Arc<dyn Member>> = (0..n)
-        .map(|i| Arc::new(FaultMember::new(&format!("m{i}"), DATA_OFFSET + DATA, i)) as _)
-        .collect();
-    let a = Array::create(
-        members,
-        &create_opts(
-            LayoutRecord {
-                name: "raid5".into(),
-                ..Default::default()
-            },
-            chunk,
-        ),
-    )
-    .unwrap();
+    let a = memory_raid5(n, DATA, chunk);
     let t0 = std::time::Instant::now();
     let report = under_reads(&a, "scrub under user load", || {
         a.scrub_with(
