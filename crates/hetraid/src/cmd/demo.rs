@@ -136,7 +136,8 @@ impl DemoCmd {
         // Small random writes: RMW with parity on the SSD.
         let t = Instant::now();
         let small = 48;
-        random_writes(&a, &mut rng, &mut reference, small)?;
+        let offs = random_offsets(&mut rng, small, cap);
+        writes_at(&a, &mut rng, &mut reference, &offs, 4096)?;
         step(
             "4K random writes (RMW)",
             t,
@@ -155,7 +156,13 @@ impl DemoCmd {
             format!("array {}", a.status().state),
         );
         let t = Instant::now();
-        spread_writes(&a, &mut rng, &mut reference, small)?;
+        writes_at(
+            &a,
+            &mut rng,
+            &mut reference,
+            &spread_offsets(small, cap),
+            20000,
+        )?;
         verify(&a, &reference)?;
         step(
             "degraded writes + verify",
@@ -292,43 +299,38 @@ impl DemoCmd {
     }
 }
 
-/// `count` 4 KiB writes at random offsets (read-modify-writes, parity on
-/// the SSD), kept in `reference` too, then a flush.
-fn random_writes(
-    a: &Array,
-    rng: &mut Rng,
-    reference: &mut [u8],
-    count: usize,
-) -> Result<(), String> {
-    let cap = reference.len();
+/// `count` offsets at random in an array of `cap` bytes, room left for a
+/// 4 KiB write (read-modify-writes, parity on the SSD).
+fn random_offsets(rng: &mut Rng, count: usize, cap: usize) -> Vec<usize> {
     let mut offs = vec![0u8; count * 8];
     rng.fill(&mut offs);
-    for i in 0..count {
-        let off = (u64::from_le_bytes(offs[i * 8..i * 8 + 8].try_into().unwrap())
-            % (cap as u64 - 8192)) as usize;
-        let mut d = vec![0u8; 4096];
-        rng.fill(&mut d);
-        a.write(off as u64, &d).map_err(|e| e.to_string())?;
-        reference[off..off + 4096].copy_from_slice(&d);
-    }
-    a.flush().map_err(|e| e.to_string())
+    offs.chunks(8)
+        .map(|c| (u64::from_le_bytes(c.try_into().unwrap()) % (cap as u64 - 8192)) as usize)
+        .collect()
 }
 
-/// `count` unaligned 20000-byte writes spread over the array, kept in
-/// `reference` too, then a flush.
-fn spread_writes(
+/// `count` offsets spread over an array of `cap` bytes, room left for an
+/// unaligned 20000-byte write.
+fn spread_offsets(count: usize, cap: usize) -> Vec<usize> {
+    (0..count)
+        .map(|i| (i * 7919 * 4096) % (cap - 65536))
+        .collect()
+}
+
+/// A write of `len` random bytes at each offset, kept in `reference` too,
+/// then a flush.
+fn writes_at(
     a: &Array,
     rng: &mut Rng,
     reference: &mut [u8],
-    count: usize,
+    offsets: &[usize],
+    len: usize,
 ) -> Result<(), String> {
-    let cap = reference.len();
-    for i in 0..count {
-        let off = (i * 7919 * 4096) % (cap - 65536);
-        let mut d = vec![0u8; 20000];
+    for &off in offsets {
+        let mut d = vec![0u8; len];
         rng.fill(&mut d);
         a.write(off as u64, &d).map_err(|e| e.to_string())?;
-        reference[off..off + 20000].copy_from_slice(&d);
+        reference[off..off + len].copy_from_slice(&d);
     }
     a.flush().map_err(|e| e.to_string())
 }
