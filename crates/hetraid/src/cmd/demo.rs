@@ -156,13 +156,8 @@ impl DemoCmd {
             format!("array {}", a.status().state),
         );
         let t = Instant::now();
-        writes_at(
-            &a,
-            &mut rng,
-            &mut reference,
-            &spread_offsets(small, cap),
-            20000,
-        )?;
+        let offs = spread_offsets(small, cap);
+        writes_at(&a, &mut rng, &mut reference, &offs, 20000)?;
         verify(&a, &reference)?;
         step(
             "degraded writes + verify",
