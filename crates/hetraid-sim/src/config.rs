@@ -287,6 +287,12 @@ pub struct RunConfig {
     /// check it, paced by min_speed/max_speed as the engine's scrub is.
     #[serde(default)]
     pub scrub: bool,
+    /// Grow the array at time 0 under the load: the last member is the one
+    /// added, and the data is restriped onto all of them window by window
+    /// (RAID5, RAID6), paced by min_speed/max_speed, as `hetraid grow --add`
+    /// runs it on a served array.
+    #[serde(default)]
+    pub grow: bool,
     /// Rebuild into spare space on the other members (S2-RAID with spare
     /// partitions) instead of onto a replacement device.
     #[serde(default)]

@@ -138,6 +138,35 @@ pub struct CopyBackReport {
     pub completed: bool,
 }
 
+/// A grow under the load (`grow`): the last member added and the data
+/// restriped onto every member.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GrowReport {
+    /// From the start of the run to the last step's end (to the end of the
+    /// run when it did not finish: see `completed`).
+    pub grow_time_s: f64,
+    /// Restripe steps run, and those that backed up a row first (MD's
+    /// critical section).
+    pub steps: u64,
+    pub backup_steps: u64,
+    /// New-layout rows written.
+    pub rows: u64,
+    /// Bytes the speed limits count (a chunk per row, as MD per device).
+    pub moved_bytes: u64,
+    /// moved_bytes / grow_time_s, MB/s.
+    pub grow_mbps: f64,
+    /// Capacity before and after, bytes.
+    pub capacity_before: u64,
+    pub capacity_after: u64,
+    /// User requests that completed while it ran, the ones a step held,
+    /// and the response of the former.
+    pub requests_during: u64,
+    pub requests_held: u64,
+    pub mean_response_during_ms: f64,
+    pub p99_response_during_ms: f64,
+    pub completed: bool,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
     pub throughput_mbps: f64,
@@ -169,6 +198,8 @@ pub struct Report {
     pub copy_back: Option<CopyBackReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scrub: Option<ScrubReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grow: Option<GrowReport>,
     /// Response times of reads and of writes apart, as fio reports them.
     pub read: DirectionStats,
     pub write: DirectionStats,

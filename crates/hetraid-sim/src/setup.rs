@@ -96,6 +96,9 @@ pub struct Setup {
     pub read_policy: hetraid_core::readbalance::ReadPolicy,
     /// What the rebuild's speed limits hold.
     pub pace: hetraid_core::pace::PaceScope,
+    /// A grow (`grow`): the restripe's steps (the core's, as the engine's);
+    /// `layout` is then the reshaping one, its mark at 0.
+    pub grow: Option<Vec<hetraid_core::layout::reshape::Step>>,
 }
 
 /// A simulated write log (journal mode), as `hetraid create --log` makes it.
@@ -175,6 +178,7 @@ impl Setup {
             kinds: specs.iter().map(|s| s.kind).collect(),
         };
         let layout = build(&spec).map_err(|e| e.to_string())?;
+        let (layout, grow) = grow_layout(cfg, layout, &spec)?;
         if let Some(f) = &cfg.failed {
             let tol = layout.redundancy().tolerance();
             if f.0.len() > tol {
@@ -240,6 +244,7 @@ impl Setup {
         let setup = Self {
             read_policy,
             pace,
+            grow,
             cfg: cfg.clone(),
             specs,
             layout,
@@ -378,6 +383,60 @@ pub fn request_stream(cfg: &RunConfig) -> Result<Vec<Request>, String> {
         }
         Source::Replay(r) => Ok((0..r.records.len()).map(|i| r.request(i)).collect()),
     }
+}
+
+/// A grow's layouts and steps: the array before is every member but the
+/// last (the one added), of the same kind; the run starts on the reshaping
+/// layout with nothing moved, and the steps are the core's with the
+/// engine's window (`limits::restripe_window_rows`).
+#[allow(clippy::type_complexity)]
+fn grow_layout(
+    cfg: &RunConfig,
+    new: Box<dyn hetraid_core::layout::Layout>,
+    spec: &LayoutSpec,
+) -> Result<
+    (
+        Box<dyn hetraid_core::layout::Layout>,
+        Option<Vec<hetraid_core::layout::reshape::Step>>,
+    ),
+    String,
+> {
+    use hetraid_core::layout::reshape::{reshape_steps, Reshaping};
+    use hetraid_core::layout::LayoutKind;
+    if !cfg.grow {
+        return Ok((new, None));
+    }
+    if !matches!(spec.kind, LayoutKind::Raid5 { .. } | LayoutKind::Raid6) {
+        return Err(format!(
+            "grow applies to raid5 and raid6 (a member added and the data restriped); {} is not restriped this way",
+            cfg.layout
+        ));
+    }
+    for (given, what) in [
+        (cfg.failed.is_some(), "failed"),
+        (cfg.scrub, "scrub"),
+        (cfg.log.is_some(), "log"),
+        (cfg.write_buffer.is_some_and(|b| b.0 > 0), "write_buffer"),
+    ] {
+        if given {
+            return Err(format!(
+                "grow runs on a whole array without a write log or a write buffer; leave out {what} (--{})",
+                what.replace('_', "-")
+            ));
+        }
+    }
+    let n = spec.sizes.len();
+    let old_spec = LayoutSpec {
+        sizes: spec.sizes[..n - 1].to_vec(),
+        kinds: spec.kinds.iter().take(n - 1).copied().collect(),
+        ..spec.clone()
+    };
+    let old = build(&old_spec).map_err(|e| {
+        format!("grow: the array before the grow (every member but the last, the one added) is not a {}: {e}", cfg.layout)
+    })?;
+    let window = hetraid_core::limits::restripe_window_rows(spec.chunk_bytes, n);
+    let steps = reshape_steps(old.as_ref(), new.as_ref(), window);
+    Ok((Box::new(Reshaping::new(old, new, 0)), Some(steps)))
 }
 
 /// The run's options that need nothing else to be checked: what applies

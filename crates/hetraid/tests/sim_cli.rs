@@ -201,6 +201,18 @@ fn bad_sim_input_is_one_sentence_and_exit_2() {
         ),
         (vec!["--failed".into(), "9".into()], "not a member"),
         (
+            vec!["--grow".into(), "--layout".into(), "raid10".into()],
+            "grow applies to raid5 and raid6",
+        ),
+        (
+            vec!["--grow".into(), "--failed".into(), "1".into()],
+            "leave out failed (--failed)",
+        ),
+        (
+            vec!["--grow".into(), "--members".into(), "x25e-64*2".into()],
+            "grow: the array before the grow (every member but the last, the one added) is not a raid5",
+        ),
+        (
             vec!["--failed".into(), "0,2".into()],
             "raid5 survives 1 failed member(s)",
         ),

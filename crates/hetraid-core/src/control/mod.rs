@@ -5,4 +5,5 @@
 //! simulated time) each drive a job and execute what it says; neither
 //! decides the order, the batch size or the pacing itself.
 
+pub mod change;
 pub mod sweep;

@@ -185,6 +185,12 @@ pub trait Layout: Send + Sync + std::fmt::Debug {
         0
     }
 
+    /// A layout part-way through a reshape (its mark moves between steps);
+    /// None for every other.
+    fn as_reshaping(&self) -> Option<&reshape::Reshaping> {
+        None
+    }
+
     /// Spare space the layout places itself, chunk by chunk (declustered:
     /// in every row), rather than on a member the rebuild scheduler picks.
     fn distributed_spare(&self) -> bool {

@@ -18,6 +18,7 @@
 //! data per row, needs it for every step.
 
 use super::Layout;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// One reshape step.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,14 +108,19 @@ pub fn reshape_steps(old: &dyn Layout, new: &dyn Layout, window_rows: u64) -> Ve
 /// data already copied are not used. Stripes are numbered new rows first,
 /// then the old rows in use. The capacity stays the old one until the
 /// reshape ends. The engine runs I/O on it between steps.
+///
+/// The mark moves only by [`Reshaping::set_mark`], between steps, while
+/// nothing is planned on the layout (the simulator's step runs with user
+/// requests held, as the engine's runs between two assemblies); atomics
+/// let it move through a shared reference, and cost a plain load here.
 #[derive(Debug)]
 pub struct Reshaping {
     old: Box<dyn Layout>,
     new: Box<dyn Layout>,
-    mark_rows: u64,
-    mark_chunks: u64,
+    mark_rows: AtomicU64,
+    mark_chunks: AtomicU64,
     /// The first old row in use.
-    old_start: u64,
+    old_start: AtomicU64,
     capacity: u64,
 }
 
@@ -122,29 +128,55 @@ impl Reshaping {
     /// `mark_rows`: new-layout rows written (a step boundary of
     /// [`plan_reshape`], or past its last step).
     pub fn new(old: Box<dyn Layout>, new: Box<dyn Layout>, mark_rows: u64) -> Self {
-        let chunk = new.chunk_bytes();
         let capacity = old.capacity_bytes().min(new.capacity_bytes());
-        let total = capacity / chunk;
-        let mark_rows = mark_rows.min(new.stripe_count());
-        let mark_chunks = (mark_rows * new.data_per_stripe() as u64).min(total);
-        let old_start = if mark_chunks < total {
-            old.locate_chunk(mark_chunks).0
-        } else {
-            old.stripe_count()
-        };
-        debug_assert!(old_start >= mark_rows || mark_chunks == total);
-        Self {
+        let l = Self {
             old,
             new,
-            mark_rows,
-            mark_chunks,
-            old_start: old_start.max(mark_rows),
+            mark_rows: AtomicU64::new(0),
+            mark_chunks: AtomicU64::new(0),
+            old_start: AtomicU64::new(0),
             capacity,
-        }
+        };
+        l.set_mark(mark_rows);
+        l
+    }
+
+    /// Move the mark to `mark_rows` new-layout rows written (a step's end).
+    /// Only while nothing is planned on the layout: stripe numbers above
+    /// the mark change with it.
+    pub fn set_mark(&self, mark_rows: u64) {
+        let chunk = self.new.chunk_bytes();
+        let total = self.capacity / chunk;
+        let mark_rows = mark_rows.min(self.new.stripe_count());
+        let mark_chunks = (mark_rows * self.new.data_per_stripe() as u64).min(total);
+        let old_start = if mark_chunks < total {
+            self.old.locate_chunk(mark_chunks).0
+        } else {
+            self.old.stripe_count()
+        };
+        debug_assert!(old_start >= mark_rows || mark_chunks == total);
+        self.mark_rows.store(mark_rows, Relaxed);
+        self.mark_chunks.store(mark_chunks, Relaxed);
+        self.old_start.store(old_start.max(mark_rows), Relaxed);
+    }
+
+    /// New-layout rows written.
+    pub fn mark_rows(&self) -> u64 {
+        self.mark_rows.load(Relaxed)
+    }
+
+    /// The layout the reshape moves the data into.
+    pub fn new_layout(&self) -> &dyn Layout {
+        self.new.as_ref()
+    }
+
+    /// The layout the data comes from.
+    pub fn old_layout(&self) -> &dyn Layout {
+        self.old.as_ref()
     }
 
     fn old_row(&self, s: u64) -> u64 {
-        s - self.mark_rows + self.old_start
+        s - self.mark_rows() + self.old_start.load(Relaxed)
     }
 }
 
@@ -159,7 +191,11 @@ impl Layout for Reshaping {
         self.new.chunk_bytes()
     }
     fn stripe_count(&self) -> u64 {
-        self.mark_rows + self.old.stripe_count().saturating_sub(self.old_start)
+        self.mark_rows()
+            + self
+                .old
+                .stripe_count()
+                .saturating_sub(self.old_start.load(Relaxed))
     }
     fn data_per_stripe(&self) -> usize {
         self.old.data_per_stripe()
@@ -168,7 +204,7 @@ impl Layout for Reshaping {
         self.new.redundancy()
     }
     fn stripe(&self, s: u64) -> super::Stripe {
-        if s < self.mark_rows {
+        if s < self.mark_rows() {
             return self.new.stripe(s);
         }
         let mut st = self.old.stripe(self.old_row(s));
@@ -176,22 +212,22 @@ impl Layout for Reshaping {
         st
     }
     fn data_loc(&self, s: u64, idx: usize) -> super::ChunkLoc {
-        if s < self.mark_rows {
+        if s < self.mark_rows() {
             self.new.data_loc(s, idx)
         } else {
             self.old.data_loc(self.old_row(s), idx)
         }
     }
     fn locate_chunk(&self, lc: u64) -> (u64, usize) {
-        if lc < self.mark_chunks {
+        if lc < self.mark_chunks.load(Relaxed) {
             self.new.locate_chunk(lc)
         } else {
             let (s, i) = self.old.locate_chunk(lc);
-            (s - self.old_start + self.mark_rows, i)
+            (s - self.old_start.load(Relaxed) + self.mark_rows(), i)
         }
     }
     fn logical_chunk(&self, s: u64, i: usize) -> u64 {
-        if s < self.mark_rows {
+        if s < self.mark_rows() {
             self.new.logical_chunk(s, i)
         } else {
             self.old.logical_chunk(self.old_row(s), i)
@@ -199,6 +235,9 @@ impl Layout for Reshaping {
     }
     fn capacity_bytes(&self) -> u64 {
         self.capacity
+    }
+    fn as_reshaping(&self) -> Option<&Reshaping> {
+        Some(self)
     }
 }
 

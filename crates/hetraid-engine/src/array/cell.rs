@@ -314,34 +314,52 @@ impl ArrayCell {
         *self.change_start.lock().unwrap() = Some((start, first));
         let _clear = Clear(&self.change_start);
         let total = self.current().change_progress().map_or(0, |p| p.moves);
-        let limits = hetraid_core::pace::PaceLimits {
-            min_bps: opts.min_speed,
-            max_bps: opts.max_speed,
-        };
-        // Bounded: every batch moves at least one chunk or ends the change.
-        for _ in 0..=total + 1 {
+        // The procedure (when each batch goes, when the change is over) is
+        // the core's, as the simulator's grow runs it.
+        use hetraid_core::control::change::{ChangeSpec, PacedChange, Step};
+        let mut job = PacedChange::new(ChangeSpec {
+            units_total: total,
+            units_done_before: first,
+            unit_bytes: chunk,
+            limits: hetraid_core::pace::PaceLimits {
+                min_bps: opts.min_speed,
+                max_bps: opts.max_speed,
+            },
+        });
+        // Bounded: the job's batches (each moves a unit or ends the
+        // change), and waits that end as time passes (the pacer's average
+        // rate falls); a stop ends it.
+        loop {
             if self.stopping.load(std::sync::atomic::Ordering::SeqCst) {
                 return Err(EngineError::Refused(
                     "the server is stopping: the change stays recorded and continues when the array is next served or assembled".into(),
                 ));
             }
+            if job.batches() >= job.batches_max() {
+                break;
+            }
             // Requests ran on the array now in the cell (each batch
             // assembles a new one: the cell keeps when they were seen).
             let busy = self.activity.observe(&self.current().hot.user_io);
-            if let Some(mut r) = self.step()? {
-                r.seconds = start.elapsed().as_secs_f64();
-                return Ok(r);
-            }
-            let Some(p) = self.current().change_progress() else {
-                return Err(EngineError::Refused(
-                    "the change ended without a report (a hetraid bug)".into(),
-                ));
-            };
-            let bytes = p.moves_done.saturating_sub(first) * chunk;
-            let wait =
-                hetraid_core::pace::wait_ns(limits, bytes, start.elapsed().as_nanos() as u64, busy);
-            if wait > 0 {
-                std::thread::sleep(std::time::Duration::from_nanos(wait));
+            match job.next(start.elapsed().as_nanos() as u64, busy) {
+                Step::Wait(ns) => std::thread::sleep(std::time::Duration::from_nanos(ns)),
+                Step::Batch => {
+                    if let Some(mut r) = self.step()? {
+                        job.done(total, true);
+                        // The last step reports its own run: the change's
+                        // are every move since this run started.
+                        r.moves = total.saturating_sub(first);
+                        r.seconds = start.elapsed().as_secs_f64();
+                        return Ok(r);
+                    }
+                    let Some(p) = self.current().change_progress() else {
+                        return Err(EngineError::Refused(
+                            "the change ended without a report (a hetraid bug)".into(),
+                        ));
+                    };
+                    job.done(p.moves_done, false);
+                }
+                Step::Finished => break,
             }
         }
         Err(EngineError::Refused(

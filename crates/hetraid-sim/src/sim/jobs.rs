@@ -284,6 +284,7 @@ impl Runner<'_> {
             JobKind::Reclaim { .. } => {}
             JobKind::CopyBack { bytes } => self.copy_back_batch_done(bytes, now),
             JobKind::Scrub => self.scrub_stripe_done(now),
+            JobKind::Grow => self.grow_step_done(now)?,
             JobKind::Rebuild { stream, batch } => {
                 let rb = self.rebuild.as_mut().unwrap();
                 rb.sweep.done(stream, batch.len());

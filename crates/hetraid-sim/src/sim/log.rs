@@ -495,8 +495,11 @@ impl Runner<'_> {
         if log.records.is_empty() {
             let req = match self.jobs[j as usize].as_ref().unwrap().kind {
                 JobKind::User { req, .. } | JobKind::Reclaim { req } => req,
-                JobKind::Rebuild { .. } | JobKind::CopyBack { .. } | JobKind::Scrub => {
-                    unreachable!("rebuild, copy-back and scrub writes are not logged")
+                JobKind::Rebuild { .. }
+                | JobKind::CopyBack { .. }
+                | JobKind::Scrub
+                | JobKind::Grow => {
+                    unreachable!("rebuild, copy-back, scrub and grow writes are not logged")
                 }
             };
             let plan = self

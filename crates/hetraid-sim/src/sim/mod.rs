@@ -5,6 +5,7 @@
 //! the core's schedule under MD-style speed limits. It decides nothing itself.
 
 mod background;
+mod grow;
 mod jobs;
 mod log;
 mod rebuild;
@@ -50,6 +51,8 @@ enum Ev {
     HpdaWake,
     /// A write-back log's idle reclaimer looks (core `idle_reclaim_due`).
     LogIdle,
+    /// Ask the grow's job (core `control::change`) what to do next.
+    GrowWake,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +80,8 @@ enum JobKind {
     },
     /// One stripe of a scrub: its reads and the check.
     Scrub,
+    /// One step of a grow: its reads, then the new rows written.
+    Grow,
     /// A write-back reclaimer's write (journaled like a user write).
     Reclaim {
         req: Request,
@@ -143,6 +148,7 @@ struct Runner<'a> {
     end: Ns,
     member_ops: u64,
     scrub: Option<scrub::ScrubRun>,
+    grow: Option<grow::GrowRun>,
     rebuild: Option<RebuildRun>,
     copy_back: Option<rebuild::CopyBackRun>,
     /// The replacement could not be built (reported at the next wake-up).
@@ -388,6 +394,7 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
         end: 0,
         member_ops: 0,
         scrub: s.cfg.scrub.then(|| scrub::ScrubRun::new(s)),
+        grow: grow::GrowRun::new(s),
         rebuild,
         copy_back: None,
         copy_back_error: None,
@@ -401,6 +408,9 @@ impl Runner<'_> {
         self.start_load()?;
         if self.scrub.is_some() {
             self.k.at(0, Ev::ScrubWake);
+        }
+        if self.grow.is_some() {
+            self.k.at(0, Ev::GrowWake);
         }
         if let Some(rb) = &self.rebuild {
             let streams = rb.sweep.spec().streams.len();
@@ -435,6 +445,7 @@ impl Runner<'_> {
                 Ev::ScrubWake => self.scrub_next()?,
                 Ev::HpdaWake => self.hpda_wake()?,
                 Ev::LogIdle => self.log_idle()?,
+                Ev::GrowWake => self.grow_next()?,
             }
         }
         // Invariants at the end: every request finished, nothing holds or waits for
@@ -460,6 +471,12 @@ impl Runner<'_> {
         {
             return Err(format!(
                 "the rebuild did not finish; this is a hetraid bug: please report it with the config and seed {}",
+                self.s.cfg.seed
+            ));
+        }
+        if self.grow.as_ref().is_some_and(|g| g.finished_at.is_none()) {
+            return Err(format!(
+                "the grow did not finish; this is a hetraid bug: please report it with the config and seed {}",
                 self.s.cfg.seed
             ));
         }

@@ -80,6 +80,7 @@ impl Runner<'_> {
                 completed: r.finished_at.is_some(),
             }
         });
+        let grow = self.grow_report(end);
         let copy_back = self.copy_back.as_ref().map(|c| {
             let (m, _, p, _) = summarize(&mut self.resp_copy_back);
             let took = c.finished_at.unwrap_or(end) - c.started_at;
@@ -121,6 +122,7 @@ impl Runner<'_> {
             member_ops: self.member_ops,
             rebuild,
             scrub,
+            grow,
             copy_back,
             read: crate::report::DirectionStats::of(&mut self.resp_read),
             write: crate::report::DirectionStats::of(&mut self.resp_write),

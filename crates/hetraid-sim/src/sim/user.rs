@@ -120,6 +120,15 @@ impl Runner<'_> {
         }
         self.inflight += 1;
         self.log_idle_later(now);
+        if self.grow_holds(req, now) {
+            return Ok(());
+        }
+        self.dispatch(req, now)
+    }
+
+    /// Start a user request that arrived at `arrived` (counted in flight).
+    pub(super) fn dispatch(&mut self, req: Request, arrived: Ns) -> Result<(), String> {
+        let now = self.k.now();
         if req.op == Op::Trim {
             // A mapping update at the devices: done at once, as the
             // engine's (whole stripes by the core's rule, none with a log).
@@ -136,7 +145,7 @@ impl Runner<'_> {
                 }
                 self.trim_discarded_bytes += req.len - plan.kept_bytes;
             }
-            return self.user_done(req, now, now);
+            return self.user_done(req, arrived, now);
         }
         // HPDA: the monitor sees every request; the director (core) sends
         // a write to the log or to the RAID4.
@@ -169,7 +178,7 @@ impl Runner<'_> {
                             log.start_reclaim(0);
                         }
                         self.hpda_wake_later(now);
-                        self.after_reclaim.push_back((req, now));
+                        self.after_reclaim.push_back((req, arrived));
                         return self.log_pump();
                     }
                 }
@@ -181,12 +190,12 @@ impl Runner<'_> {
         // buffer drains it to the members meanwhile.
         if req.op == Op::Write && self.wbuf_cap > 0 {
             if !hetraid_core::wbuf::admits(self.wbuf_used, req.len, self.wbuf_cap) {
-                self.wbuf_waiting.push_back((req, now));
+                self.wbuf_waiting.push_back((req, arrived));
                 return Ok(());
             }
-            return self.buffer_write(req, now);
+            return self.buffer_write(req, arrived);
         }
-        self.launch(req, now, to_log, false)
+        self.launch(req, arrived, to_log, false)
     }
 
     /// A user request is done (for a buffered write: acknowledged): its
@@ -203,6 +212,8 @@ impl Runner<'_> {
             self.array_busy_ns += now - self.busy_since;
         }
         self.last_user_done = now;
+        // A grow's step waits for the requests on the members.
+        self.grow_try_step()?;
         match &self.source {
             Source::Closed(_) => {
                 self.next_closed()?;
@@ -235,6 +246,9 @@ impl Runner<'_> {
             .is_some_and(|c| c.finished_at.is_none())
         {
             self.resp_copy_back.push(rt);
+        }
+        if let Some(g) = self.grow.as_mut().filter(|g| g.finished_at.is_none()) {
+            g.resp.push(rt);
         }
         self.bytes += req.len;
         match req.op {

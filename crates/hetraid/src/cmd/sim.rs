@@ -79,6 +79,11 @@ pub struct SimCmd {
     /// paced by --min-speed/--max-speed as hetraid scrub is).
     #[arg(long)]
     pub scrub: bool,
+    /// Grow the array under the load: the last member is the one added and
+    /// the data is restriped onto all (raid5, raid6; paced by --min-speed/
+    /// --max-speed as a served hetraid grow --add).
+    #[arg(long)]
+    pub grow: bool,
     /// Rebuild into spare space on the other members (s2raid5 or s2raid10 with
     /// --spare-partitions 1).
     #[arg(long)]
@@ -195,6 +200,7 @@ impl SimCmd {
         self.params.apply_to(&mut c);
         c.rebuild |= self.rebuild;
         c.scrub |= self.scrub;
+        c.grow |= self.grow;
         c.to_spare |= self.to_spare;
         c.copy_back |= self.copy_back;
         c.align_to_size |= self.align_to_size;
@@ -283,44 +289,7 @@ fn print_human(c: &RunConfig, r: &Report) {
             );
         }
     }
-    if let Some(rb) = &r.rebuild {
-        println!(
-            "  rebuild of member {}: {:.2} s{}, {} streams, {} MB; user response during it {:.2} ms",
-            rb.member,
-            rb.rebuild_time_s,
-            if rb.completed { "" } else { " (not finished when the run ended)" },
-            rb.streams,
-            rb.rebuilt_bytes / 1_000_000,
-            rb.mean_response_during_ms
-        );
-    }
-    if let Some(s) = &r.scrub {
-        println!(
-            "  scrub: {:.2} s{}, {} stripes, {} MB checked ({:.1} MB/s)",
-            s.scrub_time_s,
-            if s.completed {
-                ""
-            } else {
-                " (not finished when the run ended)"
-            },
-            s.stripes,
-            s.checked_bytes / 1_000_000,
-            s.scrub_mbps
-        );
-    }
-    if let Some(c) = &r.copy_back {
-        println!(
-            "  copy-back of member {} onto a replacement: {:.2} s from {:.2} s{}, {} chunks, {} MB ({:.1} MB/s); user response during it {:.2} ms",
-            c.member,
-            c.copy_back_time_s,
-            c.start_s,
-            if c.completed { "" } else { " (not finished when the run ended)" },
-            c.chunks,
-            c.copied_bytes / 1_000_000,
-            c.copy_back_mbps,
-            c.mean_response_during_ms
-        );
-    }
+    print_background(r);
     println!(
         "  {:>3} {:<18} {:>9} {:>9} {:>11} {:>11} {:>7} {:>6} {:>9}",
         "dev",
@@ -365,5 +334,64 @@ fn print_human(c: &RunConfig, r: &Report) {
                 k.transfer_ms_mean
             );
         }
+    }
+}
+
+/// The background jobs' lines of a human report: rebuild, scrub, grow and
+/// copy-back.
+fn print_background(r: &Report) {
+    if let Some(rb) = &r.rebuild {
+        println!(
+            "  rebuild of member {}: {:.2} s{}, {} streams, {} MB; user response during it {:.2} ms",
+            rb.member,
+            rb.rebuild_time_s,
+            if rb.completed { "" } else { " (not finished when the run ended)" },
+            rb.streams,
+            rb.rebuilt_bytes / 1_000_000,
+            rb.mean_response_during_ms
+        );
+    }
+    if let Some(s) = &r.scrub {
+        println!(
+            "  scrub: {:.2} s{}, {} stripes, {} MB checked ({:.1} MB/s)",
+            s.scrub_time_s,
+            if s.completed {
+                ""
+            } else {
+                " (not finished when the run ended)"
+            },
+            s.stripes,
+            s.checked_bytes / 1_000_000,
+            s.scrub_mbps
+        );
+    }
+    if let Some(g) = &r.grow {
+        println!(
+            "  grow: {:.2} s{}, {} steps ({} backed up), {} rows, {} MB moved ({:.1} MB/s), capacity {} -> {} MB; user response during it {:.2} ms, {} requests held",
+            g.grow_time_s,
+            if g.completed { "" } else { " (not finished when the run ended)" },
+            g.steps,
+            g.backup_steps,
+            g.rows,
+            g.moved_bytes / 1_000_000,
+            g.grow_mbps,
+            g.capacity_before / 1_000_000,
+            g.capacity_after / 1_000_000,
+            g.mean_response_during_ms,
+            g.requests_held
+        );
+    }
+    if let Some(c) = &r.copy_back {
+        println!(
+            "  copy-back of member {} onto a replacement: {:.2} s from {:.2} s{}, {} chunks, {} MB ({:.1} MB/s); user response during it {:.2} ms",
+            c.member,
+            c.copy_back_time_s,
+            c.start_s,
+            if c.completed { "" } else { " (not finished when the run ended)" },
+            c.chunks,
+            c.copied_bytes / 1_000_000,
+            c.copy_back_mbps,
+            c.mean_response_during_ms
+        );
     }
 }
