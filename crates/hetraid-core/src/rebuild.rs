@@ -504,9 +504,13 @@ impl CopyBack {
     /// these: one read per move from its spare home, one write per move to
     /// its place.
     pub fn batches(&self) -> std::slice::Chunks<'_, crate::layout::Move> {
+        self.moves.chunks(self.batch_moves())
+    }
+
+    /// Moves in a batch (the last may have fewer).
+    pub fn batch_moves(&self) -> usize {
         let len = self.moves.first().map_or(1, |m| m.len.max(1));
-        self.moves
-            .chunks((COPY_BACK_BATCH_BYTES / len).max(1) as usize)
+        (COPY_BACK_BATCH_BYTES / len).max(1) as usize
     }
 
     pub fn bytes(&self) -> u64 {

@@ -7,9 +7,12 @@ use crate::error::{EngineError, Result};
 use crate::format::{RoleState, Superblock};
 use crate::member::{AlignedBuf, Member};
 use crate::rebuild::*;
+use hetraid_core::control::copyback::CopyWatch;
+use hetraid_core::control::sweep::Step;
 use hetraid_core::membership::Transition;
 use hetraid_core::plan::{ArrayState, MemberState};
-use std::sync::Arc;
+use hetraid_core::rebuild::CopyBack;
+use std::sync::{Arc, Mutex};
 
 impl Array {
     /// Copy the member rebuilt into distributed spare space last back onto
@@ -28,6 +31,22 @@ impl Array {
         force: bool,
         progress: &(dyn Fn(RebuildProgress) + Sync),
     ) -> Result<(Array, CopyBackReport)> {
+        // Offline: nobody else uses the array; as fast as the members go.
+        let unpaced = hetraid_core::pace::PaceLimits {
+            min_bps: 0,
+            max_bps: 0,
+        };
+        self.copy_back_paced(new, force, unpaced, progress)
+    }
+
+    /// [`Array::copy_back`] held to `limits` (MD's two speeds).
+    pub fn copy_back_paced(
+        self,
+        new: Arc<dyn Member>,
+        force: bool,
+        limits: hetraid_core::pace::PaceLimits,
+        progress: &(dyn Fn(RebuildProgress) + Sync),
+    ) -> Result<(Array, CopyBackReport)> {
         let plan = hetraid_core::rebuild::copy_back_moves(self.layout())
             .map_err(|e| EngineError::Refused(e.to_string()))?;
         let f = plan.member;
@@ -39,22 +58,13 @@ impl Array {
         // One update: the slot takes `new` (rebuilding from stripe 0) and the
         // last relocation is dropped, so the layout in force is the restored
         // one from here on.
-        let drop_last = |s: &mut Superblock| {
-            if let Some(k) = s
-                .relocations
-                .iter()
-                .rposition(|r| r.len == 0 && r.from_member as usize == f)
-            {
-                s.relocations.remove(k);
-            }
-        };
-        self.replace_editing(f, new, force, &drop_last)?;
+        self.replace_editing(f, new, force, &|s| drop_relocation(s, f))?;
         let target = self.member(f).ok_or_else(|| {
             EngineError::Refused(format!("slot {f} holds no device after the attach"))
         })?;
         let chunk = self.layout().chunk_bytes();
         let total = plan.moves.len() as u64;
-        self.copy_moves(&plan, target.as_ref(), progress, t0)?;
+        self.copy_moves(&plan, target.as_ref(), progress, limits, None)?;
         target.flush().map_err(|e| EngineError::Io {
             member: target.name(),
             source: e,
@@ -86,110 +96,291 @@ impl Array {
                 chunks: total,
                 bytes: total * chunk,
                 seconds: t0.elapsed().as_secs_f64(),
+                recopied: 0,
             },
         ))
     }
 
-    /// Copy the moves of `plan` onto `target` in the core's batches,
-    /// `COPY_BACK_BATCHES_IN_FLIGHT` at once: this thread reads a batch into
-    /// a free buffer while a writer thread writes the one before.
-    fn copy_moves(
+    /// Copy the moves of `plan` onto `target` as the core's copy-back sweep
+    /// says (`control::copyback`): its batches, `COPY_BACK_BATCHES_IN_FLIGHT`
+    /// lanes (one writes a batch while another reads the next, as the
+    /// simulator's jobs), paced by `limits` under the one "users are
+    /// active" rule. With `watch` (users writing meanwhile) each batch's
+    /// moves are started before their spare homes are read.
+    pub(crate) fn copy_moves(
         &self,
-        plan: &hetraid_core::rebuild::CopyBack,
+        plan: &CopyBack,
         target: &dyn Member,
         progress: &(dyn Fn(RebuildProgress) + Sync),
-        t0: std::time::Instant,
+        limits: hetraid_core::pace::PaceLimits,
+        watch: Option<&Mutex<CopyWatch>>,
     ) -> Result<()> {
+        let t0 = std::time::Instant::now();
         let chunk = self.layout().chunk_bytes();
         let total = plan.moves.len() as u64;
-        let f = plan.member;
-        let stripes_total = self.layout().stripe_count();
-        // The core's batches, COPY_BACK_BATCHES_IN_FLIGHT at once as the
-        // simulator runs them: this thread reads a batch into a free buffer
-        // while a writer thread writes the one before onto the replacement.
-        let in_flight = hetraid_core::rebuild::COPY_BACK_BATCHES_IN_FLIGHT.max(1);
-        let batch_max = plan.batches().map(|b| b.len()).max().unwrap_or(0);
-        let batches: Vec<&[hetraid_core::layout::Move]> = plan.batches().collect();
-        let cb = chunk as usize;
-        let read_batch =
-            |batch: &[hetraid_core::layout::Move], buf: &mut AlignedBuf| -> Result<()> {
-                for (k, mv) in batch.iter().enumerate() {
-                    let src = self.member(mv.from.member).ok_or_else(|| {
-                        EngineError::Refused(format!(
-                            "member {} is gone; the copy-back stopped (run hetraid rebuild)",
-                            mv.from.member
-                        ))
-                    })?;
-                    src.read_at(
-                        &mut buf[k * cb..(k + 1) * cb],
-                        crate::format::DATA_OFFSET + mv.from.offset,
-                    )
-                    .map_err(|e| EngineError::Io {
-                        member: src.name(),
-                        source: e,
-                    })?;
+        let sweep = Mutex::new(hetraid_core::control::copyback::sweep(plan, limits));
+        let lanes = sweep.lock().unwrap().spec().lanes;
+        let error: Mutex<Option<EngineError>> = Mutex::new(None);
+        let lane = || {
+            let mut buf = AlignedBuf::zeroed(0);
+            // Bounded: each round takes a batch (finitely many), waits as
+            // the pacer says (the average rate falls as time passes), or
+            // ends; an error stops every lane.
+            loop {
+                let step = sweep.lock().unwrap().next(
+                    0,
+                    t0.elapsed().as_nanos() as u64,
+                    self.users_active(),
+                );
+                let (first, len) = match step {
+                    Step::Batch { first, len } => (first, len),
+                    Step::Wait(ns) => {
+                        std::thread::sleep(std::time::Duration::from_nanos(ns));
+                        continue;
+                    }
+                    Step::Busy => {
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                        continue;
+                    }
+                    Step::Finished => return,
+                };
+                if let Some(w) = watch {
+                    w.lock().unwrap().start(first, len);
                 }
-                Ok(())
-            };
-        let write_batch = |batch: &[hetraid_core::layout::Move], buf: &AlignedBuf| -> Result<()> {
-            for (k, mv) in batch.iter().enumerate() {
-                debug_assert_eq!(mv.to.member, f);
-                target
-                    .write_at(
-                        &buf[k * cb..(k + 1) * cb],
-                        crate::format::DATA_OFFSET + mv.to.offset,
-                    )
-                    .map_err(|e| EngineError::Io {
-                        member: target.name(),
-                        source: e,
-                    })?;
+                if let Err(e) = self.copy_batch(&plan.moves[first..first + len], target, &mut buf) {
+                    error.lock().unwrap().get_or_insert(e);
+                    let mut s = sweep.lock().unwrap();
+                    s.stop();
+                    s.done(0, 0);
+                    return;
+                }
+                let done = {
+                    let mut s = sweep.lock().unwrap();
+                    s.done(0, len);
+                    s.stripes_done()
+                };
+                // Counted in moves (a chunk each), so the bytes and the
+                // total agree.
+                progress(RebuildProgress {
+                    stripes_done: done,
+                    stripes_total: total,
+                    bytes_done: done * chunk,
+                    elapsed_s: t0.elapsed().as_secs_f64(),
+                });
             }
-            Ok(())
         };
-        std::thread::scope(|sc| -> Result<()> {
-            use std::sync::mpsc::sync_channel;
-            let (full_tx, full_rx) = sync_channel::<(usize, AlignedBuf)>(in_flight);
-            let (free_tx, free_rx) = sync_channel::<AlignedBuf>(in_flight);
-            for _ in 0..in_flight {
-                free_tx
-                    .send(AlignedBuf::zeroed(batch_max * cb))
-                    .expect("the channel holds every buffer");
+        std::thread::scope(|sc| {
+            for _ in 0..lanes {
+                sc.spawn(lane);
             }
-            let (batches, write_batch) = (&batches, &write_batch);
-            let writer = sc.spawn(move || -> Result<()> {
-                let mut done = 0u64;
-                // Bounded by the batches the reader sends.
-                for (i, buf) in full_rx {
-                    write_batch(batches[i], &buf)?;
-                    done += batches[i].len() as u64;
-                    progress(RebuildProgress {
-                        stripes_done: done * stripes_total / total.max(1),
-                        stripes_total,
-                        bytes_done: done * chunk,
-                        elapsed_s: t0.elapsed().as_secs_f64(),
-                    });
-                    // The reader may have stopped (an error): nothing waits.
-                    let _ = free_tx.send(buf);
-                }
-                Ok(())
-            });
-            let mut read = Ok(());
-            for (i, batch) in batches.iter().enumerate() {
-                // A free buffer, or the writer stopped (its error follows).
-                let Ok(mut buf) = free_rx.recv() else { break };
-                if let Err(e) = read_batch(batch, &mut buf) {
-                    read = Err(e);
-                    break;
-                }
-                if full_tx.send((i, buf)).is_err() {
-                    break;
-                }
-            }
-            drop(full_tx);
-            let written = writer.join().expect("the copy-back writer does not panic");
-            read.and(written)
-        })
+        });
+        match error.into_inner().unwrap() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
+
+    /// Copy `moves` onto `target`: every spare home read, then every place
+    /// written.
+    pub(crate) fn copy_batch(
+        &self,
+        moves: &[hetraid_core::layout::Move],
+        target: &dyn Member,
+        buf: &mut AlignedBuf,
+    ) -> Result<()> {
+        let cb = self.layout().chunk_bytes() as usize;
+        if buf.len() < moves.len() * cb {
+            *buf = AlignedBuf::zeroed(moves.len() * cb);
+        }
+        for (k, mv) in moves.iter().enumerate() {
+            let src = self.member(mv.from.member).ok_or_else(|| {
+                EngineError::Refused(format!(
+                    "member {} is gone; the copy-back stopped (run hetraid rebuild)",
+                    mv.from.member
+                ))
+            })?;
+            src.read_at(
+                &mut buf[k * cb..(k + 1) * cb],
+                crate::format::DATA_OFFSET + mv.from.offset,
+            )
+            .map_err(|e| EngineError::Io {
+                member: src.name(),
+                source: e,
+            })?;
+        }
+        for (k, mv) in moves.iter().enumerate() {
+            target
+                .write_at(
+                    &buf[k * cb..(k + 1) * cb],
+                    crate::format::DATA_OFFSET + mv.to.offset,
+                )
+                .map_err(|e| EngineError::Io {
+                    member: target.name(),
+                    source: e,
+                })?;
+        }
+        Ok(())
+    }
+
+    /// Copy the moves `which` (dirty ones) again, a core batch at a time.
+    pub(crate) fn copy_again(
+        &self,
+        plan: &CopyBack,
+        which: &[usize],
+        target: &dyn Member,
+    ) -> Result<()> {
+        let mut buf = AlignedBuf::zeroed(0);
+        for part in which.chunks(plan.batch_moves()) {
+            let moves: Vec<hetraid_core::layout::Move> =
+                part.iter().map(|&i| plan.moves[i]).collect();
+            self.copy_batch(&moves, target, &mut buf)?;
+        }
+        Ok(())
+    }
+}
+
+/// Drop the relocation of slot `f` into spare space (the last one made).
+fn drop_relocation(s: &mut Superblock, f: usize) {
+    if let Some(k) = s
+        .relocations
+        .iter()
+        .rposition(|r| r.len == 0 && r.from_member as usize == f)
+    {
+        s.relocations.remove(k);
+    }
+}
+
+impl Array {
+    /// A copy-back onto `new` while users run, checked before anything is
+    /// written: the plan. As the offline one's checks, and `new` fits the
+    /// slot and is not another array's member (unless `force`); refused on
+    /// an array with block checksums (the copy writes `new` below them).
+    pub(crate) fn copy_back_checked(&self, new: &dyn Member, force: bool) -> Result<CopyBack> {
+        let plan = hetraid_core::rebuild::copy_back_moves(self.layout())
+            .map_err(|e| EngineError::Refused(e.to_string()))?;
+        let sb = self.superblock();
+        check_copy_back(self, &plan, &sb, &self.state())?;
+        if sb.checksums {
+            return Err(EngineError::Refused(
+                "a served rebalance of an array with block checksums is not done: stop hetraid serve (SIGTERM), run hetraid rebalance, and serve again".into(),
+            ));
+        }
+        self.check_slot_takes(&sb, plan.member, new)?;
+        self.check_replacement(new, &sb, force)?;
+        Ok(plan)
+    }
+
+    /// The copy is on `new` (flushed): it takes the slot with the
+    /// relocation dropped (rebuilding from stripe 0: a crash here leaves a
+    /// member to rebuild from parity), then is in sync. Two superblock
+    /// updates.
+    pub(crate) fn attach_copied(
+        &self,
+        plan: &CopyBack,
+        new: Arc<dyn Member>,
+        force: bool,
+        seconds: f64,
+    ) -> Result<()> {
+        let f = plan.member;
+        self.replace_editing(f, new, force, &|s| drop_relocation(s, f))?;
+        let device = self.superblock().roles[f].device;
+        self.transition(Transition::FinishRebuild { slot: f, device })?;
+        let total = plan.moves.len() as u64;
+        self.record_member(
+            EventKind::RebuildFinished,
+            f,
+            [
+                total,
+                (seconds * 1000.0) as u64,
+                total * self.layout().chunk_bytes(),
+            ],
+        );
+        Ok(())
+    }
+}
+
+/// The members as given, each telling `watch` of the writes it takes
+/// (after they are done): a served copy-back's array runs on these.
+pub(crate) fn watched(
+    members: &[Arc<dyn Member>],
+    watch: &Arc<Mutex<CopyWatch>>,
+) -> Result<Vec<Arc<dyn Member>>> {
+    members
+        .iter()
+        .map(|m| {
+            let slot = match crate::array::read_sb(m.as_ref())? {
+                Ok(sb) => sb.member as usize,
+                // Not a member (a spare): nothing of the copy lives there.
+                Err(_) => usize::MAX,
+            };
+            Ok(Arc::new(WatchedMember {
+                inner: m.clone(),
+                slot,
+                watch: watch.clone(),
+            }) as Arc<dyn Member>)
+        })
+        .collect()
+}
+
+/// A member whose writes and discards a copy-back watches. Each is told
+/// after it is done: a copy that read the spare home before the write
+/// landed then finds its move started, and copies it again.
+struct WatchedMember {
+    inner: Arc<dyn Member>,
+    slot: usize,
+    watch: Arc<Mutex<CopyWatch>>,
+}
+
+impl WatchedMember {
+    fn told(&self, off: u64, len: u64) {
+        let data = crate::format::DATA_OFFSET;
+        let end = off + len;
+        if end > data {
+            let start = off.max(data);
+            self.watch
+                .lock()
+                .unwrap()
+                .written(self.slot, start - data, end - start);
+        }
+    }
+}
+
+impl Member for WatchedMember {
+    fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
+        self.inner.read_at(buf, off)
+    }
+    fn write_at(&self, buf: &[u8], off: u64) -> std::io::Result<()> {
+        self.inner.write_at(buf, off)?;
+        self.told(off, buf.len() as u64);
+        Ok(())
+    }
+    fn write_vectored_at(&self, parts: &[&[u8]], off: u64) -> std::io::Result<()> {
+        self.inner.write_vectored_at(parts, off)?;
+        self.told(off, parts.iter().map(|p| p.len() as u64).sum());
+        Ok(())
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+    fn rehash(&self, off: u64, len: u64) -> std::io::Result<()> {
+        self.inner.rehash(off, len)
+    }
+    fn discard(&self, off: u64, len: u64) -> std::io::Result<bool> {
+        let r = self.inner.discard(off, len)?;
+        self.told(off, len);
+        Ok(r)
+    }
+    fn stored(&self, off: u64, len: u64) -> bool {
+        self.inner.stored(off, len)
+    }
+    // `plain_file` stays None: every read goes through `read_at` (only
+    // writes are watched, but nothing may bypass this wrapper).
 }
 
 /// A copy-back is refused, before anything is written, unless the slot was

@@ -75,7 +75,7 @@ pub struct RebuildReport {
 }
 
 /// What a copy-back did.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CopyBackReport {
     /// The slot that took the replacement.
     pub member: usize,
@@ -86,6 +86,10 @@ pub struct CopyBackReport {
     pub chunks: u64,
     pub bytes: u64,
     pub seconds: f64,
+    /// Chunks copied again because users wrote their spare homes after
+    /// their copy started (a served rebalance; 0 offline).
+    #[serde(default)]
+    pub recopied: u64,
 }
 
 impl Array {

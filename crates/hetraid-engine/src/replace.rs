@@ -164,7 +164,12 @@ impl Array {
 
     /// Slot `i` can take `new`: it exists, is out (failed, removed or
     /// missing), was not emptied by a shrink, and `new` is large enough.
-    fn check_slot_takes(&self, sb: &Superblock, i: usize, new: &dyn Member) -> Result<()> {
+    pub(crate) fn check_slot_takes(
+        &self,
+        sb: &Superblock,
+        i: usize,
+        new: &dyn Member,
+    ) -> Result<()> {
         if i >= sb.roles.len() {
             return Err(EngineError::Refused(format!(
                 "member {i} does not exist; members are 0 to {}",

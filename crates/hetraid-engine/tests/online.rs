@@ -140,3 +140,97 @@ fn a_stopped_rebuild_resumes_from_its_checkpoint() {
     array.read(0, &mut all).unwrap();
     assert!(all == data);
 }
+
+/// A served rebalance (`ArrayCell::copy_back`) while users write: every
+/// write reaches the replacement, those that land on a chunk already copied
+/// too (the core's watch copies it again). Checked by reading everything
+/// back, then by failing another member so reads reconstruct through the
+/// replacement, and by a scrub.
+#[test]
+fn writes_during_a_served_copy_back_reach_the_replacement() {
+    use hetraid_engine::{ArrayCell, ChangeOptions};
+    const FAILED: usize = 3;
+    for seed in [11u64, 12] {
+        let chunk = 16384;
+        let size = MIB + chunk * 64;
+        let (_, members) = fault_members(9, size, seed);
+        let mut o = opts("declustered", chunk);
+        o.layout.group = Some(4);
+        o.layout.copies = Some(1);
+        o.layout.spare_partitions = 1;
+        let array = Array::create(members.clone(), &o).unwrap();
+        let cap = array.capacity();
+        let mut rng = Rng(seed);
+        let reference = Mutex::new(rng.bytes(cap as usize));
+        array.write(0, &reference.lock().unwrap()).unwrap();
+        array.fail(FAILED).unwrap();
+        let (array, _) = array.rebuild_to_spare(Default::default(), &|_| {}).unwrap();
+        let survivors: Vec<Arc<dyn Member>> = members
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != FAILED)
+            .map(|(_, m)| m.clone())
+            .collect();
+        let cell = ArrayCell::new(Arc::new(array), survivors, Box::new(|_| Ok(())));
+        let new: Arc<dyn Member> = Arc::new(FaultMember::new("new", size, 77));
+        let done = AtomicBool::new(false);
+        let report = std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut rng = Rng(seed ^ 0xabc);
+                let mut k = 0;
+                // Bounded by the copy-back's end and at least 200 writes.
+                while !done.load(Ordering::SeqCst) || k < 200 {
+                    let off = rng.below(cap - 9000);
+                    let len = 1 + rng.below(9000);
+                    let d = rng.bytes(len as usize);
+                    let g = cell.get();
+                    g.write(off, &d).unwrap();
+                    reference.lock().unwrap()[off as usize..(off + len) as usize]
+                        .copy_from_slice(&d);
+                    drop(g);
+                    k += 1;
+                }
+            });
+            let _done = common::SetOnDrop(&done);
+            // Slow enough that writes land on chunks already copied.
+            let speed = MIB / 2;
+            cell.copy_back(
+                new.clone(),
+                false,
+                ChangeOptions {
+                    min_speed: speed,
+                    max_speed: speed,
+                },
+                &|_| {},
+            )
+            .unwrap()
+        });
+        assert_eq!(report.member, FAILED);
+        assert!(
+            report.recopied > 0,
+            "seed {seed}: no write landed on a copied chunk; the test shows nothing"
+        );
+        let a = cell.current();
+        assert_eq!(a.status().state, "optimal");
+        let reference = reference.into_inner().unwrap();
+        let mut all = vec![0u8; cap as usize];
+        a.read(0, &mut all).unwrap();
+        assert!(
+            all == reference,
+            "seed {seed}: a write made during the copy-back is lost"
+        );
+        let sc = a.scrub(None).unwrap();
+        assert_eq!(sc.mismatches, 0, "seed {seed}: scrub after the copy-back");
+        // Reads that reconstruct through the replacement.
+        a.fail(0).unwrap();
+        a.read(0, &mut all).unwrap();
+        assert!(
+            all == reference,
+            "seed {seed}: the replacement does not hold what users wrote"
+        );
+        eprintln!(
+            "seed {seed}: {} chunks copied back, {} copied again, {:.2} s",
+            report.chunks, report.recopied, report.seconds
+        );
+    }
+}

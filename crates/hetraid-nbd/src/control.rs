@@ -157,7 +157,7 @@ fn connect(uuid: &str) -> Option<Result<UnixStream, String>> {
 /// array may run for hours; the others answer at once.
 fn reply_timeout(req: &Value) -> Duration {
     match req["verb"].as_str() {
-        Some("rebuild" | "scrub" | "grow" | "shrink" | "reclaim") => {
+        Some("rebuild" | "scrub" | "grow" | "shrink" | "reclaim" | "rebalance") => {
             Duration::from_secs(7 * 86_400)
         }
         _ => Duration::from_secs(60),
@@ -459,6 +459,17 @@ fn change(
                 };
             }
             report(cell.grow(new, weights, req["force"].as_bool().unwrap_or(false), opts))
+        })()),
+        Some("rebalance") => Ok((|| {
+            let path = req["with"]
+                .as_str()
+                .ok_or("rebalance needs \"with\": the replacement's path")?;
+            let new = passed_member(file, path, "rebalance --with")?;
+            let force = req["force"].as_bool().unwrap_or(false);
+            let r = cell
+                .copy_back(Arc::new(new), force, opts, &|_| {})
+                .map_err(|e| e.to_string())?;
+            serde_json::to_value(r).map_err(|e| e.to_string())
         })()),
         Some("shrink") => Ok((|| {
             let slot = req["member"].as_u64().ok_or("shrink needs \"member\"")? as usize;

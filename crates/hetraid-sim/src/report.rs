@@ -131,6 +131,9 @@ pub struct CopyBackReport {
     pub copied_bytes: u64,
     /// copied_bytes / copy_back_time_s, MB/s.
     pub copy_back_mbps: f64,
+    /// Chunks copied again: users wrote their spare homes after their
+    /// copy started (as the engine's served rebalance).
+    pub recopied: u64,
     /// User requests that completed while it ran.
     pub requests_during: u64,
     pub mean_response_during_ms: f64,

@@ -1453,6 +1453,162 @@ fn fio_verify_while_raid5_restripes() {
     assert!(String::from_utf8_lossy(&o.stdout).contains(" 0 mismatched"));
 }
 
+/// A served rebalance (dRAID's, while clients go on): after a rebuild into
+/// distributed spare space, `hetraid rebalance --with NEW` on the served
+/// array copies the member's chunks onto NEW while fio writes with verify;
+/// chunks written after their copy started are copied again. A replacement
+/// too small is refused first with the members untouched. Then fio
+/// verifies, the data copied in reads back, and a scrub and a read through
+/// the replacement with another member out are clean.
+#[test]
+fn fio_verify_while_a_declustered_array_rebalances() {
+    if !have("fio") || !fio_has_nbd() || !have("nbdcopy") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let layout = [
+        "--layout",
+        "declustered",
+        "--width",
+        "4",
+        "--spares",
+        "1",
+        "--chunk",
+        "64K",
+    ];
+    let m = create(d.path(), &layout, 8, "24M");
+    let input = d.path().join("in.bin");
+    let data = random_file(&input, 16 << 20, 9);
+    let o = Command::new(env!("CARGO_BIN_EXE_hetraid"))
+        .args(argv("write", &m, &["--offset", "0"]))
+        .stdin(std::fs::File::open(&input).unwrap())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = hetraid(&argv("fail", &m, &["--member", "5"]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let live: Vec<String> = m
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| i != 5)
+        .map(|(_, s)| s.clone())
+        .collect();
+    let o = hetraid(&argv("rebuild", &live, &["--to-spare", "--max-speed", "0"]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let srv = Server::start(d.path(), &live, &[]);
+    let uri = srv.uri();
+    // Refused while served, nothing written: a replacement too small.
+    let small = d.path().join("small");
+    std::fs::File::create(&small)
+        .unwrap()
+        .set_len(1 << 20)
+        .unwrap();
+    let digest = |paths: &[String]| -> Vec<Vec<u8>> {
+        paths.iter().map(|p| std::fs::read(p).unwrap()).collect()
+    };
+    let before = digest(&live);
+    let o = hetraid(&argv(
+        "rebalance",
+        &live,
+        &["--with", &small.display().to_string()],
+    ));
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        digest(&live) == before,
+        "a refused rebalance changed a member"
+    );
+    assert!(std::fs::read(&small).unwrap().iter().all(|&b| b == 0));
+    let new = d.path().join("n5");
+    std::fs::File::create(&new)
+        .unwrap()
+        .set_len(24 << 20)
+        .unwrap();
+    let job = [
+        "--name=r",
+        "--ioengine=nbd",
+        "--rw=randwrite",
+        "--bs=16k",
+        "--iodepth=8",
+        "--offset=16M",
+        "--size=32M",
+        "--verify=crc32c",
+        "--randrepeat=1",
+        "--do_verify=0",
+        "--rate=8m",
+    ];
+    let fio = Command::new("fio")
+        .args(job)
+        .arg(format!("--uri={uri}"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rb = hetraid(&argv(
+        "rebalance",
+        &live,
+        &[
+            "--with",
+            &new.display().to_string(),
+            "--max-speed",
+            "8M",
+            "--json",
+        ],
+    ));
+    let o = fio.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "fio write: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        rb.status.success(),
+        "rebalance: {}",
+        String::from_utf8_lossy(&rb.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&rb.stdout).unwrap();
+    assert_eq!(r["member"], 5, "{r}");
+    eprintln!("served rebalance under fio: {r}");
+    let o = Command::new("fio")
+        .args(job)
+        .arg("--verify_only")
+        .arg(format!("--uri={uri}"))
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && !out.contains("verify: bad"),
+        "fio verify after the rebalance: {out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out_file = d.path().join("out.bin");
+    run(Command::new("nbdcopy").arg(&uri).arg(&out_file));
+    let got = std::fs::read(&out_file).unwrap();
+    assert!(
+        got[..16 << 20] == data[..],
+        "the data copied in differs after the rebalance"
+    );
+    srv.stop();
+    let mut all = live.clone();
+    all.push(new.display().to_string());
+    let o = hetraid(&argv("scrub", &all, &[]));
+    assert!(String::from_utf8_lossy(&o.stdout).contains(" 0 mismatched"));
+    // Through the replacement: another member out, reads reconstruct.
+    let o = hetraid(&argv("fail", &all, &["--member", "0"]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = hetraid(&argv(
+        "read",
+        &all[1..],
+        &["--offset", "0", "--length", "16777216"],
+    ));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.stdout == data, "reads through the replacement differ");
+}
+
 /// A grow cut short (`--batches`) continues when the array is served, in the
 /// background between client requests, as MD resumes a reshape; the server
 /// then serves the new size to new connections, and the data copied in

@@ -6,4 +6,5 @@
 //! decides the order, the batch size or the pacing itself.
 
 pub mod change;
+pub mod copyback;
 pub mod sweep;

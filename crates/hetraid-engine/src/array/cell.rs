@@ -214,6 +214,102 @@ impl ArrayCell {
         Ok(taken)
     }
 
+    /// `rebalance` on the served array (dRAID's, while clients go on): the
+    /// chunks of the member rebuilt into spare space last are copied onto
+    /// `new` as the core's paced sweep says, the spare homes staying the
+    /// array's copy meanwhile; chunks users write after their copy started
+    /// are copied again (core `CopyWatch`), the last round with requests
+    /// held; then `new` takes the slot. Nothing is written before every
+    /// check passed; a failure leaves the array as it was (relocated).
+    pub fn copy_back(
+        &self,
+        new: Arc<dyn Member>,
+        force: bool,
+        opts: ChangeOptions,
+        progress: &(dyn Fn(crate::rebuild::RebuildProgress) + Sync),
+    ) -> Result<crate::rebuild::CopyBackReport> {
+        use hetraid_core::control::copyback::CopyWatch;
+        let _one = self.changing.lock().unwrap();
+        self.refuse_while_running("rebalance")?;
+        let plan = self.current().copy_back_checked(new.as_ref(), force)?;
+        let raw = self.members();
+        let watch = Arc::new(std::sync::Mutex::new(CopyWatch::new(&plan)));
+        let watched = crate::copyback::watched(&raw, &watch)?;
+        self.swap(&watched, || Ok(()))?;
+        let r = self.copy_back_watched(&plan, new, force, opts, progress, &watch, &raw);
+        if r.is_err() {
+            // The relocated array again, on the members as they were.
+            let _ = self.swap(&raw, || Ok(()));
+        }
+        r
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn copy_back_watched(
+        &self,
+        plan: &hetraid_core::rebuild::CopyBack,
+        new: Arc<dyn Member>,
+        force: bool,
+        opts: ChangeOptions,
+        progress: &(dyn Fn(crate::rebuild::RebuildProgress) + Sync),
+        watch: &std::sync::Mutex<hetraid_core::control::copyback::CopyWatch>,
+        raw: &[Arc<dyn Member>],
+    ) -> Result<crate::rebuild::CopyBackReport> {
+        use hetraid_core::control::copyback::RECOPY_ROUNDS_UNHELD_MAX;
+        let t0 = std::time::Instant::now();
+        let a = self.current();
+        let f = plan.member;
+        let old_path = a.path_of(f).unwrap_or_default();
+        let limits = hetraid_core::pace::PaceLimits {
+            min_bps: opts.min_speed,
+            max_bps: opts.max_speed,
+        };
+        let show = |p: crate::rebuild::RebuildProgress| {
+            a.note_progress("copy-back", &p, 0);
+            progress(p);
+        };
+        let copied = a.copy_moves(plan, new.as_ref(), &show, limits, Some(watch));
+        a.end_progress();
+        copied?;
+        let mut recopied = 0u64;
+        for _ in 0..RECOPY_ROUNDS_UNHELD_MAX {
+            let dirty = watch.lock().unwrap().take_dirty();
+            if dirty.is_empty() {
+                break;
+            }
+            recopied += dirty.len() as u64;
+            a.copy_again(plan, &dirty, new.as_ref())?;
+        }
+        // The last round with requests held: nothing becomes dirty again.
+        let mut g = self.cur.write().unwrap_or_else(|e| e.into_inner());
+        let dirty = watch.lock().unwrap().take_dirty();
+        recopied += dirty.len() as u64;
+        g.copy_again(plan, &dirty, new.as_ref())?;
+        new.flush().map_err(|e| EngineError::Io {
+            member: new.name(),
+            source: e,
+        })?;
+        g.attach_copied(plan, new.clone(), force, t0.elapsed().as_secs_f64())?;
+        g.close()?;
+        let mut members = raw.to_vec();
+        members.push(new.clone());
+        let arr = Arc::new(Array::assemble(members.clone())?);
+        (self.reopen)(&arr)?;
+        *g = arr;
+        *self.members.lock().unwrap() = members;
+        let chunk = g.layout().chunk_bytes();
+        let total = plan.moves.len() as u64;
+        Ok(crate::rebuild::CopyBackReport {
+            member: f,
+            path: g.path_of(f).unwrap_or_default(),
+            old_path,
+            chunks: total,
+            bytes: total * chunk,
+            seconds: t0.elapsed().as_secs_f64(),
+            recopied,
+        })
+    }
+
     /// The change moving chunks now, if one runs (not one merely recorded).
     pub fn change_running(&self) -> Option<ChangeProgress> {
         self.change_start

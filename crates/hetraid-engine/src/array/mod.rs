@@ -328,7 +328,9 @@ fn io_err(m: &dyn Member, e: std::io::Error) -> EngineError {
     }
 }
 
-fn read_sb(m: &dyn Member) -> Result<std::result::Result<Superblock, crate::format::FormatError>> {
+pub(crate) fn read_sb(
+    m: &dyn Member,
+) -> Result<std::result::Result<Superblock, crate::format::FormatError>> {
     let mut b = AlignedBuf::zeroed(SB_SIZE);
     if m.len() < SB_SIZE as u64 {
         return Ok(Err(crate::format::FormatError::NoMagic));

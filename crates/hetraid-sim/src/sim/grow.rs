@@ -19,9 +19,8 @@ pub(super) struct GrowRun {
     pub job: PacedChange,
     /// The next of the setup's steps.
     pub next_step: usize,
-    /// A step wants to run or runs: new user requests wait.
-    pub gate: bool,
-    pub held: VecDeque<(Request, Ns)>,
+    /// A step wants to run or runs (user requests are held).
+    pub stepping: bool,
     /// Steps that backed up a row first, and requests that waited.
     pub backups: u64,
     pub requests_held: u64,
@@ -48,8 +47,7 @@ impl GrowRun {
                 },
             }),
             next_step: 0,
-            gate: false,
-            held: VecDeque::new(),
+            stepping: false,
             backups: 0,
             requests_held: 0,
             finished_at: None,
@@ -100,30 +98,19 @@ impl Runner<'_> {
         let now = self.k.now();
         let busy = self.users_active();
         let g = self.grow.as_mut().unwrap();
-        if g.gate || g.finished_at.is_some() {
+        if g.stepping || g.finished_at.is_some() {
             return Ok(());
         }
         match g.job.next(now, busy) {
             Step::Wait(ns) => self.k.at(now + ns, Ev::GrowWake),
             Step::Batch => {
-                g.gate = true;
+                g.stepping = true;
+                self.hold_requests();
                 return self.grow_try_step();
             }
             Step::Finished => g.finished_at = Some(now),
         }
         Ok(())
-    }
-
-    /// A user request arrived: held while a step wants to run.
-    pub(super) fn grow_holds(&mut self, req: Request, now: Ns) -> bool {
-        match self.grow.as_mut() {
-            Some(g) if g.gate => {
-                g.held.push_back((req, now));
-                g.requests_held += 1;
-                true
-            }
-            _ => false,
-        }
     }
 
     /// Start the step once the gate is closed and no user request is on
@@ -137,7 +124,7 @@ impl Runner<'_> {
             .iter()
             .flatten()
             .any(|j| matches!(j.kind, JobKind::Grow));
-        if !g.gate || running || self.inflight as usize > g.held.len() {
+        if !g.stepping || running || self.users_on_members() {
             return Ok(());
         }
         let io = self.grow_step_io(g.next_step)?;
@@ -195,13 +182,11 @@ impl Runner<'_> {
             g.finished_at = Some(now);
             self.end = self.end.max(now);
         }
-        g.gate = false;
-        let held = std::mem::take(&mut g.held);
+        g.stepping = false;
         self.reshaping().set_mark(st.rows.end);
         self.state_version += 1;
-        for (req, arrived) in held {
-            self.dispatch(req, arrived)?;
-        }
+        let held = self.release_requests()?;
+        self.grow.as_mut().unwrap().requests_held += held;
         self.k.at(now, Ev::GrowWake);
         Ok(())
     }

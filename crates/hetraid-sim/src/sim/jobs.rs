@@ -244,6 +244,9 @@ impl Runner<'_> {
         self.unlock(j)?;
         let job = self.jobs[j as usize].take().unwrap();
         self.free.push(j);
+        if matches!(job.kind, JobKind::User { .. } | JobKind::Reclaim { .. }) {
+            self.copy_back_written(&job.io.writes);
+        }
         if job.logged {
             self.log.as_mut().unwrap().applying -= 1;
         }
@@ -282,7 +285,7 @@ impl Runner<'_> {
             }
             JobKind::User { req, arrived, .. } => self.user_done(req, arrived, now)?,
             JobKind::Reclaim { .. } => {}
-            JobKind::CopyBack { bytes } => self.copy_back_batch_done(bytes, now),
+            JobKind::CopyBack { bytes, again } => self.copy_back_batch_done(bytes, again, now),
             JobKind::Scrub => self.scrub_stripe_done(now),
             JobKind::Grow => self.grow_step_done(now)?,
             JobKind::Rebuild { stream, batch } => {

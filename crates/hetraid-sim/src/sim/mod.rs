@@ -5,6 +5,7 @@
 //! the core's schedule under MD-style speed limits. It decides nothing itself.
 
 mod background;
+mod copyback;
 mod grow;
 mod jobs;
 mod log;
@@ -77,6 +78,8 @@ enum JobKind {
     /// writes onto the replacement.
     CopyBack {
         bytes: u64,
+        /// A dirty batch copied again.
+        again: bool,
     },
     /// One stripe of a scrub: its reads and the check.
     Scrub,
@@ -149,8 +152,12 @@ struct Runner<'a> {
     member_ops: u64,
     scrub: Option<scrub::ScrubRun>,
     grow: Option<grow::GrowRun>,
+    /// User requests arriving now wait (a grow's step, a copy-back's last
+    /// round), and those waiting with their arrival.
+    hold_gate: bool,
+    held: VecDeque<(Request, Ns)>,
     rebuild: Option<RebuildRun>,
-    copy_back: Option<rebuild::CopyBackRun>,
+    copy_back: Option<copyback::CopyBackRun>,
     /// The replacement could not be built (reported at the next wake-up).
     copy_back_error: Option<String>,
     resp_copy_back: Vec<Ns>,
@@ -395,6 +402,8 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
         member_ops: 0,
         scrub: s.cfg.scrub.then(|| scrub::ScrubRun::new(s)),
         grow: grow::GrowRun::new(s),
+        hold_gate: false,
+        held: VecDeque::new(),
         rebuild,
         copy_back: None,
         copy_back_error: None,

@@ -2,9 +2,7 @@
 //! engine's size, MD's speed limits, in place or into spare space.
 
 use super::{build_device, Ev, JobKind, Runner};
-use crate::kernel::Ns;
 use hetraid_core::control::sweep::Step;
-use hetraid_core::iomap::RequestIo;
 use hetraid_core::plan::{MemberState, Op, Planner};
 
 impl Runner<'_> {
@@ -96,17 +94,7 @@ impl Runner<'_> {
                     Ok(d) => self.devices[f] = d,
                     Err(e) => self.copy_back_error = Some(e),
                 }
-                self.copy_back = Some(CopyBackRun {
-                    member: f,
-                    batches: cb.batches().map(|b| b.len()).collect(),
-                    next: 0,
-                    first_move: 0,
-                    inflight: 0,
-                    started_at: now,
-                    finished_at: None,
-                    chunks: 0,
-                    bytes: 0,
-                });
+                self.copy_back = Some(super::copyback::CopyBackRun::new(self.s, cb, now));
                 self.k.at(now, Ev::CopyBackWake);
             }
             // A log region on the rebuilt member (HPDA's HDDs): its copy is
@@ -121,81 +109,5 @@ impl Runner<'_> {
             self.state_version += 1;
             self.end = self.end.max(now);
         }
-    }
-}
-
-/// A copy-back in progress: the core's batches (their lengths in moves),
-/// the next to start, and how many are in flight.
-pub(super) struct CopyBackRun {
-    pub member: usize,
-    batches: Vec<usize>,
-    next: usize,
-    /// Index of the next batch's first move.
-    first_move: usize,
-    inflight: usize,
-    pub started_at: Ns,
-    pub finished_at: Option<Ns>,
-    pub chunks: u64,
-    pub bytes: u64,
-}
-
-impl Runner<'_> {
-    /// Start copy-back batches until the core's number is in flight or none
-    /// are left; the last one done switches to the restored layout.
-    pub(super) fn copy_back_next(&mut self) -> Result<(), String> {
-        if let Some(e) = self.copy_back_error.take() {
-            return Err(e);
-        }
-        let cb = self.s.copy_back.as_ref().unwrap();
-        // Bounded: each round starts a batch or returns.
-        loop {
-            let run = self.copy_back.as_mut().unwrap();
-            if run.inflight >= hetraid_core::rebuild::COPY_BACK_BATCHES_IN_FLIGHT
-                || run.next >= run.batches.len()
-            {
-                break;
-            }
-            let moves = &cb.moves[run.first_move..run.first_move + run.batches[run.next]];
-            run.first_move += moves.len();
-            run.next += 1;
-            run.inflight += 1;
-            let io = RequestIo {
-                reads: moves
-                    .iter()
-                    .map(|m| (m.from.member, m.from.offset, m.len))
-                    .collect(),
-                writes: moves
-                    .iter()
-                    .map(|m| (m.to.member, m.to.offset, m.len))
-                    .collect(),
-                xor_bytes: 0,
-                // Offline in the engine; here a user load plans against
-                // the relocated layout, which the copy does not change.
-                stripes: Vec::new(),
-            };
-            let bytes = moves.iter().map(|m| m.len).sum();
-            self.start_job(JobKind::CopyBack { bytes }, io)?;
-        }
-        let run = self.copy_back.as_mut().unwrap();
-        if run.inflight == 0 && run.next >= run.batches.len() && run.finished_at.is_none() {
-            // Every chunk is home: the original layout again, the member in sync.
-            let now = self.k.now();
-            run.finished_at = Some(now);
-            let f = run.member;
-            self.planner =
-                Planner::new(self.s.layout.as_ref(), self.s.policy, self.service.clone());
-            self.state.members[f] = MemberState::InSync;
-            self.state_version += 1;
-            self.end = self.end.max(now);
-        }
-        Ok(())
-    }
-
-    pub(super) fn copy_back_batch_done(&mut self, bytes: u64, now: Ns) {
-        let run = self.copy_back.as_mut().unwrap();
-        run.inflight -= 1;
-        run.bytes += bytes;
-        run.chunks += bytes / self.s.layout.chunk_bytes().max(1);
-        self.k.at(now, Ev::CopyBackWake);
     }
 }

@@ -91,6 +91,7 @@ impl Runner<'_> {
                 chunks: c.chunks,
                 copied_bytes: c.bytes,
                 copy_back_mbps: c.bytes as f64 / secs(took.max(1)) / 1e6,
+                recopied: c.recopied,
                 requests_during: self.resp_copy_back.len() as u64,
                 mean_response_during_ms: m,
                 p99_response_during_ms: p,

@@ -120,10 +120,35 @@ impl Runner<'_> {
         }
         self.inflight += 1;
         self.log_idle_later(now);
-        if self.grow_holds(req, now) {
+        if self.hold_gate {
+            // A grow's step or a copy-back's last round runs.
+            self.held.push_back((req, now));
             return Ok(());
         }
         self.dispatch(req, now)
+    }
+
+    /// Hold user requests that arrive from now on (a grow's step or a
+    /// copy-back's last round runs alone, as the engine's run with the
+    /// array's lock held for writing).
+    pub(super) fn hold_requests(&mut self) {
+        self.hold_gate = true;
+    }
+
+    /// Are user requests on the members (not held)?
+    pub(super) fn users_on_members(&self) -> bool {
+        self.inflight as usize > self.held.len()
+    }
+
+    /// Let the held requests go, in order; how many there were.
+    pub(super) fn release_requests(&mut self) -> Result<u64, String> {
+        self.hold_gate = false;
+        let held = std::mem::take(&mut self.held);
+        let n = held.len() as u64;
+        for (req, arrived) in held {
+            self.dispatch(req, arrived)?;
+        }
+        Ok(n)
     }
 
     /// Start a user request that arrived at `arrived` (counted in flight).
@@ -143,6 +168,7 @@ impl Runner<'_> {
                 for &(m, off, len) in &plan.extents {
                     self.devices[m].discard(off, len);
                 }
+                self.copy_back_written(&plan.extents);
                 self.trim_discarded_bytes += req.len - plan.kept_bytes;
             }
             return self.user_done(req, arrived, now);
@@ -212,8 +238,12 @@ impl Runner<'_> {
             self.array_busy_ns += now - self.busy_since;
         }
         self.last_user_done = now;
-        // A grow's step waits for the requests on the members.
-        self.grow_try_step()?;
+        // A grow's step or a copy-back's last round waits for the requests
+        // on the members.
+        if self.hold_gate && !self.users_on_members() {
+            self.grow_try_step()?;
+            self.copy_back_held()?;
+        }
         match &self.source {
             Source::Closed(_) => {
                 self.next_closed()?;

@@ -57,7 +57,7 @@ pub struct ChangeSpeed {
 
 impl ChangeSpeed {
     /// Into a control request.
-    fn put(&self, req: &mut serde_json::Value) {
+    pub(crate) fn put(&self, req: &mut serde_json::Value) {
         let md = hetraid_core::pace::MD_DEFAULT;
         req["min_speed"] = self.min_speed.unwrap_or(md.min_bps).into();
         req["max_speed"] = self.max_speed.unwrap_or(md.max_bps).into();
@@ -84,7 +84,7 @@ impl ChangeSpeed {
         }
     }
 
-    fn offline_options(&self) -> hetraid_engine::ChangeOptions {
+    pub(crate) fn offline_options(&self) -> hetraid_engine::ChangeOptions {
         hetraid_engine::ChangeOptions {
             min_speed: self.min_speed.unwrap_or(0),
             max_speed: self.max_speed.unwrap_or(0),
@@ -509,7 +509,7 @@ pub(crate) struct StatusBar {
 }
 
 impl StatusBar {
-    fn start(members: &[String], what: &'static str) -> Self {
+    pub(crate) fn start(members: &[String], what: &'static str) -> Self {
         use std::io::IsTerminal;
         let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let thread = std::io::stderr().is_terminal().then(|| {

@@ -119,14 +119,40 @@ pub struct RebalanceCmd {
     /// Overwrite a replacement that holds data or another array's member.
     #[arg(long)]
     pub force: bool,
+    #[command(flatten)]
+    pub speed: super::change::ChangeSpeed,
     #[arg(long)]
     pub json: bool,
 }
 
 impl RebalanceCmd {
     pub fn run(&self) -> Result<(), String> {
-        if remote(&self.members, serde_json::json!({"verb": "status"})).is_some() {
-            return Err("rebalance runs on an array that is not served: stop hetraid serve (SIGTERM), rebalance, and serve again".into());
+        let (p, _kind) = split_member(&self.with)?;
+        if !p.exists() {
+            return Err(format!(
+                "replacement {} does not exist; check the path",
+                p.display()
+            ));
+        }
+        let abs = std::path::absolute(&p).map_err(|e| e.to_string())?;
+        // Served: the server copies while clients go on (the spare homes
+        // stay the array's copy until the replacement takes the slot).
+        let mut req = serde_json::json!({
+            "verb": "rebalance",
+            "with": abs.display().to_string(),
+            "force": self.force,
+        });
+        self.speed.put(&mut req);
+        let bar = StatusBar::start(&self.members, "copy-back");
+        let served = super::remote_passing(&self.members, req, Some(&abs));
+        drop(bar);
+        if let Some(r) = served {
+            if self.degraded {
+                return Err("--degraded applies to an array that is not served: the server's array is assembled already".into());
+            }
+            let r: hetraid_engine::CopyBackReport =
+                serde_json::from_value(r?).map_err(|e| format!("the server's reply: {e}"))?;
+            return print_copy_back(&r, self.json);
         }
         // The replacement given among the members, blank: a rebalance cut
         // short before it attached the device (it writes the device first).
@@ -136,7 +162,6 @@ impl RebalanceCmd {
                 rest.join(" ")
             ));
         }
-        let (p, _kind) = split_member(&self.with)?;
         let a = assemble(&self.members, self.degraded)?;
         let new = open_member(&p)?;
         let bar = progress_bar("copy-back");
@@ -145,25 +170,40 @@ impl RebalanceCmd {
             bar.set_length(pr.stripes_total * chunk);
             bar.set_position(pr.bytes_done);
         };
-        let r = a.copy_back(new, self.force, &show);
+        let o = self.speed.offline_options();
+        let limits = hetraid_core::pace::PaceLimits {
+            min_bps: o.min_speed,
+            max_bps: o.max_speed,
+        };
+        let r = a.copy_back_paced(new, self.force, limits, &show);
         bar.finish_and_clear();
         let (a, r) = r.map_err(|e| e.to_string())?;
         a.close().map_err(|e| e.to_string())?;
-        if self.json {
-            return crate::cmd::print_json(&serde_json::to_value(&r).map_err(|e| e.to_string())?);
-        }
-        println!(
-            "copied back member {} onto {} (in place of {}): {} chunks, {} in {:.2} s, {:.1} MB/s; its spare chunks are free again",
-            r.member,
-            r.path,
-            if r.old_path.is_empty() { "the failed device" } else { &r.old_path },
-            r.chunks,
-            format_size(r.bytes),
-            r.seconds,
-            r.bytes as f64 / r.seconds.max(1e-9) / 1e6
-        );
-        Ok(())
+        print_copy_back(&r, self.json)
     }
+}
+
+/// A copy-back's report, as text or JSON.
+fn print_copy_back(r: &hetraid_engine::CopyBackReport, json: bool) -> Result<(), String> {
+    if json {
+        return crate::cmd::print_json(&serde_json::to_value(r).map_err(|e| e.to_string())?);
+    }
+    println!(
+        "copied back member {} onto {} (in place of {}): {} chunks, {} in {:.2} s, {:.1} MB/s{}; its spare chunks are free again",
+        r.member,
+        r.path,
+        if r.old_path.is_empty() { "the failed device" } else { &r.old_path },
+        r.chunks,
+        format_size(r.bytes),
+        r.seconds,
+        r.bytes as f64 / r.seconds.max(1e-9) / 1e6,
+        if r.recopied > 0 {
+            format!(", {} chunks copied again (written meanwhile)", r.recopied)
+        } else {
+            String::new()
+        }
+    );
+    Ok(())
 }
 
 #[derive(Debug, Args)]
