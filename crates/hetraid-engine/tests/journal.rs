@@ -1289,7 +1289,7 @@ fn one_unreadable_log_copy_or_member_does_not_stop_the_array() {
 }
 
 /// Issue 38, row 8: the idle reclaimer is the engine's
-/// (`Array::run_idle_reclaimer`, core `journal::idle_reclaim_due`), not the
+/// (`Array::run_reclaimer`, core `control::reclaimer`), not the
 /// server's: quiet for the idle time with writes in the log, it writes them
 /// to the members; a write meanwhile restarts the quiet time.
 #[test]
@@ -1299,7 +1299,7 @@ fn the_idle_reclaimer_empties_a_quiet_write_back_log() {
     assert!(a.status().log.unwrap().unreclaimed_bytes > 0);
     let t0 = std::time::Instant::now();
     let emptied = std::sync::Mutex::new(None);
-    a.run_idle_reclaimer(std::time::Duration::from_millis(400), &|d| {
+    a.run_reclaimer(std::time::Duration::from_millis(400), &|d| {
         std::thread::sleep(d);
         if emptied.lock().unwrap().is_none() && a.status().log.unwrap().unreclaimed_bytes == 0 {
             *emptied.lock().unwrap() = Some(t0.elapsed());

@@ -293,6 +293,11 @@ pub struct RunConfig {
     /// runs it on a served array.
     #[serde(default)]
     pub grow: bool,
+    /// A write-back log (or HPDA's) is reclaimed once the array has been
+    /// quiet this many seconds (`hetraid serve --reclaim-idle`; default 5,
+    /// HPDA's monitor 0.5).
+    #[serde(default)]
+    pub reclaim_idle: Option<f64>,
     /// Rebuild into spare space on the other members (S2-RAID with spare
     /// partitions) instead of onto a replacement device.
     #[serde(default)]

@@ -222,6 +222,7 @@ impl Setup {
         let trace = read_trace(cfg)?;
         let (spare, copy_back) = spare_plan(cfg, layout.as_ref(), &spec, specs.len())?;
         let log = log_setup(log_choice, layout.as_ref(), log_specs)?;
+        check_reclaim_idle(cfg, log.as_ref())?;
         // A buffer of 0 bytes is none (a sweep's grid may say so).
         let buffered = cfg.write_buffer.is_some_and(|b| b.0 > 0);
         if buffered && cfg.log.is_some() {
@@ -382,6 +383,39 @@ pub fn request_stream(cfg: &RunConfig) -> Result<Vec<Request>, String> {
             Ok(std::iter::from_fn(|| c.next(0, &mut rng)).collect())
         }
         Source::Replay(r) => Ok((0..r.records.len()).map(|i| r.request(i)).collect()),
+    }
+}
+
+/// `reclaim_idle` applies to a write-back log (HPDA's too) and is a
+/// number of seconds in range, as `serve --reclaim-idle`.
+fn check_reclaim_idle(cfg: &RunConfig, log: Option<&LogSetup>) -> Result<(), String> {
+    let Some(s) = cfg.reclaim_idle else {
+        return Ok(());
+    };
+    if !log.is_some_and(|l| l.write_back) {
+        return Err(
+            "reclaim_idle (--reclaim-idle) applies to a write-back log (or hpda); this run has none"
+                .into(),
+        );
+    }
+    if !(s.is_finite() && s > 0.0 && s <= 86_400.0) {
+        return Err(format!(
+            "reclaim_idle {s} is not a number of seconds between 0 and 86400"
+        ));
+    }
+    Ok(())
+}
+
+impl Setup {
+    /// The quiet time after which a write-back log is reclaimed (HPDA: its
+    /// monitor's idle time), as `serve` takes it.
+    pub fn reclaim_idle_ns(&self) -> u64 {
+        let hpda = !self.layout.log_regions().is_empty();
+        match self.cfg.reclaim_idle {
+            Some(s) => (s * 1e9) as u64,
+            None if hpda => hetraid_core::hpda::MonitorConfig::default().idle_ns,
+            None => hetraid_core::journal::RECLAIM_IDLE_NS_DEFAULT,
+        }
     }
 }
 

@@ -1029,6 +1029,224 @@ fn copy_back_pacing_under_user_load_is_the_same_in_engine_and_simulator() {
     );
 }
 
+/// Bursts of 4 KiB writes (`BURST` of them, 25 ms apart) with quiet gaps
+/// of 1.2 s between them: SPC records (ASU, LBA, size, opcode, seconds),
+/// and the same as (seconds, offset) for the engine. Offsets hop over the
+/// first `span` bytes; some writes follow the one before (HPDA's director
+/// sends runs to the RAID4). Far enough apart that a simulated disk's log
+/// write ends before the next arrives: the simulator's group commit (one
+/// device write for records that queued behind one in flight) then has
+/// nothing to join, as the engine's writer, one at a time, has not.
+fn bursts(dir: &std::path::Path, span: u64) -> (String, Vec<(f64, u64)>) {
+    const BURST: u64 = 24;
+    const EVERY_S: f64 = 0.025;
+    let mut recs = Vec::new();
+    for b in 0..3u64 {
+        for i in 0..BURST {
+            let t = b as f64 * (BURST as f64 * EVERY_S + 1.2) + i as f64 * EVERY_S;
+            let k = b * BURST + i;
+            let off = if i % 4 == 3 {
+                recs.last().map_or(0, |&(_, o): &(f64, u64)| o + 4096)
+            } else {
+                (k * 7919 * 4096) % span
+            };
+            recs.push((t, off));
+        }
+    }
+    let trace = dir.join("bursts.spc");
+    let lines: String = recs
+        .iter()
+        .map(|&(t, off)| format!("0,{},4096,w,{t:.3}\n", off / 512))
+        .collect();
+    std::fs::write(&trace, lines).unwrap();
+    (trace.display().to_string(), recs)
+}
+
+/// The log's background reclaimer with user writes running (issue 38): the
+/// engine's (`Array::run_reclaimer`, a thread looking every 50 ms) and the
+/// simulator's (a look event every 50 ms) run the core's procedure
+/// (`control::reclaimer`) on the same timed load: bursts of writes with
+/// quiet gaps longer than the idle time. Each gap's reclaim happens in both,
+/// so every member and the log device see the same operations.
+#[test]
+fn write_back_idle_reclaim_under_a_timed_load_is_the_same_in_engine_and_simulator() {
+    let (sim, engine, log) = timed_reclaim("raid5", "nvram-1g*4", 4);
+    let l = sim.log.as_ref().unwrap();
+    assert_eq!(
+        l.idle_reclaims, 2,
+        "one reclaim in each of the two gaps: {l:?}"
+    );
+    assert_eq!(log[0], l.record_writes + l.pads, "ring writes");
+    assert_eq!(
+        log[1],
+        l.record_bytes + l.pads * hetraid_core::journal::PAGE,
+        "ring bytes"
+    );
+    assert_eq!(log[2], l.checkpoints, "header writes");
+    eprintln!("write-back under a timed load: {} records, {} checkpoints, {} idle reclaims; members {engine:?}", l.records, l.checkpoints, l.idle_reclaims);
+}
+
+/// HPDA's reclaimer with user writes running (issue 38): as above, the
+/// monitor's idle time 0.3 s; the director sends the random writes to the
+/// log and the runs to the RAID4, and each quiet gap empties the log onto
+/// the RAID4 in both executors.
+#[test]
+fn hpda_reclaim_under_a_timed_load_is_the_same_in_engine_and_simulator() {
+    let (sim, _, _) = timed_reclaim("hpda", "x25e-64*3,caviar-black-640*2", 5);
+    let l = sim.log.as_ref().unwrap();
+    assert!(l.reclaimed_bytes > 0, "the gaps reclaim: {l:?}");
+    assert!(
+        l.hpda_log_writes > 0 && l.hpda_raid4_writes > 0,
+        "both routes: {l:?}"
+    );
+    eprintln!(
+        "hpda under a timed load: {} records, {} bytes reclaimed, {} writes to the log, {} to the RAID4",
+        l.records, l.reclaimed_bytes, l.hpda_log_writes, l.hpda_raid4_writes
+    );
+}
+
+/// Run [`bursts`] on `layout` over `n` in-memory members (with a 2 MiB
+/// write-back log device, or HPDA's own log) in the engine, its reclaimer
+/// running with a 0.3 s idle time, and in the simulator; assert every
+/// member's operations are equal. Returns the simulator's report, the
+/// engine's member counts and its log device's (ring writes, ring bytes,
+/// header writes).
+fn timed_reclaim(
+    layout: &str,
+    devices: &str,
+    n: usize,
+) -> (hetraid_sim::Report, Vec<[u64; 6]>, [u64; 3]) {
+    use hetraid_engine::member::FaultMember;
+    const DATA: u64 = 8 << 20;
+    const LOG: u64 = 2 << 20;
+    const IDLE_S: f64 = 0.3;
+    let hpda = layout == "hpda";
+    let chunk = 16 << 10;
+    let _watchdog = Watchdog::arm("reclaim under a timed load", 300);
+    let counting: Vec<Arc<Counting>> = (0..n)
+        .map(|i| {
+            let len = match i {
+                _ if !hpda => DATA_OFFSET + DATA,
+                3 => DATA_OFFSET + DATA + LOG,
+                4 => DATA_OFFSET + LOG,
+                _ => DATA_OFFSET + DATA,
+            };
+            Arc::new(Counting {
+                inner: Arc::new(FaultMember::new(&format!("m{i}"), len, i as u64)),
+                c: Default::default(),
+            })
+        })
+        .collect();
+    let log_dev = Arc::new(LogCounting {
+        inner: Arc::new(FaultMember::new("log", LOG, 50)),
+        c: Default::default(),
+    });
+    let specs = hetraid_sim::preset::parse_members(devices).unwrap();
+    let a = Array::create(
+        counting
+            .iter()
+            .map(|c| c.clone() as Arc<dyn Member>)
+            .collect(),
+        &CreateOptions {
+            kinds: specs.iter().map(|s| s.kind).collect(),
+            log: Some(hetraid_engine::LogSpec {
+                devices: if hpda {
+                    vec![]
+                } else {
+                    vec![log_dev.clone() as Arc<dyn Member>]
+                },
+                kinds: vec![],
+                mode: hetraid_engine::format::LogMode::WriteBack,
+                region: hpda.then_some(LOG),
+            }),
+            ..create_opts(
+                LayoutRecord {
+                    name: layout.into(),
+                    ..Default::default()
+                },
+                chunk,
+            )
+        },
+    )
+    .unwrap();
+    a.set_hpda_idle(IDLE_S);
+    let dir = tempfile::tempdir().unwrap();
+    let (trace, recs) = bursts(dir.path(), DATA / 2);
+    let before: Vec<[u64; 8]> = counting.iter().map(|c| c.get()).collect();
+    let log_before: [u64; 3] = std::array::from_fn(|i| log_dev.c[i].load(Relaxed));
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let data = vec![0x5au8; 4096];
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            a.run_reclaimer(std::time::Duration::from_secs_f64(IDLE_S), &|d| {
+                std::thread::sleep(d);
+                !stop.load(Relaxed)
+            })
+        });
+        let _stop = SetOnDrop(&stop);
+        let t0 = std::time::Instant::now();
+        for &(t, off) in &recs {
+            let at = std::time::Duration::from_secs_f64(t);
+            if let Some(d) = at.checked_sub(t0.elapsed()) {
+                std::thread::sleep(d);
+            }
+            a.write(off, &data).unwrap();
+        }
+    });
+    let engine: Vec<[u64; 6]> = counting
+        .iter()
+        .zip(&before)
+        .map(|(c, b)| std::array::from_fn(|k| c.get()[k] - b[k]))
+        .collect();
+    let log: [u64; 3] = std::array::from_fn(|i| log_dev.c[i].load(Relaxed) - log_before[i]);
+
+    let mut c = RunConfig::new(layout, devices);
+    c.chunk = Size(chunk);
+    c.member_size = Some(Size(DATA));
+    c.workload = "trace".into();
+    c.trace = Some(trace);
+    c.replay = "timed".into();
+    c.reclaim_idle = Some(IDLE_S);
+    c.log_size = Some(Size(LOG));
+    if !hpda {
+        c.log = Some("x25e-64".into());
+        c.log_mode = Some("write-back".into());
+    }
+    let sim = hetraid_sim::run(&c).unwrap();
+    if std::env::var_os("HETRAID_VERBOSE").is_some() {
+        for (m, e) in engine.iter().enumerate() {
+            let s = &sim.members[m];
+            eprintln!(
+                "{layout} member {m}: engine {e:?}, simulator {:?}",
+                [
+                    s.reads,
+                    s.read_bytes,
+                    s.read_pages,
+                    s.writes,
+                    s.write_bytes,
+                    s.write_pages
+                ]
+            );
+        }
+    }
+    for (m, e) in engine.iter().enumerate() {
+        let s = &sim.members[m];
+        let s = [
+            s.reads,
+            s.read_bytes,
+            s.read_pages,
+            s.writes,
+            s.write_bytes,
+            s.write_pages,
+        ];
+        assert_eq!(
+            *e, s,
+            "{layout} member {m}: engine {e:?}, simulator {s:?} (reads, bytes, pages, writes, bytes, pages)"
+        );
+    }
+    (sim, engine, log)
+}
+
 /// In-memory members for a grow: `n` of `data` bytes of data each, the
 /// last of them the one added, each counted.
 fn grow_members(n: usize, data: u64) -> Vec<Arc<Counting>> {

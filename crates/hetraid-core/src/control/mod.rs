@@ -7,4 +7,5 @@
 
 pub mod change;
 pub mod copyback;
+pub mod reclaimer;
 pub mod sweep;

@@ -234,13 +234,25 @@ impl Array {
         }
     }
 
-    /// One step of HPDA's background reclaimer (core `reclaim_step`): when
-    /// the policy says so, reclaim one batch; returns the bytes written
-    /// (0: nothing to do now). The caller repeats while it returns more than
-    /// 0, so user I/O arriving between batches stops the reclaim.
+    /// One batch of HPDA's background reclaimer when the policy says so
+    /// (a look of one batch); the bytes written, 0: nothing to do now.
     pub fn hpda_reclaim_step(&self) -> Result<u64> {
+        let mut look = hetraid_core::control::reclaimer::HpdaLook::default();
+        match self.hpda_next(&mut look) {
+            None => Ok(0),
+            Some(target) => self.reclaim_batches(target, 1),
+        }
+    }
+
+    /// HPDA: the next batch's target of a reclaimer's look (the core's
+    /// `HpdaLook`, its policy asked with the monitor and the log as they
+    /// are now), or None: the look is over.
+    pub(crate) fn hpda_next(
+        &self,
+        look: &mut hetraid_core::control::reclaimer::HpdaLook,
+    ) -> Option<u64> {
         let (Some(h), Some(log)) = (self.hpda.as_ref(), self.live_log()) else {
-            return Ok(0);
+            return None;
         };
         let (ring, used, _) = log.usage();
         let fill = hpda::LogFill {
@@ -250,9 +262,6 @@ impl Array {
             copy_lost: self.raid4_whole()
                 && (log.live_mask().count_ones() as usize) < log.copy_count(),
         };
-        match hpda::reclaim_step(h.idle(), &fill) {
-            None => Ok(0),
-            Some(target) => self.reclaim_batches(target, 1),
-        }
+        look.next(h.idle(), &fill)
     }
 }

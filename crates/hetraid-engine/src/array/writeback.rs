@@ -135,39 +135,55 @@ impl Array {
         ))
     }
 
-    /// The write-back log's idle reclaimer (`serve` runs it on a thread of
-    /// its own): every `step` it looks for user requests, and once none came
-    /// for `idle` while the log holds writes (core `idle_reclaim_due`), it
-    /// writes the log to the members. `sleep(step)` waits and says whether
-    /// to go on (false: the server is stopping). Returns when it says stop.
-    pub fn run_idle_reclaimer(
+    /// The log's background reclaimer (`serve` runs it on a thread of its
+    /// own), by the core's procedure (`control::reclaimer`): a look every
+    /// `LOOK_NS`; HPDA's policy batch by batch, or a write-back log's idle
+    /// rule with `idle` (quiet that long with writes in the log: all of it
+    /// to the members). `sleep(d)` waits and says whether to go on (false:
+    /// the server is stopping). Returns when it says stop; at once for an
+    /// array without a write-back log.
+    pub fn run_reclaimer(
         &self,
         idle: std::time::Duration,
         sleep: &dyn Fn(std::time::Duration) -> bool,
     ) {
-        let step = std::time::Duration::from_millis(100);
-        let mut quiet = std::time::Duration::ZERO;
+        use hetraid_core::control::reclaimer::{HpdaLook, WriteBackIdle, LOOK_NS};
+        if !self.has_write_back_log() {
+            return;
+        }
+        let look = std::time::Duration::from_nanos(LOOK_NS);
+        let t0 = std::time::Instant::now();
+        let mut wb = WriteBackIdle::new(idle.as_nanos() as u64, 0);
         // Bounded by the server's life: `sleep` says when to stop.
-        while sleep(step) {
-            quiet = if self.take_io_seen() {
-                std::time::Duration::ZERO
-            } else {
-                quiet + step
-            };
+        while sleep(look) {
+            if self.hpda.is_some() {
+                let mut l = HpdaLook::default();
+                let mut total = 0u64;
+                // Bounded by the look's batch limit.
+                while let Some(target) = self.hpda_next(&mut l) {
+                    match self.reclaim_batches(target, 1) {
+                        Ok(n) => total += n,
+                        Err(e) => {
+                            tracing::info!("reclaiming the write log failed: {e}");
+                            break;
+                        }
+                    }
+                }
+                if total > 0 {
+                    tracing::info!("{total} bytes of the write log written to the RAID4");
+                }
+                continue;
+            }
+            let now = t0.elapsed().as_nanos() as u64;
             let pending = self.log.as_ref().is_some_and(|l| l.unreclaimed_bytes() > 0);
-            if hetraid_core::journal::idle_reclaim_due(
-                quiet.as_nanos() as u64,
-                idle.as_nanos() as u64,
-                pending,
-            ) {
+            if wb.look(now, self.take_io_seen(), pending) {
                 match self.reclaim() {
                     Ok(n) => tracing::info!(
                         "idle for {:.1} s: {n} bytes of the write log written to the members",
-                        quiet.as_secs_f64()
+                        idle.as_secs_f64()
                     ),
                     Err(e) => tracing::info!("reclaiming the write log failed: {e}"),
                 }
-                quiet = std::time::Duration::ZERO;
             }
         }
     }

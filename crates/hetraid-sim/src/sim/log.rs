@@ -381,8 +381,8 @@ impl Runner<'_> {
             let one = r.one_batch;
             log.reclaim = None;
             if one {
-                // HPDA: ask the policy again (it may go on).
-                self.hpda_wake_now();
+                // HPDA: ask the policy again (the look may go on).
+                self.hpda_step()?;
             }
             // RAID4 writes that wait for the log to empty go once it
             // is (a reclaim of one batch was running: another of

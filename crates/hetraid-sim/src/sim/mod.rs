@@ -48,10 +48,8 @@ enum Ev {
     CopyBackWake,
     /// Ask the scrub's sweep for its next stripes.
     ScrubWake,
-    /// HPDA: ask the reclaimer's policy (core `hpda::reclaim_step`).
-    HpdaWake,
-    /// A write-back log's idle reclaimer looks (core `idle_reclaim_due`).
-    LogIdle,
+    /// The log's reclaimers look (core `control::reclaimer`).
+    ReclaimLook,
     /// Ask the grow's job (core `control::change`) what to do next.
     GrowWake,
 }
@@ -163,10 +161,10 @@ struct Runner<'a> {
     resp_copy_back: Vec<Ns>,
     service: Vec<hetraid_core::ServiceModel>,
     log: Option<LogRun>,
-    /// HPDA: the monitor (None: another layout), and whether a wake-up of
-    /// the reclaimer is scheduled.
+    /// HPDA: the monitor (None: another layout), and the reclaimer's look
+    /// in progress.
     hpda: Option<hetraid_core::hpda::Monitor>,
-    hpda_wake_at: Option<Ns>,
+    hpda_look: Option<hetraid_core::control::reclaimer::HpdaLook>,
     /// HPDA: user writes sent to the log, and to the RAID4.
     hpda_routed: [u64; 2],
     /// Per device: operations in flight, and where the last one submitted
@@ -182,10 +180,10 @@ struct Runner<'a> {
     /// those draining.
     wbuf_queue: VecDeque<(Request, Ns)>,
     wbuf_running: Vec<(u64, u64)>,
-    /// The write-back log's idle reclaimer: when it looks next, when the
-    /// last user request arrived, and how many times it reclaimed.
-    log_idle_at: Option<Ns>,
-    last_user_arrival: Ns,
+    /// The write-back log's idle reclaimer, whether a user request came
+    /// since the last look, and how many times it reclaimed.
+    wb_idle: hetraid_core::control::reclaimer::WriteBackIdle,
+    user_seen: bool,
     log_idle_reclaims: u64,
     /// HPDA: RAID4 writes waiting for the log to be emptied (a copy lost).
     after_reclaim: VecDeque<(Request, Ns)>,
@@ -346,12 +344,16 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
         None => None,
     };
     let n_devices = devices.len();
-    let hpda = (!s.layout.log_regions().is_empty())
-        .then(|| hetraid_core::hpda::Monitor::new(hetraid_core::hpda::MonitorConfig::default()));
+    let hpda = (!s.layout.log_regions().is_empty()).then(|| {
+        hetraid_core::hpda::Monitor::new(hetraid_core::hpda::MonitorConfig {
+            idle_ns: s.reclaim_idle_ns(),
+            ..Default::default()
+        })
+    });
     let r = Runner {
         log,
         hpda,
-        hpda_wake_at: None,
+        hpda_look: None,
         hpda_routed: [0; 2],
         dev_pending: vec![0; n_devices],
         // Heads start at the outer edge (offset 0).
@@ -360,8 +362,8 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
         wbuf_used: 0,
         wbuf_waiting: VecDeque::new(),
         after_reclaim: VecDeque::new(),
-        log_idle_at: None,
-        last_user_arrival: 0,
+        wb_idle: hetraid_core::control::reclaimer::WriteBackIdle::new(s.reclaim_idle_ns(), 0),
+        user_seen: false,
         log_idle_reclaims: 0,
         wbuf_queue: VecDeque::new(),
         wbuf_running: Vec::new(),
@@ -421,6 +423,10 @@ impl Runner<'_> {
         if self.grow.is_some() {
             self.k.at(0, Ev::GrowWake);
         }
+        if self.log.as_ref().is_some_and(|l| l.write_back) {
+            self.k
+                .at(hetraid_core::control::reclaimer::LOOK_NS, Ev::ReclaimLook);
+        }
         if let Some(rb) = &self.rebuild {
             let streams = rb.sweep.spec().streams.len();
             for st in 0..streams {
@@ -452,8 +458,7 @@ impl Runner<'_> {
                 Ev::RebuildWake { stream } => self.rebuild_next(stream as usize)?,
                 Ev::CopyBackWake => self.copy_back_next()?,
                 Ev::ScrubWake => self.scrub_next()?,
-                Ev::HpdaWake => self.hpda_wake()?,
-                Ev::LogIdle => self.log_idle()?,
+                Ev::ReclaimLook => self.reclaim_look()?,
                 Ev::GrowWake => self.grow_next()?,
             }
         }

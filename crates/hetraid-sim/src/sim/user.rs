@@ -119,7 +119,7 @@ impl Runner<'_> {
             self.busy_since = now;
         }
         self.inflight += 1;
-        self.log_idle_later(now);
+        self.user_seen = true;
         if self.hold_gate {
             // A grow's step or a copy-back's last round runs.
             self.held.push_back((req, now));
@@ -203,13 +203,11 @@ impl Runner<'_> {
                         if !log.reclaiming() {
                             log.start_reclaim(0);
                         }
-                        self.hpda_wake_later(now);
                         self.after_reclaim.push_back((req, arrived));
                         return self.log_pump();
                     }
                 }
             }
-            self.hpda_wake_later(now);
         }
         // The write buffer: a write is acknowledged once it is in the
         // buffer (when it has room; otherwise it waits for room), and the

@@ -310,35 +310,9 @@ impl ServeCmd {
             let default_s = hetraid_core::hpda::MonitorConfig::default().idle_ns as f64 / 1e9;
             array.set_hpda_idle(self.reclaim_idle.unwrap_or(default_s));
         }
-        let hpda_thread = hpda.then(|| {
-            let (array, stop) = (array.clone(), stop.clone());
-            std::thread::spawn(move || {
-                let step = std::time::Duration::from_millis(50);
-                while !stop.is_set() {
-                    stop.sleep(step);
-                    let mut total = 0u64;
-                    // Bounded: each batch empties some of the log.
-                    for _ in 0..100_000 {
-                        if stop.is_set() {
-                            break;
-                        }
-                        match array.hpda_reclaim_step() {
-                            Ok(0) => break,
-                            Ok(n) => total += n,
-                            Err(e) => {
-                                tracing::info!("reclaiming the write log failed: {e}");
-                                break;
-                            }
-                        }
-                    }
-                    if total > 0 {
-                        tracing::info!("{total} bytes of the write log written to the RAID4");
-                    }
-                }
-            })
-        });
-        // Write-back: reclaim the log when the array has been idle.
-        let idle_thread = (array.has_write_back_log() && !hpda).then(|| {
+        // The log's background reclaimer (HPDA's policy, or a write-back
+        // log's idle rule): the engine's, by the core's procedure.
+        let reclaim_thread = array.has_write_back_log().then(|| {
             let (array, stop) = (array.clone(), stop.clone());
             let idle = match self.reclaim_idle {
                 Some(s) => std::time::Duration::from_secs_f64(s),
@@ -347,7 +321,7 @@ impl ServeCmd {
                 }
             };
             std::thread::spawn(move || {
-                array.run_idle_reclaimer(idle, &|d| {
+                array.run_reclaimer(idle, &|d| {
                     stop.sleep(d);
                     !stop.is_set()
                 })
@@ -395,7 +369,7 @@ impl ServeCmd {
         Services {
             threads: [Some(ctl_thread), Some(spare_thread), Some(safe_mode_thread)]
                 .into_iter()
-                .chain([change_thread, idle_thread, hpda_thread])
+                .chain([change_thread, reclaim_thread])
                 .flatten()
                 .collect(),
         }

@@ -84,6 +84,10 @@ pub struct SimCmd {
     /// --max-speed as a served hetraid grow --add).
     #[arg(long)]
     pub grow: bool,
+    /// Reclaim a write-back log (or HPDA's) once the array has been quiet
+    /// this many seconds, as hetraid serve --reclaim-idle.
+    #[arg(long, value_name = "SECONDS")]
+    pub reclaim_idle: Option<f64>,
     /// Rebuild into spare space on the other members (s2raid5 or s2raid10 with
     /// --spare-partitions 1).
     #[arg(long)]
@@ -196,7 +200,8 @@ impl SimCmd {
              write_cache => write_cache, log => log, log_mode => log_mode, log_size => log_size,
              read_policy => read_policy, write_buffer => write_buffer, size_max => size_max,
              trim_fraction => trim_fraction, trim_size => trim_size,
-             trace_limit => trace_limit, trace_loops => trace_loops, pace => pace);
+             trace_limit => trace_limit, trace_loops => trace_loops, pace => pace,
+             reclaim_idle => reclaim_idle);
         self.params.apply_to(&mut c);
         c.rebuild |= self.rebuild;
         c.scrub |= self.scrub;
