@@ -56,3 +56,129 @@ pub enum PlanError {
     #[error("{0}")]
     Invalid(String),
 }
+
+/// What kind of failure an error is: what a caller acts on — a script by
+/// the command's exit code, a client of the control socket by the reply's
+/// `kind` — instead of matching on the sentence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// Refused because it would lose data (a failure beyond the redundancy,
+    /// a member in use overwritten).
+    WouldLoseData,
+    /// Another operation of the kind runs: try again when it ends.
+    Busy,
+    /// A device, log or size too small for what was asked.
+    TooSmall,
+    /// A device that belongs to another array or holds someone's data.
+    Foreign,
+    /// A member, slot or device that is not there.
+    NotFound,
+    /// A device's I/O failed.
+    Io,
+    /// A request of the wrong shape (an option that does not apply).
+    Usage,
+    /// Refused for another reason; nothing was changed.
+    Refused,
+}
+
+impl ErrorKind {
+    pub const ALL: [ErrorKind; 8] = [
+        ErrorKind::WouldLoseData,
+        ErrorKind::Busy,
+        ErrorKind::TooSmall,
+        ErrorKind::Foreign,
+        ErrorKind::NotFound,
+        ErrorKind::Io,
+        ErrorKind::Usage,
+        ErrorKind::Refused,
+    ];
+
+    /// Its name in the control protocol's replies.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::WouldLoseData => "would-lose-data",
+            ErrorKind::Busy => "busy",
+            ErrorKind::TooSmall => "too-small",
+            ErrorKind::Foreign => "foreign",
+            ErrorKind::NotFound => "not-found",
+            ErrorKind::Io => "io",
+            ErrorKind::Usage => "usage",
+            ErrorKind::Refused => "refused",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
+    /// The exit code of a command that fails so (sysexits where one fits):
+    /// refusals 2, as they always were (nothing was changed), a usage error
+    /// 64, busy 75 (EX_TEMPFAIL: try again), an I/O error 74 (EX_IOERR).
+    pub fn exit_code(self) -> i32 {
+        match self {
+            ErrorKind::Usage => 64,
+            ErrorKind::Busy => 75,
+            ErrorKind::Io => 74,
+            ErrorKind::WouldLoseData
+            | ErrorKind::TooSmall
+            | ErrorKind::Foreign
+            | ErrorKind::NotFound
+            | ErrorKind::Refused => 2,
+        }
+    }
+}
+
+/// A failure: its kind and its one sentence.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{message}")]
+pub struct Failure {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+/// A sentence alone is a refusal.
+impl From<String> for Failure {
+    fn from(message: String) -> Self {
+        Self::new(ErrorKind::Refused, message)
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(message: &str) -> Self {
+        Self::new(ErrorKind::Refused, message)
+    }
+}
+
+/// Where only the sentence is wanted.
+impl From<Failure> for String {
+    fn from(f: Failure) -> Self {
+        f.message
+    }
+}
+
+#[cfg(test)]
+mod kind_tests {
+    use super::*;
+
+    #[test]
+    fn kinds_round_trip_by_name_and_refusals_keep_exit_2() {
+        for k in ErrorKind::ALL {
+            assert_eq!(ErrorKind::parse(k.as_str()), Some(k));
+        }
+        assert_eq!(ErrorKind::parse("nonsense"), None);
+        assert_eq!(Failure::from("no").kind.exit_code(), 2);
+        assert_eq!(ErrorKind::Busy.exit_code(), 75);
+        assert_eq!(ErrorKind::Io.exit_code(), 74);
+        assert_eq!(ErrorKind::Usage.exit_code(), 64);
+        assert_eq!(ErrorKind::WouldLoseData.exit_code(), 2);
+    }
+}

@@ -30,7 +30,7 @@ pub mod units;
 pub mod wbuf;
 pub mod weights;
 
-pub use error::{LayoutError, PlanError};
+pub use error::{ErrorKind, Failure, LayoutError, PlanError};
 pub use layout::{build, ChunkLoc, Layout, LayoutKind, LayoutSpec, Redundancy, Stripe};
 pub use member::{MemberKind, ServiceModel};
 pub use plan::{ArrayState, Mode, Plan, Planner, Request, StripePlan, WritePolicy};

@@ -20,6 +20,8 @@
 //!   most one event apart: members within one event of the freshest are accepted
 //!   (as MD does). Clean/dirty changes do not bump it at all.
 
+use crate::error::{ErrorKind, Failure};
+
 /// What a slot of the array is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SlotState {
@@ -121,11 +123,14 @@ impl MemberTable {
         }
     }
 
-    fn slot(&self, slot: usize) -> Result<&SlotRecord, String> {
+    fn slot(&self, slot: usize) -> Result<&SlotRecord, Failure> {
         self.slots.get(slot).ok_or_else(|| {
-            format!(
-                "member {slot} does not exist; members are 0 to {}",
-                self.slots.len().saturating_sub(1)
+            Failure::new(
+                ErrorKind::NotFound,
+                format!(
+                    "member {slot} does not exist; members are 0 to {}",
+                    self.slots.len().saturating_sub(1)
+                ),
             )
         })
     }
@@ -137,18 +142,21 @@ impl MemberTable {
         &self,
         t: Transition,
         survives: &dyn Fn(&[usize]) -> bool,
-    ) -> Result<MemberTable, String> {
+    ) -> Result<MemberTable, Failure> {
         let mut next = self.clone();
         match t {
             Transition::Fail { slot, force } => {
                 let r = self.slot(slot)?;
                 if !r.state.is_in() {
-                    return Err(format!("member {slot} is already {}", r.state.as_str()));
+                    return Err(format!("member {slot} is already {}", r.state.as_str()).into());
                 }
                 next.slots[slot].state = SlotState::Faulty;
                 if !force && !survives(&out_slots(&next.slots)) {
-                    return Err(format!(
-                        "failing member {slot} would leave the array unable to read its data; nothing was changed (use --force to fail it anyway)"
+                    return Err(Failure::new(
+                        ErrorKind::WouldLoseData,
+                        format!(
+                            "failing member {slot} would leave the array unable to read its data; nothing was changed (use --force to fail it anyway)"
+                        ),
                     ));
                 }
             }
@@ -158,7 +166,8 @@ impl MemberTable {
                     return Err(format!(
                         "member {slot} is {}; fail it first (hetraid fail ... --member {slot})",
                         r.state.as_str()
-                    ));
+                    )
+                    .into());
                 }
                 if device == 0 {
                     return Err("a device id must not be 0".into());
@@ -178,7 +187,7 @@ impl MemberTable {
                     SlotState::Rebuilding { .. } if r.device == device => {
                         next.slots[slot].state = SlotState::Rebuilding { checkpoint: stripe };
                     }
-                    _ => return Err(Self::gone(slot, r)),
+                    _ => return Err(Self::gone(slot, r).into()),
                 }
             }
             Transition::FinishRebuild { slot, device } => {
@@ -187,7 +196,7 @@ impl MemberTable {
                     SlotState::Rebuilding { .. } if r.device == device => {
                         next.slots[slot].state = SlotState::Active;
                     }
-                    _ => return Err(Self::gone(slot, r)),
+                    _ => return Err(Self::gone(slot, r).into()),
                 }
             }
             Transition::Remove { slot } => {
@@ -196,12 +205,15 @@ impl MemberTable {
                     SlotState::Faulty | SlotState::Missing => {
                         next.slots[slot].state = SlotState::Removed
                     }
-                    SlotState::Removed => return Err(format!("member {slot} is already removed")),
+                    SlotState::Removed => {
+                        return Err(format!("member {slot} is already removed").into())
+                    }
                     s => {
                         return Err(format!(
                             "member {slot} is {}; fail it first (hetraid fail ... --member {slot})",
                             s.as_str()
-                        ))
+                        )
+                        .into())
                     }
                 }
             }

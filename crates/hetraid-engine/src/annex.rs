@@ -409,11 +409,14 @@ pub fn read_member(
     path: &std::path::Path,
 ) -> std::io::Result<(crate::format::Superblock, Option<Annex>)> {
     use std::os::unix::fs::FileExt;
+    let id = crate::identity::Identity::of_path(path)?;
+    let Some(sb) = id.superblock().cloned() else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("no hetraid superblock: it {}", id.describe()),
+        ));
+    };
     let f = std::fs::File::open(path)?;
-    let mut sb = vec![0u8; crate::format::SB_SIZE];
-    f.read_exact_at(&mut sb, 0)?;
-    let sb = crate::format::Superblock::decode(&sb)
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()))?;
     let mut b = vec![0u8; ANNEX_BYTES as usize];
     let annex = f
         .read_exact_at(&mut b, ANNEX_AT)

@@ -5,6 +5,10 @@ use thiserror::Error;
 pub enum EngineError {
     #[error("{0}")]
     Refused(String),
+    /// Refused (or failed) with a kind the caller acts on (core
+    /// `ErrorKind`: would lose data, too small, foreign, not found, ...).
+    #[error("{1}")]
+    Kind(hetraid_core::ErrorKind, String),
     /// Another operation of the kind runs on the array (a rebuild): this
     /// one changed nothing; try again once it ends.
     #[error("{0}")]
@@ -37,3 +41,93 @@ pub enum EngineError {
 }
 
 pub type Result<T> = std::result::Result<T, EngineError>;
+
+impl EngineError {
+    /// What kind of failure this is (the exit code of a command, the `kind`
+    /// of a control reply).
+    pub fn kind(&self) -> hetraid_core::ErrorKind {
+        use hetraid_core::ErrorKind as K;
+        match self {
+            EngineError::Refused(_) | EngineError::Plan(_) | EngineError::Layout(_) => K::Refused,
+            EngineError::Kind(k, _) => *k,
+            EngineError::Busy(_) | EngineError::LogFull => K::Busy,
+            EngineError::Io { .. } | EngineError::LogIo { .. } => K::Io,
+            EngineError::TooManyFailures(_) => K::WouldLoseData,
+        }
+    }
+}
+
+impl From<EngineError> for hetraid_core::Failure {
+    fn from(e: EngineError) -> Self {
+        hetraid_core::Failure::new(e.kind(), e.to_string())
+    }
+}
+
+/// An error as a [`hetraid_core::Failure`], its kind kept: an engine error's
+/// own, an I/O error's `Io`; a sentence alone is a refusal. (`map_err` with
+/// it where a command returns failures with kinds.)
+pub trait IntoFailure {
+    fn failure(self) -> hetraid_core::Failure;
+}
+
+impl IntoFailure for EngineError {
+    fn failure(self) -> hetraid_core::Failure {
+        self.into()
+    }
+}
+
+impl IntoFailure for std::io::Error {
+    fn failure(self) -> hetraid_core::Failure {
+        hetraid_core::Failure::new(hetraid_core::ErrorKind::Io, self.to_string())
+    }
+}
+
+impl IntoFailure for String {
+    fn failure(self) -> hetraid_core::Failure {
+        self.into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hetraid_core::ErrorKind;
+
+    #[test]
+    fn every_engine_error_has_its_kind() {
+        let io = || std::io::Error::other("boom");
+        let cases = [
+            (EngineError::Refused("no".into()), ErrorKind::Refused),
+            (EngineError::Busy("a rebuild runs".into()), ErrorKind::Busy),
+            (
+                EngineError::Io {
+                    member: "m0".into(),
+                    source: io(),
+                },
+                ErrorKind::Io,
+            ),
+            (
+                EngineError::LogIo {
+                    device: "log".into(),
+                    source: io(),
+                },
+                ErrorKind::Io,
+            ),
+            (
+                EngineError::TooManyFailures("2 of 4".into()),
+                ErrorKind::WouldLoseData,
+            ),
+            (EngineError::LogFull, ErrorKind::Busy),
+            (
+                EngineError::Kind(ErrorKind::Foreign, "x".into()),
+                ErrorKind::Foreign,
+            ),
+        ];
+        for (e, k) in cases {
+            let f: hetraid_core::Failure = e.into();
+            assert_eq!(f.kind, k, "{}", f.message);
+        }
+        assert_eq!(io().failure().kind, ErrorKind::Io);
+        assert_eq!("no".to_string().failure().kind, ErrorKind::Refused);
+    }
+}

@@ -9,6 +9,7 @@ pub mod changes;
 mod copyback;
 pub mod error;
 pub mod format;
+pub mod identity;
 pub(crate) mod le;
 pub mod log;
 pub mod member;

@@ -6,6 +6,7 @@ use crate::array::Array;
 use crate::error::{EngineError, Result};
 use crate::format::{RoleState, Superblock, SB_SIZE};
 use crate::member::{AlignedBuf, Member};
+use hetraid_core::ErrorKind;
 use std::sync::Arc;
 
 impl Array {
@@ -105,7 +106,7 @@ impl Array {
                 hetraid_core::membership::Transition::Attach { slot: i, device },
                 &survives,
             )
-            .map_err(EngineError::Refused)?;
+            .map_err(|f| EngineError::Kind(f.kind, f.message))?;
         let mut first = sb.clone();
         edit(&mut first);
         first.set_table(&next);
@@ -171,10 +172,13 @@ impl Array {
         new: &dyn Member,
     ) -> Result<()> {
         if i >= sb.roles.len() {
-            return Err(EngineError::Refused(format!(
-                "member {i} does not exist; members are 0 to {}",
-                sb.roles.len() - 1
-            )));
+            return Err(EngineError::Kind(
+                ErrorKind::NotFound,
+                format!(
+                    "member {i} does not exist; members are 0 to {}",
+                    sb.roles.len() - 1
+                ),
+            ));
         }
         if sb.roles[i].state.is_in() {
             return Err(EngineError::Refused(format!(
@@ -200,11 +204,14 @@ impl Array {
         }
         let need = self.slot_need(sb, i);
         if new.len() < need {
-            return Err(EngineError::Refused(format!(
-                "replacement {} is {} bytes; slot {i} needs at least {need}",
-                new.name(),
-                new.len()
-            )));
+            return Err(EngineError::Kind(
+                ErrorKind::TooSmall,
+                format!(
+                    "replacement {} is {} bytes; slot {i} needs at least {need}",
+                    new.name(),
+                    new.len()
+                ),
+            ));
         }
         Ok(())
     }
@@ -246,11 +253,8 @@ impl Array {
     /// array must have kept its layout (no grow, restripe or relocation
     /// since): anything else is rebuilt whole.
     pub(crate) fn is_readd(&self, new: &dyn Member, sb: &Superblock, i: usize) -> bool {
-        let mut head = AlignedBuf::zeroed(SB_SIZE);
-        if new.read_at(&mut head, 0).is_err() {
-            return false;
-        }
-        let Ok(theirs) = Superblock::decode(&head) else {
+        let Ok(crate::identity::Identity::Member(theirs)) = crate::identity::Identity::of(new)
+        else {
             return false;
         };
         let id = sb.roles[i].device;
@@ -293,22 +297,22 @@ impl Array {
     ) -> Result<()> {
         for j in 0..self.slot_count() {
             if self.member(j).is_some_and(|m| m.name() == new.name()) && sb.roles[j].state.is_in() {
-                return Err(EngineError::Refused(format!(
-                    "{} is already member {j} of this array",
-                    new.name()
-                )));
+                return Err(EngineError::Kind(
+                    ErrorKind::WouldLoseData,
+                    format!("{} is already member {j} of this array", new.name()),
+                ));
             }
         }
         if force {
             return Ok(());
         }
-        let mut head = AlignedBuf::zeroed(crate::format::DATA_OFFSET as usize);
-        new.read_at(&mut head, 0).map_err(|e| EngineError::Io {
+        use crate::identity::Identity;
+        let id = Identity::of(new).map_err(|e| EngineError::Io {
             member: new.name(),
             source: e,
         })?;
-        match Superblock::decode(&head[..SB_SIZE]) {
-            Ok(theirs) if theirs.uuid == sb.uuid => {
+        match id {
+            Identity::Member(theirs) if theirs.uuid == sb.uuid => {
                 let own = theirs.member as usize;
                 // A hot spare's superblock names an index past the table.
                 let d = match theirs.roles.get(own) {
@@ -328,27 +332,28 @@ impl Array {
                         d
                     }
                 };
-                if let Some(j) =
-                    (0..sb.roles.len()).find(|&j| sb.roles[j].state.is_in() && sb.roles[j].device == d && d != 0)
+                if let Some(j) = (0..sb.roles.len())
+                    .find(|&j| sb.roles[j].state.is_in() && sb.roles[j].device == d && d != 0)
                 {
-                    return Err(EngineError::Refused(format!(
-                        "{} is member {j} of this array and in use; give another device",
-                        new.name()
-                    )));
+                    return Err(EngineError::Kind(
+                        ErrorKind::WouldLoseData,
+                        format!(
+                            "{} is member {j} of this array and in use; give another device",
+                            new.name()
+                        ),
+                    ));
                 }
                 Ok(())
             }
-            Ok(theirs) => Err(EngineError::Refused(format!(
-                "{} belongs to array {} (slot {}); it is not overwritten without --force",
-                new.name(),
-                theirs.uuid_string(),
-                theirs.member
-            ))),
-            Err(_) if head.iter().any(|&b| b != 0) => Err(EngineError::Refused(format!(
-                "{} is not empty (its first MiB holds data: a filesystem, a partition table, a file?); it is not overwritten without --force",
-                new.name()
-            ))),
-            Err(_) => Ok(()),
+            Identity::Blank => Ok(()),
+            other => Err(EngineError::Kind(
+                ErrorKind::Foreign,
+                format!(
+                    "{} {}; it is not overwritten without --force",
+                    new.name(),
+                    other.describe()
+                ),
+            )),
         }
     }
 

@@ -17,7 +17,8 @@
 //! anything; every call has a timeout. A new member is never opened by the
 //! server: the command opens it with the caller's rights and passes it.
 
-use hetraid_engine::format::{Superblock, SB_SIZE};
+use hetraid_core::Failure;
+use hetraid_engine::error::IntoFailure;
 use hetraid_engine::{Array, ArrayCell};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -164,21 +165,12 @@ fn reply_timeout(req: &Value) -> Duration {
     }
 }
 
-/// The UUID of the array `member` belongs to, read without taking its lock.
+/// The UUID of the array `member` belongs to (a member's or a write log
+/// device's), read without taking its lock.
 pub fn array_uuid(member: &Path) -> Option<String> {
-    let mut f = std::fs::File::open(member).ok()?;
-    let mut b = vec![0u8; 2 * SB_SIZE];
-    f.read_exact(&mut b[..SB_SIZE]).ok()?;
-    if let Ok(s) = Superblock::decode(&b[..SB_SIZE]) {
-        return Some(s.uuid_string());
-    }
-    // A write log device of the array: either header slot.
-    f.read_exact(&mut b[SB_SIZE..]).ok()?;
-    [0, 1]
-        .iter()
-        .filter_map(|&i| hetraid_engine::log::LogHeader::decode(&b[i * SB_SIZE..(i + 1) * SB_SIZE]))
-        .max_by_key(|h| h.generation)
-        .map(|h| h.uuid_string())
+    hetraid_engine::identity::Identity::of_path(member)
+        .ok()?
+        .array_uuid()
 }
 
 /// Is array `uuid` being served? An error when its control socket is not
@@ -197,13 +189,13 @@ pub fn remote(
     member: &Path,
     request: &Value,
     file: Option<&std::fs::File>,
-) -> Option<Result<Value, String>> {
+) -> Option<Result<Value, Failure>> {
     let uuid = array_uuid(member)?;
     let s = match connect(&uuid)? {
         Ok(s) => s,
-        Err(e) => return Some(Err(e)),
+        Err(e) => return Some(Err(e.into())),
     };
-    let r = (|| {
+    let r = (|| -> Result<Value, Failure> {
         use std::os::fd::AsRawFd;
         s.set_write_timeout(Some(Duration::from_secs(10)))
             .and_then(|_| s.set_read_timeout(Some(reply_timeout(request))))
@@ -215,7 +207,7 @@ pub fn remote(
         match crate::fdpass::send(&s, line.as_bytes(), file.map(|f| f.as_raw_fd())) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-            Err(e) => return Err(format!("control socket: {e}")),
+            Err(e) => return Err(format!("control socket: {e}").into()),
         }
         let mut reply = String::new();
         BufReader::new(&s)
@@ -227,15 +219,26 @@ pub fn remote(
                 }
                 _ => e.to_string(),
             })?;
+        if reply.is_empty() {
+            return Err(
+                "the server closed the control connection without a reply (it stopped or was killed): what the request changed is recorded on the members; hetraid status says where the array is"
+                    .into(),
+            );
+        }
         let v: Value =
             serde_json::from_str(&reply).map_err(|e| format!("bad reply from the server: {e}"))?;
         if v["ok"] == true {
             Ok(v["result"].clone())
         } else {
-            Err(v["error"]
+            // The kind the server gave (older servers give none: refused).
+            let kind = v["kind"]
                 .as_str()
-                .unwrap_or("the server refused")
-                .to_string())
+                .and_then(hetraid_core::ErrorKind::parse)
+                .unwrap_or(hetraid_core::ErrorKind::Refused);
+            Err(Failure::new(
+                kind,
+                v["error"].as_str().unwrap_or("the server refused"),
+            ))
         }
     })();
     Some(r)
@@ -366,7 +369,7 @@ fn handle(cell: &ArrayCell, s: UnixStream, uid: u32, pid: i32, role: &'static st
             }
             match r {
                 Ok(v) => json!({"ok": true, "result": v}),
-                Err(e) => json!({"ok": false, "error": e}),
+                Err(e) => json!({"ok": false, "error": e.message, "kind": e.kind.as_str()}),
             }
         }
         Err(e) => json!({"ok": false, "error": format!("malformed control request: {e}")}),
@@ -406,21 +409,25 @@ fn passed_member(
         .map_err(|e| format!("new member {name}: {e}"))
 }
 
+/// A reply's value as JSON (an encoding error is a refusal).
+fn to_json<T: serde::Serialize>(v: T) -> Result<Value, Failure> {
+    serde_json::to_value(v).map_err(|e| Failure::from(e.to_string()))
+}
+
 /// The verbs that change the members: they take the array from the cell
 /// batch by batch (`Err`: another verb, the passed file handed back).
 fn change(
     cell: &ArrayCell,
     req: &Value,
     file: Option<std::fs::File>,
-) -> Result<Result<Value, String>, Option<std::fs::File>> {
+) -> Result<Result<Value, Failure>, Option<std::fs::File>> {
     let d = hetraid_engine::ChangeOptions::default();
     let opts = hetraid_engine::ChangeOptions {
         min_speed: req["min_speed"].as_u64().unwrap_or(d.min_speed),
         max_speed: req["max_speed"].as_u64().unwrap_or(d.max_speed),
     };
     let report = |r: hetraid_engine::Result<hetraid_engine::ChangeReport>| {
-        r.map_err(|e| e.to_string())
-            .and_then(|r| serde_json::to_value(r).map_err(|e| e.to_string()))
+        r.map_err(IntoFailure::failure).and_then(to_json)
     };
     match req["verb"].as_str() {
         Some("grow") => Ok((|| {
@@ -446,8 +453,8 @@ fn change(
                 }
             };
             if req["size"].as_str() == Some("max") {
-                let rs = cell.enlarge(opts).map_err(|e| e.to_string())?;
-                return serde_json::to_value(rs).map_err(|e| e.to_string());
+                let rs = cell.enlarge(opts).map_err(IntoFailure::failure)?;
+                return to_json(rs);
             }
             if new.is_none() && weights.is_none() {
                 return match cell.resume(opts) {
@@ -455,7 +462,7 @@ fn change(
                     Ok(None) => Err(
                         "no grow or shrink is in progress: give --add NEW to add a member".into(),
                     ),
-                    Err(e) => Err(e.to_string()),
+                    Err(e) => Err(e.into()),
                 };
             }
             report(cell.grow(new, weights, req["force"].as_bool().unwrap_or(false), opts))
@@ -468,8 +475,8 @@ fn change(
             let force = req["force"].as_bool().unwrap_or(false);
             let r = cell
                 .copy_back(Arc::new(new), force, opts, &|_| {})
-                .map_err(|e| e.to_string())?;
-            serde_json::to_value(r).map_err(|e| e.to_string())
+                .map_err(IntoFailure::failure)?;
+            to_json(r)
         })()),
         Some("shrink") => Ok((|| {
             let slot = req["member"].as_u64().ok_or("shrink needs \"member\"")? as usize;
@@ -483,10 +490,10 @@ fn change(
 
 /// `fail`: the member failed (refused beyond the redundancy unless
 /// forced), and its device let go.
-fn verb_fail(cell: &ArrayCell, array: &Array, slot: usize, force: bool) -> Result<Value, String> {
+fn verb_fail(cell: &ArrayCell, array: &Array, slot: usize, force: bool) -> Result<Value, Failure> {
     let dev = array.member(slot).map(|d| d.name());
-    array.fail_with(slot, force).map_err(|e| e.to_string())?;
-    array.flush().map_err(|e| e.to_string())?;
+    array.fail_with(slot, force).map_err(IntoFailure::failure)?;
+    array.flush().map_err(IntoFailure::failure)?;
     // The failed device is closed and its lock dropped: it can be
     // inspected, or re-added with `add --with`, while clients go on.
     // A hot spare may have taken the slot already (the server's
@@ -502,14 +509,14 @@ fn verb_fail(cell: &ArrayCell, array: &Array, slot: usize, force: bool) -> Resul
 }
 
 /// `scrub`: every stripe checked (repaired as the request trusts), paced.
-fn verb_scrub(array: &Array, req: &Value) -> Result<Value, String> {
+fn verb_scrub(array: &Array, req: &Value) -> Result<Value, Failure> {
     let trust = array
         .scrub_trust(
             req["repair"].as_bool().unwrap_or(false),
             req["trust_data"].as_bool().unwrap_or(false),
             req["trust_member"].as_u64().map(|m| m as usize),
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(IntoFailure::failure)?;
     let d = hetraid_engine::ScrubOptions::default();
     let opts = hetraid_engine::ScrubOptions {
         min_speed: req["min_speed"].as_u64().unwrap_or(d.min_speed),
@@ -517,8 +524,8 @@ fn verb_scrub(array: &Array, req: &Value) -> Result<Value, String> {
     };
     let r = array
         .scrub_with(trust, opts, &|_| {})
-        .map_err(|e| e.to_string())?;
-    serde_json::to_value(r).map_err(|e| e.to_string())
+        .map_err(IntoFailure::failure)?;
+    to_json(r)
 }
 
 /// `replace --log-copy`: a copy of the write log, replaced while clients
@@ -528,7 +535,7 @@ fn verb_replace_log_copy(
     array: &Array,
     req: &Value,
     file: Option<std::fs::File>,
-) -> Result<Value, String> {
+) -> Result<Value, Failure> {
     // A copy of the write log, replaced while clients write: the
     // live records are copied to it (appends wait meanwhile).
     let copy = req["log_copy"].as_u64().unwrap_or(0) as usize;
@@ -541,7 +548,7 @@ fn verb_replace_log_copy(
         .and_then(|l| l.devices.get(copy).map(|d| d.path.clone()));
     array
         .replace_log_copy(copy, new.clone(), req["force"].as_bool().unwrap_or(false))
-        .map_err(|e| e.to_string())?;
+        .map_err(IntoFailure::failure)?;
     if let Some(old) = old {
         cell.release(&old);
     }
@@ -551,7 +558,7 @@ fn verb_replace_log_copy(
 
 /// `rebuild`: onto the replacements attached, at the speeds asked (MD's
 /// defaults otherwise).
-fn verb_rebuild(array: &Array, req: &Value) -> Result<Value, String> {
+fn verb_rebuild(array: &Array, req: &Value) -> Result<Value, Failure> {
     if req["to_spare"].as_bool().unwrap_or(false) {
         // The relocation changes the layout, which a served array cannot
         // switch under its clients yet.
@@ -571,19 +578,22 @@ fn verb_rebuild(array: &Array, req: &Value) -> Result<Value, String> {
         stop_after: None,
         pace,
     };
-    let r = array.rebuild(opts, &|_| {}).map_err(|e| e.to_string())?;
-    serde_json::to_value(r).map_err(|e| e.to_string())
+    let r = array.rebuild(opts, &|_| {}).map_err(IntoFailure::failure)?;
+    to_json(r)
 }
 
-fn run(cell: &ArrayCell, req: &Value, file: Option<std::fs::File>) -> Result<Value, String> {
+fn run(cell: &ArrayCell, req: &Value, file: Option<std::fs::File>) -> Result<Value, Failure> {
     // A rebuild or scrub waits for a change moving chunks (and a change for
     // them: `ArrayCell::grow`): one at a time, the running one named.
     if let (Some(verb @ ("rebuild" | "scrub")), Some(p)) =
         (req["verb"].as_str(), cell.change_running())
     {
-        return Err(format!(
-            "a {} is running on this array ({} of {} chunk moves done): {verb} changes nothing until it ends; run it again then",
-            p.change, p.moves_done, p.moves
+        return Err(Failure::new(
+            hetraid_core::ErrorKind::Busy,
+            format!(
+                "a {} is running on this array ({} of {} chunk moves done): {verb} changes nothing until it ends; run it again then",
+                p.change, p.moves_done, p.moves
+            ),
         ));
     }
     let array = cell.get();
@@ -595,13 +605,13 @@ fn run(cell: &ArrayCell, req: &Value, file: Option<std::fs::File>) -> Result<Val
             .ok_or("request needs \"member\"")
     };
     match req["verb"].as_str() {
-        Some("status") => serde_json::to_value(array.status()).map_err(|e| e.to_string()),
+        Some("status") => to_json(array.status()),
         Some("fail") => verb_fail(cell, array, member()?, req["force"].as_bool().unwrap_or(false)),
         Some("reclaim") => {
             if !array.has_write_back_log() {
                 return Err("reclaim applies to arrays with a write-back log (hpda, --log-mode write-back); this array has none".into());
             }
-            let bytes = array.reclaim().map_err(|e| e.to_string())?;
+            let bytes = array.reclaim().map_err(IntoFailure::failure)?;
             Ok(json!({"reclaimed_bytes": bytes}))
         }
         Some("scrub") => verb_scrub(array, req),
@@ -612,7 +622,7 @@ fn run(cell: &ArrayCell, req: &Value, file: Option<std::fs::File>) -> Result<Val
                 Arc::new(passed_member(file, path, "replace")?);
             array
                 .replace(member()?, new.clone(), req["force"].as_bool().unwrap_or(false))
-                .map_err(|e| e.to_string())?;
+                .map_err(IntoFailure::failure)?;
             cell.adopt(new);
             Ok(json!({"state": array.status().state}))
         }
@@ -626,13 +636,13 @@ fn run(cell: &ArrayCell, req: &Value, file: Option<std::fs::File>) -> Result<Val
                 Arc::new(passed_member(file, path, "add")?);
             array
                 .add_spare(new.clone(), kind, req["force"].as_bool().unwrap_or(false))
-                .map_err(|e| e.to_string())?;
+                .map_err(IntoFailure::failure)?;
             cell.adopt(new);
             Ok(json!({"state": array.status().state, "spares": array.spare_status().len()}))
         }
         Some("remove_spare") => {
             let path = req["with"].as_str().ok_or("remove_spare needs \"with\"")?;
-            array.remove_spare(path).map_err(|e| e.to_string())?;
+            array.remove_spare(path).map_err(IntoFailure::failure)?;
             // No longer the array's: the server lets the device go.
             cell.release(path);
             Ok(json!({"state": array.status().state}))
@@ -640,7 +650,7 @@ fn run(cell: &ArrayCell, req: &Value, file: Option<std::fs::File>) -> Result<Val
         Some("remove") => {
             let slot = member()?;
             let dev = array.member(slot);
-            array.remove(slot).map_err(|e| e.to_string())?;
+            array.remove(slot).map_err(IntoFailure::failure)?;
             // Detached: the server closes the device and drops its lock, so
             // it can be re-added (`add --with`) while clients keep going.
             if let Some(d) = dev {
@@ -649,8 +659,11 @@ fn run(cell: &ArrayCell, req: &Value, file: Option<std::fs::File>) -> Result<Val
             Ok(json!({"state": array.status().state}))
         }
         Some("rebuild") => verb_rebuild(array, req),
-        other => Err(format!(
-            "unknown control verb {other:?}; use status, fail, remove, scrub, replace, add_spare, remove_spare, rebuild, reclaim, grow or shrink"
+        other => Err(Failure::new(
+            hetraid_core::ErrorKind::Usage,
+            format!(
+                "unknown control verb {other:?}; use status, fail, remove, scrub, replace, add_spare, remove_spare, rebuild, reclaim, grow, shrink or rebalance"
+            ),
         )),
     }
 }

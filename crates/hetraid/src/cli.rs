@@ -172,7 +172,7 @@ pub enum Command {
     Demo(crate::cmd::demo::DemoCmd),
 }
 
-fn ctl_raw(socket: &std::path::Path, request: &str) -> Result<(), String> {
+fn ctl_raw(socket: &std::path::Path, request: &str) -> Result<(), hetraid_core::Failure> {
     use std::io::{BufRead, Write};
     let mut s = std::os::unix::net::UnixStream::connect(socket)
         .map_err(|e| format!("{}: {e}", socket.display()))?;
@@ -181,7 +181,7 @@ fn ctl_raw(socket: &std::path::Path, request: &str) -> Result<(), String> {
     // A refusal may close the socket before the request is written; its
     // reply is still there to read.
     match s.write_all(format!("{request}\n").as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e.to_string()),
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e.to_string().into()),
         _ => {}
     }
     let mut reply = String::new();
@@ -193,7 +193,15 @@ fn ctl_raw(socket: &std::path::Path, request: &str) -> Result<(), String> {
     if v["ok"] == true {
         Ok(())
     } else {
-        Err(v["error"].as_str().unwrap_or("refused").to_string())
+        // The reply's kind decides the exit code, as for every verb.
+        let kind = v["kind"]
+            .as_str()
+            .and_then(hetraid_core::ErrorKind::parse)
+            .unwrap_or(hetraid_core::ErrorKind::Refused);
+        Err(hetraid_core::Failure::new(
+            kind,
+            v["error"].as_str().unwrap_or("refused"),
+        ))
     }
 }
 
@@ -257,46 +265,48 @@ pub fn main() {
         Command::Serve(c) => crate::logging::init(c.log_format == "json", true),
         _ => crate::logging::init(false, false),
     }
-    let result = match cli.command {
-        Command::Layout(c) => c.run(),
-        Command::Plan(c) => c.run(),
-        Command::Loadmap(c) => c.run(),
-        Command::Create(c) => c.run(),
-        Command::Assemble(c) => c.assemble(),
-        Command::Status(c) => c.status(),
+    let result: Result<(), hetraid_core::Failure> = match cli.command {
+        Command::Layout(c) => c.run().map_err(Into::into),
+        Command::Plan(c) => c.run().map_err(Into::into),
+        Command::Loadmap(c) => c.run().map_err(Into::into),
+        Command::Create(c) => c.run().map_err(Into::into),
+        Command::Assemble(c) => c.assemble().map_err(Into::into),
+        Command::Status(c) => c.status().map_err(Into::into),
         Command::Fail(c) => c.fail(),
         Command::Replace(c) => c.replace(),
         Command::Remove(c) => c.remove(),
-        Command::Add(c) => c.run(),
+        Command::Add(c) => c.run().map_err(Into::into),
         Command::Grow(c) => c.run(),
         Command::Shrink(c) => c.run(),
         Command::Rebuild(c) => c.run(),
         Command::Scrub(c) => c.run(),
-        Command::Reclaim(c) => c.run(),
+        Command::Reclaim(c) => c.run().map_err(Into::into),
         Command::Write(c) => c.write(),
         Command::Read(c) => c.read(),
-        Command::Demo(c) => c.run(),
-        Command::Sim(c) => c.run(),
-        Command::Probe(c) => c.run(),
-        Command::Advise(c) => c.run(),
-        Command::Ceph(c) => c.run(),
+        Command::Demo(c) => c.run().map_err(Into::into),
+        Command::Sim(c) => c.run().map_err(Into::into),
+        Command::Probe(c) => c.run().map_err(Into::into),
+        Command::Advise(c) => c.run().map_err(Into::into),
+        Command::Ceph(c) => c.run().map_err(Into::into),
         Command::Rebalance(c) => c.run(),
-        Command::Sweep(c) => c.run(),
-        Command::Trace(c) => c.run(),
-        Command::Analyze(c) => c.run(),
-        Command::Serve(c) => c.run(),
+        Command::Sweep(c) => c.run().map_err(Into::into),
+        Command::Trace(c) => c.run().map_err(Into::into),
+        Command::Analyze(c) => c.run().map_err(Into::into),
+        Command::Serve(c) => c.run().map_err(Into::into),
         Command::CtlRaw { socket, request } => ctl_raw(&socket, &request),
-        Command::Events(c) => c.run(),
-        Command::Monitor(c) => c.run(),
+        Command::Events(c) => c.run().map_err(Into::into),
+        Command::Monitor(c) => c.run().map_err(Into::into),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "hetraid", &mut std::io::stdout());
             Ok(())
         }
-        Command::Man => man(),
+        Command::Man => man().map_err(Into::into),
     };
     if let Err(e) = result {
+        // One sentence; the exit code by the failure's kind (refusals 2,
+        // busy 75, an I/O error 74, usage 64: `ErrorKind::exit_code`).
         eprintln!("hetraid: {e}");
-        std::process::exit(2);
+        std::process::exit(e.kind.exit_code());
     }
 }

@@ -1453,19 +1453,10 @@ fn fio_verify_while_raid5_restripes() {
     assert!(String::from_utf8_lossy(&o.stdout).contains(" 0 mismatched"));
 }
 
-/// A served rebalance (dRAID's, while clients go on): after a rebuild into
-/// distributed spare space, `hetraid rebalance --with NEW` on the served
-/// array copies the member's chunks onto NEW while fio writes with verify;
-/// chunks written after their copy started are copied again. A replacement
-/// too small is refused first with the members untouched. Then fio
-/// verifies, the data copied in reads back, and a scrub and a read through
-/// the replacement with another member out are clean.
-#[test]
-fn fio_verify_while_a_declustered_array_rebalances() {
-    if !have("fio") || !fio_has_nbd() || !have("nbdcopy") {
-        return;
-    }
-    let d = tempfile::tempdir().unwrap();
+/// A declustered array of 8 members (width 4, one spare) in `dir` with 16
+/// MiB of random data (seeded), member 5 failed and rebuilt into spare
+/// space offline: the 7 live members and the data.
+fn relocated_declustered(dir: &Path, seed: u64) -> (Vec<String>, Vec<u8>) {
     let layout = [
         "--layout",
         "declustered",
@@ -1476,9 +1467,9 @@ fn fio_verify_while_a_declustered_array_rebalances() {
         "--chunk",
         "64K",
     ];
-    let m = create(d.path(), &layout, 8, "24M");
-    let input = d.path().join("in.bin");
-    let data = random_file(&input, 16 << 20, 9);
+    let m = create(dir, &layout, 8, "24M");
+    let input = dir.join("in.bin");
+    let data = random_file(&input, 16 << 20, seed);
     let o = Command::new(env!("CARGO_BIN_EXE_hetraid"))
         .args(argv("write", &m, &["--offset", "0"]))
         .stdin(std::fs::File::open(&input).unwrap())
@@ -1495,6 +1486,23 @@ fn fio_verify_while_a_declustered_array_rebalances() {
         .collect();
     let o = hetraid(&argv("rebuild", &live, &["--to-spare", "--max-speed", "0"]));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    (live, data)
+}
+
+/// A served rebalance (dRAID's, while clients go on): after a rebuild into
+/// distributed spare space, `hetraid rebalance --with NEW` on the served
+/// array copies the member's chunks onto NEW while fio writes with verify;
+/// chunks written after their copy started are copied again. A replacement
+/// too small is refused first with the members untouched. Then fio
+/// verifies, the data copied in reads back, and a scrub and a read through
+/// the replacement with another member out are clean.
+#[test]
+fn fio_verify_while_a_declustered_array_rebalances() {
+    if !have("fio") || !fio_has_nbd() || !have("nbdcopy") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let (live, data) = relocated_declustered(d.path(), 9);
     let srv = Server::start(d.path(), &live, &[]);
     let uri = srv.uri();
     // Refused while served, nothing written: a replacement too small.
@@ -1607,6 +1615,90 @@ fn fio_verify_while_a_declustered_array_rebalances() {
     ));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(o.stdout == data, "reads through the replacement differ");
+}
+
+/// A served rebalance killed (`kill -9` of the server at several points of
+/// the copy): the array is as it was, relocated onto spare space and whole
+/// (scrub clean, every byte as written), the replacement never trusted; a
+/// rebalance run again then finishes.
+#[test]
+fn a_served_rebalance_killed_leaves_the_array_whole() {
+    if !have("nbdcopy") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let (live, data) = relocated_declustered(d.path(), 21);
+    let new = d.path().join("n5");
+    let new_s = new.display().to_string();
+    for (round, after_ms) in [150u64, 600, 1100].into_iter().enumerate() {
+        std::fs::File::create(&new)
+            .unwrap()
+            .set_len(24 << 20)
+            .unwrap();
+        let mut srv = Server::start(d.path(), &live, &[]);
+        // Its control socket answers (the rebalance goes to the server).
+        let t = Instant::now();
+        while !String::from_utf8_lossy(&hetraid(&argv("status", &live, &[])).stdout)
+            .contains("(served)")
+        {
+            assert!(t.elapsed() < Duration::from_secs(20), "no control socket");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // 20 MiB at 8 MB/s: about 2.6 s, killed part-way.
+        let rb = Command::new(env!("CARGO_BIN_EXE_hetraid"))
+            .args(argv(
+                "rebalance",
+                &live,
+                &["--with", &new_s, "--max-speed", "8M"],
+            ))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(after_ms));
+        srv.child.kill().unwrap();
+        srv.child.wait().unwrap();
+        let o = rb.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "round {round}: {err}");
+        assert!(
+            err.contains("closed the control connection"),
+            "round {round}: {err}"
+        );
+        let st = hetraid(&argv("status", &live, &["--json"]));
+        let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+        assert_eq!(v["state"], "optimal", "round {round}: {v}");
+        let sc = hetraid(&argv("scrub", &live, &[]));
+        assert!(
+            String::from_utf8_lossy(&sc.stdout).contains(" 0 mismatched"),
+            "round {round}"
+        );
+        let back = hetraid(&argv(
+            "read",
+            &live,
+            &["--offset", "0", "--length", "16777216"],
+        ));
+        assert!(
+            back.stdout == data,
+            "round {round}: the data differs after the kill"
+        );
+    }
+    let o = hetraid(&argv(
+        "rebalance",
+        &live,
+        &["--with", &new_s, "--max-speed", "0"],
+    ));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut all = live.clone();
+    all.push(new_s);
+    let back = hetraid(&argv(
+        "read",
+        &all,
+        &["--offset", "0", "--length", "16777216"],
+    ));
+    assert!(back.stdout == data);
+    let sc = hetraid(&argv("scrub", &all, &[]));
+    assert!(String::from_utf8_lossy(&sc.stdout).contains(" 0 mismatched"));
 }
 
 /// A grow cut short (`--batches`) continues when the array is served, in the

@@ -183,6 +183,16 @@ fn the_control_socket_is_private_checks_its_peers_and_logs_every_action() {
     assert!(srv.log().contains("control: uid 0 ("), "{}", srv.log());
     assert!(srv.log().contains("fail member=1"), "{}", srv.log());
     assert!(srv.log().contains(": done"), "{}", srv.log());
+    // Failures carry their kind to the client and the exit code: a second
+    // failure would lose data (2, nothing changed), an unknown verb is a
+    // usage error (64).
+    let ctl = |req: &str| h(&run, &["ctl-raw", sock.to_str().unwrap(), req]);
+    let (code, out, err) = ctl(r#"{"verb":"fail","member":2}"#);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(out.contains(r#""kind":"would-lose-data""#), "{out}");
+    let (code, out, _) = ctl(r#"{"verb":"frobnicate"}"#);
+    assert_eq!(code, 64, "{out}");
+    assert!(out.contains(r#""kind":"usage""#), "{out}");
     // A path alone is never opened by the server.
     let (code, _, err) = h(
         &run,

@@ -323,7 +323,7 @@ impl ArrayCell {
     /// with the running one named.
     fn refuse_while_running(&self, verb: &str) -> Result<()> {
         match self.current().progress() {
-            Some(p) => Err(EngineError::Refused(format!(
+            Some(p) => Err(EngineError::Busy(format!(
                 "a {} is running on this array ({:.1} % done): {verb} changes nothing until it ends; run it again then",
                 p.op, p.percent
             ))),

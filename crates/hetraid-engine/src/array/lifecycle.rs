@@ -364,7 +364,7 @@ impl Array {
         for &t in ts {
             next = next
                 .apply(t, &survives)
-                .map_err(|e| EngineError::Refused(self.name_slot(t, e)))?;
+                .map_err(|f| EngineError::Kind(f.kind, self.name_slot(t, f.message)))?;
         }
         next.events = old.events + 1;
         edit(&mut sb);

@@ -28,7 +28,8 @@ mod scan;
 use append::*;
 use record::*;
 pub use record::{
-    is_log_device, left_out, read_header, LogHeader, LOG_MAGIC, LOG_VERSION, RING_MIN, RING_OFFSET,
+    header_in, is_log_device, left_out, read_header, LogHeader, LOG_MAGIC, LOG_VERSION, RING_MIN,
+    RING_OFFSET,
 };
 pub use scan::Damage;
 use scan::*;

@@ -139,11 +139,21 @@ pub fn read_header(m: &dyn Member) -> io::Result<Option<LogHeader>> {
         return Ok(None);
     }
     m.read_at(&mut b, 0)?;
+    Ok(header_in(&b, m.len()))
+}
+
+/// The newest log header in `head` (a device's first two pages or more)
+/// of a device of `len` bytes: each slot holds the generations of its
+/// parity.
+pub fn header_in(head: &[u8], len: u64) -> Option<LogHeader> {
+    if len < RING_OFFSET || head.len() < 2 * PAGE as usize {
+        return None;
+    }
     let slots = [0, 1].map(|i| {
-        LogHeader::decode(&b[i * PAGE as usize..(i + 1) * PAGE as usize])
+        LogHeader::decode(&head[i * PAGE as usize..(i + 1) * PAGE as usize])
             .filter(|h| h.generation % 2 == i as u64)
     });
-    Ok(slots.into_iter().flatten().max_by_key(|h| h.generation))
+    slots.into_iter().flatten().max_by_key(|h| h.generation)
 }
 
 /// Why a log device found at assembly is not taken as a copy of the log

@@ -3,6 +3,7 @@
 
 #[allow(unused_imports)]
 use super::*;
+use hetraid_engine::error::IntoFailure;
 
 #[derive(Debug, Args)]
 pub struct GrowCmd {
@@ -173,7 +174,7 @@ impl GrowCmd {
         ))
     }
 
-    pub fn run(&self) -> Result<(), String> {
+    pub fn run(&self) -> Result<(), hetraid_core::Failure> {
         if let Some(add) = &self.add {
             let (p, _) = split_member(add)?;
             if self
@@ -184,7 +185,8 @@ impl GrowCmd {
                 return Err(format!(
                     "{} is already listed as a member; --add takes a new device",
                     p.display()
-                ));
+                )
+                .into());
             }
         }
         if self.force && self.add.is_none() {
@@ -194,7 +196,7 @@ impl GrowCmd {
             self.new_member_without_superblock()?;
         }
         if let Some(sz) = &self.size {
-            return self.grow_to_max(sz);
+            return self.grow_to_max(sz).map_err(Into::into);
         }
         if self.batches.is_some()
             && remote(&self.members, serde_json::json!({"verb": "status"})).is_some()
@@ -206,13 +208,12 @@ impl GrowCmd {
         if let Some(add) = &self.add {
             let (p, kind) = split_member(add)?;
             if !p.exists() {
-                return Err(format!(
-                    "new member {} does not exist; check the path",
-                    p.display()
-                ));
+                return Err(
+                    format!("new member {} does not exist; check the path", p.display()).into(),
+                );
             }
             req["add"] = std::path::absolute(&p)
-                .map_err(|e| e.to_string())?
+                .map_err(IntoFailure::failure)?
                 .display()
                 .to_string()
                 .into();
@@ -223,7 +224,7 @@ impl GrowCmd {
         }
         let new_path = match &self.add {
             Some(add) => {
-                Some(std::path::absolute(split_member(add)?.0).map_err(|e| e.to_string())?)
+                Some(std::path::absolute(split_member(add)?.0).map_err(IntoFailure::failure)?)
             }
             None => None,
         };
@@ -231,10 +232,10 @@ impl GrowCmd {
         let served = remote_passing(&self.members, req, new_path.as_deref());
         drop(bar);
         if let Some(r) = served {
-            return print_change(&remote_change(r?)?, self.json);
+            return print_change(&remote_change(r?)?, self.json).map_err(Into::into);
         }
         if self.batches.is_none() {
-            return self.grow_held();
+            return self.grow_held().map_err(Into::into);
         }
         self.speed.offline()?;
         let given = open_given(&self.members, self.degraded)?;
@@ -249,10 +250,10 @@ impl GrowCmd {
                     None => None,
                 };
                 Array::prepare_grow(given, new, weights.clone(), self.force)
-                    .map_err(|e| e.to_string())?
+                    .map_err(IntoFailure::failure)?
             }
         };
-        let r = match Array::resume_change(all, self.batches).map_err(|e| e.to_string())? {
+        let r = match Array::resume_change(all, self.batches).map_err(IntoFailure::failure)? {
             Some(r) => r,
             None if self.batches.is_some() => {
                 println!(
@@ -267,7 +268,7 @@ impl GrowCmd {
                 )
             }
         };
-        print_change(&r, self.json)
+        print_change(&r, self.json).map_err(Into::into)
     }
 
     /// `grow --size max`: every member used whole (the members grew under
@@ -384,14 +385,14 @@ pub struct ShrinkCmd {
 }
 
 impl ShrinkCmd {
-    pub fn run(&self) -> Result<(), String> {
+    pub fn run(&self) -> Result<(), hetraid_core::Failure> {
         let mut req = serde_json::json!({"verb": "shrink", "member": slot_of(&self.member, &self.members)?, "size": self.size, "force": self.force});
         self.speed.put(&mut req);
         let bar = StatusBar::start(&self.members, "change");
         let served = remote(&self.members, req);
         drop(bar);
         if let Some(r) = served {
-            return print_change(&remote_change(r?)?, self.json);
+            return print_change(&remote_change(r?)?, self.json).map_err(Into::into);
         }
         let slot = slot_of(&self.member, &self.members)?;
         let held = Held::open(&self.members, "shrink", self.degraded)?;
@@ -404,7 +405,7 @@ impl ShrinkCmd {
             .map_err(|e| e.to_string());
         drop(bar);
         held.close()?;
-        print_change(&r?, self.json)
+        print_change(&r?, self.json).map_err(Into::into)
     }
 }
 
@@ -487,7 +488,7 @@ pub(crate) fn remote_with_bar(
     members: &[String],
     request: serde_json::Value,
     what: &'static str,
-) -> Option<Result<serde_json::Value, String>> {
+) -> Option<Result<serde_json::Value, hetraid_core::Failure>> {
     let first = split_member(members.first()?).ok()?.0;
     let uuid = hetraid_nbd::control::array_uuid(&first)?;
     if !matches!(hetraid_nbd::control::is_served(&uuid), Ok(true)) {

@@ -2,6 +2,7 @@
 
 #[allow(unused_imports)]
 use super::*;
+use hetraid_engine::error::IntoFailure;
 
 #[derive(Debug, Args)]
 pub struct DataCmd {
@@ -23,7 +24,7 @@ pub struct DataCmd {
 pub(crate) const IO_STEP: usize = 4 << 20;
 
 impl DataCmd {
-    pub fn write(&self) -> Result<(), String> {
+    pub fn write(&self) -> Result<(), hetraid_core::Failure> {
         let a = assemble(&self.members, self.degraded)?;
         let cap = a.capacity();
         let mut stdin = std::io::stdin().lock();
@@ -31,9 +32,9 @@ impl DataCmd {
         let limit = self.length.unwrap_or(u64::MAX);
         let mut done = 0u64;
         if off > cap {
-            return Err(format!(
-                "offset {off} is beyond the end of the array ({cap} bytes)"
-            ));
+            return Err(
+                format!("offset {off} is beyond the end of the array ({cap} bytes)").into(),
+            );
         }
         let mut buf = vec![0u8; IO_STEP];
         while done < limit {
@@ -44,7 +45,7 @@ impl DataCmd {
                     Ok(0) => break,
                     Ok(k) => got += k,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Err(format!("reading standard input: {e}")),
+                    Err(e) => return Err(format!("reading standard input: {e}").into()),
                 }
             }
             if got == 0 {
@@ -55,19 +56,19 @@ impl DataCmd {
                     "the input reaches beyond the end of the array ({cap} bytes) at offset {}; {} bytes were written before it",
                     off + got as u64,
                     done
-                ));
+                ).into());
             }
-            a.write(off, &buf[..got]).map_err(|e| e.to_string())?;
+            a.write(off, &buf[..got]).map_err(IntoFailure::failure)?;
             off += got as u64;
             done += got as u64;
         }
-        a.close().map_err(|e| e.to_string())?;
+        a.close().map_err(IntoFailure::failure)?;
         print_warnings(&a);
         eprintln!("wrote {done} bytes at offset {}", self.offset);
         Ok(())
     }
 
-    pub fn read(&self) -> Result<(), String> {
+    pub fn read(&self) -> Result<(), hetraid_core::Failure> {
         let len = self.length.ok_or("read needs --length")?;
         if self.degraded {
             return Err("--degraded applies to commands that write; read reads any array it can and never records a member missing".into());
@@ -97,7 +98,8 @@ impl DataCmd {
             return Err(format!(
                 "{}+{len} reaches beyond the end of the array ({cap} bytes)",
                 self.offset
-            ));
+            )
+            .into());
         }
         let mut out = std::io::stdout().lock();
         let mut off = self.offset;
@@ -105,14 +107,14 @@ impl DataCmd {
         let mut buf = vec![0u8; IO_STEP];
         while off < end {
             let n = ((end - off) as usize).min(IO_STEP);
-            a.read(off, &mut buf[..n]).map_err(|e| e.to_string())?;
+            a.read(off, &mut buf[..n]).map_err(IntoFailure::failure)?;
             out.write_all(&buf[..n])
                 .map_err(|e| format!("writing standard output: {e}"))?;
             off += n as u64;
         }
-        out.flush().map_err(|e| e.to_string())?;
+        out.flush().map_err(IntoFailure::failure)?;
         a.keep_uncommitted();
-        a.close().map_err(|e| e.to_string())?;
+        a.close().map_err(IntoFailure::failure)?;
         print_warnings(&a);
         Ok(())
     }

@@ -3,6 +3,7 @@
 
 #[allow(unused_imports)]
 use super::*;
+use hetraid_engine::error::IntoFailure;
 
 #[derive(Debug, Args)]
 pub struct MembersCmd {
@@ -501,7 +502,7 @@ impl MemberOpCmd {
         }
     }
 
-    pub fn fail(&self) -> Result<(), String> {
+    pub fn fail(&self) -> Result<(), hetraid_core::Failure> {
         let member = self.slot("fail")?;
         let name = self.named(member);
         if let Some(r) = remote(
@@ -517,12 +518,13 @@ impl MemberOpCmd {
             return Ok(());
         }
         let a = assemble(&self.members, self.degraded)?;
-        a.fail_with(member, self.force).map_err(|e| e.to_string())?;
+        a.fail_with(member, self.force)
+            .map_err(IntoFailure::failure)?;
         match a.close() {
             // Forced beyond the redundancy, the array is failed: that is what
             // was asked for, not an error of this command.
             Err(_) if self.force => {}
-            r => r.map_err(|e| e.to_string())?,
+            r => r.map_err(IntoFailure::failure)?,
         }
         println!(
             "member {} marked faulty; array is {}",
@@ -534,7 +536,7 @@ impl MemberOpCmd {
 
     /// mdadm's --remove: detach a faulty or missing member. Its slot stays
     /// empty (degraded) until `add` or `replace` fills it.
-    pub fn remove(&self) -> Result<(), String> {
+    pub fn remove(&self) -> Result<(), hetraid_core::Failure> {
         if self.force || self.with.is_some() {
             return Err(
                 "remove takes no --force or --with; it detaches a faulty or missing member".into(),
@@ -549,7 +551,7 @@ impl MemberOpCmd {
             let p = split_member(path)?.0;
             if let Ok((sb, _)) = hetraid_engine::annex::read_member(&p) {
                 if sb.member as usize >= sb.roles.len() {
-                    let abs = std::path::absolute(&p).map_err(|e| e.to_string())?;
+                    let abs = std::path::absolute(&p).map_err(IntoFailure::failure)?;
                     if let Some(r) = remote(
                         &self.members,
                         serde_json::json!({"verb": "remove_spare", "with": abs}),
@@ -566,8 +568,8 @@ impl MemberOpCmd {
                         }
                         let a = assemble(&all, self.degraded)?;
                         a.remove_spare(&p.display().to_string())
-                            .map_err(|e| e.to_string())?;
-                        a.close().map_err(|e| e.to_string())?;
+                            .map_err(IntoFailure::failure)?;
+                        a.close().map_err(IntoFailure::failure)?;
                     }
                     println!(
                         "spare {} removed from the array (its superblock cleared)",
@@ -586,8 +588,8 @@ impl MemberOpCmd {
             r?;
         } else {
             let a = assemble(&self.members, self.degraded)?;
-            a.remove(member).map_err(|e| e.to_string())?;
-            a.close().map_err(|e| e.to_string())?;
+            a.remove(member).map_err(IntoFailure::failure)?;
+            a.close().map_err(IntoFailure::failure)?;
         }
         println!(
             "member {} removed; its slot is empty until hetraid add or replace fills it",
@@ -596,18 +598,18 @@ impl MemberOpCmd {
         Ok(())
     }
 
-    pub fn replace(&self) -> Result<(), String> {
+    pub fn replace(&self) -> Result<(), hetraid_core::Failure> {
         let with = self
             .with
             .as_deref()
             .ok_or("replace needs --with NEW_MEMBER")?;
-        let abs = std::path::absolute(split_member(with)?.0).map_err(|e| e.to_string())?;
+        let abs = std::path::absolute(split_member(with)?.0).map_err(IntoFailure::failure)?;
         let member = match (self.member.as_deref(), self.log_copy) {
             (Some(_), Some(_)) => {
                 return Err("give --member SLOT|PATH or --log-copy I, not both".into())
             }
             (None, None) => return Err("replace needs --member SLOT|PATH or --log-copy I".into()),
-            (None, Some(c)) => return self.replace_log_copy(c, with),
+            (None, Some(c)) => return self.replace_log_copy(c, with).map_err(Into::into),
             (Some(m), None) => slot_of(m, &self.members)?,
         };
         if let Some(r) = remote_passing(
@@ -628,8 +630,8 @@ impl MemberOpCmd {
         let a = assemble(&members, true)?;
         let new = open_member(&p)?;
         a.replace(member, new, self.force)
-            .map_err(|e| e.to_string())?;
-        a.close().map_err(|e| e.to_string())?;
+            .map_err(IntoFailure::failure)?;
+        a.close().map_err(IntoFailure::failure)?;
         println!(
             "member {} will be rebuilt onto {}; it waits for: {}",
             member,

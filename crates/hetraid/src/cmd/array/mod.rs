@@ -65,20 +65,11 @@ fn same_path(a: &Path, b: &Path) -> bool {
 
 /// What a device already is, if it is part of an array or a log.
 fn belongs_to(m: &dyn Member) -> Option<String> {
-    if let Ok(Some(h)) = hetraid_engine::log::read_header(m) {
-        return Some(format!("holds the write log of array {}", h.uuid_string()));
+    use hetraid_engine::identity::Identity;
+    match Identity::of(m).ok()? {
+        i @ (Identity::Member(_) | Identity::LogDevice(_)) => Some(i.describe()),
+        Identity::Blank | Identity::Data => None,
     }
-    let mut b = hetraid_engine::member::AlignedBuf::zeroed(4096);
-    if m.len() >= 4096 && m.read_at(&mut b, 0).is_ok() {
-        if let Ok(sb) = hetraid_engine::format::Superblock::decode(&b) {
-            return Some(format!(
-                "belongs to array {} (slot {})",
-                sb.uuid_string(),
-                sb.member
-            ));
-        }
-    }
-    None
 }
 
 pub fn open_member(path: &Path) -> Result<Arc<dyn Member>, String> {
@@ -196,14 +187,9 @@ pub fn slot_of(arg: &str, members: &[String]) -> Result<usize, String> {
         .transpose()?
         .ok_or("give the array's members")?;
     let want = hetraid_nbd::control::array_uuid(&first);
-    let mut b = hetraid_engine::member::AlignedBuf::zeroed(4096);
-    let sb = std::fs::File::open(&path)
-        .and_then(|f| {
-            use std::os::unix::fs::FileExt;
-            f.read_exact_at(&mut b, 0)
-        })
+    let sb = hetraid_engine::identity::Identity::of_path(&path)
         .ok()
-        .and_then(|_| hetraid_engine::format::Superblock::decode(&b).ok())
+        .and_then(|i| i.superblock().cloned())
         .ok_or_else(|| {
             format!(
                 "--member {arg}: {} has no hetraid superblock; give the member's slot number instead",
@@ -225,7 +211,7 @@ pub fn slot_of(arg: &str, members: &[String]) -> Result<usize, String> {
 pub fn remote(
     members: &[String],
     request: serde_json::Value,
-) -> Option<Result<serde_json::Value, String>> {
+) -> Option<Result<serde_json::Value, hetraid_core::Failure>> {
     remote_passing(members, request, None)
 }
 
@@ -236,13 +222,13 @@ pub fn remote_passing(
     members: &[String],
     request: serde_json::Value,
     new: Option<&Path>,
-) -> Option<Result<serde_json::Value, String>> {
+) -> Option<Result<serde_json::Value, hetraid_core::Failure>> {
     let first = split_member(members.first()?).ok()?.0;
     let uuid = hetraid_nbd::control::array_uuid(&first)?;
     match hetraid_nbd::control::is_served(&uuid) {
         Ok(false) => return None,
         Ok(true) => {}
-        Err(e) => return Some(Err(e)),
+        Err(e) => return Some(Err(e.into())),
     }
     // Every path given must be a member of the served array, each once: a
     // verb never acts on the served array because of the first path alone.
@@ -267,13 +253,13 @@ pub fn remote_passing(
         Ok(())
     };
     if let Err(e) = check() {
-        return Some(Err(e));
+        return Some(Err(e.into()));
     }
     let opened = match new.map(|p| {
         hetraid_engine::member::FileMember::open(p)
             .map_err(|e| format!("cannot open new member {}: {e}", p.display()))
     }) {
-        Some(Err(e)) => return Some(Err(e)),
+        Some(Err(e)) => return Some(Err(e.into())),
         Some(Ok(m)) => Some(m),
         None => None,
     };

@@ -2,6 +2,7 @@
 
 #[allow(unused_imports)]
 use super::*;
+use hetraid_engine::error::IntoFailure;
 
 #[derive(Debug, Args)]
 pub struct RebuildCmd {
@@ -33,7 +34,7 @@ pub struct RebuildCmd {
 }
 
 impl RebuildCmd {
-    pub fn run(&self) -> Result<(), String> {
+    pub fn run(&self) -> Result<(), hetraid_core::Failure> {
         if let Some(r) = remote_with_bar(
             &self.members,
             serde_json::json!({"verb": "rebuild", "min_speed": self.min_speed, "max_speed": self.max_speed, "to_spare": self.to_spare, "pace": self.pace.as_str()}),
@@ -41,9 +42,10 @@ impl RebuildCmd {
         ) {
             let v = r?;
             if self.json {
-                return crate::cmd::print_json(&v);
+                return crate::cmd::print_json(&v).map_err(Into::into);
             }
-            return print_rebuilt(&serde_json::from_value(v).map_err(|e| e.to_string())?);
+            return print_rebuilt(&serde_json::from_value(v).map_err(|e| e.to_string())?)
+                .map_err(Into::into);
         }
         let bar = progress_bar("rebuild");
         let opts = RebuildOptions {
@@ -75,9 +77,10 @@ impl RebuildCmd {
             if self.json {
                 return crate::cmd::print_json(
                     &serde_json::to_value(&r).map_err(|e| e.to_string())?,
-                );
+                )
+                .map_err(Into::into);
             }
-            return print_rebuilt(&r);
+            return print_rebuilt(&r).map_err(Into::into);
         }
         let a = assemble(&self.members, self.degraded)?;
         let chunk = a.layout().chunk_bytes();
@@ -86,17 +89,19 @@ impl RebuildCmd {
             bar.set_position(p.bytes_done);
         };
         let (a, r) = if self.to_spare {
-            a.rebuild_to_spare(opts, &show).map_err(|e| e.to_string())?
+            a.rebuild_to_spare(opts, &show)
+                .map_err(IntoFailure::failure)?
         } else {
-            let r = a.rebuild(opts, &show).map_err(|e| e.to_string())?;
+            let r = a.rebuild(opts, &show).map_err(IntoFailure::failure)?;
             (a, r)
         };
         bar.finish_and_clear();
-        a.close().map_err(|e| e.to_string())?;
+        a.close().map_err(IntoFailure::failure)?;
         if self.json {
-            return crate::cmd::print_json(&serde_json::to_value(&r).map_err(|e| e.to_string())?);
+            return crate::cmd::print_json(&serde_json::to_value(&r).map_err(|e| e.to_string())?)
+                .map_err(Into::into);
         }
-        print_rebuilt(&r)
+        print_rebuilt(&r).map_err(Into::into)
     }
 }
 
@@ -126,15 +131,14 @@ pub struct RebalanceCmd {
 }
 
 impl RebalanceCmd {
-    pub fn run(&self) -> Result<(), String> {
+    pub fn run(&self) -> Result<(), hetraid_core::Failure> {
         let (p, _kind) = split_member(&self.with)?;
         if !p.exists() {
-            return Err(format!(
-                "replacement {} does not exist; check the path",
-                p.display()
-            ));
+            return Err(
+                format!("replacement {} does not exist; check the path", p.display()).into(),
+            );
         }
-        let abs = std::path::absolute(&p).map_err(|e| e.to_string())?;
+        let abs = std::path::absolute(&p).map_err(IntoFailure::failure)?;
         // Served: the server copies while clients go on (the spare homes
         // stay the array's copy until the replacement takes the slot).
         let mut req = serde_json::json!({
@@ -152,7 +156,7 @@ impl RebalanceCmd {
             }
             let r: hetraid_engine::CopyBackReport =
                 serde_json::from_value(r?).map_err(|e| format!("the server's reply: {e}"))?;
-            return print_copy_back(&r, self.json);
+            return print_copy_back(&r, self.json).map_err(Into::into);
         }
         // The replacement given among the members, blank: a rebalance cut
         // short before it attached the device (it writes the device first).
@@ -160,7 +164,7 @@ impl RebalanceCmd {
             return Err(format!(
                 "{new} carries no hetraid superblock: a rebalance cut short before it attached the device leaves it so; give it with --with, not among the members: hetraid rebalance {} --with {new}",
                 rest.join(" ")
-            ));
+            ).into());
         }
         let a = assemble(&self.members, self.degraded)?;
         let new = open_member(&p)?;
@@ -177,9 +181,9 @@ impl RebalanceCmd {
         };
         let r = a.copy_back_paced(new, self.force, limits, &show);
         bar.finish_and_clear();
-        let (a, r) = r.map_err(|e| e.to_string())?;
-        a.close().map_err(|e| e.to_string())?;
-        print_copy_back(&r, self.json)
+        let (a, r) = r.map_err(IntoFailure::failure)?;
+        a.close().map_err(IntoFailure::failure)?;
+        print_copy_back(&r, self.json).map_err(Into::into)
     }
 }
 
@@ -283,7 +287,7 @@ impl ReclaimCmd {
 }
 
 impl ScrubCmd {
-    pub fn run(&self) -> Result<(), String> {
+    pub fn run(&self) -> Result<(), hetraid_core::Failure> {
         let trust_member = self
             .trust_member
             .as_deref()
@@ -323,7 +327,7 @@ impl ScrubCmd {
         let left = v["mismatches"].as_u64().unwrap_or(0) > v["repaired"].as_u64().unwrap_or(0);
         if self.json {
             crate::cmd::print_json(&v)?;
-            return exit_with(i32::from(left));
+            return exit_with(i32::from(left)).map_err(Into::into);
         }
         print!(
             "scrub: {} stripes checked, {} mismatched ({} pages)",
@@ -356,6 +360,6 @@ impl ScrubCmd {
                 "{unlocated} pages mismatch where this layout cannot tell which member is wrong; nothing was written there. To rewrite them, say which side to trust: --repair --trust-data (parity from data) or --repair --trust-member I (mirrors)"
             );
         }
-        exit_with(i32::from(left))
+        exit_with(i32::from(left)).map_err(Into::into)
     }
 }
