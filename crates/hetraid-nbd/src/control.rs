@@ -4,8 +4,11 @@
 //! `{"verb":"scrub","repair":false}`, `{"verb":"reclaim"}`, `{"verb":"replace","member":2}`
 //! with the new member's open file passed along (`SCM_RIGHTS`, `fdpass`),
 //! `{"verb":"rebuild","min_speed":1024000,"max_speed":204800000}` (online, clients
-//! keep going), `{"verb":"grow",...}`, `{"verb":"shrink",...}`.
-//! Replies: `{"ok":true,"result":...}` or `{"ok":false,"error":"..."}`.
+//! keep going), `{"verb":"grow",...}`, `{"verb":"shrink",...}`,
+//! `{"verb":"rebalance",...}`: every request decodes into the typed
+//! [`Request`] (`request.rs`, which the command line builds its requests
+//! from too). Replies: `{"ok":true,"result":...}` or
+//! `{"ok":false,"error":"...","kind":"busy"}` (core `ErrorKind`).
 //!
 //! Who may use it (issue 15): the socket lives in a private directory
 //! (`$XDG_RUNTIME_DIR/hetraid`, or `/tmp/hetraid-UID`, created 0700 and
@@ -17,6 +20,7 @@
 //! anything; every call has a timeout. A new member is never opened by the
 //! server: the command opens it with the caller's rights and passes it.
 
+use crate::request::{Request, Speed};
 use hetraid_core::Failure;
 use hetraid_engine::error::IntoFailure;
 use hetraid_engine::{Array, ArrayCell};
@@ -157,11 +161,11 @@ fn connect(uuid: &str) -> Option<Result<UnixStream, String>> {
 /// How long a control call may take: verbs that work through the whole
 /// array may run for hours; the others answer at once.
 fn reply_timeout(req: &Value) -> Duration {
-    match req["verb"].as_str() {
-        Some("rebuild" | "scrub" | "grow" | "shrink" | "reclaim" | "rebalance") => {
-            Duration::from_secs(7 * 86_400)
-        }
-        _ => Duration::from_secs(60),
+    let long = serde_json::from_value::<Request>(req.clone()).is_ok_and(|r| r.is_long());
+    if long {
+        Duration::from_secs(7 * 86_400)
+    } else {
+        Duration::from_secs(60)
     }
 }
 
@@ -345,7 +349,13 @@ fn handle(cell: &ArrayCell, s: UnixStream, uid: u32, pid: i32, role: &'static st
     let file = fd.map(std::fs::File::from);
     let reply = match serde_json::from_str::<Value>(&line) {
         Ok(req) => {
-            let mut r = change(cell, &req, file).unwrap_or_else(|f| run(cell, &req, f));
+            let mut r = match serde_json::from_value::<Request>(req.clone()) {
+                Ok(typed) => change(cell, &typed, file).unwrap_or_else(|f| run(cell, &typed, f)),
+                Err(e) => Err(Failure::new(
+                    hetraid_core::ErrorKind::Usage,
+                    format!("malformed control request: {e}"),
+                )),
+            };
             if let (Ok(v), Some("status")) = (&mut r, req["verb"].as_str()) {
                 v["process"] = role.into();
                 v["pid"] = std::process::id().into();
@@ -372,7 +382,9 @@ fn handle(cell: &ArrayCell, s: UnixStream, uid: u32, pid: i32, role: &'static st
                 Err(e) => json!({"ok": false, "error": e.message, "kind": e.kind.as_str()}),
             }
         }
-        Err(e) => json!({"ok": false, "error": format!("malformed control request: {e}")}),
+        Err(e) => {
+            json!({"ok": false, "error": format!("malformed control request: {e}"), "kind": "usage"})
+        }
     };
     let mut w = &s;
     let _ = s.set_write_timeout(Some(Duration::from_secs(10)));
@@ -414,47 +426,60 @@ fn to_json<T: serde::Serialize>(v: T) -> Result<Value, Failure> {
     serde_json::to_value(v).map_err(|e| Failure::from(e.to_string()))
 }
 
+/// The limits a request asks for, MD's defaults where it gives none.
+fn change_options(speed: &Speed) -> hetraid_engine::ChangeOptions {
+    let d = hetraid_engine::ChangeOptions::default();
+    hetraid_engine::ChangeOptions {
+        min_speed: speed.min_speed.unwrap_or(d.min_speed),
+        max_speed: speed.max_speed.unwrap_or(d.max_speed),
+    }
+}
+
+/// A member kind named in a request (absent: a disk).
+fn kind_of(kind: &Option<String>) -> Result<hetraid_core::MemberKind, Failure> {
+    match kind {
+        None => Ok(hetraid_core::MemberKind::Hdd),
+        Some(k) => hetraid_core::MemberKind::parse(k).map_err(Failure::from),
+    }
+}
+
 /// The verbs that change the members: they take the array from the cell
 /// batch by batch (`Err`: another verb, the passed file handed back).
 fn change(
     cell: &ArrayCell,
-    req: &Value,
+    req: &Request,
     file: Option<std::fs::File>,
 ) -> Result<Result<Value, Failure>, Option<std::fs::File>> {
-    let d = hetraid_engine::ChangeOptions::default();
-    let opts = hetraid_engine::ChangeOptions {
-        min_speed: req["min_speed"].as_u64().unwrap_or(d.min_speed),
-        max_speed: req["max_speed"].as_u64().unwrap_or(d.max_speed),
-    };
     let report = |r: hetraid_engine::Result<hetraid_engine::ChangeReport>| {
         r.map_err(IntoFailure::failure).and_then(to_json)
     };
-    match req["verb"].as_str() {
-        Some("grow") => Ok((|| {
-            let weights: Option<Vec<u64>> = match &req["weights"] {
-                Value::Null => None,
-                w => Some(
-                    w.as_array()
-                        .ok_or("\"weights\" is a list of numbers")?
-                        .iter()
-                        .map(|x| x.as_u64().ok_or("\"weights\" is a list of numbers"))
-                        .collect::<Result<_, _>>()?,
-                ),
-            };
-            let new = match req["add"].as_str() {
+    Ok(match req {
+        Request::Grow {
+            add,
+            kind,
+            weights,
+            size,
+            force,
+            speed,
+        } => (|| {
+            let opts = change_options(speed);
+            let new = match add {
                 None => None,
                 Some(path) => {
-                    let kind = match req["kind"].as_str() {
-                        None => hetraid_core::MemberKind::Hdd,
-                        Some(k) => hetraid_core::MemberKind::parse(k)?,
-                    };
+                    let kind = kind_of(kind)?;
                     let m = passed_member(file, path, "grow --add")?;
                     Some((Arc::new(m) as Arc<dyn hetraid_engine::member::Member>, kind))
                 }
             };
-            if req["size"].as_str() == Some("max") {
+            if size.as_deref() == Some("max") {
                 let rs = cell.enlarge(opts).map_err(IntoFailure::failure)?;
                 return to_json(rs);
+            }
+            if let Some(other) = size {
+                return Err(Failure::new(
+                    hetraid_core::ErrorKind::Usage,
+                    format!("grow takes \"size\": \"max\" or no size, not {other:?}"),
+                ));
             }
             if new.is_none() && weights.is_none() {
                 return match cell.resume(opts) {
@@ -465,27 +490,23 @@ fn change(
                     Err(e) => Err(e.into()),
                 };
             }
-            report(cell.grow(new, weights, req["force"].as_bool().unwrap_or(false), opts))
-        })()),
-        Some("rebalance") => Ok((|| {
-            let path = req["with"]
-                .as_str()
-                .ok_or("rebalance needs \"with\": the replacement's path")?;
-            let new = passed_member(file, path, "rebalance --with")?;
-            let force = req["force"].as_bool().unwrap_or(false);
+            report(cell.grow(new, weights.clone(), *force, opts))
+        })(),
+        Request::Rebalance { with, force, speed } => (|| {
+            let new = passed_member(file, with, "rebalance --with")?;
             let r = cell
-                .copy_back(Arc::new(new), force, opts, &|_| {})
+                .copy_back(Arc::new(new), *force, change_options(speed), &|_| {})
                 .map_err(IntoFailure::failure)?;
             to_json(r)
-        })()),
-        Some("shrink") => Ok((|| {
-            let slot = req["member"].as_u64().ok_or("shrink needs \"member\"")? as usize;
-            let size = req["size"].as_u64().ok_or("shrink needs \"size\"")?;
-            let force = req["force"].as_bool().unwrap_or(false);
-            report(cell.shrink_remove(slot, size, force, opts))
-        })()),
-        _ => Err(file),
-    }
+        })(),
+        Request::Shrink {
+            member,
+            size,
+            force,
+            speed,
+        } => report(cell.shrink_remove(*member, *size, *force, change_options(speed))),
+        _ => return Err(file),
+    })
 }
 
 /// `fail`: the member failed (refused beyond the redundancy unless
@@ -509,18 +530,20 @@ fn verb_fail(cell: &ArrayCell, array: &Array, slot: usize, force: bool) -> Resul
 }
 
 /// `scrub`: every stripe checked (repaired as the request trusts), paced.
-fn verb_scrub(array: &Array, req: &Value) -> Result<Value, Failure> {
+fn verb_scrub(
+    array: &Array,
+    repair: bool,
+    trust_data: bool,
+    trust_member: Option<usize>,
+    speed: &Speed,
+) -> Result<Value, Failure> {
     let trust = array
-        .scrub_trust(
-            req["repair"].as_bool().unwrap_or(false),
-            req["trust_data"].as_bool().unwrap_or(false),
-            req["trust_member"].as_u64().map(|m| m as usize),
-        )
+        .scrub_trust(repair, trust_data, trust_member)
         .map_err(IntoFailure::failure)?;
     let d = hetraid_engine::ScrubOptions::default();
     let opts = hetraid_engine::ScrubOptions {
-        min_speed: req["min_speed"].as_u64().unwrap_or(d.min_speed),
-        max_speed: req["max_speed"].as_u64().unwrap_or(d.max_speed),
+        min_speed: speed.min_speed.unwrap_or(d.min_speed),
+        max_speed: speed.max_speed.unwrap_or(d.max_speed),
     };
     let r = array
         .scrub_with(trust, opts, &|_| {})
@@ -529,25 +552,23 @@ fn verb_scrub(array: &Array, req: &Value) -> Result<Value, Failure> {
 }
 
 /// `replace --log-copy`: a copy of the write log, replaced while clients
-/// write.
+/// write: the live records are copied to it (appends wait meanwhile).
 fn verb_replace_log_copy(
     cell: &ArrayCell,
     array: &Array,
-    req: &Value,
+    copy: usize,
+    with: &str,
+    force: bool,
     file: Option<std::fs::File>,
 ) -> Result<Value, Failure> {
-    // A copy of the write log, replaced while clients write: the
-    // live records are copied to it (appends wait meanwhile).
-    let copy = req["log_copy"].as_u64().unwrap_or(0) as usize;
-    let path = req["with"].as_str().ok_or("replace needs \"with\"")?;
     let new: Arc<dyn hetraid_engine::member::Member> =
-        Arc::new(passed_member(file, path, "replace")?);
+        Arc::new(passed_member(file, with, "replace")?);
     let old = array
         .status()
         .log
         .and_then(|l| l.devices.get(copy).map(|d| d.path.clone()));
     array
-        .replace_log_copy(copy, new.clone(), req["force"].as_bool().unwrap_or(false))
+        .replace_log_copy(copy, new.clone(), force)
         .map_err(IntoFailure::failure)?;
     if let Some(old) = old {
         cell.release(&old);
@@ -558,22 +579,27 @@ fn verb_replace_log_copy(
 
 /// `rebuild`: onto the replacements attached, at the speeds asked (MD's
 /// defaults otherwise).
-fn verb_rebuild(array: &Array, req: &Value) -> Result<Value, Failure> {
-    if req["to_spare"].as_bool().unwrap_or(false) {
+fn verb_rebuild(
+    array: &Array,
+    to_spare: bool,
+    pace: &Option<String>,
+    speed: &Speed,
+) -> Result<Value, Failure> {
+    if to_spare {
         // The relocation changes the layout, which a served array cannot
         // switch under its clients yet.
         return Err("rebuild --to-spare runs on an array that is not served: stop hetraid serve (SIGTERM), rebuild, and serve again; a served array rebuilds onto a replacement (hetraid replace, then hetraid rebuild)".into());
     }
-    let pace = match req["pace"].as_str() {
+    let pace = match pace {
         Some(p) => hetraid_core::pace::PaceScope::parse(p)?,
         None => hetraid_core::pace::PaceScope::Array,
     };
     let opts = hetraid_engine::RebuildOptions {
-        min_speed: req["min_speed"]
-            .as_u64()
+        min_speed: speed
+            .min_speed
             .unwrap_or(hetraid_core::pace::MD_DEFAULT.min_bps),
-        max_speed: req["max_speed"]
-            .as_u64()
+        max_speed: speed
+            .max_speed
             .unwrap_or(hetraid_core::pace::MD_DEFAULT.max_bps),
         stop_after: None,
         pace,
@@ -582,75 +608,52 @@ fn verb_rebuild(array: &Array, req: &Value) -> Result<Value, Failure> {
     to_json(r)
 }
 
-fn run(cell: &ArrayCell, req: &Value, file: Option<std::fs::File>) -> Result<Value, Failure> {
-    // A rebuild or scrub waits for a change moving chunks (and a change for
-    // them: `ArrayCell::grow`): one at a time, the running one named.
-    if let (Some(verb @ ("rebuild" | "scrub")), Some(p)) =
-        (req["verb"].as_str(), cell.change_running())
-    {
-        return Err(Failure::new(
-            hetraid_core::ErrorKind::Busy,
-            format!(
-                "a {} is running on this array ({} of {} chunk moves done): {verb} changes nothing until it ends; run it again then",
-                p.change, p.moves_done, p.moves
-            ),
-        ));
-    }
-    let array = cell.get();
-    let array: &Array = &array;
-    let member = || {
-        req["member"]
-            .as_u64()
-            .map(|m| m as usize)
-            .ok_or("request needs \"member\"")
-    };
-    match req["verb"].as_str() {
-        Some("status") => to_json(array.status()),
-        Some("fail") => verb_fail(cell, array, member()?, req["force"].as_bool().unwrap_or(false)),
-        Some("reclaim") => {
-            if !array.has_write_back_log() {
-                return Err("reclaim applies to arrays with a write-back log (hpda, --log-mode write-back); this array has none".into());
-            }
-            let bytes = array.reclaim().map_err(IntoFailure::failure)?;
-            Ok(json!({"reclaimed_bytes": bytes}))
-        }
-        Some("scrub") => verb_scrub(array, req),
-        Some("replace") if req["log_copy"].is_u64() => verb_replace_log_copy(cell, array, req, file),
-        Some("replace") => {
-            let path = req["with"].as_str().ok_or("replace needs \"with\"")?;
+/// `replace` of a slot, `add_spare`, `remove_spare`, `remove`: the device
+/// passed joins (adopted by the cell) or the one named leaves (let go).
+fn verb_members(
+    cell: &ArrayCell,
+    array: &Array,
+    req: &Request,
+    file: Option<std::fs::File>,
+) -> Result<Value, Failure> {
+    match req {
+        Request::Replace {
+            member: Some(slot),
+            with,
+            force,
+            ..
+        } => {
             let new: Arc<dyn hetraid_engine::member::Member> =
-                Arc::new(passed_member(file, path, "replace")?);
+                Arc::new(passed_member(file, with, "replace")?);
             array
-                .replace(member()?, new.clone(), req["force"].as_bool().unwrap_or(false))
+                .replace(*slot, new.clone(), *force)
                 .map_err(IntoFailure::failure)?;
             cell.adopt(new);
             Ok(json!({"state": array.status().state}))
         }
-        Some("add_spare") => {
-            let path = req["with"].as_str().ok_or("add_spare needs \"with\"")?;
-            let kind = match req["kind"].as_str() {
-                None => hetraid_core::MemberKind::Hdd,
-                Some(k) => hetraid_core::MemberKind::parse(k)?,
-            };
+        Request::Replace { member: None, .. } => Err(Failure::new(
+            hetraid_core::ErrorKind::Usage,
+            "replace needs \"member\" (a slot) or \"log_copy\"",
+        )),
+        Request::AddSpare { with, kind, force } => {
+            let kind = kind_of(kind)?;
             let new: Arc<dyn hetraid_engine::member::Member> =
-                Arc::new(passed_member(file, path, "add")?);
+                Arc::new(passed_member(file, with, "add")?);
             array
-                .add_spare(new.clone(), kind, req["force"].as_bool().unwrap_or(false))
+                .add_spare(new.clone(), kind, *force)
                 .map_err(IntoFailure::failure)?;
             cell.adopt(new);
             Ok(json!({"state": array.status().state, "spares": array.spare_status().len()}))
         }
-        Some("remove_spare") => {
-            let path = req["with"].as_str().ok_or("remove_spare needs \"with\"")?;
-            array.remove_spare(path).map_err(IntoFailure::failure)?;
+        Request::RemoveSpare { with } => {
+            array.remove_spare(with).map_err(IntoFailure::failure)?;
             // No longer the array's: the server lets the device go.
-            cell.release(path);
+            cell.release(with);
             Ok(json!({"state": array.status().state}))
         }
-        Some("remove") => {
-            let slot = member()?;
-            let dev = array.member(slot);
-            array.remove(slot).map_err(IntoFailure::failure)?;
+        Request::Remove { member } => {
+            let dev = array.member(*member);
+            array.remove(*member).map_err(IntoFailure::failure)?;
             // Detached: the server closes the device and drops its lock, so
             // it can be re-added (`add --with`) while clients keep going.
             if let Some(d) = dev {
@@ -658,12 +661,61 @@ fn run(cell: &ArrayCell, req: &Value, file: Option<std::fs::File>) -> Result<Val
             }
             Ok(json!({"state": array.status().state}))
         }
-        Some("rebuild") => verb_rebuild(array, req),
-        other => Err(Failure::new(
-            hetraid_core::ErrorKind::Usage,
+        other => unreachable!("{} is not a member verb", other.verb()),
+    }
+}
+
+fn run(cell: &ArrayCell, req: &Request, file: Option<std::fs::File>) -> Result<Value, Failure> {
+    // A rebuild or scrub waits for a change moving chunks (and a change for
+    // them: `ArrayCell::grow`): one at a time, the running one named.
+    if let (Request::Rebuild { .. } | Request::Scrub { .. }, Some(p)) = (req, cell.change_running())
+    {
+        return Err(Failure::new(
+            hetraid_core::ErrorKind::Busy,
             format!(
-                "unknown control verb {other:?}; use status, fail, remove, scrub, replace, add_spare, remove_spare, rebuild, reclaim, grow, shrink or rebalance"
+                "a {} is running on this array ({} of {} chunk moves done): {} changes nothing until it ends; run it again then",
+                p.change,
+                p.moves_done,
+                p.moves,
+                req.verb()
             ),
-        )),
+        ));
+    }
+    let array = cell.get();
+    let array: &Array = &array;
+    match req {
+        Request::Status => to_json(array.status()),
+        Request::Fail { member, force } => verb_fail(cell, array, *member, *force),
+        Request::Reclaim => {
+            if !array.has_write_back_log() {
+                return Err("reclaim applies to arrays with a write-back log (hpda, --log-mode write-back); this array has none".into());
+            }
+            let bytes = array.reclaim().map_err(IntoFailure::failure)?;
+            Ok(json!({"reclaimed_bytes": bytes}))
+        }
+        Request::Scrub {
+            repair,
+            trust_data,
+            trust_member,
+            speed,
+        } => verb_scrub(array, *repair, *trust_data, *trust_member, speed),
+        Request::Replace {
+            log_copy: Some(copy),
+            with,
+            force,
+            ..
+        } => verb_replace_log_copy(cell, array, *copy, with, *force, file),
+        Request::Replace { .. }
+        | Request::AddSpare { .. }
+        | Request::RemoveSpare { .. }
+        | Request::Remove { .. } => verb_members(cell, array, req, file),
+        Request::Rebuild {
+            to_spare,
+            pace,
+            speed,
+        } => verb_rebuild(array, *to_spare, pace, speed),
+        Request::Grow { .. } | Request::Shrink { .. } | Request::Rebalance { .. } => {
+            unreachable!("{} runs as a change", req.verb())
+        }
     }
 }

@@ -7,6 +7,7 @@ pub mod control;
 pub mod fdpass;
 pub mod memory;
 pub mod proto;
+pub mod request;
 pub mod server;
 pub mod stop;
 

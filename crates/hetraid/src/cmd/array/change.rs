@@ -57,11 +57,13 @@ pub struct ChangeSpeed {
 }
 
 impl ChangeSpeed {
-    /// Into a control request.
-    pub(crate) fn put(&self, req: &mut serde_json::Value) {
+    /// For a control request (MD's defaults where none is given).
+    pub(crate) fn request(&self) -> Speed {
         let md = hetraid_core::pace::MD_DEFAULT;
-        req["min_speed"] = self.min_speed.unwrap_or(md.min_bps).into();
-        req["max_speed"] = self.max_speed.unwrap_or(md.max_bps).into();
+        Speed {
+            min_speed: Some(self.min_speed.unwrap_or(md.min_bps)),
+            max_speed: Some(self.max_speed.unwrap_or(md.max_bps)),
+        }
     }
 
     /// Offline, the limits do not apply to the hidden `--batches` path:
@@ -198,30 +200,34 @@ impl GrowCmd {
         if let Some(sz) = &self.size {
             return self.grow_to_max(sz).map_err(Into::into);
         }
-        if self.batches.is_some()
-            && remote(&self.members, serde_json::json!({"verb": "status"})).is_some()
-        {
+        if self.batches.is_some() && remote(&self.members, Request::Status).is_some() {
             return Err("--batches applies to an array that is not served".into());
         }
-        let mut req = serde_json::json!({"verb": "grow", "force": self.force});
-        self.speed.put(&mut req);
-        if let Some(add) = &self.add {
-            let (p, kind) = split_member(add)?;
+        let (mut add, mut add_kind) = (None, None);
+        if let Some(new) = &self.add {
+            let (p, kind) = split_member(new)?;
             if !p.exists() {
-                return Err(
-                    format!("new member {} does not exist; check the path", p.display()).into(),
-                );
+                return Err(hetraid_core::Failure::new(
+                    hetraid_core::ErrorKind::NotFound,
+                    format!("new member {} does not exist; check the path", p.display()),
+                ));
             }
-            req["add"] = std::path::absolute(&p)
-                .map_err(IntoFailure::failure)?
-                .display()
-                .to_string()
-                .into();
-            req["kind"] = kind.unwrap_or(MemberKind::Hdd).as_str().into();
+            add = Some(
+                std::path::absolute(&p)
+                    .map_err(IntoFailure::failure)?
+                    .display()
+                    .to_string(),
+            );
+            add_kind = Some(kind.unwrap_or(MemberKind::Hdd).as_str().to_string());
         }
-        if let Some(w) = &self.weights {
-            req["weights"] = w.clone().into();
-        }
+        let req = Request::Grow {
+            add,
+            kind: add_kind,
+            weights: self.weights.clone(),
+            size: None,
+            force: self.force,
+            speed: self.speed.request(),
+        };
         let new_path = match &self.add {
             Some(add) => {
                 Some(std::path::absolute(split_member(add)?.0).map_err(IntoFailure::failure)?)
@@ -284,8 +290,14 @@ impl GrowCmd {
                 "--size max goes alone: give --add or --weights in a grow of their own".into(),
             );
         }
-        let mut req = serde_json::json!({"verb": "grow", "size": "max"});
-        self.speed.put(&mut req);
+        let req = Request::Grow {
+            add: None,
+            kind: None,
+            weights: None,
+            size: Some("max".into()),
+            force: false,
+            speed: self.speed.request(),
+        };
         let rs: Vec<hetraid_engine::ChangeReport> = match remote(&self.members, req) {
             Some(r) => match r? {
                 serde_json::Value::Array(v) => {
@@ -386,8 +398,12 @@ pub struct ShrinkCmd {
 
 impl ShrinkCmd {
     pub fn run(&self) -> Result<(), hetraid_core::Failure> {
-        let mut req = serde_json::json!({"verb": "shrink", "member": slot_of(&self.member, &self.members)?, "size": self.size, "force": self.force});
-        self.speed.put(&mut req);
+        let req = Request::Shrink {
+            member: slot_of(&self.member, &self.members)?,
+            size: self.size,
+            force: self.force,
+            speed: self.speed.request(),
+        };
         let bar = StatusBar::start(&self.members, "change");
         let served = remote(&self.members, req);
         drop(bar);
@@ -486,7 +502,7 @@ impl Drop for Held {
 /// once a second).
 pub(crate) fn remote_with_bar(
     members: &[String],
-    request: serde_json::Value,
+    request: Request,
     what: &'static str,
 ) -> Option<Result<serde_json::Value, hetraid_core::Failure>> {
     let first = split_member(members.first()?).ok()?.0;
@@ -518,7 +534,7 @@ impl StatusBar {
             std::thread::spawn(move || {
                 let bar = progress_bar(what);
                 while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                    if let Some(Ok(v)) = remote(&members, serde_json::json!({"verb": "status"})) {
+                    if let Some(Ok(v)) = remote(&members, Request::Status) {
                         let chunk = v["chunk_bytes"].as_u64().unwrap_or(0);
                         let n = |x: &serde_json::Value| x.as_u64().unwrap_or(0);
                         let (p, c) = (&v["progress"], &v["change"]);

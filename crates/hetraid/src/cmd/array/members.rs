@@ -143,7 +143,7 @@ impl MembersCmd {
                     .into(),
             );
         }
-        if let Some(r) = remote(&self.members, serde_json::json!({"verb": "status"})) {
+        if let Some(r) = remote(&self.members, Request::Status) {
             let v = r?;
             let state = v["state"].as_str().unwrap_or("?").to_string();
             if self.json {
@@ -507,7 +507,10 @@ impl MemberOpCmd {
         let name = self.named(member);
         if let Some(r) = remote(
             &self.members,
-            serde_json::json!({"verb": "fail", "member": member, "force": self.force}),
+            Request::Fail {
+                member,
+                force: self.force,
+            },
         ) {
             let v = r?;
             println!(
@@ -554,7 +557,9 @@ impl MemberOpCmd {
                     let abs = std::path::absolute(&p).map_err(IntoFailure::failure)?;
                     if let Some(r) = remote(
                         &self.members,
-                        serde_json::json!({"verb": "remove_spare", "with": abs}),
+                        Request::RemoveSpare {
+                            with: abs.display().to_string(),
+                        },
                     ) {
                         r?;
                     } else {
@@ -581,10 +586,7 @@ impl MemberOpCmd {
         }
         let member = self.slot("remove")?;
         let name = self.named(member);
-        if let Some(r) = remote(
-            &self.members,
-            serde_json::json!({"verb": "remove", "member": member}),
-        ) {
+        if let Some(r) = remote(&self.members, Request::Remove { member }) {
             r?;
         } else {
             let a = assemble(&self.members, self.degraded)?;
@@ -614,7 +616,12 @@ impl MemberOpCmd {
         };
         if let Some(r) = remote_passing(
             &self.members,
-            serde_json::json!({"verb": "replace", "member": member, "with": abs, "force": self.force}),
+            Request::Replace {
+                member: Some(member),
+                log_copy: None,
+                with: abs.display().to_string(),
+                force: self.force,
+            },
             Some(&abs),
         ) {
             r?;
@@ -654,7 +661,12 @@ impl MemberOpCmd {
         // Served: the server copies the live records while clients write.
         if let Some(r) = remote_passing(
             &self.members,
-            serde_json::json!({"verb": "replace", "log_copy": copy, "with": abs, "force": self.force}),
+            Request::Replace {
+                member: None,
+                log_copy: Some(copy),
+                with: abs.display().to_string(),
+                force: self.force,
+            },
             Some(&abs),
         ) {
             r?;
@@ -707,7 +719,7 @@ impl AddCmd {
         let (p, kind) = split_member(&self.with)?;
         let kind = kind.unwrap_or(MemberKind::Hdd);
         // A served array: find the slot in its status, attach through it.
-        if let Some(r) = remote(&self.members, serde_json::json!({"verb": "status"})) {
+        if let Some(r) = remote(&self.members, Request::Status) {
             let v = r?;
             let slot = v["member_states"]
                 .as_array()
@@ -720,7 +732,11 @@ impl AddCmd {
             let Some(slot) = slot else {
                 remote_passing(
                     &self.members,
-                    serde_json::json!({"verb": "add_spare", "with": abs, "kind": kind.as_str(), "force": self.force}),
+                    Request::AddSpare {
+                        with: abs.display().to_string(),
+                        kind: Some(kind.as_str().into()),
+                        force: self.force,
+                    },
                     Some(&abs),
                 )
                 .ok_or("the server went away")??;
@@ -732,7 +748,12 @@ impl AddCmd {
             };
             remote_passing(
                 &self.members,
-                serde_json::json!({"verb": "replace", "member": slot, "with": abs, "force": self.force}),
+                Request::Replace {
+                    member: Some(slot as usize),
+                    log_copy: None,
+                    with: abs.display().to_string(),
+                    force: self.force,
+                },
                 Some(&abs),
             )
             .ok_or("the server went away")??;

@@ -6,6 +6,7 @@ use hetraid_core::units::format_size;
 use hetraid_core::{MemberKind, WritePolicy};
 use hetraid_engine::member::{FileMember, Member};
 use hetraid_engine::{Access, Array, AssembleOptions, CreateOptions, RebuildOptions};
+pub use hetraid_nbd::request::{Request, Speed};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -210,7 +211,7 @@ pub fn slot_of(arg: &str, members: &[String]) -> Result<usize, String> {
 /// When the array of `members` is being served, run `request` in the server.
 pub fn remote(
     members: &[String],
-    request: serde_json::Value,
+    request: Request,
 ) -> Option<Result<serde_json::Value, hetraid_core::Failure>> {
     remote_passing(members, request, None)
 }
@@ -220,7 +221,7 @@ pub fn remote(
 /// server never opens a path on the caller's behalf.
 pub fn remote_passing(
     members: &[String],
-    request: serde_json::Value,
+    request: Request,
     new: Option<&Path>,
 ) -> Option<Result<serde_json::Value, hetraid_core::Failure>> {
     let first = split_member(members.first()?).ok()?.0;
@@ -263,7 +264,11 @@ pub fn remote_passing(
         Some(Ok(m)) => Some(m),
         None => None,
     };
-    hetraid_nbd::control::remote(&first, &request, opened.as_ref().map(|m| m.file()))
+    hetraid_nbd::control::remote(
+        &first,
+        &request.to_value(),
+        opened.as_ref().map(|m| m.file()),
+    )
 }
 
 /// The given paths opened as members (each once).

@@ -37,7 +37,14 @@ impl RebuildCmd {
     pub fn run(&self) -> Result<(), hetraid_core::Failure> {
         if let Some(r) = remote_with_bar(
             &self.members,
-            serde_json::json!({"verb": "rebuild", "min_speed": self.min_speed, "max_speed": self.max_speed, "to_spare": self.to_spare, "pace": self.pace.as_str()}),
+            Request::Rebuild {
+                to_spare: self.to_spare,
+                pace: Some(self.pace.as_str().into()),
+                speed: Speed {
+                    min_speed: Some(self.min_speed),
+                    max_speed: Some(self.max_speed),
+                },
+            },
             "rebuild",
         ) {
             let v = r?;
@@ -141,12 +148,11 @@ impl RebalanceCmd {
         let abs = std::path::absolute(&p).map_err(IntoFailure::failure)?;
         // Served: the server copies while clients go on (the spare homes
         // stay the array's copy until the replacement takes the slot).
-        let mut req = serde_json::json!({
-            "verb": "rebalance",
-            "with": abs.display().to_string(),
-            "force": self.force,
-        });
-        self.speed.put(&mut req);
+        let req = Request::Rebalance {
+            with: abs.display().to_string(),
+            force: self.force,
+            speed: self.speed.request(),
+        };
         let bar = StatusBar::start(&self.members, "copy-back");
         let served = super::remote_passing(&self.members, req, Some(&abs));
         drop(bar);
@@ -259,7 +265,7 @@ pub struct ReclaimCmd {
 impl ReclaimCmd {
     pub fn run(&self) -> Result<(), String> {
         let started = std::time::Instant::now();
-        let v = if let Some(r) = remote(&self.members, serde_json::json!({"verb": "reclaim"})) {
+        let v = if let Some(r) = remote(&self.members, Request::Reclaim) {
             r?
         } else {
             let held = Held::open(&self.members, "reclaim", self.degraded)?;
@@ -295,9 +301,15 @@ impl ScrubCmd {
             .transpose()?;
         let v = if let Some(r) = remote_with_bar(
             &self.members,
-            serde_json::json!({"verb": "scrub", "repair": self.repair,
-                "trust_data": self.trust_data, "trust_member": trust_member,
-                "min_speed": self.min_speed, "max_speed": self.max_speed}),
+            Request::Scrub {
+                repair: self.repair,
+                trust_data: self.trust_data,
+                trust_member,
+                speed: Speed {
+                    min_speed: Some(self.min_speed),
+                    max_speed: Some(self.max_speed),
+                },
+            },
             "scrub",
         ) {
             r?
