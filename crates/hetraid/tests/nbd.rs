@@ -1453,6 +1453,54 @@ fn fio_verify_while_raid5_restripes() {
     assert!(String::from_utf8_lossy(&o.stdout).contains(" 0 mismatched"));
 }
 
+/// One status renderer (issue 38): a served array's `status` (from the
+/// server's JSON) and the same array's after the server stopped (read
+/// here) print the same lines, but for who holds it and the event count.
+#[test]
+fn served_and_offline_status_print_alike() {
+    let d = tempfile::tempdir().unwrap();
+    let m = create(d.path(), &["--layout", "raid5", "--chunk", "64K"], 4, "16M");
+    let same = |text: &str| -> Vec<String> {
+        text.lines()
+            .skip(1)
+            .map(|l| match l.find(", events ") {
+                Some(k) => l[..k].to_string(),
+                None => l.to_string(),
+            })
+            .collect()
+    };
+    let srv = Server::start(d.path(), &m, &[]);
+    let t = Instant::now();
+    let served = loop {
+        let o = hetraid(&argv("status", &m, &[]));
+        let text = String::from_utf8_lossy(&o.stdout).to_string();
+        if text.contains("(served)") {
+            break text;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "no control socket: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    srv.stop();
+    let o = hetraid(&argv("status", &m, &[]));
+    let offline = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        served
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with("state optimal (served)"),
+        "{served}"
+    );
+    assert_eq!(
+        same(&served),
+        same(&offline),
+        "served:\n{served}\noffline:\n{offline}"
+    );
+}
+
 /// A declustered array of 8 members (width 4, one spare) in `dir` with 16
 /// MiB of random data (seeded), member 5 failed and rebuilt into spare
 /// space offline: the 7 live members and the data.

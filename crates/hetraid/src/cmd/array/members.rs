@@ -153,70 +153,7 @@ impl MembersCmd {
                 None | Some("serve") => "served".to_string(),
                 Some(p) => format!("hetraid {p} running, pid {}", v["pid"]),
             };
-            println!(
-                "array {}{}  {}  state {} ({held_by})\ncapacity {} ({} bytes), chunk {}, {} stripes, policy {}{}, events {}",
-                v["name"].as_str().filter(|n| !n.is_empty()).map_or_else(String::new, |n| format!("{n} ")),
-                v["uuid"].as_str().unwrap_or("?"),
-                match v["parity_order"].as_str() {
-                    Some(o) => format!("{} {o}", v["layout"].as_str().unwrap_or("?")),
-                    None => v["layout"].as_str().unwrap_or("?").to_string(),
-                },
-                v["state"].as_str().unwrap_or("?"),
-                format_size(v["capacity_bytes"].as_u64().unwrap_or(0)),
-                v["capacity_bytes"],
-                format_size(v["chunk_bytes"].as_u64().unwrap_or(0)),
-                v["stripe_count"],
-                v["policy"].as_str().unwrap_or("?"),
-                v["read_policy"]
-                    .as_str()
-                    .map_or_else(String::new, |p| format!(", reads {p}")),
-                v["events"]
-            );
-            // The lines offline status prints from the same fields.
-            match v.get("last_scrub").filter(|r| !r.is_null()) {
-                Some(r) => println!(
-                    "scan: scrub finished {} in {:.1} s: {} stripes, {} mismatched, {} repaired",
-                    utc(r["finished_unix_s"].as_u64().unwrap_or(0)),
-                    r["duration_ms"].as_u64().unwrap_or(0) as f64 / 1000.0,
-                    r["stripes_checked"],
-                    r["mismatched_stripes"],
-                    r["repaired_stripes"]
-                ),
-                None => println!("scan: none requested"),
-            }
-            if v["checksums"] == true {
-                println!("checksums: crc32c per 4 KiB block, verified on every read");
-            }
-            match v.get("log").filter(|l| !l.is_null()) {
-                Some(l) => println!(
-                    "consistency: {} (write log {}, {} of {} bytes in use, {} records since the last checkpoint, {} bytes not yet on the members)",
-                    l["mode"].as_str().unwrap_or("?"),
-                    l["state"].as_str().unwrap_or("?"),
-                    l["used_bytes"],
-                    l["ring_bytes"],
-                    l["records"],
-                    l["unreclaimed_bytes"]
-                ),
-                None => println!("consistency: {}", v["consistency"].as_str().unwrap_or("?")),
-            }
-            print_hpda(&v);
-            if let Some(p) = progress_line(&v) {
-                println!("{p}");
-            }
-            if let Some(c) = change_line(&v) {
-                println!("{c}");
-            }
-            print_members(&v);
-            print_spares(&v);
-            for d in v["log"]["devices"].as_array().into_iter().flatten() {
-                println!(
-                    "{:>6}  {:<10}  {:<5}  {}",
-                    format!("log{}", d["copy"]),
-                    d["state"].as_str().unwrap_or("?"),
-                    d["kind"].as_str().unwrap_or("?"),
-                    d["path"].as_str().unwrap_or("-")
-                );
-            }
+            print_status(&v, Some(&held_by));
             return Ok(state);
         }
         let a = assemble_with(
@@ -232,7 +169,7 @@ impl MembersCmd {
             return crate::cmd::print_json(&serde_json::to_value(&st).map_err(|e| e.to_string())?)
                 .map(|_| st.state.to_string());
         }
-        print_status(&st);
+        print_status(&serde_json::to_value(&st).map_err(|e| e.to_string())?, None);
         print_warnings(&a);
         Ok(st.state.to_string())
     }

@@ -26,18 +26,21 @@ pub fn utc(secs: u64) -> String {
 
 /// Members waiting in the rebuilding state with nothing rebuilding them
 /// (after an offline `replace` or `add`, or a rebuild stopped), and the
-/// command that runs it.
-pub(crate) fn awaiting_rebuild(st: &hetraid_engine::Status) -> Option<String> {
-    let waiting: Vec<String> = st
-        .member_states
-        .iter()
-        .filter(|m| m.state == "rebuilding")
+/// command that runs it; from the status JSON.
+fn awaiting_rebuild(v: &serde_json::Value) -> Option<String> {
+    let stripes = v["stripe_count"].as_u64().unwrap_or(0);
+    let waiting: Vec<String> = v["member_states"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["state"] == "rebuilding")
         .map(|m| {
             format!(
                 "slot {} ({}) at {:.1} %",
-                m.device,
-                m.path.as_deref().unwrap_or("?"),
-                m.rebuild_checkpoint.unwrap_or(0) as f64 * 100.0 / st.stripe_count.max(1) as f64
+                m["device"],
+                m["path"].as_str().unwrap_or("?"),
+                m["rebuild_checkpoint"].as_u64().unwrap_or(0) as f64 * 100.0
+                    / stripes.max(1) as f64
             )
         })
         .collect();
@@ -47,135 +50,158 @@ pub(crate) fn awaiting_rebuild(st: &hetraid_engine::Status) -> Option<String> {
     Some(format!(
         "rebuild: awaiting rebuild, {}; nothing is running it: {}",
         waiting.join(", "),
-        rebuild_command(st)
+        rebuild_command_of(v)
     ))
 }
 
 /// `hetraid rebuild` with the array's member paths (the devices in their
 /// slots, spares included).
 pub(crate) fn rebuild_command(st: &hetraid_engine::Status) -> String {
-    let mut paths: Vec<String> = st
-        .member_states
-        .iter()
-        .filter_map(|m| m.path.clone())
-        .collect();
-    if let Ok(v) = serde_json::to_value(st) {
-        paths.extend(
+    rebuild_command_of(&serde_json::to_value(st).unwrap_or_default())
+}
+
+fn rebuild_command_of(v: &serde_json::Value) -> String {
+    let paths: Vec<&str> = v["member_states"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["path"].as_str())
+        .chain(
             v["spares"]
                 .as_array()
                 .into_iter()
                 .flatten()
-                .filter_map(|s| s["path"].as_str().map(String::from)),
-        );
-    }
+                .filter_map(|s| s["path"].as_str()),
+        )
+        .collect();
     format!("hetraid rebuild {}", paths.join(" "))
 }
 
-pub fn print_status(st: &hetraid_engine::Status) {
+/// `status` of an array, from its status JSON (`Status` serialized: the
+/// same for an array read here and one a server or another command holds,
+/// `held_by` then naming it). The one status renderer.
+pub fn print_status(v: &serde_json::Value, held_by: Option<&str>) {
+    let s = |x: &serde_json::Value| x.as_str().unwrap_or("?").to_string();
+    let n = |x: &serde_json::Value| x.as_u64().unwrap_or(0);
+    let layout = match (v["parity_order"].as_str(), v["partitions"].as_u64()) {
+        (Some(o), _) => format!("{} {o}", s(&v["layout"])),
+        (None, Some(k)) => format!(
+            "{} ({k} partitions + {} spare per member)",
+            s(&v["layout"]),
+            n(&v["spare_partitions"])
+        ),
+        (None, None) => s(&v["layout"]),
+    };
+    // A held array is in use: dirty says nothing then.
+    let how = match held_by {
+        Some(h) => format!(" ({h})"),
+        None if v["clean"] == false => " (dirty)".into(),
+        None => String::new(),
+    };
     println!(
-        "array {}{}  {}  state {}{}",
-        if st.name.is_empty() {
-            String::new()
-        } else {
-            format!("{} ", st.name)
-        },
-        st.uuid,
-        match (st.parity_order, st.partitions) {
-            (Some(o), _) => format!("{} {o}", st.layout),
-            (None, Some(k)) => format!(
-                "{} ({k} partitions + {} spare per member)",
-                st.layout,
-                st.spare_partitions.unwrap_or(0)
-            ),
-            (None, None) => st.layout.clone(),
-        },
-        st.state,
-        if st.clean { "" } else { " (dirty)" }
+        "array {}{}  {layout}  state {}{how}",
+        v["name"]
+            .as_str()
+            .filter(|x| !x.is_empty())
+            .map_or_else(String::new, |x| format!("{x} ")),
+        s(&v["uuid"]),
+        s(&v["state"]),
     );
     println!(
         "capacity {} ({} bytes), chunk {}, {} stripes, policy {}{}, events {}",
-        format_size(st.capacity_bytes),
-        st.capacity_bytes,
-        format_size(st.chunk_bytes),
-        st.stripe_count,
-        st.policy,
-        st.read_policy
+        format_size(n(&v["capacity_bytes"])),
+        n(&v["capacity_bytes"]),
+        format_size(n(&v["chunk_bytes"])),
+        n(&v["stripe_count"]),
+        s(&v["policy"]),
+        v["read_policy"]
+            .as_str()
             .map_or_else(String::new, |p| format!(", reads {p}")),
-        st.events
+        n(&v["events"])
     );
-    match &st.last_scrub {
+    match v.get("last_scrub").filter(|r| !r.is_null()) {
         Some(r) => println!(
             "scan: scrub finished {} in {:.1} s: {} stripes, {} mismatched, {} repaired",
-            utc(r.finished_unix_s),
-            r.duration_ms as f64 / 1000.0,
-            r.stripes_checked,
-            r.mismatched_stripes,
-            r.repaired_stripes
+            utc(n(&r["finished_unix_s"])),
+            n(&r["duration_ms"]) as f64 / 1000.0,
+            r["stripes_checked"],
+            r["mismatched_stripes"],
+            r["repaired_stripes"]
         ),
         None => println!("scan: none requested"),
     }
-    if st.checksums {
+    if v["checksums"] == true {
         println!("checksums: crc32c per 4 KiB block, verified on every read");
     }
-    match (&st.log, st.consistency) {
-        (Some(l), _) => println!(
-            "consistency: {} (write log {}, {} of {} in use, {} records since the last checkpoint{})",
-            l.mode,
-            l.state,
-            format_size(l.used_bytes),
-            format_size(l.ring_bytes),
-            l.records,
-            if l.mode == "write-back" {
-                format!(", {} not yet on the members", format_size(l.unreclaimed_bytes))
-            } else {
-                String::new()
-            }
-        ),
-        (None, "journal") => println!("consistency: journal (log device not given)"),
-        (None, "bitmap") => println!("consistency: write-intent bitmap (resync after a crash)"),
-        (None, c) => println!("consistency: {c}"),
-    }
-    if let Ok(v) = serde_json::to_value(st) {
-        print_hpda(&v);
-    }
-    if let Some(t) = st.bundle_table_bytes {
-        let data: u64 = st.member_states.iter().map(|m| m.data_bytes).sum();
+    print_consistency(v);
+    print_hpda(v);
+    if let Some(t) = v["bundle_table_bytes"].as_u64() {
+        let data: u64 = v["member_states"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|m| n(&m["data_bytes"]))
+            .sum();
         println!(
             "bundle table: on every member, {} in all ({:.3} % of the data areas)",
             format_size(t),
             t as f64 * 100.0 / data.max(1) as f64
         );
     }
-    if let Some(p) = serde_json::to_value(st)
-        .ok()
-        .as_ref()
-        .and_then(progress_line)
-    {
+    if let Some(p) = progress_line(v) {
         println!("{p}");
-    } else if let Some(a) = awaiting_rebuild(st) {
+    } else if let Some(a) = awaiting_rebuild(v).filter(|_| held_by.is_none()) {
         println!("{a}");
     }
-    if let Some(c) = change_line(&serde_json::to_value(st).unwrap_or_default()) {
+    if let Some(c) = change_line(v) {
         println!("{c}");
     }
-    print_members(&serde_json::to_value(st).unwrap_or_default());
-    print_spares(&serde_json::to_value(st).unwrap_or_default());
-    if let Some(l) = &st.log {
-        for d in &l.devices {
-            println!(
-                "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>6}  {:>5}  {:>5}  {}",
-                format!("log{}", d.copy),
-                d.state,
-                d.kind,
-                format_size(l.ring_bytes),
-                "-",
-                "-",
-                "-",
-                "-",
-                "-",
-                d.path
-            );
-        }
+    print_members(v);
+    print_spares(v);
+    for d in v["log"]["devices"].as_array().into_iter().flatten() {
+        println!(
+            "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>6}  {:>5}  {:>5}  {}",
+            format!("log{}", d["copy"]),
+            s(&d["state"]),
+            s(&d["kind"]),
+            format_size(n(&v["log"]["ring_bytes"])),
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            d["path"].as_str().unwrap_or("-")
+        );
+    }
+}
+
+/// The `consistency:` line: the write log's state and use, or the bitmap.
+fn print_consistency(v: &serde_json::Value) {
+    let l = &v["log"];
+    if l.is_object() {
+        let n = |x: &serde_json::Value| x.as_u64().unwrap_or(0);
+        let mode = l["mode"].as_str().unwrap_or("?");
+        println!(
+            "consistency: {mode} (write log {}, {} of {} in use, {} records since the last checkpoint{})",
+            l["state"].as_str().unwrap_or("?"),
+            format_size(n(&l["used_bytes"])),
+            format_size(n(&l["ring_bytes"])),
+            n(&l["records"]),
+            if mode == "write-back" {
+                format!(
+                    ", {} not yet on the members",
+                    format_size(n(&l["unreclaimed_bytes"]))
+                )
+            } else {
+                String::new()
+            }
+        );
+        return;
+    }
+    match v["consistency"].as_str().unwrap_or("?") {
+        "journal" => println!("consistency: journal (log device not given)"),
+        "bitmap" => println!("consistency: write-intent bitmap (resync after a crash)"),
+        c => println!("consistency: {c}"),
     }
 }
 
