@@ -6,6 +6,7 @@
 
 pub mod config;
 pub mod device;
+pub mod estimate;
 pub mod kernel;
 pub mod plot;
 pub mod preset;

@@ -102,6 +102,10 @@ pub struct RebuildReport {
     /// The rebuild finished before the run ended (a rebuild held to a low
     /// speed under a load may not).
     pub completed: bool,
+    /// A sample of the rebuild ran (`estimate`): the share of the stripes
+    /// it swept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sampled_fraction: Option<f64>,
 }
 
 /// A scrub of the whole array under the load (`scrub`).

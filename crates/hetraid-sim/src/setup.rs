@@ -99,6 +99,36 @@ pub struct Setup {
     /// A grow (`grow`): the restripe's steps (the core's, as the engine's);
     /// `layout` is then the reshaping one, its mark at 0.
     pub grow: Option<Vec<hetraid_core::layout::reshape::Step>>,
+    /// Rebuild only windows of each stream's stripes (`estimate`: the
+    /// rebuild time of a large member from a sample on its real geometry).
+    pub rebuild_sample: Option<RebuildSample>,
+}
+
+/// A systematic sample of a rebuild: `windows` runs of `window_stripes`
+/// consecutive stripes of each stream, evenly spaced over it (zones and
+/// seek lengths as the whole rebuild meets them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RebuildSample {
+    pub windows: usize,
+    pub window_stripes: usize,
+}
+
+impl RebuildSample {
+    /// The stripes of `list` the sample keeps (all of them when the list is
+    /// no longer than the sample).
+    pub fn of(&self, list: Vec<u64>) -> Vec<u64> {
+        let want = self.windows * self.window_stripes;
+        if list.len() <= want || self.windows == 0 {
+            return list;
+        }
+        let gap = list.len() / self.windows;
+        (0..self.windows)
+            .flat_map(|w| {
+                let at = w * gap;
+                list[at..(at + self.window_stripes).min(list.len())].to_vec()
+            })
+            .collect()
+    }
 }
 
 /// A simulated write log (journal mode), as `hetraid create --log` makes it.
@@ -246,6 +276,7 @@ impl Setup {
             read_policy,
             pace,
             grow,
+            rebuild_sample: None,
             cfg: cfg.clone(),
             specs,
             layout,

@@ -112,6 +112,9 @@ struct RebuildRun {
     active: usize,
     stream_done: Vec<Option<Ns>>,
     finished_at: Option<Ns>,
+    /// The stripes a whole rebuild would sweep (the sweep's own, unless
+    /// the run rebuilds a sample).
+    full_stripes: u64,
 }
 
 struct Runner<'a> {
@@ -241,14 +244,13 @@ fn rebuild_run(
         if let (true, Some((sched, _))) = (s.cfg.rebuild, &s.spare) {
             // Into spare space: no new device; the member stays failed until the
             // relocated layout takes over at the end (as the engine commits it).
+            let lists: Vec<Vec<u64>> = sched.streams.iter().map(|st| st.stripes.clone()).collect();
             rebuild = Some(RebuildRun {
                 target: f,
                 active: sched.streams.len(),
                 redirect: sched.streams.iter().map(|st| st.target).collect(),
-                sweep: rebuild_sweep(
-                    s,
-                    sched.streams.iter().map(|st| st.stripes.clone()).collect(),
-                ),
+                full_stripes: lists.iter().map(|l| l.len() as u64).sum(),
+                sweep: rebuild_sweep(s, lists),
                 stream_done: vec![None; sched.streams.len()],
                 finished_at: None,
             });
@@ -263,12 +265,14 @@ fn rebuild_run(
             // The failed device is replaced by a fresh one of the same model.
             // A new device, with the run's overrides, fresh (not preconditioned).
             devices[f] = build_device(s, &s.specs[f], false)?;
+            let lists: Vec<Vec<u64>> = sched.streams.into_iter().map(|st| st.stripes).collect();
             rebuild = Some(RebuildRun {
                 target: f,
-                active: sched.streams.len(),
-                redirect: vec![None; sched.streams.len()],
-                stream_done: vec![None; sched.streams.len()],
-                sweep: rebuild_sweep(s, sched.streams.into_iter().map(|st| st.stripes).collect()),
+                active: lists.len(),
+                redirect: vec![None; lists.len()],
+                stream_done: vec![None; lists.len()],
+                full_stripes: lists.iter().map(|l| l.len() as u64).sum(),
+                sweep: rebuild_sweep(s, lists),
                 finished_at: None,
             });
         }
@@ -280,8 +284,15 @@ fn rebuild_run(
 /// chunk accounting, the run's speed limits.
 fn rebuild_sweep(s: &Setup, streams: Vec<Vec<u64>>) -> hetraid_core::control::sweep::Sweep {
     use hetraid_core::control::sweep::{Stripes, Sweep, SweepSpec};
+    let keep = |l: Vec<u64>| match &s.rebuild_sample {
+        Some(sample) => sample.of(l),
+        None => l,
+    };
     Sweep::new(SweepSpec {
-        streams: streams.into_iter().map(Stripes::List).collect(),
+        streams: streams
+            .into_iter()
+            .map(|l| Stripes::List(keep(l)))
+            .collect(),
         batch_stripes: hetraid_core::rebuild::batch_stripes(s.layout.as_ref(), s.cfg.max_speed.0),
         lanes: hetraid_core::rebuild::batches_in_flight(s.layout.as_ref()),
         stripe_bytes: s.layout.chunk_bytes(),

@@ -68,6 +68,8 @@ impl Runner<'_> {
                     .collect(),
                 stream_bytes: rb.sweep.stream_bytes().to_vec(),
                 completed: rb.finished_at.is_some(),
+                sampled_fraction: (rb.sweep.stripes_total() < rb.full_stripes)
+                    .then(|| rb.sweep.stripes_total() as f64 / rb.full_stripes.max(1) as f64),
             }
         });
         let scrub = self.scrub.as_ref().map(|r| {

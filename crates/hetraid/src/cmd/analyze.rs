@@ -153,24 +153,13 @@ fn failure_sets(setup: &Setup) -> Result<FailureSets, String> {
     Ok(FailureSets::of(small.as_ref()))
 }
 
-/// Simulated offline rebuild time of each member, seconds (members in parallel).
-/// Whole members are simulated, not a scaled-down part: a rebuild into spare space
-/// seeks between a member's data and its spare partition, and those seeks only
-/// have their real length on the real geometry (a 4 GiB sample of 640 GB disks
-/// came out 11 % fast).
+/// Simulated offline rebuild time of each member, seconds (members in
+/// parallel), by the one estimator (`hetraid_sim::estimate`: a sample on the
+/// real geometry, as `advise` rebuilds).
 fn rebuild_times_s(array: &ArrayArgs, setup: &Setup) -> Result<Vec<f64>, String> {
+    let cfg = array.config();
     let one = |i: usize| -> Result<f64, String> {
-        let mut c = array.config();
-        c.failed = Some(i.into());
-        c.rebuild = true;
-        c.to_spare = setup.layout.spare_slots() > 0;
-        // Offline: one small request, so the rebuild runs alone.
-        c.total = Some(Size(4096));
-        let r = hetraid_sim::run(&c)?;
-        let rb = r
-            .rebuild
-            .ok_or_else(|| format!("the simulator reported no rebuild of member {i}"))?;
-        Ok(rb.rebuild_time_s)
+        Ok(hetraid_sim::estimate::offline_rebuild(&cfg, i)?.seconds)
     };
     let n = setup.specs.len();
     let threads = std::thread::available_parallelism()

@@ -11,9 +11,9 @@
 //! 3. Analytic pruning: layouts that do not fit or survive fewer failures
 //!    than `--redundancy` are dropped before anything runs.
 //! 4. Simulation in parallel within `--budget-s`: throughput, p99, energy;
-//!    then, per distinct placement, an offline rebuild (a 1 GiB sample of
-//!    each member scaled to the whole) that gives the rebuild time and, as
-//!    the repair time, the MTTDL.
+//!    then, per distinct placement, an offline rebuild (the one estimator,
+//!    `hetraid_sim::estimate`: a sample of the stripes on the real geometry)
+//!    that gives the rebuild time and, as the repair time, the MTTDL.
 //! 5. Ranking by `--objective`, one row per distinct result, the Pareto front
 //!    over every metric every row has, the `create` line for the winner, and
 //!    optionally an SVG of the front.
@@ -96,9 +96,6 @@ fn predicted_write_ns(setup: &hetraid_sim::setup::Setup, policy: &str, size: u64
 
 /// The smallest chunk tried for RAIDX.
 const RAIDX_CHUNK_MIN: u64 = 256 << 10;
-
-/// Each member's bytes in the rebuild sample (scaled to the whole member).
-const REBUILD_SAMPLE: u64 = 1 << 30;
 
 const HOURS_PER_YEAR: f64 = 8766.0;
 
@@ -192,7 +189,7 @@ struct Candidate {
     energy_j_per_gb: Option<f64>,
     watts: Option<f64>,
     /// Offline rebuild of the slowest member (one of each kind tried),
-    /// seconds, from a sample scaled to the whole member.
+    /// seconds (`hetraid_sim::estimate`).
     rebuild_s: Option<f64>,
     /// With the rebuild time as the repair time (a hot spare or spare
     /// space) and `analyze mttdl`'s device figures.
@@ -790,32 +787,16 @@ impl AdviseCmd {
     }
 
     /// Offline rebuild time (seconds) of the slowest member, one of each
-    /// kind failed in turn, from a `REBUILD_SAMPLE` of every member scaled by
-    /// the capacities; and the MTTDL (hours) with that repair time.
+    /// kind failed in turn, by the one estimator (`hetraid_sim::estimate`,
+    /// as `analyze` rebuilds), as fast as the members go; and the MTTDL
+    /// (hours) with that repair time.
     fn rebuild_and_mttdl(&self, shape: &Shape, chunk: u64) -> Result<(f64, f64), String> {
         let mut c = self.base(shape)?;
         c.chunk = Size(chunk);
         c.policy = "md".into();
+        c.min_speed = Size(1 << 40);
+        c.max_speed = Size(1 << 40);
         let full = hetraid_sim::setup::Setup::new(&c)?;
-        let smallest = full.specs.iter().map(|s| s.capacity()).min().unwrap_or(0);
-        let mut sample = c.clone();
-        sample.trace = None;
-        sample.workload = "random-write".into();
-        sample.total = Some(Size(4096));
-        sample.rebuild = true;
-        sample.failed = Some(0.into());
-        sample.to_spare = full.layout.spare_slots() > 0;
-        sample.min_speed = Size(1 << 40);
-        sample.max_speed = Size(1 << 40);
-        // Members of one size (or layouts that use the smallest's size) are
-        // sampled; RAIDX on mixed sizes is rebuilt whole.
-        let mixed = full.specs.iter().any(|s| s.capacity() != smallest);
-        if !(mixed && shape.layout == "raidx") && smallest > REBUILD_SAMPLE {
-            sample.member_size = Some(Size(REBUILD_SAMPLE));
-        }
-        let small = hetraid_sim::setup::Setup::new(&sample)?;
-        let scale =
-            full.layout.capacity_bytes() as f64 / small.layout.capacity_bytes().max(1) as f64;
         let mut worst: f64 = 0.0;
         let mut seen: Vec<MemberKind> = Vec::new();
         for (i, s) in full.specs.iter().enumerate() {
@@ -823,12 +804,7 @@ impl AdviseCmd {
                 continue;
             }
             seen.push(s.kind);
-            let mut one = sample.clone();
-            one.failed = Some(i.into());
-            let rb = hetraid_sim::run(&one)?
-                .rebuild
-                .ok_or("the simulator reported no rebuild")?;
-            worst = worst.max(rb.rebuild_time_s * scale);
+            worst = worst.max(hetraid_sim::estimate::offline_rebuild(&c, i)?.seconds);
         }
         let mttdl = super::analyze::default_mttdl_h(&full, worst / 3600.0)?;
         Ok((worst, mttdl))
