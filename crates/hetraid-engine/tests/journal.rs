@@ -1315,3 +1315,54 @@ fn the_idle_reclaimer_empties_a_quiet_write_back_log() {
         "reclaimed after {at:?}, before the idle time"
     );
 }
+
+/// A served write-back array's reclaimer follows the array its cell holds
+/// (`ArrayCell::run_reclaimer`): after a grow puts a new array in the cell,
+/// a write to it is still reclaimed once the array is quiet (the server's
+/// thread used to keep looking at the array it started with).
+#[test]
+fn the_served_reclaimer_follows_the_array_after_a_grow() {
+    use hetraid_engine::{ArrayCell, ChangeOptions};
+    let (_faults, devs, a) = write_back_raid5("g", 910);
+    let cell = ArrayCell::new(Arc::new(a), devs.to_vec(), Box::new(|_| Ok(())));
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let emptied = std::thread::scope(|s| {
+        s.spawn(|| {
+            cell.run_reclaimer(std::time::Duration::from_millis(300), &|d| {
+                std::thread::sleep(d);
+                !stop.load(std::sync::atomic::Ordering::Relaxed)
+            })
+        });
+        let new: Arc<dyn Member> = Arc::new(FaultMember::new("g5", MIB + CHUNK * STRIPES, 915));
+        let r = cell.grow(
+            Some((new, hetraid_core::MemberKind::Ssd)),
+            None,
+            false,
+            ChangeOptions {
+                min_speed: 0,
+                max_speed: 0,
+            },
+        );
+        let ok = r.is_ok();
+        cell.get().write(4096, &Rng(9).bytes(20 << 10)).unwrap();
+        assert!(cell.get().status().log.unwrap().unreclaimed_bytes > 0);
+        let t0 = std::time::Instant::now();
+        let mut emptied = None;
+        // Bounded: 3 s at most.
+        while t0.elapsed() < std::time::Duration::from_secs(3) {
+            if cell.get().status().log.unwrap().unreclaimed_bytes == 0 {
+                emptied = Some(t0.elapsed());
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(ok, "the grow: {:?}", r.err());
+        emptied
+    });
+    let at = emptied.expect("the new array's log was never reclaimed");
+    assert!(
+        at >= std::time::Duration::from_millis(250),
+        "reclaimed after {at:?}"
+    );
+}

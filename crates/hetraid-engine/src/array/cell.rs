@@ -310,6 +310,22 @@ impl ArrayCell {
         })
     }
 
+    /// The write log's background reclaimer ([`Array::run_reclaimer`]) on
+    /// the array the cell holds at each look, so a grow or a rebalance that
+    /// puts a new one in does not leave it without one. Each look holds the
+    /// cell for reading: a change waits for a reclaim in progress.
+    pub fn run_reclaimer(
+        &self,
+        idle: std::time::Duration,
+        sleep: &dyn Fn(std::time::Duration) -> bool,
+    ) {
+        Array::reclaimer_loop(
+            &|look: &mut dyn FnMut(&Array)| look(&self.get()),
+            idle,
+            sleep,
+        )
+    }
+
     /// The change moving chunks now, if one runs (not one merely recorded).
     pub fn change_running(&self) -> Option<ChangeProgress> {
         self.change_start

@@ -147,8 +147,21 @@ impl Array {
         idle: std::time::Duration,
         sleep: &dyn Fn(std::time::Duration) -> bool,
     ) {
-        use hetraid_core::control::reclaimer::{HpdaLook, WriteBackIdle, LOOK_NS};
-        if !self.has_write_back_log() {
+        Self::reclaimer_loop(&|look: &mut dyn FnMut(&Array)| look(self), idle, sleep)
+    }
+
+    /// [`Array::run_reclaimer`] over whichever array `with` hands its look
+    /// (a served array's cell: a grow or a rebalance puts a new one in it,
+    /// and its log is the one to look after).
+    pub(crate) fn reclaimer_loop(
+        with: &dyn Fn(&mut dyn FnMut(&Array)),
+        idle: std::time::Duration,
+        sleep: &dyn Fn(std::time::Duration) -> bool,
+    ) {
+        use hetraid_core::control::reclaimer::{WriteBackIdle, LOOK_NS};
+        let mut any = false;
+        with(&mut |a| any = a.has_write_back_log());
+        if !any {
             return;
         }
         let look = std::time::Duration::from_nanos(LOOK_NS);
@@ -156,34 +169,45 @@ impl Array {
         let mut wb = WriteBackIdle::new(idle.as_nanos() as u64, 0);
         // Bounded by the server's life: `sleep` says when to stop.
         while sleep(look) {
-            if self.hpda.is_some() {
-                let mut l = HpdaLook::default();
-                let mut total = 0u64;
-                // Bounded by the look's batch limit.
-                while let Some(target) = self.hpda_next(&mut l) {
-                    match self.reclaim_batches(target, 1) {
-                        Ok(n) => total += n,
-                        Err(e) => {
-                            tracing::info!("reclaiming the write log failed: {e}");
-                            break;
-                        }
+            let now = t0.elapsed().as_nanos() as u64;
+            with(&mut |a| a.reclaimer_look(&mut wb, now, idle));
+        }
+    }
+
+    /// One look of the background reclaimer (core `control::reclaimer`):
+    /// HPDA's policy batch by batch, or a write-back log's idle rule.
+    fn reclaimer_look(
+        &self,
+        wb: &mut hetraid_core::control::reclaimer::WriteBackIdle,
+        now: u64,
+        idle: std::time::Duration,
+    ) {
+        if self.hpda.is_some() {
+            let mut l = hetraid_core::control::reclaimer::HpdaLook::default();
+            let mut total = 0u64;
+            // Bounded by the look's batch limit.
+            while let Some(target) = self.hpda_next(&mut l) {
+                match self.reclaim_batches(target, 1) {
+                    Ok(n) => total += n,
+                    Err(e) => {
+                        tracing::info!("reclaiming the write log failed: {e}");
+                        break;
                     }
                 }
-                if total > 0 {
-                    tracing::info!("{total} bytes of the write log written to the RAID4");
-                }
-                continue;
             }
-            let now = t0.elapsed().as_nanos() as u64;
-            let pending = self.log.as_ref().is_some_and(|l| l.unreclaimed_bytes() > 0);
-            if wb.look(now, self.take_io_seen(), pending) {
-                match self.reclaim() {
-                    Ok(n) => tracing::info!(
-                        "idle for {:.1} s: {n} bytes of the write log written to the members",
-                        idle.as_secs_f64()
-                    ),
-                    Err(e) => tracing::info!("reclaiming the write log failed: {e}"),
-                }
+            if total > 0 {
+                tracing::info!("{total} bytes of the write log written to the RAID4");
+            }
+            return;
+        }
+        let pending = self.log.as_ref().is_some_and(|l| l.unreclaimed_bytes() > 0);
+        if wb.look(now, self.take_io_seen(), pending) {
+            match self.reclaim() {
+                Ok(n) => tracing::info!(
+                    "idle for {:.1} s: {n} bytes of the write log written to the members",
+                    idle.as_secs_f64()
+                ),
+                Err(e) => tracing::info!("reclaiming the write log failed: {e}"),
             }
         }
     }

@@ -313,7 +313,7 @@ impl ServeCmd {
         // The log's background reclaimer (HPDA's policy, or a write-back
         // log's idle rule): the engine's, by the core's procedure.
         let reclaim_thread = array.has_write_back_log().then(|| {
-            let (array, stop) = (array.clone(), stop.clone());
+            let (cell, stop) = (cell.clone(), stop.clone());
             let idle = match self.reclaim_idle {
                 Some(s) => std::time::Duration::from_secs_f64(s),
                 None => {
@@ -321,7 +321,7 @@ impl ServeCmd {
                 }
             };
             std::thread::spawn(move || {
-                array.run_reclaimer(idle, &|d| {
+                cell.run_reclaimer(idle, &|d| {
                     stop.sleep(d);
                     !stop.is_set()
                 })
