@@ -154,7 +154,7 @@ impl Array {
     /// (a served array's cell: a grow or a rebalance puts a new one in it,
     /// and its log is the one to look after).
     pub(crate) fn reclaimer_loop(
-        with: &dyn Fn(&mut dyn FnMut(&Array)),
+        with: &OnCurrent<'_>,
         idle: std::time::Duration,
         sleep: &dyn Fn(std::time::Duration) -> bool,
     ) {
@@ -302,3 +302,7 @@ impl Array {
         self.log.as_ref().filter(|l| !l.all_lost())
     }
 }
+
+/// Runs a look on the array in force now (the array itself, or the one a
+/// served array's cell holds).
+pub(crate) type OnCurrent<'a> = dyn Fn(&mut dyn FnMut(&Array)) + 'a;
