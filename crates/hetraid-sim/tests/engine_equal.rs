@@ -610,16 +610,7 @@ fn declustered_copy_back_is_the_same_in_engine_and_simulator() {
         .iter()
         .map(|c| c.clone() as Arc<dyn Member>)
         .collect();
-    let opts = create_opts(
-        LayoutRecord {
-            name: "declustered".into(),
-            group: Some(4),
-            copies: Some(1),
-            spare_partitions: 1,
-            ..Default::default()
-        },
-        chunk,
-    );
+    let opts = create_opts(declustered_w4(), chunk);
     let a = Array::create(members, &opts).unwrap();
     a.fail(FAILED).unwrap();
     let (a, _) = a.rebuild_to_spare(Default::default(), &|_| {}).unwrap();
@@ -688,6 +679,18 @@ fn declustered_copy_back_is_the_same_in_engine_and_simulator() {
         assert!(e[0] > 0, "member {m} read no spare home");
     }
     assert_eq!(engine.iter().map(|e| e[0]).sum::<u64>(), r.chunks);
+}
+
+/// The copy-back checks' layout: declustered, groups of 4 with one parity,
+/// one spare chunk a row.
+fn declustered_w4() -> LayoutRecord {
+    LayoutRecord {
+        name: "declustered".into(),
+        group: Some(4),
+        copies: Some(1),
+        spare_partitions: 1,
+        ..Default::default()
+    }
 }
 
 /// Create options for the rebuild and copy-back checks: `layout` at
@@ -950,16 +953,7 @@ fn copy_back_pacing_under_user_load_is_the_same_in_engine_and_simulator() {
             )) as _
         })
         .collect();
-    let opts = create_opts(
-        LayoutRecord {
-            name: "declustered".into(),
-            group: Some(4),
-            copies: Some(1),
-            spare_partitions: 1,
-            ..Default::default()
-        },
-        chunk,
-    );
+    let opts = create_opts(declustered_w4(), chunk);
     let a = Array::create(members.clone(), &opts).unwrap();
     a.fail(FAILED).unwrap();
     let (a, _) = a.rebuild_to_spare(Default::default(), &|_| {}).unwrap();

@@ -1355,6 +1355,74 @@ fn raidx_grows_and_shrinks_while_served() {
     assert_eq!(v["state"], "optimal", "{v}");
 }
 
+/// While `during` runs a verb that changes the served array at `uri`, fio
+/// writes 16 KiB blocks at random over [16M, 48M) with crc32c verify data
+/// (`rate`: fio's `--rate`, so it keeps writing as long as the verb); then
+/// fio verifies every block, and the 16 MiB copied in before (`data`) read
+/// back alike. `what` names the verb in messages; its output is returned,
+/// asserted successful.
+fn fio_verified_around(
+    uri: &str,
+    dir: &Path,
+    data: &[u8],
+    rate: Option<&str>,
+    what: &str,
+    during: impl FnOnce() -> std::process::Output,
+) -> std::process::Output {
+    let mut job = vec![
+        "--name=r".to_string(),
+        "--ioengine=nbd".into(),
+        "--rw=randwrite".into(),
+        "--bs=16k".into(),
+        "--iodepth=8".into(),
+        "--offset=16M".into(),
+        "--size=32M".into(),
+        "--verify=crc32c".into(),
+        "--randrepeat=1".into(),
+        "--do_verify=0".into(),
+    ];
+    job.extend(rate.map(|r| format!("--rate={r}")));
+    let fio = Command::new("fio")
+        .args(&job)
+        .arg(format!("--uri={uri}"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let verb = during();
+    let o = fio.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "fio write: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        verb.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&verb.stderr)
+    );
+    let o = Command::new("fio")
+        .args(&job)
+        .arg("--verify_only")
+        .arg(format!("--uri={uri}"))
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && !out.contains("verify: bad"),
+        "fio verify after the {what}: {out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out_file = dir.join("out.bin");
+    run(Command::new("nbdcopy").arg(uri).arg(&out_file));
+    let got = std::fs::read(&out_file).unwrap();
+    assert!(
+        got[..16 << 20] == data[..],
+        "the data copied in differs after the {what}"
+    );
+    verb
+}
+
 /// Issue 14: fio writes and verifies a served RAID5 while it restripes onto
 /// a fifth member (`grow --add`, paced so the two overlap); fio's verify
 /// pass after the restripe finds every block, the data copied in before is
@@ -1377,49 +1445,21 @@ fn fio_verify_while_raid5_restripes() {
     let input = d.path().join("in.bin");
     let data = random_file(&input, 16 << 20, 5);
     run(Command::new("nbdcopy").arg(&input).arg(&uri));
-    let job = [
-        "--name=r",
-        "--ioengine=nbd",
-        "--rw=randwrite",
-        "--bs=16k",
-        "--iodepth=8",
-        "--offset=16M",
-        "--size=32M",
-        "--verify=crc32c",
-        "--randrepeat=1",
-        "--do_verify=0",
-    ];
-    let fio = Command::new("fio")
-        .args(job)
-        .arg(format!("--uri={uri}"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     // Paced (rows of 320 KiB at 10 MB/s: about 2.5 s for the 384 rows) so
     // the restripe runs while fio writes.
-    let grow = hetraid(&argv(
-        "grow",
-        &m,
-        &[
-            "--add",
-            &new.display().to_string(),
-            "--max-speed",
-            "10M",
-            "--json",
-        ],
-    ));
-    let o = fio.wait_with_output().unwrap();
-    assert!(
-        o.status.success(),
-        "fio write: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert!(
-        grow.status.success(),
-        "grow: {}",
-        String::from_utf8_lossy(&grow.stderr)
-    );
+    let grow = fio_verified_around(&uri, d.path(), &data, None, "restripe", || {
+        hetraid(&argv(
+            "grow",
+            &m,
+            &[
+                "--add",
+                &new.display().to_string(),
+                "--max-speed",
+                "10M",
+                "--json",
+            ],
+        ))
+    });
     let r: serde_json::Value = serde_json::from_slice(&grow.stdout).unwrap();
     assert_eq!(r["change"], "restripe", "{r}");
     m.push(new.display().to_string());
@@ -1428,25 +1468,6 @@ fn fio_verify_while_raid5_restripes() {
         .parse()
         .unwrap();
     assert_eq!(size, r["capacity_after"].as_u64().unwrap());
-    let o = Command::new("fio")
-        .args(job)
-        .arg("--verify_only")
-        .arg(format!("--uri={uri}"))
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success() && !out.contains("verify: bad"),
-        "fio verify after the restripe: {out}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let out_file = d.path().join("out.bin");
-    run(Command::new("nbdcopy").arg(&uri).arg(&out_file));
-    let got = std::fs::read(&out_file).unwrap();
-    assert!(
-        got[..16 << 20] == data[..],
-        "the copied-in data differs after the restripe"
-    );
     srv.stop();
     let o = hetraid(&argv("scrub", &m, &[]));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -1584,70 +1605,22 @@ fn fio_verify_while_a_declustered_array_rebalances() {
         .unwrap()
         .set_len(24 << 20)
         .unwrap();
-    let job = [
-        "--name=r",
-        "--ioengine=nbd",
-        "--rw=randwrite",
-        "--bs=16k",
-        "--iodepth=8",
-        "--offset=16M",
-        "--size=32M",
-        "--verify=crc32c",
-        "--randrepeat=1",
-        "--do_verify=0",
-        "--rate=8m",
-    ];
-    let fio = Command::new("fio")
-        .args(job)
-        .arg(format!("--uri={uri}"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rb = hetraid(&argv(
-        "rebalance",
-        &live,
-        &[
-            "--with",
-            &new.display().to_string(),
-            "--max-speed",
-            "8M",
-            "--json",
-        ],
-    ));
-    let o = fio.wait_with_output().unwrap();
-    assert!(
-        o.status.success(),
-        "fio write: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert!(
-        rb.status.success(),
-        "rebalance: {}",
-        String::from_utf8_lossy(&rb.stderr)
-    );
+    let rb = fio_verified_around(&uri, d.path(), &data, Some("8m"), "rebalance", || {
+        hetraid(&argv(
+            "rebalance",
+            &live,
+            &[
+                "--with",
+                &new.display().to_string(),
+                "--max-speed",
+                "8M",
+                "--json",
+            ],
+        ))
+    });
     let r: serde_json::Value = serde_json::from_slice(&rb.stdout).unwrap();
     assert_eq!(r["member"], 5, "{r}");
     eprintln!("served rebalance under fio: {r}");
-    let o = Command::new("fio")
-        .args(job)
-        .arg("--verify_only")
-        .arg(format!("--uri={uri}"))
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success() && !out.contains("verify: bad"),
-        "fio verify after the rebalance: {out}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let out_file = d.path().join("out.bin");
-    run(Command::new("nbdcopy").arg(&uri).arg(&out_file));
-    let got = std::fs::read(&out_file).unwrap();
-    assert!(
-        got[..16 << 20] == data[..],
-        "the data copied in differs after the rebalance"
-    );
     srv.stop();
     let mut all = live.clone();
     all.push(new.display().to_string());

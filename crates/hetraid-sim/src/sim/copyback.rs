@@ -34,8 +34,6 @@ pub(super) struct CopyBackRun {
     last_taken: bool,
     pub started_at: Ns,
     pub finished_at: Option<Ns>,
-    pub chunks: u64,
-    pub bytes: u64,
     pub recopied: u64,
 }
 
@@ -56,10 +54,20 @@ impl CopyBackRun {
             last_taken: false,
             started_at: now,
             finished_at: None,
-            chunks: 0,
-            bytes: 0,
             recopied: 0,
         }
+    }
+}
+
+impl CopyBackRun {
+    /// Chunks copied (once each; copies again are `recopied`), and their
+    /// bytes: the sweep's.
+    pub fn chunks(&self) -> u64 {
+        self.sweep.stripes_done()
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.sweep.bytes()
     }
 }
 
@@ -188,8 +196,6 @@ impl Runner<'_> {
             run.recopied += bytes / chunk;
         } else {
             run.sweep.done(0, (bytes / chunk) as usize);
-            run.bytes += bytes;
-            run.chunks += bytes / chunk;
         }
         self.k.at(now, Ev::CopyBackWake);
     }

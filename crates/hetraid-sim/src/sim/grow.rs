@@ -21,8 +21,7 @@ pub(super) struct GrowRun {
     pub next_step: usize,
     /// A step wants to run or runs (user requests are held).
     pub stepping: bool,
-    /// Steps that backed up a row first, and requests that waited.
-    pub backups: u64,
+    /// User requests a step held.
     pub requests_held: u64,
     pub finished_at: Option<Ns>,
     /// Response times of the user requests done while it ran.
@@ -48,7 +47,6 @@ impl GrowRun {
             }),
             next_step: 0,
             stepping: false,
-            backups: 0,
             requests_held: 0,
             finished_at: None,
             resp: Vec::new(),
@@ -71,7 +69,10 @@ impl Runner<'_> {
         Some(crate::report::GrowReport {
             grow_time_s: secs(t),
             steps: g.job.batches(),
-            backup_steps: g.backups,
+            backup_steps: self.s.grow.as_ref()?[..g.next_step]
+                .iter()
+                .filter(|s| s.backup)
+                .count() as u64,
             rows: g.job.units_done(),
             moved_bytes: g.job.bytes(),
             grow_mbps: g.job.bytes() as f64 / secs(t.max(1)) / 1e6,
@@ -174,7 +175,6 @@ impl Runner<'_> {
         let steps = self.s.grow.as_ref().unwrap();
         let g = self.grow.as_mut().unwrap();
         let st = &steps[g.next_step];
-        g.backups += u64::from(st.backup);
         g.next_step += 1;
         let last = g.next_step == steps.len();
         g.job.done(st.rows.end, last);
