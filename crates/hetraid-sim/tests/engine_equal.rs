@@ -630,15 +630,7 @@ fn declustered_copy_back_is_the_same_in_engine_and_simulator() {
     engine.truncate(N);
 
     let run = |copy_back: bool| {
-        let mut c = RunConfig::new("declustered", &format!("nvram-1g*{N}"));
-        c.width = Some(4);
-        c.parity = Some(1);
-        c.spares = Some(1);
-        c.chunk = Size(chunk);
-        c.member_size = Some(Size(DATA));
-        c.failed = Some(FAILED.into());
-        c.rebuild = true;
-        c.to_spare = true;
+        let mut c = sim_copy_back(N, FAILED, chunk, DATA);
         c.copy_back = copy_back;
         c.total = Some(Size(4096));
         c.qd = 1;
@@ -679,6 +671,23 @@ fn declustered_copy_back_is_the_same_in_engine_and_simulator() {
         assert!(e[0] > 0, "member {m} read no spare home");
     }
     assert_eq!(engine.iter().map(|e| e[0]).sum::<u64>(), r.chunks);
+}
+
+/// The simulator's side of the copy-back checks: `declustered_w4` on `n`
+/// RAM devices of `data` bytes, member `failed` rebuilt into spare space,
+/// then copied back onto a replacement.
+fn sim_copy_back(n: usize, failed: usize, chunk: u64, data: u64) -> RunConfig {
+    let mut c = RunConfig::new("declustered", &format!("nvram-1g*{n}"));
+    c.width = Some(4);
+    c.parity = Some(1);
+    c.spares = Some(1);
+    c.chunk = Size(chunk);
+    c.member_size = Some(Size(data));
+    c.failed = Some(failed.into());
+    c.rebuild = true;
+    c.to_spare = true;
+    c.copy_back = true;
+    c
 }
 
 /// The copy-back checks' layout: declustered, groups of 4 with one parity,
@@ -986,16 +995,7 @@ fn copy_back_pacing_under_user_load_is_the_same_in_engine_and_simulator() {
     assert_eq!(cell.current().status().state, "optimal");
 
     let dir = tempfile::tempdir().unwrap();
-    let mut c = RunConfig::new("declustered", &format!("nvram-1g*{N}"));
-    c.width = Some(4);
-    c.parity = Some(1);
-    c.spares = Some(1);
-    c.chunk = Size(chunk);
-    c.member_size = Some(Size(DATA));
-    c.failed = Some(FAILED.into());
-    c.rebuild = true;
-    c.to_spare = true;
-    c.copy_back = true;
+    let mut c = sim_copy_back(N, FAILED, chunk, DATA);
     c.workload = "trace".into();
     c.trace = Some(read_trace(dir.path()));
     c.replay = "timed".into();
