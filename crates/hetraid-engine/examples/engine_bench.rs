@@ -26,7 +26,7 @@
 
 use hetraid_core::MemberKind;
 use hetraid_core::WritePolicy;
-use hetraid_engine::format::LayoutRecord;
+use hetraid_engine::format::LayoutOptions;
 use hetraid_engine::format::LogMode;
 use hetraid_engine::member::{FileMember, Member, SlowMember};
 use hetraid_engine::{Array, CreateOptions, LogSpec};
@@ -113,7 +113,7 @@ impl Member for NullMember {
 
 fn create_opts(layout: &str, checksums: bool) -> CreateOptions {
     CreateOptions {
-        layout: LayoutRecord {
+        layout: LayoutOptions {
             name: layout.into(),
             ..Default::default()
         },
@@ -399,7 +399,7 @@ fn bench_raidx_write_buffer(b: &Bench) -> String {
             })
             .collect();
         let o = CreateOptions {
-            layout: LayoutRecord {
+            layout: LayoutOptions {
                 name: "raidx".into(),
                 chunks_per_bundle: Some(2),
                 ..Default::default()
@@ -482,7 +482,7 @@ fn bench_hpda_rand_write(b: &Bench) -> String {
         );
     }
     let mut o = CreateOptions {
-        layout: LayoutRecord {
+        layout: LayoutOptions {
             name: "hpda".into(),
             ..Default::default()
         },
@@ -545,7 +545,7 @@ fn bench_rand_write_journal(b: &Bench) -> String {
     // Write-back is measured while its log has room: 256 MiB.
     let wb_log_path = make(dir, "wblog", 1, 256 * MIB);
     let mut o = CreateOptions {
-        layout: LayoutRecord {
+        layout: LayoutOptions {
             name: "raid5".into(),
             ..Default::default()
         },
@@ -606,7 +606,7 @@ fn bench_log_recovery(b: &Bench) -> String {
     let r5 = &b.r5;
     let log_path = make(dir, "log", 1, (64 << 10) + 64 * MIB);
     let mut o = CreateOptions {
-        layout: LayoutRecord {
+        layout: LayoutOptions {
             name: "raid5".into(),
             ..Default::default()
         },

@@ -8,7 +8,7 @@
 //! `cargo run --release -p hetraid-engine --example rebuild_race [DATA_MIB_PER_MEMBER]`
 
 use hetraid_core::MemberKind;
-use hetraid_engine::format::LayoutRecord;
+use hetraid_engine::format::LayoutOptions;
 use hetraid_engine::member::{FaultMember, Member, SlowMember};
 use hetraid_engine::{Array, CreateOptions, RebuildOptions};
 use std::sync::Arc;
@@ -24,7 +24,7 @@ fn opts(
     spare: usize,
 ) -> CreateOptions {
     CreateOptions {
-        layout: LayoutRecord {
+        layout: LayoutOptions {
             name: name.into(),
             group,
             partitions,

@@ -43,6 +43,20 @@ pub enum EngineError {
 pub type Result<T> = std::result::Result<T, EngineError>;
 
 impl EngineError {
+    /// A layout that cannot be built or named, as a sentence.
+    pub fn layout(e: hetraid_core::LayoutError) -> Self {
+        Self::Layout(e.to_string())
+    }
+
+    /// An array spec core refused (`ArraySpec::validate`), worded with the
+    /// command line's option names.
+    pub fn spec(e: hetraid_core::spec::SpecError) -> Self {
+        match e.layout_error() {
+            Some(l) => Self::layout(l.clone()),
+            None => Self::Refused(e.sentence(&hetraid_core::spec::CLI)),
+        }
+    }
+
     /// What kind of failure this is (the exit code of a command, the `kind`
     /// of a control reply).
     pub fn kind(&self) -> hetraid_core::ErrorKind {

@@ -2,7 +2,7 @@
 //! write-intent bitmap after it, data from `DATA_OFFSET`. Little-endian, versioned,
 //! crc32c-checksummed. Byte map in docs/FORMAT.md.
 
-use hetraid_core::layout::{LayoutKind, LayoutOptions, ParityOrder};
+use hetraid_core::layout::ParityOrder;
 use hetraid_core::{MemberKind, WritePolicy};
 
 pub const MAGIC: &[u8; 8] = b"HETRAID1";
@@ -36,60 +36,68 @@ const LOG_POS_AT: usize = REGION_AT - 16;
 const SCRUB_AT: usize = CRC_AT - 32;
 const CRC_AT: usize = SB_SIZE - 4;
 
-/// Layout parameters as stored (and as given on the command line).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct LayoutRecord {
-    pub name: String,
-    pub weights: Vec<u64>,
-    pub parity_order: Option<ParityOrder>,
-    pub copies: Option<usize>,
-    pub group: Option<usize>,
-    pub partitions: Option<usize>,
-    pub spare_partitions: usize,
-    pub chunks_per_bundle: Option<usize>,
-    pub raidx_level: Option<String>,
+/// The superblock records the array's layout options as core's
+/// [`LayoutOptions`] (the options `ArraySpec` validated, defaults resolved:
+/// `hetraid_core::spec::ArraySpec::stored_layout`). Bytes 72..120 hold them
+/// (docs/FORMAT.md); the declustered layout's width, parity and spares share
+/// the bytes of `group`, `copies` and `spare_partitions`, which it has no use
+/// for: that sharing lives in `encode`/`decode` and nowhere else.
+pub use hetraid_core::layout::LayoutOptions;
+
+/// The layout fields whose bytes are shared or coded: the parity order by
+/// its index in `ORDERS`, and the declustered layout's width, parity and
+/// spares in the bytes of `group`, `copies` and `spare_partitions`.
+struct LayoutBytes {
+    parity_order: Option<ParityOrder>,
+    copies: Option<usize>,
+    group: Option<usize>,
+    spare_partitions: usize,
 }
 
-impl LayoutRecord {
-    /// Is this the declustered layout (whose width, parity and spares are
-    /// stored in the `group`, `copies` and `spare_partitions` fields)?
-    pub fn is_declustered(&self) -> bool {
-        matches!(
-            self.name.to_ascii_lowercase().as_str(),
-            "declustered" | "draid"
-        )
+impl LayoutBytes {
+    fn of(o: &LayoutOptions) -> Self {
+        // Options are validated before they are recorded: a parity order
+        // that does not parse is never stored.
+        let parity_order = o
+            .parity_order
+            .as_deref()
+            .and_then(|p| ParityOrder::parse(p).ok());
+        match o.is_declustered() {
+            true => Self {
+                parity_order,
+                copies: o.declustered.parity,
+                group: o.declustered.width,
+                spare_partitions: o.declustered.spares.unwrap_or(0),
+            },
+            false => Self {
+                parity_order,
+                copies: o.copies,
+                group: o.group,
+                spare_partitions: o.spare_partitions,
+            },
+        }
     }
 
-    pub fn kind(&self) -> Result<LayoutKind, String> {
-        self.options().kind().map_err(|e| e.to_string())
-    }
-
-    /// The layout options this record stores. The declustered layout keeps
-    /// its width, parity and spares in the `group`, `copies` and
-    /// `spare_partitions` fields (docs/FORMAT.md): they are read back here,
-    /// and nowhere else.
-    pub fn options(&self) -> LayoutOptions {
-        if self.is_declustered() {
-            return LayoutOptions {
+    /// `rest` (name, weights, partitions, bundles, level) with these fields.
+    fn options(self, rest: LayoutOptions) -> LayoutOptions {
+        let parity_order = self.parity_order.map(|o| o.as_str().to_string());
+        match rest.is_declustered() {
+            true => LayoutOptions {
+                parity_order,
                 declustered: hetraid_core::layout::DeclusterParams {
                     width: self.group,
                     parity: self.copies,
                     spares: Some(self.spare_partitions),
                 },
-                ..LayoutOptions::named(&self.name)
-            };
-        }
-        LayoutOptions {
-            name: self.name.clone(),
-            weights: (!self.weights.is_empty()).then(|| self.weights.clone()),
-            parity_order: self.parity_order.map(|o| o.as_str().to_string()),
-            copies: self.copies,
-            group: self.group,
-            partitions: self.partitions,
-            spare_partitions: self.spare_partitions,
-            chunks_per_bundle: self.chunks_per_bundle,
-            raidx_level: self.raidx_level.clone(),
-            declustered: Default::default(),
+                ..rest
+            },
+            false => LayoutOptions {
+                parity_order,
+                copies: self.copies,
+                group: self.group,
+                spare_partitions: self.spare_partitions,
+                ..rest
+            },
         }
     }
 }
@@ -152,7 +160,7 @@ pub struct Superblock {
     pub checksums: bool,
     pub chunk_bytes: u64,
     pub bitmap_stripes: u32,
-    pub layout: LayoutRecord,
+    pub layout: LayoutOptions,
     pub roles: Vec<MemberRole>,
     /// Extents moved into spare space (S2-RAID rebuild to spare).
     pub relocations: Vec<Relocation>,
@@ -427,10 +435,10 @@ const STATES: [RoleState; 5] = [
 ];
 
 /// Largest chunk a superblock may name (and `create` accepts).
-pub const CHUNK_MAX: u64 = 1 << 30;
+pub const CHUNK_MAX: u64 = hetraid_core::spec::CHUNK_BYTES_MAX;
 /// A chunk size a superblock may carry: a power of two from 4 KiB to [`CHUNK_MAX`].
 pub fn chunk_ok(chunk: u64) -> bool {
-    (4096..=CHUNK_MAX).contains(&chunk) && chunk.is_power_of_two()
+    hetraid_core::spec::chunk_ok(chunk)
 }
 
 /// Largest data area one member may contribute (1 PiB): sizes beyond are damage.
@@ -438,7 +446,14 @@ pub const MEMBER_DATA_MAX: u64 = 1 << 50;
 
 impl Superblock {
     pub fn encode(&self) -> [u8; SB_SIZE] {
-        assert!(self.roles.len() <= MAX_MEMBERS && self.layout.weights.len() <= MAX_MEMBERS);
+        assert!(
+            self.roles.len() <= MAX_MEMBERS
+                && self
+                    .layout
+                    .weights
+                    .as_ref()
+                    .is_none_or(|w| w.len() <= MAX_MEMBERS)
+        );
         let mut b = [0u8; SB_SIZE];
         b[0..8].copy_from_slice(MAGIC);
         let version = match (self.log, self.checksums) {
@@ -477,8 +492,8 @@ impl Superblock {
         put_u32(&mut b, 64, self.bitmap_stripes);
         let name = self.layout.name.as_bytes();
         b[72..72 + name.len().min(32)].copy_from_slice(&name[..name.len().min(32)]);
-        b[104] = self
-            .layout
+        let l = LayoutBytes::of(&self.layout);
+        b[104] = l
             .parity_order
             .map_or(0xff, |o| ORDERS.iter().position(|x| *x == o).unwrap() as u8);
         b[105] = self
@@ -487,13 +502,14 @@ impl Superblock {
             .as_deref()
             .and_then(|l| l.parse::<u8>().ok())
             .unwrap_or(0xff);
-        put_u16(&mut b, 106, opt16(self.layout.copies));
-        put_u16(&mut b, 108, opt16(self.layout.group));
+        put_u16(&mut b, 106, opt16(l.copies));
+        put_u16(&mut b, 108, opt16(l.group));
         put_u16(&mut b, 110, opt16(self.layout.partitions));
-        put_u16(&mut b, 112, self.layout.spare_partitions as u16);
+        put_u16(&mut b, 112, l.spare_partitions as u16);
         put_u16(&mut b, 114, opt16(self.layout.chunks_per_bundle));
-        put_u16(&mut b, 116, self.layout.weights.len() as u16);
-        for (i, w) in self.layout.weights.iter().enumerate() {
+        let weights = self.layout.weights.as_deref().unwrap_or_default();
+        put_u16(&mut b, 116, weights.len() as u16);
+        for (i, w) in weights.iter().enumerate() {
             put_u32(&mut b, 120 + 4 * i, *w as u32);
         }
         for (i, r) in self.roles.iter().enumerate() {
@@ -697,9 +713,7 @@ impl Superblock {
             checksums,
             chunk_bytes: u64_at(b, 56),
             bitmap_stripes: u32_at(b, 64).max(1),
-            layout: LayoutRecord {
-                name,
-                weights: (0..wn).map(|i| u32_at(b, 120 + 4 * i) as u64).collect(),
+            layout: LayoutBytes {
                 parity_order: match b[104] {
                     0xff => None,
                     o => Some(
@@ -710,11 +724,16 @@ impl Superblock {
                 },
                 copies: unopt16(u16_at(b, 106)),
                 group: unopt16(u16_at(b, 108)),
-                partitions: unopt16(u16_at(b, 110)),
                 spare_partitions: u16_at(b, 112) as usize,
+            }
+            .options(LayoutOptions {
+                name,
+                weights: (wn > 0).then(|| (0..wn).map(|i| u32_at(b, 120 + 4 * i) as u64).collect()),
+                partitions: unopt16(u16_at(b, 110)),
                 chunks_per_bundle: unopt16(u16_at(b, 114)),
                 raidx_level: (b[105] != 0xff).then(|| b[105].to_string()),
-            },
+                ..Default::default()
+            }),
             roles,
         })
     }

@@ -18,9 +18,9 @@ fn sample() -> Superblock {
         checksums: false,
         chunk_bytes: 65536,
         bitmap_stripes: 16,
-        layout: LayoutRecord {
+        layout: LayoutOptions {
             name: "raidh".into(),
-            weights: vec![0, 0, 1, 1, 2],
+            weights: Some(vec![0, 0, 1, 1, 2]),
             ..Default::default()
         },
         roles: (0..5)
@@ -71,7 +71,7 @@ fn a_raidx_history_round_trips() {
     use hetraid_core::layout::raidx_history::{Change, History, Pending};
     let mut s = sample();
     s.relocations.clear();
-    s.layout = LayoutRecord {
+    s.layout = LayoutOptions {
         name: "raidx".into(),
         chunks_per_bundle: Some(3),
         ..Default::default()

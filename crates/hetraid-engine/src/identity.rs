@@ -96,7 +96,7 @@ impl Identity {
 mod tests {
     use super::*;
     use crate::array::{Array, CreateOptions, LogSpec};
-    use crate::format::{LayoutRecord, LogMode};
+    use crate::format::{LayoutOptions, LogMode};
     use crate::member::FaultMember;
     use std::sync::Arc;
 
@@ -112,7 +112,7 @@ mod tests {
         let a = Array::create(
             members.clone(),
             &CreateOptions {
-                layout: LayoutRecord {
+                layout: LayoutOptions {
                     name: "raid5".into(),
                     ..Default::default()
                 },

@@ -17,7 +17,7 @@ const AREA: u64 = MIB;
 
 /// Members of `n`, raw handles too, with room for the checksum area.
 fn array(
-    rec: &hetraid_engine::format::LayoutRecord,
+    rec: &hetraid_engine::format::LayoutOptions,
     n: usize,
     seed: u64,
 ) -> (Vec<Arc<dyn Member>>, Array) {
@@ -50,7 +50,7 @@ fn raw(members: &[Arc<dyn Member>], m: usize, off: u64, len: usize) -> Vec<u8> {
 
 #[test]
 fn a_corrupted_block_is_found_returned_right_and_rewritten() {
-    let rec = hetraid_engine::format::LayoutRecord {
+    let rec = hetraid_engine::format::LayoutOptions {
         name: "raid5".into(),
         ..Default::default()
     };
@@ -76,7 +76,7 @@ fn a_corrupted_block_is_found_returned_right_and_rewritten() {
 
 #[test]
 fn a_degraded_array_says_so_rather_than_return_wrong_bytes() {
-    let rec = hetraid_engine::format::LayoutRecord {
+    let rec = hetraid_engine::format::LayoutOptions {
         name: "raid5".into(),
         ..Default::default()
     };
@@ -164,7 +164,7 @@ fn scrub_with_checksums_repairs_every_layout() {
 /// checksum; that is not corruption, and must not be counted or "repaired".
 #[test]
 fn reads_racing_writes_of_the_same_block_are_not_corruption() {
-    let rec = hetraid_engine::format::LayoutRecord {
+    let rec = hetraid_engine::format::LayoutOptions {
         name: "raid5".into(),
         ..Default::default()
     };

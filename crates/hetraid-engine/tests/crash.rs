@@ -5,11 +5,11 @@
 
 mod common;
 use common::*;
-use hetraid_engine::format::LayoutRecord;
+use hetraid_engine::format::LayoutOptions;
 use hetraid_engine::member::FaultConfig;
 use hetraid_engine::Array;
 
-fn layouts() -> Vec<(LayoutRecord, usize)> {
+fn layouts() -> Vec<(LayoutOptions, usize)> {
     all_layouts()
         .into_iter()
         .filter(|(r, _)| r.name != "raid0")
@@ -330,9 +330,7 @@ fn declustered_rebuilds_into_distributed_spare_space() {
     let size = MIB + chunk * 10 * 64;
     let (_, members) = fault_members(10, size, 91);
     let mut o = opts("declustered", chunk);
-    o.layout.group = Some(4);
-    o.layout.copies = Some(1);
-    o.layout.spare_partitions = 2;
+    o.layout = declustered(4, 1, 2);
     let array = Array::create(members.clone(), &o).unwrap();
     let cap = array.capacity();
     let data = Rng(21).bytes(cap as usize);
@@ -375,9 +373,7 @@ fn declustered_rebuilds_into_distributed_spare_space() {
     // Two parities: two members out at once still read.
     let (_, members) = fault_members(9, size, 92);
     let mut o = opts("declustered", chunk);
-    o.layout.group = Some(5);
-    o.layout.copies = Some(2);
-    o.layout.spare_partitions = 1;
+    o.layout = declustered(5, 2, 1);
     let array = Array::create(members, &o).unwrap();
     let cap = array.capacity();
     let data = Rng(22).bytes(cap as usize);
@@ -410,9 +406,7 @@ fn relocated_rig(death: &std::sync::Arc<hetraid_engine::member::Death>) -> Rig {
         });
     }
     let mut o = opts("declustered", chunk);
-    o.layout.group = Some(4);
-    o.layout.copies = Some(1);
-    o.layout.spare_partitions = 2;
+    o.layout = declustered(4, 1, 2);
     let array = Array::create(members[..10].to_vec(), &o).unwrap();
     let data = Rng(23).bytes(array.capacity() as usize);
     array.write(0, &data).unwrap();

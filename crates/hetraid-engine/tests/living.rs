@@ -7,7 +7,7 @@
 mod common;
 use common::*;
 use hetraid_core::MemberKind;
-use hetraid_engine::format::LayoutRecord;
+use hetraid_engine::format::LayoutOptions;
 use hetraid_engine::member::{Death, FaultConfig, FaultMember, Member};
 use hetraid_engine::Array;
 use std::sync::atomic::Ordering::SeqCst;
@@ -17,7 +17,7 @@ const CHUNK: u64 = 16384;
 
 fn raidx(level: &str, c: usize) -> hetraid_engine::CreateOptions {
     let mut o = opts("raidx", CHUNK);
-    o.layout = LayoutRecord {
+    o.layout = LayoutOptions {
         name: "raidx".into(),
         chunks_per_bundle: Some(c),
         raidx_level: Some(level.into()),

@@ -155,9 +155,7 @@ fn writes_during_a_served_copy_back_reach_the_replacement() {
         let size = MIB + chunk * 64;
         let (_, members) = fault_members(9, size, seed);
         let mut o = opts("declustered", chunk);
-        o.layout.group = Some(4);
-        o.layout.copies = Some(1);
-        o.layout.spare_partitions = 1;
+        o.layout = declustered(4, 1, 1);
         let array = Array::create(members.clone(), &o).unwrap();
         let cap = array.capacity();
         let mut rng = Rng(seed);

@@ -11,7 +11,7 @@
 mod common;
 use common::*;
 use hetraid_core::MemberKind;
-use hetraid_engine::format::LayoutRecord;
+use hetraid_engine::format::LayoutOptions;
 use hetraid_engine::member::Member;
 use hetraid_engine::{Array, ArrayCell};
 use std::sync::{Arc, Mutex};
@@ -28,13 +28,13 @@ enum What {
 }
 
 struct Case {
-    layout: LayoutRecord,
+    layout: LayoutOptions,
     chunks: Vec<u64>,
     what: What,
 }
 
-fn raidx(level: &str, c: usize) -> LayoutRecord {
-    LayoutRecord {
+fn raidx(level: &str, c: usize) -> LayoutOptions {
+    LayoutOptions {
         name: "raidx".into(),
         chunks_per_bundle: Some(c),
         raidx_level: Some(level.into()),
@@ -42,10 +42,10 @@ fn raidx(level: &str, c: usize) -> LayoutRecord {
     }
 }
 
-fn named(name: &str, weights: Vec<u64>) -> LayoutRecord {
-    LayoutRecord {
+fn named(name: &str, weights: Vec<u64>) -> LayoutOptions {
+    LayoutOptions {
         name: name.into(),
-        weights,
+        weights: (!weights.is_empty()).then_some(weights),
         ..Default::default()
     }
 }

@@ -6,7 +6,7 @@
 mod common;
 use common::*;
 use hetraid_core::MemberKind;
-use hetraid_engine::format::LayoutRecord;
+use hetraid_engine::format::LayoutOptions;
 use hetraid_engine::member::Member;
 use hetraid_engine::Array;
 
@@ -16,7 +16,7 @@ fn raidx5_with_kinds_stores_ssd_parity_weights_and_survives_the_ssd() {
     let sizes = vec![MIB + 40 * chunk; 5];
     let (_f, members) = fault_members_sized("x", &sizes, |i| i as u64);
     let mut o = opts("raidx", chunk);
-    o.layout = LayoutRecord {
+    o.layout = LayoutOptions {
         name: "raidx".into(),
         chunks_per_bundle: Some(3),
         raidx_level: Some("5".into()),
@@ -30,7 +30,7 @@ fn raidx5_with_kinds_stores_ssd_parity_weights_and_survives_the_ssd() {
         MemberKind::Ssd,
     ];
     let a = Array::create(members.clone(), &o).unwrap();
-    assert_eq!(a.superblock().layout.weights, vec![0, 0, 0, 0, 1]);
+    assert_eq!(a.superblock().layout.weights, Some(vec![0, 0, 0, 0, 1]));
     let l = a.layout();
     let mut on_ssd = 0;
     for s in 0..l.stripe_count() {
@@ -47,7 +47,7 @@ fn raidx5_with_kinds_stores_ssd_parity_weights_and_survives_the_ssd() {
     drop(a);
     // Reassembled: the same layout (weights from the superblock).
     let a = Array::assemble(members.clone()).unwrap();
-    assert_eq!(a.superblock().layout.weights, vec![0, 0, 0, 0, 1]);
+    assert_eq!(a.superblock().layout.weights, Some(vec![0, 0, 0, 0, 1]));
     assert_eq!(a.scrub(None).unwrap().mismatches, 0);
     a.fail(4).unwrap();
     let mut out = vec![0u8; data.len()];
@@ -70,7 +70,7 @@ fn bundle_tables_are_stored_checked_and_follow_replacements() {
     ];
     let (faults, members) = fault_members_sized("b", &sizes, |i| 40 + i as u64);
     let mut o = opts("raidx", chunk);
-    o.layout = LayoutRecord {
+    o.layout = LayoutOptions {
         name: "raidx".into(),
         chunks_per_bundle: Some(2),
         ..Default::default()

@@ -7,7 +7,7 @@
 mod common;
 use common::*;
 use hetraid_core::MemberKind;
-use hetraid_engine::format::LayoutRecord;
+use hetraid_engine::format::LayoutOptions;
 use hetraid_engine::member::{Death, FaultConfig};
 use hetraid_engine::Array;
 use std::sync::atomic::Ordering::SeqCst;
@@ -59,9 +59,9 @@ fn cases() -> Vec<Case> {
 
 fn options(c: &Case) -> hetraid_engine::CreateOptions {
     let mut o = opts(c.name, CHUNK);
-    o.layout = LayoutRecord {
+    o.layout = LayoutOptions {
         name: c.name.into(),
-        weights: c.before.clone(),
+        weights: (!c.before.is_empty()).then(|| c.before.clone()),
         ..Default::default()
     };
     o
@@ -137,7 +137,7 @@ fn run_case(c: &Case, seed: u64, die_after: Option<i64>, torn: bool) {
         c.name
     );
     if let Some(w) = &c.after {
-        assert_eq!(&a.superblock().layout.weights, w);
+        assert_eq!(a.superblock().layout.weights.as_ref(), Some(w));
     }
     let got = read_all(&a);
     assert!(

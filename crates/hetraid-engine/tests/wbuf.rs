@@ -5,7 +5,7 @@
 
 mod common;
 use common::*;
-use hetraid_engine::format::LayoutRecord;
+use hetraid_engine::format::LayoutOptions;
 use hetraid_engine::Array;
 use std::sync::Arc;
 
@@ -15,7 +15,7 @@ fn run(seed: u64) {
     let sizes = vec![MIB + 64 * chunk; 4];
     let (_f, members) = fault_members_sized("w", &sizes, |i| seed + i as u64);
     let mut o = opts("raidx", chunk);
-    o.layout = LayoutRecord {
+    o.layout = LayoutOptions {
         name: "raidx".into(),
         chunks_per_bundle: Some(2),
         ..Default::default()

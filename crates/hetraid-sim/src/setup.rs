@@ -10,6 +10,7 @@ use crate::workload::{Closed, Pattern, Replay, Source};
 use hetraid_core::layout::{build, Layout, LayoutSpec};
 use hetraid_core::logconfig::{self, LogChoice, LogPlace};
 use hetraid_core::plan::{ArrayState, Request};
+use hetraid_core::spec::{ArraySpec, SIM as SIM_SPEC};
 use hetraid_core::WritePolicy;
 
 /// The parity weights a run gives: its list, or for `auto` the core's
@@ -49,9 +50,9 @@ pub fn auto_weights(cfg: &RunConfig) -> Result<hetraid_core::weights::WeightPlan
     hetraid_core::weights::auto_weights(&service, reads).map_err(|e| format!("weights auto: {e}"))
 }
 
-/// The layout a run names, with its parameters.
-pub fn layout_kind(cfg: &RunConfig) -> Result<hetraid_core::layout::LayoutKind, String> {
-    hetraid_core::layout::LayoutOptions {
+/// The layout options a run names (weights resolved).
+pub fn layout_options(cfg: &RunConfig) -> Result<hetraid_core::layout::LayoutOptions, String> {
+    Ok(hetraid_core::layout::LayoutOptions {
         name: cfg.layout.clone(),
         weights: resolved_weights(cfg)?,
         parity_order: cfg.parity_order.clone(),
@@ -66,14 +67,48 @@ pub fn layout_kind(cfg: &RunConfig) -> Result<hetraid_core::layout::LayoutKind, 
             parity: cfg.parity,
             spares: cfg.spares,
         },
-    }
-    .kind()
-    .map_err(|e| e.to_string())
-    .and_then(|k| {
-        // S2-RAID's partition count when unset, as `hetraid create` stores it.
-        let members = parse_members(&cfg.members)?.len();
-        Ok(k.with_default_partitions(members))
     })
+}
+
+/// The array a run simulates, as core's `ArraySpec` (the one home of the
+/// configuration rules `hetraid create` follows too), on members of `kinds`
+/// with `log_devices` log devices.
+pub fn array_spec(
+    cfg: &RunConfig,
+    kinds: Vec<hetraid_core::MemberKind>,
+    log_devices: usize,
+) -> Result<ArraySpec, String> {
+    Ok(ArraySpec {
+        layout: layout_options(cfg)?,
+        chunk_bytes: cfg.chunk.0,
+        kinds,
+        log: logconfig::LogOptions {
+            devices: log_devices,
+            region: None,
+            size: cfg.log_size.map(|s| s.0),
+            mode: cfg.log_mode.clone(),
+        },
+        checksums: false,
+        // A buffer of 0 bytes is none (a sweep's grid may say so).
+        write_buffer: cfg.write_buffer.is_some_and(|b| b.0 > 0),
+        read_policy: cfg
+            .read_policy
+            .as_deref()
+            .map(hetraid_core::readbalance::ReadPolicy::parse)
+            .transpose()?,
+    })
+}
+
+/// The layout a run names, with its parameters and the defaults an array
+/// of its members stores (S2-RAID's partitions, RAIDX5/6 weights from the
+/// kinds).
+pub fn layout_kind(cfg: &RunConfig) -> Result<hetraid_core::layout::LayoutKind, String> {
+    let kinds = parse_members(&cfg.members)?
+        .iter()
+        .map(|s| s.kind)
+        .collect();
+    let spec = array_spec(cfg, kinds, 0)?;
+    spec.kind(&spec.kinds).map_err(|e| e.sentence(&SIM_SPEC))
 }
 
 /// Everything fixed before the clock starts.
@@ -156,32 +191,16 @@ impl Setup {
             }
             sizes.iter_mut().for_each(|s| *s = ms.0);
         }
-        let mut kind = layout_kind(cfg)?;
-        // RAIDX5/6 on members of different kinds without weights: parity
-        // weights from the kinds, as `hetraid create` stores them.
         let member_kinds: Vec<hetraid_core::MemberKind> = specs.iter().map(|s| s.kind).collect();
-        if let (Some(w), hetraid_core::layout::LayoutKind::RaidX { weights, .. }) = (
-            hetraid_core::layout::weights_from_kinds(&kind, &member_kinds),
-            &mut kind,
-        ) {
-            *weights = w;
-        }
-        let hpda = kind == hetraid_core::layout::LayoutKind::Hpda;
-        // The log's options by the core's rules (as `hetraid create`'s).
         let log_specs = match &cfg.log {
             Some(l) => parse_members(l)?,
             None => Vec::new(),
         };
-        let log_choice = logconfig::choose(
-            hpda,
-            &logconfig::LogOptions {
-                devices: log_specs.len(),
-                region: None,
-                size: cfg.log_size.map(|s| s.0),
-                mode: cfg.log_mode.clone(),
-            },
-        )
-        .map_err(|e| e.sentence(&logconfig::SIM))?;
+        // The array by the core's rules (as `hetraid create`'s).
+        let array = array_spec(cfg, member_kinds, log_specs.len())?;
+        let sentence = |e: hetraid_core::spec::SpecError| e.sentence(&SIM_SPEC);
+        let hpda =
+            array.kind(&array.kinds).map_err(sentence)? == hetraid_core::layout::LayoutKind::Hpda;
         if hpda {
             // member_size is each SSD's data: HDD-1 holds as much parity and
             // the log past it, HDD-2 the log (as an engine array created on
@@ -201,13 +220,14 @@ impl Setup {
                 }
             }
         }
+        let valid = array.validate(&sizes).map_err(sentence)?;
+        let (layout, log_choice) = (valid.layout, valid.log);
         let spec = LayoutSpec {
-            kind,
+            kind: valid.kind,
             chunk_bytes: cfg.chunk.0,
             sizes,
-            kinds: specs.iter().map(|s| s.kind).collect(),
+            kinds: valid.kinds,
         };
-        let layout = build(&spec).map_err(|e| e.to_string())?;
         let (layout, grow) = grow_layout(cfg, layout, &spec)?;
         if let Some(f) = &cfg.failed {
             let tol = layout.redundancy().tolerance();
@@ -253,25 +273,7 @@ impl Setup {
         let (spare, copy_back) = spare_plan(cfg, layout.as_ref(), &spec, specs.len())?;
         let log = log_setup(log_choice, layout.as_ref(), log_specs)?;
         check_reclaim_idle(cfg, log.as_ref())?;
-        // A buffer of 0 bytes is none (a sweep's grid may say so).
-        let buffered = cfg.write_buffer.is_some_and(|b| b.0 > 0);
-        if buffered && cfg.log.is_some() {
-            return Err("write_buffer and a write log do not go together: the log decides when a write is acknowledged".into());
-        }
-        if buffered && hpda {
-            return Err(
-                "write_buffer does not apply to hpda: its log decides when a write is acknowledged"
-                    .into(),
-            );
-        }
-        let read_policy = match cfg.read_policy.as_deref() {
-            Some(p) => {
-                hetraid_core::readbalance::applies(layout.as_ref())
-                    .map_err(|e| format!("read_policy {e}"))?;
-                hetraid_core::readbalance::ReadPolicy::parse(p)?
-            }
-            None => hetraid_core::readbalance::ReadPolicy::default(),
-        };
+        let read_policy = array.read_policy.unwrap_or_default();
         let setup = Self {
             read_policy,
             pace,

@@ -5,7 +5,7 @@
 use hetraid_core::pace::PaceScope;
 use hetraid_core::plan::{pages_touched, Op};
 use hetraid_core::WritePolicy;
-use hetraid_engine::format::{LayoutRecord, DATA_OFFSET};
+use hetraid_engine::format::{LayoutOptions, DATA_OFFSET};
 use hetraid_engine::member::{FileMember, Member};
 use hetraid_engine::{Array, CreateOptions};
 use hetraid_sim::{RunConfig, Size};
@@ -94,8 +94,8 @@ impl Member for LogCounting {
     }
 }
 
-fn check(cfg: RunConfig, members: usize, weights: Vec<u64>) {
-    check_with(cfg, members, weights, None);
+fn check(cfg: RunConfig, members: usize) {
+    check_with(cfg, members, None);
 }
 
 /// The log the engine-vs-simulator check puts in front of the array: device
@@ -105,12 +105,7 @@ struct LogCfg(u64, hetraid_engine::format::LogMode);
 
 /// As [`check`]; with `log` (log device bytes) a journal on one log device,
 /// whose records, pads and checkpoints must match too.
-fn check_with(
-    cfg: RunConfig,
-    members: usize,
-    weights: Vec<u64>,
-    log: Option<LogCfg>,
-) -> hetraid_sim::Report {
+fn check_with(cfg: RunConfig, members: usize, log: Option<LogCfg>) -> hetraid_sim::Report {
     const MEMBER: u64 = 48 << 20;
     let dir = tempfile::tempdir().unwrap();
     // HPDA: HDD-1 holds the parity and the log past it, HDD-2 the log
@@ -150,22 +145,8 @@ fn check_with(
     let array = Array::create(
         dyn_members,
         &CreateOptions {
-            layout: if cfg.layout == "declustered" {
-                // The record keeps width, parity and spares in these fields.
-                LayoutRecord {
-                    name: cfg.layout.clone(),
-                    group: cfg.width,
-                    copies: cfg.parity,
-                    spare_partitions: cfg.spares.unwrap_or(1),
-                    ..Default::default()
-                }
-            } else {
-                LayoutRecord {
-                    name: cfg.layout.clone(),
-                    weights,
-                    ..Default::default()
-                }
-            },
+            // The simulator's options, as the simulator reads them.
+            layout: hetraid_sim::setup::layout_options(&cfg).unwrap(),
             chunk_bytes: cfg.chunk.0,
             policy: WritePolicy::parse(&cfg.policy).unwrap(),
             kinds: specs.iter().map(|s| s.kind).collect(),
@@ -287,11 +268,11 @@ fn a_journaled_raid5_logs_as_the_engine_does() {
     c.chunk = Size(16 << 10);
     c.align = Some(Size(4096));
     let journal = |size| Some(LogCfg(size, hetraid_engine::format::LogMode::Journal));
-    check_with(c, 5, vec![], journal(2 << 20));
+    check_with(c, 5, journal(2 << 20));
     let mut d = cfg("raid6", "wd20eads*6", "random-write", 40 << 10);
     d.qd = 1;
     d.chunk = Size(16 << 10);
-    check_with(d, 6, vec![], journal(2 << 20));
+    check_with(d, 6, journal(2 << 20));
 }
 
 /// Write-back (issue 12): the simulator logs the same data records, reclaims
@@ -306,7 +287,7 @@ fn a_write_back_raid5_logs_and_reclaims_as_the_engine_does() {
     c.chunk = Size(16 << 10);
     c.align = Some(Size(4096));
     c.span = Some(Size(4 << 20));
-    check_with(c, 5, vec![], wb(2 << 20));
+    check_with(c, 5, wb(2 << 20));
 }
 
 /// HPDA (issue 13): the director sends the same writes to the log (data
@@ -326,7 +307,7 @@ fn hpda_directs_logs_and_reclaims_as_the_engine_does() {
         c.align = Some(Size(4096));
         c.span = Some(Size(4 << 20));
         c.log_size = Some(Size(2 << 20));
-        let r = check_with(c, 5, vec![], None);
+        let r = check_with(c, 5, None);
         let l = r.log.as_ref().expect("hpda has a log");
         eprintln!(
             "hpda {workload}: {} records ({} bytes), {} pads, {} checkpoints, {} bytes reclaimed; HDD-1 {} writes, HDD-2 {} writes",
@@ -366,11 +347,11 @@ fn raid5_mixed_small_and_unaligned() {
     let mut c = cfg("raid5", "caviar-black-640*5", "mixed", 12 << 10);
     c.read_fraction = Some(0.4);
     c.align = Some(Size(1024));
-    check(c.clone(), 5, vec![]);
+    check(c.clone(), 5);
     c.size = Size(200 << 10);
     c.total = Some(Size(200 << 10).0.checked_mul(200).map(Size).unwrap());
     c.chunk = Size(16 << 10);
-    check(c, 5, vec![]);
+    check(c, 5);
 }
 
 #[test]
@@ -382,33 +363,27 @@ fn raid4s_modthresh_medium_writes_and_degraded() {
         128 << 10,
     );
     c.policy = "modthresh".into();
-    check(c.clone(), 5, vec![]);
+    check(c.clone(), 5);
     c.workload = "mixed".into();
     c.read_fraction = Some(0.5);
     c.size = Size(20 << 10);
     c.failed = Some(1.into());
-    check(c, 5, vec![]);
+    check(c, 5);
 }
 
 #[test]
 fn raid6_raid10_raid0_raidh() {
     let mut d = cfg("raid6", "wd20eads*6", "mixed", 20 << 10).with_rf(0.5);
     d.failed = Some(hetraid_sim::config::FailedSet(vec![1, 4]));
-    check(d, 6, vec![]);
-    check(
-        cfg("raid6", "wd20eads*6", "random-write", 36 << 10),
-        6,
-        vec![],
-    );
+    check(d, 6);
+    check(cfg("raid6", "wd20eads*6", "random-write", 36 << 10), 6);
     check(
         cfg("raid10", "x25e-64*4", "mixed", 24 << 10).with_rf(0.5),
         4,
-        vec![],
     );
     check(
         cfg("raid0", "x25e-64*3", "mixed", 100 << 10).with_rf(0.3),
         3,
-        vec![],
     );
     let mut h = cfg(
         "raidh",
@@ -417,7 +392,7 @@ fn raid6_raid10_raid0_raidh() {
         8 << 10,
     );
     h.weights = Some(hetraid_sim::config::Weights::List(vec![2, 0, 0, 0, 2]));
-    check(h, 5, vec![2, 0, 0, 0, 2]);
+    check(h, 5);
 }
 
 /// Declustered (issue 20): the same member I/O in both executors, healthy,
@@ -427,15 +402,15 @@ fn declustered_healthy_and_degraded() {
     let mut d = cfg("declustered", "wd20eads*9", "mixed", 12 << 10).with_rf(0.4);
     d.width = Some(4);
     d.spares = Some(1);
-    check(d.clone(), 9, vec![]);
+    check(d.clone(), 9);
     d.failed = Some(hetraid_sim::config::FailedSet(vec![3]));
-    check(d, 9, vec![]);
+    check(d, 9);
     let mut d2 = cfg("declustered", "wd20eads*10", "random-write", 20 << 10);
     d2.width = Some(6);
     d2.parity = Some(2);
     d2.spares = Some(2);
     d2.failed = Some(hetraid_sim::config::FailedSet(vec![0, 7]));
-    check(d2, 10, vec![]);
+    check(d2, 10);
 }
 
 trait WithRf {
@@ -516,12 +491,21 @@ fn paced_rebuild(
         .collect();
     let declustered = layout == "declustered";
     let opts = create_opts(
-        LayoutRecord {
-            name: layout.into(),
-            group,
-            copies: declustered.then_some(1),
-            spare_partitions: usize::from(declustered),
-            ..Default::default()
+        match declustered {
+            true => LayoutOptions {
+                name: layout.into(),
+                declustered: hetraid_core::layout::DeclusterParams {
+                    width: group,
+                    parity: Some(1),
+                    spares: Some(1),
+                },
+                ..Default::default()
+            },
+            false => LayoutOptions {
+                name: layout.into(),
+                group,
+                ..Default::default()
+            },
         },
         chunk,
     );
@@ -692,19 +676,21 @@ fn sim_copy_back(n: usize, failed: usize, chunk: u64, data: u64) -> RunConfig {
 
 /// The copy-back checks' layout: declustered, groups of 4 with one parity,
 /// one spare chunk a row.
-fn declustered_w4() -> LayoutRecord {
-    LayoutRecord {
+fn declustered_w4() -> LayoutOptions {
+    LayoutOptions {
         name: "declustered".into(),
-        group: Some(4),
-        copies: Some(1),
-        spare_partitions: 1,
+        declustered: hetraid_core::layout::DeclusterParams {
+            width: Some(4),
+            parity: Some(1),
+            spares: Some(1),
+        },
         ..Default::default()
     }
 }
 
 /// Create options for the rebuild and copy-back checks: `layout` at
 /// `chunk`, MD's write policy, assumed clean.
-fn create_opts(layout: LayoutRecord, chunk: u64) -> CreateOptions {
+fn create_opts(layout: LayoutOptions, chunk: u64) -> CreateOptions {
     CreateOptions {
         layout,
         chunk_bytes: chunk,
@@ -732,7 +718,7 @@ fn trims_discard_the_same_extents_in_engine_and_simulator() {
         c.chunk = Size(16 << 10);
         c.trim_fraction = Some(0.25);
         c.trim_size = Some(Size(200 << 10));
-        let sim = check_with(c.clone(), n, vec![], None);
+        let sim = check_with(c.clone(), n, None);
         assert!(
             sim.trims > 0 && sim.trim_discarded_bytes > 0,
             "{layout}: {} trims discarded {} bytes",
@@ -740,7 +726,7 @@ fn trims_discard_the_same_extents_in_engine_and_simulator() {
             sim.trim_discarded_bytes
         );
         c.failed = Some(hetraid_sim::config::FailedSet(vec![1]));
-        check(c, n, vec![]);
+        check(c, n);
     }
 }
 
@@ -820,7 +806,7 @@ fn memory_raid5(n: u64, data: u64, chunk: u64) -> Array {
     let members: Vec<Arc<dyn Member>> = (0..n)
         .map(|i| Arc::new(FaultMember::new(&format!("m{i}"), DATA_OFFSET + data, i)) as _)
         .collect();
-    let record = LayoutRecord {
+    let record = LayoutOptions {
         name: "raid5".into(),
         ..Default::default()
     };
@@ -1154,7 +1140,7 @@ fn timed_reclaim(
                 region: hpda.then_some(LOG),
             }),
             ..create_opts(
-                LayoutRecord {
+                LayoutOptions {
                     name: layout.into(),
                     ..Default::default()
                 },
@@ -1267,7 +1253,7 @@ fn grow_prepared(counting: &[Arc<Counting>], chunk: u64) -> Vec<Arc<dyn Member>>
         .iter()
         .map(|c| c.clone() as Arc<dyn Member>)
         .collect();
-    let record = LayoutRecord {
+    let record = LayoutOptions {
         name: "raid5".into(),
         ..Default::default()
     };
@@ -1372,7 +1358,7 @@ fn grow_pacing_under_user_load_is_the_same_in_engine_and_simulator() {
         .iter()
         .map(|c| c.clone() as Arc<dyn Member>)
         .collect();
-    let record = LayoutRecord {
+    let record = LayoutOptions {
         name: "raid5".into(),
         ..Default::default()
     };

@@ -177,65 +177,20 @@ fn kind(s: &str) -> Result<MemberKind, String> {
 }
 
 impl LayoutOpts {
-    /// The layout as the engine stores it (a misspelt option value is an error,
-    /// never stored as the default).
-    pub fn record(&self) -> Result<hetraid_engine::format::LayoutRecord, String> {
-        let d = self.params.decluster();
-        if self.layout.eq_ignore_ascii_case("declustered")
-            || self.layout.eq_ignore_ascii_case("draid")
-        {
-            // Every option checked as for any layout (--group on it is an
-            // error), then stored in the record's group (width), copies
-            // (parity) and spare_partitions (spares) fields.
-            let kind = self
-                .params
-                .options(&self.layout, self.params.weights.as_ref().map(|_| vec![]))
-                .kind()
-                .map_err(|e| e.to_string())?;
-            let hetraid_core::layout::LayoutKind::Declustered {
-                width,
-                parity,
-                spares,
-            } = kind
-            else {
-                unreachable!("the name is declustered");
-            };
-            return Ok(hetraid_engine::format::LayoutRecord {
-                name: "declustered".into(),
-                group: Some(width),
-                copies: Some(parity),
-                spare_partitions: spares,
-                ..Default::default()
-            });
-        }
-        if d != hetraid_core::layout::DeclusterParams::default() {
-            return Err(format!(
-                "--width, --parity and --spares apply to the declustered layout, not to '{}'; leave them out",
-                self.layout
-            ));
-        }
-        let parity_order = match self.params.parity_order.as_deref() {
-            Some(o) => {
-                Some(hetraid_core::layout::ParityOrder::parse(o).map_err(|e| e.to_string())?)
-            }
-            None => None,
-        };
-        Ok(hetraid_engine::format::LayoutRecord {
-            name: self.layout.clone(),
-            weights: engine_weights(
+    /// The layout options given (a misspelt option value is an error, never
+    /// stored as the default); the engine stores them as core's
+    /// `ArraySpec::stored_layout` resolves them.
+    pub fn record(&self) -> Result<hetraid_core::layout::LayoutOptions, String> {
+        let o = self.params.options(
+            &self.layout,
+            engine_weights(
                 &self.params.weights,
                 self.kinds.as_deref().unwrap_or_default(),
                 &self.layout,
-            )?
-            .unwrap_or_default(),
-            parity_order,
-            copies: self.params.copies,
-            group: self.params.group,
-            partitions: self.params.partitions,
-            spare_partitions: self.params.spare_partitions.unwrap_or(0),
-            chunks_per_bundle: self.params.chunks_per_bundle,
-            raidx_level: self.params.raidx_level.clone(),
-        })
+            )?,
+        );
+        o.kind().map_err(|e| e.to_string())?;
+        Ok(o)
     }
 }
 
@@ -256,18 +211,8 @@ impl LayoutArgs {
             Some(s) => s.clone(),
             None => vec![1 << 30; self.devices],
         };
-        let kind = o
-            .params
-            .options(
-                &o.layout,
-                engine_weights(
-                    &o.params.weights,
-                    o.kinds.as_deref().unwrap_or_default(),
-                    &o.layout,
-                )?,
-            )
-            .kind()
-            .map_err(|e| e.to_string())?;
+        let options = o.record()?;
+        let kind = options.kind().map_err(|e| e.to_string())?;
         // Geometry alone: kinds that would not move a chunk are an error, not
         // silently ignored.
         if o.kinds.is_some() && !kind.geometry_uses_kinds() {
@@ -276,25 +221,28 @@ impl LayoutArgs {
                 o.layout
             ));
         }
-        let mut kind = kind;
         let kinds = match (&o.kinds, &kind) {
             (Some(k), _) => k.clone(),
             // A preset without kinds: members are in the preset's canonical order.
             (None, LayoutKind::Preset(p)) if self.devices >= 2 => p.default_kinds(self.devices),
             _ => vec![],
         };
-        // RAIDX5/6: parity weights from the kinds, as create stores them.
-        if let (Some(w), LayoutKind::RaidX { weights, .. }) = (
-            hetraid_core::layout::weights_from_kinds(&kind, &kinds),
-            &mut kind,
-        ) {
-            *weights = w;
-        }
+        // The array as create would make it (core `ArraySpec`: RAIDX5/6
+        // weights from the kinds, S2-RAID's partitions).
+        let spec = hetraid_core::spec::ArraySpec {
+            layout: options,
+            chunk_bytes: o.chunk,
+            kinds,
+            ..Default::default()
+        };
+        let valid = spec
+            .validate(&sizes)
+            .map_err(|e| e.sentence(&hetraid_core::spec::CLI))?;
         Ok(LayoutSpec {
-            kind,
+            kind: valid.kind,
             chunk_bytes: o.chunk,
             sizes,
-            kinds,
+            kinds: valid.kinds,
         })
     }
 }

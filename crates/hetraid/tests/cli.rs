@@ -711,7 +711,7 @@ fn one_log_rule_in_engine_simulator_and_cli() {
     );
     assert!(std::fs::read_dir(d.path()).unwrap().next().is_none());
     let opts = hetraid_engine::CreateOptions {
-        layout: hetraid_engine::format::LayoutRecord {
+        layout: hetraid_engine::format::LayoutOptions {
             name: "hpda".into(),
             ..Default::default()
         },

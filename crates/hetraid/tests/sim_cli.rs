@@ -226,7 +226,7 @@ fn bad_sim_input_is_one_sentence_and_exit_2() {
             vec!["--policy".into(), "fast".into()],
             "write policy 'fast' is unknown",
         ),
-        (vec!["--chunk".into(), "3K".into()], "multiple of 4096"),
+        (vec!["--chunk".into(), "3K".into()], "chunk 3072 is not a power of two"),
         (vec!["--size".into(), "1T".into()], "request size"),
         (
             vec![

@@ -479,6 +479,14 @@ impl LayoutOptions {
         }
     }
 
+    /// Is this the declustered layout (dRAID), by either of its names?
+    pub fn is_declustered(&self) -> bool {
+        matches!(
+            self.name.to_ascii_lowercase().as_str(),
+            "declustered" | "draid"
+        )
+    }
+
     /// The kind these options name, or why they name none (an unknown
     /// layout, a missing parameter, an option that does not apply).
     pub fn kind(&self) -> Result<LayoutKind, LayoutError> {

@@ -122,7 +122,7 @@ impl Array {
         let n = fresh.roles.len();
         let sizes: Vec<u64> = fresh.roles.iter().map(|r| r.data_size).collect();
         let kinds: Vec<MemberKind> = fresh.roles.iter().map(|r| r.kind).collect();
-        let kind = fresh.layout.kind().map_err(EngineError::Layout)?;
+        let kind = fresh.layout.kind().map_err(EngineError::layout)?;
         let spec = LayoutSpec {
             kind,
             chunk_bytes: fresh.chunk_bytes,
@@ -593,7 +593,7 @@ fn check_geometry(
         let l = &sb.layout;
         (
             l.name.to_ascii_lowercase(),
-            l.parity_order,
+            l.parity_order.clone(),
             l.copies,
             l.group,
             l.partitions,

@@ -159,8 +159,8 @@ impl Array {
             moves_done: 0,
         });
         next.raidx_history = Some(hist);
-        if !params.weights.is_empty() {
-            next.layout.weights.push(u64::from(kind != MemberKind::Hdd));
+        if let Some(w) = next.layout.weights.as_mut() {
+            w.push(u64::from(kind != MemberKind::Hdd));
         }
         next.events += 1;
         next.clean = true;

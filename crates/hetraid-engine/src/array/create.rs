@@ -5,6 +5,7 @@
 use super::lifecycle::*;
 #[allow(unused_imports)]
 use super::*;
+use hetraid_core::spec::SpecError;
 
 impl Array {
     /// Check a create of members of (physical) sizes `lens` without touching them: member
@@ -24,26 +25,20 @@ impl Array {
             None => lens.to_vec(),
         };
         let lens = &lens[..];
-        if n == 0 {
-            return Err(EngineError::Refused("give at least one member".into()));
-        }
         if n > crate::format::MAX_MEMBERS {
             return Err(EngineError::Refused(format!(
                 "at most {} members are supported",
                 crate::format::MAX_MEMBERS
             )));
         }
-        if !opts.kinds.is_empty() && opts.kinds.len() != n {
-            return Err(EngineError::Refused(format!(
-                "--kinds lists {} kinds for {n} members; give one per member",
-                opts.kinds.len()
-            )));
-        }
+        let spec = opts.spec();
         let chunk = opts.chunk_bytes;
-        if !crate::format::chunk_ok(chunk) {
-            return Err(EngineError::Refused(format!(
-                "chunk size {chunk} is not a power of two between 4K and 1G"
-            )));
+        // The members and the chunk first, then the room each member gives.
+        let kinds_wrong = !opts.kinds.is_empty() && opts.kinds.len() != n;
+        if n == 0 || kinds_wrong || !hetraid_core::spec::chunk_ok(chunk) {
+            return Err(EngineError::spec(
+                spec.validate(lens).err().expect("refused"),
+            ));
         }
         let need = DATA_OFFSET + chunk;
         if let Some(&short) = lens.iter().find(|&&l| l < need) {
@@ -56,49 +51,16 @@ impl Array {
             .iter()
             .map(|&l| data_area(l, chunk, 0, raidx))
             .collect();
-        let kind = opts.layout.kind().map_err(EngineError::Layout)?;
-        if kind == hetraid_core::layout::LayoutKind::Hpda {
-            if let Some(l) = &opts.log {
-                // The core's rule, as `hetraid create` words it (`region`
-                // carries HPDA's log size).
-                hetraid_core::logconfig::choose(
-                    true,
-                    &hetraid_core::logconfig::LogOptions {
-                        devices: l.devices.len(),
-                        region: None,
-                        size: l.region,
-                        mode: Some(l.mode.name().into()),
-                    },
-                )
-                .map_err(|e| EngineError::Refused(e.sentence(&hetraid_core::logconfig::CLI)))?;
-            }
-        }
-        let kinds = if opts.kinds.is_empty() {
-            vec![MemberKind::Hdd; n]
-        } else {
-            opts.kinds.clone()
-        };
-        let is_hpda = kind == hetraid_core::layout::LayoutKind::Hpda;
-        let layout = build(&LayoutSpec {
-            kind,
-            chunk_bytes: chunk,
-            sizes,
-            kinds,
-        })
-        .map_err(|e| {
-            EngineError::Layout(match is_hpda {
-                // Its sizes are data areas: say what that means for a device.
-                true => format!(
-                    "{e} (a member's data area is its size less {} MiB of metadata)",
-                    DATA_OFFSET >> 20
-                ),
-                false => e.to_string(),
-            })
+        let is_hpda = opts.layout.kind() == Ok(hetraid_core::layout::LayoutKind::Hpda);
+        // The rest is the core's (`ArraySpec::validate`).
+        spec.validate(&sizes).map_err(|e| match (e, is_hpda) {
+            // Its sizes are data areas: say what that means for a device.
+            (SpecError::Layout(l), true) => EngineError::Layout(format!(
+                "{l} (a member's data area is its size less {} MiB of metadata)",
+                DATA_OFFSET >> 20
+            )),
+            (e, _) => EngineError::spec(e),
         })?;
-        if opts.read_policy.is_some() {
-            hetraid_core::readbalance::applies(layout.as_ref())
-                .map_err(|e| EngineError::Refused(format!("--read-policy {e}")))?;
-        }
         Ok(())
     }
 
@@ -218,7 +180,7 @@ impl Array {
             .map(|(i, m)| data_area(m.len(), opts.chunk_bytes, region_of(i), raidx))
             .collect();
         let record = created_record(&opts.layout, &kinds, members.len())?;
-        let kind = record.kind().map_err(EngineError::Layout)?;
+        let kind = record.kind().map_err(EngineError::layout)?;
         let spec = LayoutSpec {
             kind,
             chunk_bytes: opts.chunk_bytes,
@@ -421,7 +383,7 @@ struct FirstSuperblock<'a> {
     kinds: &'a [MemberKind],
     /// Each member's data area.
     sizes: &'a [u64],
-    record: LayoutRecord,
+    record: LayoutOptions,
     layout: &'a dyn Layout,
     /// Bytes of checksums per member (None: no checksums).
     checksum_area: Option<u64>,

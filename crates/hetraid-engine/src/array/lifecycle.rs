@@ -23,26 +23,24 @@ pub(crate) fn region_start(layout: &dyn Layout, slot: usize, data_size: u64) -> 
         .map_or(data_size, |r| r.offset)
 }
 
-/// The layout record an array is created with: RAIDX5/6 given member kinds
-/// and no `--weights` take their parity weights from the kinds (core
-/// `weights_from_kinds`: parity on the SSDs), and the weights are stored
-/// with the array, so its layout never depends on a later reading of kinds.
-/// S2-RAID's partition count is stored too (core `default_partitions`: one
-/// fewer with spare space), so an array never depends on a later default.
+/// The layout options an array of `members` (of `kinds`, or disks) is
+/// created with: core `ArraySpec::stored_layout` (RAIDX5/6 weights from the
+/// kinds, S2-RAID's partition count), stored so an array never depends on a
+/// later default or a later reading of its kinds.
 pub(crate) fn created_record(
-    rec: &LayoutRecord,
+    rec: &LayoutOptions,
     kinds: &[MemberKind],
     members: usize,
-) -> Result<LayoutRecord> {
-    let kind = rec.kind().map_err(EngineError::Layout)?;
-    let mut rec = rec.clone();
-    if rec.partitions.is_none() {
-        rec.partitions = kind.clone().with_default_partitions(members).partitions();
-    }
-    if let Some(w) = hetraid_core::layout::weights_from_kinds(&kind, kinds) {
-        rec.weights = w;
-    }
-    Ok(rec)
+) -> Result<LayoutOptions> {
+    let kinds = match kinds.is_empty() {
+        true => vec![MemberKind::Hdd; members],
+        false => kinds.to_vec(),
+    };
+    let spec = hetraid_core::spec::ArraySpec {
+        layout: rec.clone(),
+        ..Default::default()
+    };
+    spec.stored_layout(&kinds).map_err(EngineError::spec)
 }
 
 /// The data area a member of `len` bytes (as the array sees it, past any
@@ -143,7 +141,7 @@ pub(crate) fn repair_bundle_tables(
     Ok(())
 }
 
-pub(crate) fn is_raidx(rec: &LayoutRecord) -> bool {
+pub(crate) fn is_raidx(rec: &LayoutOptions) -> bool {
     matches!(
         rec.kind(),
         Ok(hetraid_core::layout::LayoutKind::RaidX { .. })
@@ -591,7 +589,7 @@ mod partition_default_tests {
     use super::*;
     use hetraid_core::layout::{build, LayoutSpec};
 
-    fn built(rec: &LayoutRecord) -> (u64, String) {
+    fn built(rec: &LayoutOptions) -> (u64, String) {
         let l = build(&LayoutSpec {
             kind: rec.kind().unwrap(),
             chunk_bytes: 65536,
@@ -612,7 +610,7 @@ mod partition_default_tests {
     /// changes where their data is.
     #[test]
     fn the_stored_count_decides_and_old_records_keep_k_equal_g() {
-        let old = LayoutRecord {
+        let old = LayoutOptions {
             name: "s2raid5".into(),
             group: Some(3),
             partitions: None,
@@ -621,14 +619,14 @@ mod partition_default_tests {
         };
         let created = created_record(&old, &[], 9).unwrap();
         assert_eq!(created.partitions, Some(2));
-        let k3 = LayoutRecord {
+        let k3 = LayoutOptions {
             partitions: Some(3),
             ..old.clone()
         };
         assert_eq!(built(&old), built(&k3));
         assert_ne!(built(&created), built(&k3));
         // Without spare space the default is unchanged: K = G.
-        let no_spare = LayoutRecord {
+        let no_spare = LayoutOptions {
             spare_partitions: 0,
             ..old.clone()
         };
@@ -637,7 +635,7 @@ mod partition_default_tests {
             Some(3)
         );
         // S²-RAID10 on 6 members: m - 1 = 2 with spare space.
-        let r10 = LayoutRecord {
+        let r10 = LayoutOptions {
             name: "s2raid10".into(),
             spare_partitions: 1,
             ..Default::default()

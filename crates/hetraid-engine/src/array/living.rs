@@ -23,7 +23,7 @@ pub(crate) struct RaidxParams {
 
 impl RaidxParams {
     pub fn of(sb: &Superblock) -> Result<Self> {
-        match sb.layout.kind().map_err(EngineError::Layout)? {
+        match sb.layout.kind().map_err(EngineError::layout)? {
             hetraid_core::layout::LayoutKind::RaidX {
                 chunks_per_bundle,
                 level,

@@ -8,7 +8,7 @@
 use crate::bitmap::Bitmap;
 use crate::error::{EngineError, Result};
 use crate::format::{
-    LayoutRecord, LogMode, MemberRole, RoleState, Superblock, BITMAP_OFFSET, DATA_OFFSET, SB_SIZE,
+    LayoutOptions, LogMode, MemberRole, RoleState, Superblock, BITMAP_OFFSET, DATA_OFFSET, SB_SIZE,
 };
 use crate::member::{AlignedBuf, ChecksumMember, Member};
 use crate::queue::{run_batch, Borrowed, IoOp, MemberQueue};
@@ -59,7 +59,7 @@ const STRIPE_POOL_MAX: usize = 256;
 /// How to create an array.
 #[derive(Debug, Clone)]
 pub struct CreateOptions {
-    pub layout: LayoutRecord,
+    pub layout: LayoutOptions,
     pub chunk_bytes: u64,
     pub policy: WritePolicy,
     pub kinds: Vec<MemberKind>,
@@ -74,6 +74,36 @@ pub struct CreateOptions {
     pub log: Option<LogSpec>,
     /// Layouts with copies: how reads choose one (None: md).
     pub read_policy: Option<hetraid_core::readbalance::ReadPolicy>,
+}
+
+impl CreateOptions {
+    /// The array these options ask for, as core's [`ArraySpec`] (whose
+    /// `validate` holds the configuration rules).
+    ///
+    /// [`ArraySpec`]: hetraid_core::spec::ArraySpec
+    pub fn spec(&self) -> hetraid_core::spec::ArraySpec {
+        use hetraid_core::logconfig::LogOptions;
+        let hpda = self.layout.kind() == Ok(hetraid_core::layout::LayoutKind::Hpda);
+        let log = match &self.log {
+            None => LogOptions::default(),
+            // HPDA's `region` is how much of its own room the log uses.
+            Some(l) => LogOptions {
+                devices: l.devices.len(),
+                region: l.region.filter(|_| !hpda),
+                size: l.region.filter(|_| hpda),
+                mode: Some(l.mode.name().into()),
+            },
+        };
+        hetraid_core::spec::ArraySpec {
+            layout: self.layout.clone(),
+            chunk_bytes: self.chunk_bytes,
+            kinds: self.kinds.clone(),
+            log,
+            checksums: self.checksums,
+            write_buffer: false,
+            read_policy: self.read_policy,
+        }
+    }
 }
 
 /// The write log an array is created with: one device, or two mirrored.

@@ -28,7 +28,7 @@ pub(crate) fn layouts(sb: &Superblock) -> Result<(Box<dyn Layout>, Box<dyn Layou
         .reshape
         .as_ref()
         .ok_or_else(|| EngineError::Refused("no restripe in progress".into()))?;
-    let kind = sb.layout.kind().map_err(EngineError::Layout)?;
+    let kind = sb.layout.kind().map_err(EngineError::layout)?;
     let old_kind = match kind.clone() {
         hetraid_core::layout::LayoutKind::RaidH { .. } => hetraid_core::layout::LayoutKind::RaidH {
             weights: r.old_weights.clone(),
@@ -352,12 +352,16 @@ impl Array {
                     w.len()
                 )));
             }
-            next.layout.weights = w;
+            next.layout.weights = Some(w);
         }
         let chunk = sb.chunk_bytes;
         next.reshape = Some(ReshapeRecord {
             old_members: n,
-            old_weights: if raidh { old_weights } else { Vec::new() },
+            old_weights: if raidh {
+                old_weights.unwrap_or_default()
+            } else {
+                Vec::new()
+            },
             mark_rows: 0,
             window_rows: 1,
             backup_row: None,
@@ -404,7 +408,7 @@ fn check_restripe_request(
     adding: bool,
     weights: Option<&Vec<u64>>,
 ) -> Result<bool> {
-    let kind = sb.layout.kind().map_err(EngineError::Layout)?;
+    let kind = sb.layout.kind().map_err(EngineError::layout)?;
     let raidh = matches!(kind, hetraid_core::layout::LayoutKind::RaidH { .. });
     if weights.is_some() && !raidh {
         return Err(EngineError::Refused(format!(
@@ -429,7 +433,7 @@ fn check_restripe_request(
             "the array has {n} members, the most it can have"
         )));
     }
-    if !adding && weights == Some(&sb.layout.weights) {
+    if !adding && weights.is_some() && weights == sb.layout.weights.as_ref() {
         a.close()?;
         return Err(EngineError::Refused(
             "the array has these weights already: nothing to restripe".into(),

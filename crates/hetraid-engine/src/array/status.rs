@@ -160,6 +160,8 @@ impl Array {
             parity_order: (sb.layout.name == "raid5").then(|| {
                 sb.layout
                     .parity_order
+                    .as_deref()
+                    .and_then(|o| hetraid_core::layout::ParityOrder::parse(o).ok())
                     .unwrap_or(hetraid_core::layout::ParityOrder::LeftSymmetric)
                     .as_str()
             }),

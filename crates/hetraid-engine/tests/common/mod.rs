@@ -1,6 +1,6 @@
 #![allow(dead_code)]
 use hetraid_core::WritePolicy;
-use hetraid_engine::format::LayoutRecord;
+use hetraid_engine::format::LayoutOptions;
 use hetraid_engine::member::{FaultMember, Member};
 use hetraid_engine::CreateOptions;
 use std::sync::Arc;
@@ -61,7 +61,7 @@ pub fn fault_members(
 
 pub fn opts(name: &str, chunk: u64) -> CreateOptions {
     CreateOptions {
-        layout: LayoutRecord {
+        layout: LayoutOptions {
             name: name.into(),
             ..Default::default()
         },
@@ -86,8 +86,8 @@ pub fn hpda_opts(chunk: u64) -> CreateOptions {
 }
 
 /// Layouts the randomized tests drive: (record, member count).
-pub fn all_layouts() -> Vec<(LayoutRecord, usize)> {
-    let r = |name: &str| LayoutRecord {
+pub fn all_layouts() -> Vec<(LayoutOptions, usize)> {
+    let r = |name: &str| LayoutOptions {
         name: name.into(),
         ..Default::default()
     };
@@ -99,9 +99,9 @@ pub fn all_layouts() -> Vec<(LayoutRecord, usize)> {
         (r("raid5"), 5),
         (r("raid6"), 6),
         (
-            LayoutRecord {
+            LayoutOptions {
                 name: "raidh".into(),
-                weights: vec![0, 0, 1, 1, 2],
+                weights: Some(vec![0, 0, 1, 1, 2]),
                 ..Default::default()
             },
             5,
@@ -109,9 +109,9 @@ pub fn all_layouts() -> Vec<(LayoutRecord, usize)> {
         // Weighted RAID6: P and Q by weight, the two heavy members (SSDs in
         // a real array) holding most of them.
         (
-            LayoutRecord {
+            LayoutOptions {
                 name: "raidh6".into(),
-                weights: vec![0, 1, 0, 1, 2, 2],
+                weights: Some(vec![0, 1, 0, 1, 2, 2]),
                 ..Default::default()
             },
             6,
@@ -119,7 +119,7 @@ pub fn all_layouts() -> Vec<(LayoutRecord, usize)> {
         (r("raid4s"), 5),
         (r("raide"), 5),
         (
-            LayoutRecord {
+            LayoutOptions {
                 name: "s2raid5".into(),
                 group: Some(3),
                 ..Default::default()
@@ -128,7 +128,7 @@ pub fn all_layouts() -> Vec<(LayoutRecord, usize)> {
         ),
         (r("s2raid10"), 6),
         (
-            LayoutRecord {
+            LayoutOptions {
                 name: "raidx".into(),
                 chunks_per_bundle: Some(3),
                 ..Default::default()
@@ -136,7 +136,7 @@ pub fn all_layouts() -> Vec<(LayoutRecord, usize)> {
             5,
         ),
         (
-            LayoutRecord {
+            LayoutOptions {
                 name: "raidx".into(),
                 chunks_per_bundle: Some(4),
                 raidx_level: Some("6".into()),
@@ -145,28 +145,9 @@ pub fn all_layouts() -> Vec<(LayoutRecord, usize)> {
             5,
         ),
         (r("hpda"), 5),
-        // Declustered (issue 20): width in `group`, parity in `copies`,
-        // spares in `spare_partitions`.
-        (
-            LayoutRecord {
-                name: "declustered".into(),
-                group: Some(4),
-                copies: Some(1),
-                spare_partitions: 1,
-                ..Default::default()
-            },
-            7,
-        ),
-        (
-            LayoutRecord {
-                name: "declustered".into(),
-                group: Some(5),
-                copies: Some(2),
-                spare_partitions: 1,
-                ..Default::default()
-            },
-            8,
-        ),
+        // Declustered (issue 20).
+        (declustered(4, 1, 1), 7),
+        (declustered(5, 2, 1), 8),
     ]
 }
 
@@ -188,5 +169,20 @@ pub struct SetOnDrop<'a>(pub &'a std::sync::atomic::AtomicBool);
 impl Drop for SetOnDrop<'_> {
     fn drop(&mut self) {
         self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// The declustered layout (dRAID): groups of `width` chunks with `parity`
+/// of them parity, `spares` spare chunks a row.
+#[allow(dead_code)]
+pub fn declustered(width: usize, parity: usize, spares: usize) -> LayoutOptions {
+    LayoutOptions {
+        name: "declustered".into(),
+        declustered: hetraid_core::layout::DeclusterParams {
+            width: Some(width),
+            parity: Some(parity),
+            spares: Some(spares),
+        },
+        ..Default::default()
     }
 }

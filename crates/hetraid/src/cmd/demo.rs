@@ -6,7 +6,7 @@
 use clap::Args;
 use hetraid_core::units::format_size;
 use hetraid_core::{MemberKind, WritePolicy};
-use hetraid_engine::format::LayoutRecord;
+use hetraid_engine::format::LayoutOptions;
 use hetraid_engine::member::{FileMember, Member, SlowMember};
 use hetraid_engine::{Array, CreateOptions, RebuildOptions};
 use std::path::{Path, PathBuf};
@@ -242,7 +242,7 @@ impl DemoCmd {
             .map(|(p, &k)| member(p, k, emulate))
             .collect::<Result<_, _>>()?;
         let opts = CreateOptions {
-            layout: LayoutRecord {
+            layout: LayoutOptions {
                 name: "raid4s".into(),
                 ..Default::default()
             },

@@ -448,8 +448,8 @@ impl AdviseCmd {
         if !(self.budget_s > 0.0 && self.budget_s.is_finite()) {
             return Err("--budget-s must be a positive number of seconds".into());
         }
-        if self.chunks.is_empty() || self.chunks.iter().any(|c| *c == 0 || c % 4096 != 0) {
-            return Err("--chunks must list sizes that are multiples of 4K, e.g. 16K,64K".into());
+        if self.chunks.is_empty() || !self.chunks.iter().all(|&c| hetraid_core::spec::chunk_ok(c)) {
+            return Err("--chunks must list powers of two between 4K and 1G, e.g. 16K,64K".into());
         }
         if !(self.probe_seconds > 0.0 && self.probe_seconds <= 60.0) {
             return Err(format!(

@@ -97,13 +97,14 @@ impl CreateCmd {
     pub fn run(&self) -> Result<(), String> {
         let policy = WritePolicy::parse(&self.policy)?;
         let chunk = self.layout.chunk;
-        if !hetraid_engine::format::chunk_ok(chunk) {
-            return Err(format!(
-                "--chunk {chunk} is not a power of two between 4K and 1G"
-            ));
+        // First, as the log's sizes below depend on it (core's rule).
+        if !hetraid_core::spec::chunk_ok(chunk) {
+            return Err(
+                hetraid_core::spec::SpecError::Chunk(chunk).sentence(&hetraid_core::spec::CLI)
+            );
         }
         let record = self.layout.record()?;
-        record.kind()?;
+        record.kind().map_err(|e| e.to_string())?;
         if let Some(n) = &self.name {
             if n.is_empty()
                 || n.len() > hetraid_engine::annex::NAME_MAX
@@ -196,7 +197,7 @@ impl CreateCmd {
     /// own (said, not silent); kinds that contradict the preset are refused.
     fn member_kinds(
         &self,
-        record: &hetraid_engine::format::LayoutRecord,
+        record: &hetraid_engine::format::LayoutOptions,
     ) -> Result<(Vec<PathBuf>, Vec<MemberKind>), String> {
         let mut paths = Vec::new();
         let mut kinds = Vec::new();
@@ -241,7 +242,10 @@ impl CreateCmd {
         // Kinds given that contradict the preset are an error, not a
         // silent re-ordering.
         if self.layout.kinds.is_some() || explicit_kinds {
-            hetraid_core::layout::check_given_kinds(&record.kind()?, &kinds)?;
+            hetraid_core::layout::check_given_kinds(
+                &record.kind().map_err(|e| e.to_string())?,
+                &kinds,
+            )?;
         }
         Ok((paths, kinds))
     }
