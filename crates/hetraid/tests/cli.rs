@@ -746,6 +746,122 @@ fn one_log_rule_in_engine_simulator_and_cli() {
     }
 }
 
+/// Issue 38: one `ArraySpec` in core decides whether an array can exist;
+/// `hetraid create`, `hetraid layout`, the engine's create and the
+/// simulator refuse alike, each in its own option names, and none of them
+/// words the rules itself.
+#[test]
+fn one_array_rule_in_engine_simulator_and_cli() {
+    use hetraid_core::spec::{self, SpecError as E};
+    let d = tempfile::tempdir().unwrap();
+    let m: Vec<String> = (0..4)
+        .map(|i| d.path().join(format!("m{i}")).display().to_string())
+        .collect();
+    let refused = |a: &[&str]| {
+        let (code, _, err) = hetraid(a);
+        assert_eq!(code, 2, "{a:?}: {err}");
+        err
+    };
+    let create = |extra: &[&str]| {
+        let mut a = vec!["create", "--size", "8M"];
+        a.extend(m.iter().map(|s| s.as_str()));
+        a.extend(extra);
+        refused(&a)
+    };
+    let sim = |set: &dyn Fn(&mut hetraid_sim::RunConfig)| {
+        let mut c = hetraid_sim::RunConfig::new("raid5", "x25e-64*4");
+        set(&mut c);
+        hetraid_sim::run(&c).unwrap_err()
+    };
+    let engine = |o: &dyn Fn(&mut hetraid_engine::CreateOptions)| {
+        let mut opts = hetraid_engine::CreateOptions {
+            layout: hetraid_core::layout::LayoutOptions::named("raid5"),
+            chunk_bytes: 64 << 10,
+            policy: hetraid_core::WritePolicy::Md,
+            kinds: vec![],
+            assume_clean: true,
+            force: false,
+            checksums: false,
+            log: None,
+            read_policy: None,
+        };
+        o(&mut opts);
+        hetraid_engine::Array::check_create(&[64 << 20; 4], &opts)
+            .unwrap_err()
+            .to_string()
+    };
+    // A chunk that is not a power of two.
+    let want = E::Chunk(12 << 10);
+    let err = create(&["--layout", "raid5", "--chunk", "12K"]);
+    assert!(err.contains(&want.sentence(&spec::CLI)), "{err}");
+    let err = refused(&[
+        "layout",
+        "--layout",
+        "raid5",
+        "--devices",
+        "4",
+        "--chunk",
+        "12K",
+    ]);
+    assert!(err.contains(&want.sentence(&spec::CLI)), "{err}");
+    assert_eq!(
+        engine(&|o| o.chunk_bytes = 12 << 10),
+        want.sentence(&spec::CLI)
+    );
+    assert_eq!(
+        sim(&|c| c.chunk = hetraid_sim::Size(12 << 10)),
+        want.sentence(&spec::SIM)
+    );
+    // A read policy on a layout without copies.
+    let err = create(&["--layout", "raid5", "--read-policy", "first"]);
+    assert!(
+        err.contains("--read-policy applies to layouts that keep copies"),
+        "{err}"
+    );
+    assert!(
+        engine(&|o| o.read_policy = Some(hetraid_core::readbalance::ReadPolicy::First))
+            .starts_with("--read-policy applies to layouts that keep copies")
+    );
+    assert!(sim(&|c| c.read_policy = Some("first".into()))
+        .starts_with("read_policy applies to layouts that keep copies"));
+    // Kinds that do not match the members.
+    let want = E::KindsCount {
+        kinds: 3,
+        members: 4,
+    };
+    assert_eq!(
+        engine(&|o| o.kinds = vec![hetraid_core::MemberKind::Ssd; 3]),
+        want.sentence(&spec::CLI)
+    );
+    // A write buffer in front of a write log.
+    assert_eq!(
+        sim(&|c| {
+            c.write_buffer = Some(hetraid_sim::Size(1 << 20));
+            c.log = Some("x25e-64".into());
+        }),
+        E::WriteBufferWithLog.sentence(&spec::SIM)
+    );
+    assert!(std::fs::read_dir(d.path()).unwrap().next().is_none());
+    // No front end words the rules itself.
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../");
+    for f in [
+        "hetraid/src/cmd/array/create.rs",
+        "hetraid/src/args.rs",
+        "hetraid-sim/src/setup.rs",
+        "hetraid-engine/src/array/create.rs",
+    ] {
+        let src = std::fs::read_to_string(format!("{root}{f}")).unwrap();
+        for rule in [
+            "is not a power of two",
+            "do not go together: the log decides",
+            "kinds for {n} members",
+            "weights_from_kinds",
+        ] {
+            assert!(!src.contains(rule), "{f} words the rule '{rule}' itself");
+        }
+    }
+}
+
 /// Issue 38: the CLI is a library; a command line parses in-process, and
 /// the same definitions refuse a wrong one.
 #[test]
