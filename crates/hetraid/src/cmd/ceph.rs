@@ -137,7 +137,7 @@ impl CephCmd {
                 .map_err(|e| format!("host '{}': {e}", host.name))?;
             // Specs checked the list; the entries name each device as given
             // (a device file's path, not its name field).
-            for (spec, token) in specs.into_iter().zip(super::advise::expand(&host.devices)) {
+            for (spec, token) in specs.into_iter().zip(hetraid_advise::expand(&host.devices)) {
                 if osds.len() >= hetraid_ceph::cluster::OSDS_MAX {
                     return Err(format!(
                         "the description has more than {} OSDs; describe at most that many",

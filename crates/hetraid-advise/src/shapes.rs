@@ -4,11 +4,11 @@
 
 use super::*;
 
-impl AdviseCmd {
+impl Request {
     /// Real files and block devices among the members are measured
     /// (read-only) and replaced by the device files written into `dir`;
     /// presets and device files pass as they are.
-    pub(super) fn resolve_members(&self, dir: &Path) -> Result<(String, Vec<String>), String> {
+    pub(crate) fn resolve_members(&self, dir: &Path) -> Result<(String, Vec<String>), String> {
         let mut out = Vec::new();
         let mut notes = Vec::new();
         let mut probed: Vec<(String, String)> = Vec::new();
@@ -29,13 +29,8 @@ impl AdviseCmd {
                         .map(|n| n.to_string_lossy().into_owned())
                         .unwrap_or_else(|| "device".into());
                     let file = dir.join(format!("probe-{}-{stem}.toml", probed.len()));
-                    let (text, summary) = crate::cmd::probe::probe_member(
-                        name,
-                        &stem,
-                        self.probe_seconds,
-                        false,
-                        None,
-                    )?;
+                    let (text, summary) =
+                        crate::probe::probe_member(name, &stem, self.probe_seconds, false, None)?;
                     std::fs::write(&file, text).map_err(|e| format!("{}: {e}", file.display()))?;
                     notes.push(summary);
                     let f = file.display().to_string();
@@ -55,7 +50,7 @@ impl AdviseCmd {
 
     /// Every layout that fits the members, with its members in the order it
     /// wants.
-    pub(super) fn shapes(
+    pub(crate) fn shapes(
         &self,
         tokens: &[String],
         kinds: &[MemberKind],
@@ -163,20 +158,20 @@ impl AdviseCmd {
 
 /// One layout to try: name, members in its order, and its parameters.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct Shape {
-    pub(super) layout: String,
-    pub(super) members: String,
-    pub(super) weights: Option<Weights>,
-    pub(super) group: Option<usize>,
-    pub(super) spare_partitions: usize,
-    pub(super) chunks_per_bundle: Option<usize>,
-    pub(super) raidx_level: Option<String>,
-    pub(super) width: Option<usize>,
-    pub(super) parity: Option<usize>,
+pub(crate) struct Shape {
+    pub(crate) layout: String,
+    pub(crate) members: String,
+    pub(crate) weights: Option<Weights>,
+    pub(crate) group: Option<usize>,
+    pub(crate) spare_partitions: usize,
+    pub(crate) chunks_per_bundle: Option<usize>,
+    pub(crate) raidx_level: Option<String>,
+    pub(crate) width: Option<usize>,
+    pub(crate) parity: Option<usize>,
 }
 
 impl Shape {
-    pub(super) fn new(layout: &str, members: &str) -> Self {
+    pub(crate) fn new(layout: &str, members: &str) -> Self {
         Self {
             layout: layout.into(),
             members: members.into(),
@@ -190,7 +185,7 @@ impl Shape {
         }
     }
 
-    pub(super) fn declustered(members: &str, width: usize, parity: usize) -> Self {
+    pub(crate) fn declustered(members: &str, width: usize, parity: usize) -> Self {
         let mut s = Self::new("declustered", members);
         s.width = Some(width);
         s.parity = Some(parity);
@@ -198,7 +193,7 @@ impl Shape {
     }
 
     /// Layouts whose copies are whole chunks: the write policy does not apply.
-    pub(super) fn mirrored(&self) -> bool {
+    pub(crate) fn mirrored(&self) -> bool {
         matches!(self.layout.as_str(), "raid10" | "s2raid10" | "hpda")
             || self.raidx_level.as_deref() == Some("1")
     }

@@ -18,22 +18,21 @@
 //!    over every metric every row has, the `create` line for the winner, and
 //!    optionally an SVG of the front.
 
-use clap::Args;
 use hetraid_core::MemberKind;
 use hetraid_sim::config::Weights;
 use hetraid_sim::{RunConfig, Size};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-mod render;
+pub mod mttdl;
+pub mod probe;
 mod shapes;
-use render::TableHead;
 use shapes::Shape;
 
 /// The objectives: name, what it measures, higher is better.
-const OBJECTIVES: &[(&str, &str, bool)] = &[
+pub const OBJECTIVES: &[(&str, &str, bool)] = &[
     ("throughput", "MB/s", true),
     ("p99", "p99 response, ms", false),
     ("capacity", "usable bytes", true),
@@ -47,15 +46,39 @@ const OBJECTIVES: &[(&str, &str, bool)] = &[
 
 /// The load map prunes candidates predicted this many times as busy (the
 /// busiest member per write) as the best.
-const LOAD_PRUNE: f64 = 2.5;
+pub const LOAD_PRUNE: f64 = 2.5;
 
 /// Candidates not simulated, by the analytic check that dropped them.
-#[derive(Debug, Default, serde::Serialize)]
-struct Pruned {
-    fit: usize,
-    capacity: usize,
-    mttdl: usize,
-    load_map: usize,
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct Pruned {
+    pub fit: usize,
+    pub capacity: usize,
+    pub mttdl: usize,
+    pub load_map: usize,
+}
+
+/// The advisor's report: what was tried, what was pruned, and the ranking.
+#[derive(Debug, Clone)]
+pub struct Advice {
+    /// The objective ranked by and what it measures.
+    pub objective: &'static str,
+    pub objective_what: &'static str,
+    /// The members as simulated (real devices replaced by their probes).
+    pub members: String,
+    /// The members one device each, comma-separated, as given.
+    pub given: String,
+    /// One line per device probed.
+    pub probed: Vec<String>,
+    /// Candidates enumerated (simulated or pruned).
+    pub candidates: usize,
+    pub pruned: Pruned,
+    /// Candidates simulated within the budget.
+    pub simulated: usize,
+    /// The metrics the Pareto front is over.
+    pub pareto_over: Vec<&'static str>,
+    pub seconds: f64,
+    /// One row per distinct result, best first (never empty).
+    pub ranked: Vec<Candidate>,
 }
 
 /// The load map of one write of `size` bytes at every chunk of a placement
@@ -97,31 +120,27 @@ fn predicted_write_ns(setup: &hetraid_sim::setup::Setup, policy: &str, size: u64
 /// The smallest chunk tried for RAIDX.
 const RAIDX_CHUNK_MIN: u64 = 256 << 10;
 
-const HOURS_PER_YEAR: f64 = 8766.0;
+use mttdl::HOURS_PER_YEAR;
 
-#[derive(Debug, Args)]
-pub struct AdviseCmd {
+/// What the advisor is asked: the devices, the workload and the
+/// constraints (`hetraid advise`'s options).
+#[derive(Debug, Clone)]
+pub struct Request {
     /// The devices you have: presets, device files (probe's too), or real
     /// files and block devices (measured read-only first, --probe-seconds
     /// each), as for sim: 'caviar-black-640*4,x25e-64'.
-    #[arg(long)]
     pub members: String,
     /// random-write (default), random-read, mixed, seq-write, seq-read;
     /// with --trace the trace is the workload.
-    #[arg(long)]
     pub workload: Option<String>,
     /// Share of reads for the mixed workload.
-    #[arg(long)]
     pub read_fraction: Option<f64>,
     /// Request size.
-    #[arg(long, default_value = "4K", value_parser = crate::args::size)]
     pub size: u64,
     /// Outstanding requests.
-    #[arg(long, default_value = "10")]
     pub qd: u32,
     /// A trace to replay (SPC, MSR, blkparse or DiskSim ASCII) instead of a
     /// synthetic workload.
-    #[arg(long)]
     pub trace: Option<String>,
     /// What ranks the candidates: throughput (MB/s), p99 (response),
     /// capacity (usable bytes), energy (J per GB moved), watts, mttdl,
@@ -129,90 +148,75 @@ pub struct AdviseCmd {
     /// (the last two need every device's price). Default: throughput, or p99
     /// with --trace (a trace replayed at its own times moves the same bytes
     /// on every layout; how fast they are answered is what differs).
-    #[arg(long)]
     pub objective: Option<String>,
     /// Chunk sizes to try.
-    #[arg(long, value_delimiter = ',', value_parser = crate::args::size, default_value = "4K,16K,64K,256K,1M")]
     pub chunks: Vec<u64>,
     /// Member failures the array must survive: 1 or 2.
-    #[arg(long, default_value = "1")]
     pub redundancy: usize,
     /// Wall-clock seconds for the simulations (candidates not reached are
     /// listed as not run).
-    #[arg(long, default_value = "60")]
     pub budget_s: f64,
     /// Bytes simulated per candidate (synthetic workloads).
-    #[arg(long, default_value = "32M", value_parser = crate::args::size)]
     pub total: u64,
     /// Prune, before simulating, layouts holding less than this.
-    #[arg(long, value_parser = crate::args::size)]
     pub capacity_min: Option<u64>,
     /// Prune, before simulating, layouts whose MTTDL (analytic, a 24 h
     /// repair as `analyze mttdl` assumes) is below this many years.
-    #[arg(long)]
     pub mttdl_min_years: Option<f64>,
     /// Seconds per measurement when a member is a real file or device.
-    #[arg(long, default_value = "1")]
     pub probe_seconds: f64,
-    /// Write the front as an SVG scatter: throughput against the objective
-    /// (against p99 when the objective is throughput).
-    #[arg(long)]
-    pub svg: Option<PathBuf>,
-    /// One JSON document instead of the table.
-    #[arg(long)]
-    pub json: bool,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
-struct Candidate {
-    layout: String,
-    members: String,
-    weights: Option<Vec<u64>>,
+pub struct Candidate {
+    pub layout: String,
+    pub members: String,
+    pub weights: Option<Vec<u64>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    group: Option<usize>,
+    pub group: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    spare_partitions: Option<usize>,
+    pub spare_partitions: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    chunks_per_bundle: Option<usize>,
+    pub chunks_per_bundle: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    raidx_level: Option<String>,
+    pub raidx_level: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    width: Option<usize>,
+    pub width: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    parity: Option<usize>,
-    policy: String,
-    chunk: u64,
-    capacity_bytes: u64,
-    throughput_mbps: Option<f64>,
-    iops: Option<f64>,
-    p99_ms: Option<f64>,
-    energy_j_per_gb: Option<f64>,
-    watts: Option<f64>,
+    pub parity: Option<usize>,
+    pub policy: String,
+    pub chunk: u64,
+    pub capacity_bytes: u64,
+    pub throughput_mbps: Option<f64>,
+    pub iops: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub energy_j_per_gb: Option<f64>,
+    pub watts: Option<f64>,
     /// Offline rebuild of the slowest member (one of each kind tried),
     /// seconds (`hetraid_sim::estimate`).
-    rebuild_s: Option<f64>,
+    pub rebuild_s: Option<f64>,
     /// With the rebuild time as the repair time (a hot spare or spare
     /// space) and `analyze mttdl`'s device figures.
-    mttdl_h: Option<f64>,
-    price_usd: Option<f64>,
-    usd_per_gb: Option<f64>,
-    usd_per_iops: Option<f64>,
+    pub mttdl_h: Option<f64>,
+    pub price_usd: Option<f64>,
+    pub usd_per_gb: Option<f64>,
+    pub usd_per_iops: Option<f64>,
     /// RAIDH with automatic weights: the model's gain over RAID5 and the
     /// simulated one (same policy and chunk).
     #[serde(skip_serializing_if = "Option::is_none")]
-    model_gain: Option<f64>,
+    pub model_gain: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    simulated_gain: Option<f64>,
-    pareto: bool,
-    create: String,
+    pub simulated_gain: Option<f64>,
+    pub pareto: bool,
+    pub create: String,
     /// Candidates with the very same figures (the same placement under
     /// another name or policy): layout/policy.
-    equivalent: Vec<String>,
+    pub equivalent: Vec<String>,
 }
 
 impl Candidate {
     /// The value of objective `name` (None when not measured).
-    fn metric(&self, name: &str) -> Option<f64> {
+    pub fn metric(&self, name: &str) -> Option<f64> {
         match name {
             "throughput" => self.throughput_mbps,
             "p99" => self.p99_ms,
@@ -251,7 +255,8 @@ impl Candidate {
         f
     }
 
-    fn name(&self) -> String {
+    /// The layout's short name with its parameters (`s2raid5 G3+spare`).
+    pub fn name(&self) -> String {
         let mut n = self.layout.clone();
         if let Some(g) = self.group {
             n += &format!(" G{g}");
@@ -269,7 +274,8 @@ impl Candidate {
     }
 }
 
-fn join(w: &[u64]) -> String {
+/// Weights as `hetraid create` takes them (`0,0,1`).
+pub fn join(w: &[u64]) -> String {
     w.iter()
         .map(|x| x.to_string())
         .collect::<Vec<_>>()
@@ -277,7 +283,7 @@ fn join(w: &[u64]) -> String {
 }
 
 /// The members' entries one device each (`x*2,y` -> x, x, y).
-pub(crate) fn expand(members: &str) -> Vec<String> {
+pub fn expand(members: &str) -> Vec<String> {
     let mut out = Vec::new();
     for part in members.split(',').map(str::trim) {
         match part.rsplit_once('*') {
@@ -291,8 +297,10 @@ pub(crate) fn expand(members: &str) -> Vec<String> {
     out
 }
 
-impl AdviseCmd {
-    fn workload(&self) -> Result<String, String> {
+impl Request {
+    /// The workload: the trace, or the synthetic one named (random-write
+    /// by default).
+    pub fn workload(&self) -> Result<String, String> {
         match (&self.trace, self.workload.as_deref()) {
             (Some(_), None | Some("trace")) => Ok("trace".into()),
             (Some(_), Some(w)) => Err(format!(
@@ -328,7 +336,8 @@ impl AdviseCmd {
         Ok(c)
     }
 
-    fn objective(&self) -> &str {
+    /// The objective asked for (p99 for a trace, else throughput).
+    pub fn objective(&self) -> &str {
         match (&self.objective, &self.trace) {
             (Some(o), _) => o,
             (None, Some(_)) => "p99",
@@ -336,7 +345,9 @@ impl AdviseCmd {
         }
     }
 
-    pub fn run(&self) -> Result<(), String> {
+    /// Enumerate the candidates, prune, simulate within the budget, and
+    /// rank: the advice (the command line renders it).
+    pub fn advise(&self) -> Result<Advice, String> {
         let t0 = Instant::now();
         let (objective, objective_what, higher) = self.check_args()?;
         self.workload()?;
@@ -382,47 +393,19 @@ impl AdviseCmd {
             higher,
             &specs,
         )?;
-        let secs = t0.elapsed().as_secs_f64();
-        if let Some(path) = &self.svg {
-            std::fs::write(path, self.front_svg(&rows))
-                .map_err(|e| format!("--svg {}: {e}", path.display()))?;
-        }
-        let front_dims: Vec<&str> = dims.iter().map(|d| d.0).collect();
-        if self.json {
-            let v = serde_json::json!({
-                "objective": objective,
-                "redundancy": self.redundancy,
-                "members": members,
-                "probed": probe_notes,
-                "candidates": total,
-                "pruned": pruned,
-                "distinct": rows.len(),
-                "simulated": simulated,
-                "pareto_over": front_dims,
-                "seconds": secs,
-                "ranked": rows,
-                "winner": rows[0],
-            });
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
-            );
-            return Ok(());
-        }
-        self.print_table(
-            &TableHead {
-                total,
-                objective,
-                objective_what,
-                simulated,
-                secs,
-                pruned: &pruned,
-                front_dims: &front_dims,
-                given: &given,
-            },
-            &rows,
-        )?;
-        Ok(())
+        Ok(Advice {
+            objective,
+            objective_what,
+            members,
+            given,
+            probed: probe_notes,
+            candidates: total,
+            pruned,
+            simulated,
+            pareto_over: dims.iter().map(|d| d.0).collect(),
+            seconds: t0.elapsed().as_secs_f64(),
+            ranked: rows,
+        })
     }
 
     /// The options checked before anything is probed or simulated: the
@@ -456,11 +439,6 @@ impl AdviseCmd {
                 "--probe-seconds {} must be above 0 and at most 60",
                 self.probe_seconds
             ));
-        }
-        if let Some(p) = &self.svg {
-            if p.is_dir() {
-                return Err(format!("--svg {} is a directory; name a file", p.display()));
-            }
         }
         let name = OBJECTIVES
             .iter()
@@ -525,7 +503,7 @@ impl AdviseCmd {
                         continue;
                     }
                     if let Some(min_y) = self.mttdl_min_years {
-                        let h = super::analyze::default_mttdl_h(&setup, 24.0)?;
+                        let h = mttdl::default_mttdl_h(&setup, 24.0)?;
                         if h / HOURS_PER_YEAR < min_y {
                             pruned.mttdl += 1;
                             continue;
@@ -806,7 +784,7 @@ impl AdviseCmd {
             seen.push(s.kind);
             worst = worst.max(hetraid_sim::estimate::offline_rebuild(&c, i)?.seconds);
         }
-        let mttdl = super::analyze::default_mttdl_h(&full, worst / 3600.0)?;
+        let mttdl = mttdl::default_mttdl_h(&full, worst / 3600.0)?;
         Ok((worst, mttdl))
     }
 }
