@@ -111,10 +111,13 @@ impl Array {
                 "--trust-member names a mirror copy; {} has parity: use --trust-data to rewrite parity from the data",
                 self.layout().name()
             ))),
-            (false, Some(m)) if m >= self.slot_count() => Err(Refused(format!(
+            (false, Some(m)) if m >= self.slot_count() => Err(crate::EngineError::Kind(
+                hetraid_core::ErrorKind::NotFound,
+                format!(
                 "member {m} does not exist; members are 0 to {}",
                 self.slot_count() - 1
-            ))),
+            ),
+            )),
             (true, None) => Ok(Some(Trust::Data)),
             (false, Some(m)) => Ok(Some(Trust::Member(m))),
             (false, None) => Ok(Some(Trust::Located)),

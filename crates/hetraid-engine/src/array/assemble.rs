@@ -560,7 +560,9 @@ fn sort_given(given: Vec<Arc<dyn Member>>) -> Result<Given> {
     let first = &sbs[0];
     for (m, sb) in given.iter().zip(&sbs) {
         if sb.uuid != first.uuid {
-            return Err(EngineError::Refused(format!(
+            return Err(EngineError::Kind(
+                hetraid_core::ErrorKind::Foreign,
+                format!(
                 "member {} belongs to array {}, not to array {} of member {}; assemble members of one array",
                 m.name(),
                 sb.uuid_string(),

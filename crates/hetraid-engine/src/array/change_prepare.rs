@@ -123,7 +123,9 @@ impl Array {
             data_size = data_size.min(covered);
         }
         if data_size < sb.chunk_bytes {
-            return Err(EngineError::Refused(format!(
+            return Err(EngineError::Kind(
+                hetraid_core::ErrorKind::TooSmall,
+                format!(
                 "{} is {} bytes: too small to hold a chunk of {} past the array's {} bytes of metadata",
                 new.name(),
                 new.len(),

@@ -16,7 +16,9 @@ impl Array {
             Some(c) => {
                 let need = DATA_OFFSET + c + opts.chunk_bytes;
                 if let Some(&short) = lens.iter().find(|&&l| l < need) {
-                    return Err(EngineError::Refused(format!(
+                    return Err(EngineError::Kind(
+                hetraid_core::ErrorKind::TooSmall,
+                format!(
                         "a member of {short} bytes is too small: with checksums each needs at least {need} (1 MiB of metadata, {c} of checksums, one chunk)"
                     )));
                 }
@@ -42,7 +44,9 @@ impl Array {
         }
         let need = DATA_OFFSET + chunk;
         if let Some(&short) = lens.iter().find(|&&l| l < need) {
-            return Err(EngineError::Refused(format!(
+            return Err(EngineError::Kind(
+                hetraid_core::ErrorKind::TooSmall,
+                format!(
                 "a member of {short} bytes is too small: each needs at least {need} (1 MiB of metadata plus one chunk)"
             )));
         }
@@ -507,12 +511,15 @@ fn check_new_members(members: &[Arc<dyn Member>], opts: &CreateOptions) -> Resul
         }
         if !opts.force {
             if let Ok(sb) = read_sb(m.as_ref())? {
-                return Err(EngineError::Refused(format!(
+                return Err(EngineError::Kind(
+                    hetraid_core::ErrorKind::Foreign,
+                    format!(
                     "member {} already belongs to array {} (slot {}); use --force to overwrite it",
                     m.name(),
                     sb.uuid_string(),
                     sb.member
-                )));
+                ),
+                ));
             }
         }
     }

@@ -228,12 +228,15 @@ impl Array {
                     )));
                 }
             } else if let Ok(Ok(theirs)) = read_sb(dev.as_ref()) {
-                return Err(EngineError::Refused(format!(
-                    "{} belongs to array {} (slot {}); use --force to overwrite it",
-                    dev.name(),
-                    theirs.uuid_string(),
-                    theirs.member
-                )));
+                return Err(EngineError::Kind(
+                    hetraid_core::ErrorKind::Foreign,
+                    format!(
+                        "{} belongs to array {} (slot {}); use --force to overwrite it",
+                        dev.name(),
+                        theirs.uuid_string(),
+                        theirs.member
+                    ),
+                ));
             }
         }
         let epoch = self.superblock().log.map_or(0, |l| l.epoch) + 1;

@@ -531,12 +531,15 @@ pub(crate) fn check_new_member(
             if ours {
                 return Ok(());
             }
-            return Err(EngineError::Refused(format!(
-                "{} already belongs to array {} (slot {}); use --force to overwrite it",
-                new.name(),
-                old.uuid_string(),
-                old.member
-            )));
+            return Err(EngineError::Kind(
+                hetraid_core::ErrorKind::Foreign,
+                format!(
+                    "{} already belongs to array {} (slot {}); use --force to overwrite it",
+                    new.name(),
+                    old.uuid_string(),
+                    old.member
+                ),
+            ));
         }
     }
     Ok(())

@@ -458,7 +458,9 @@ fn check_new_layout(
         let need = Array::log_bytes_min(new_l, rec.mode);
         let have = crate::log::RING_OFFSET + l.ring_bytes;
         if have < need {
-            return Err(EngineError::Refused(format!(
+            return Err(EngineError::Kind(
+                hetraid_core::ErrorKind::TooSmall,
+                format!(
                 "the write log ({have} bytes) is too small for the array after the restripe ({} members of {chunk}-byte chunks need {need}); replace its copies with larger devices first (hetraid replace ... --log-copy I --with DEV)",
                 new_l.members()
             )));

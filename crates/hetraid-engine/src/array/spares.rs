@@ -73,7 +73,9 @@ impl Array {
                 .map(|i| self.slot_need(&sb, i))
                 .min()
                 .unwrap_or(0);
-            return Err(EngineError::Refused(format!(
+            return Err(EngineError::Kind(
+                hetraid_core::ErrorKind::TooSmall,
+                format!(
                 "spare {} is {} bytes: too small to take any slot of this array (the smallest needs {need})",
                 m.name(),
                 m.len()

@@ -314,7 +314,9 @@ impl Log {
                 continue;
             }
             if h.uuid != uuid || h.id != rec.id {
-                return Err(EngineError::Refused(format!(
+                return Err(EngineError::Kind(
+                hetraid_core::ErrorKind::Foreign,
+                format!(
                     "log device {} belongs to another array or an earlier log of this one; leave it out",
                     d.name()
                 )));
@@ -587,11 +589,14 @@ impl Log {
         let mut st = self.state.lock().unwrap();
         let mut copies = self.copies.lock().unwrap();
         if i >= copies.len() {
-            return Err(EngineError::Refused(format!(
-                "log copy {i} does not exist; the log has {} (0 to {})",
-                copies.len(),
-                copies.len() - 1
-            )));
+            return Err(EngineError::Kind(
+                hetraid_core::ErrorKind::NotFound,
+                format!(
+                    "log copy {i} does not exist; the log has {} (0 to {})",
+                    copies.len(),
+                    copies.len() - 1
+                ),
+            ));
         }
         if copies[i].is_some() {
             return Err(EngineError::Refused(format!(

@@ -2,6 +2,8 @@
 //! finish in-flight requests, flush every member and mark the array clean.
 
 use clap::Args;
+use hetraid_core::{ErrorKind, Failure};
+use hetraid_engine::error::IntoFailure;
 use hetraid_nbd::{serve, Config, Listen, Stats};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -108,7 +110,7 @@ impl ServeCmd {
             .ok_or_else(|| format!("--socket-mode {m} is not an octal mode (e.g. 600 or 660)"))
     }
 
-    pub fn run(&self) -> Result<(), String> {
+    pub fn run(&self) -> Result<(), Failure> {
         // Every option is checked before the array is touched: a refusal
         // changes nothing.
         let (listen, tls) = self.check_options()?;
@@ -118,8 +120,9 @@ impl ServeCmd {
             .map(hetraid_core::readbalance::ReadPolicy::parse)
             .transpose()?;
         let members = super::array::open_given(&self.members, self.degraded)?;
-        let first =
-            Arc::new(hetraid_engine::Array::assemble(members.clone()).map_err(|e| e.to_string())?);
+        let first = Arc::new(
+            hetraid_engine::Array::assemble(members.clone()).map_err(IntoFailure::failure)?,
+        );
         // Options that do not apply are refused before anything is written.
         if !first.has_write_back_log() {
             for (given, name) in [
@@ -129,13 +132,14 @@ impl ServeCmd {
                 if given {
                     return Err(format!(
                         "{name} applies to arrays with a write-back log only; this array has none"
-                    ));
+                    )
+                    .into());
                 }
             }
         }
         // Start as decided: members not given (with --degraded) recorded
         // missing before any client writes.
-        first.commit().map_err(|e| e.to_string())?;
+        first.commit().map_err(IntoFailure::failure)?;
         // What every assembly of the served array gets (a change of members
         // assembles it again, batch by batch).
         let write_buffer = self.write_buffer;
@@ -152,7 +156,7 @@ impl ServeCmd {
             }
             Ok(())
         });
-        reopen(&first).map_err(|e| e.to_string())?;
+        reopen(&first).map_err(IntoFailure::failure)?;
         let cell = Arc::new(hetraid_engine::ArrayCell::new(first, members, reopen));
         let array = cell.current();
         for w in array.warnings() {
@@ -178,12 +182,16 @@ impl ServeCmd {
         let stats = Arc::new(Stats::default());
         let cfg = self.config(tls)?;
         drop(array);
-        serve(cell.clone(), &listen, cfg, stop.clone(), stats.clone())
-            .map_err(|e| format!("cannot serve on {}: {e}", self.listen))?;
+        serve(cell.clone(), &listen, cfg, stop.clone(), stats.clone()).map_err(|e| {
+            Failure::new(
+                ErrorKind::Io,
+                format!("cannot serve on {}: {e}", self.listen),
+            )
+        })?;
         cell.stop();
         cell.current().cancel_long_operations();
         services.join();
-        cell.current().close().map_err(|e| e.to_string())?;
+        cell.current().close().map_err(IntoFailure::failure)?;
         tracing::info!(
             "stopped after {} connections ({} refused) and {} requests ({} failed); members flushed, array clean",
             stats.connections.load(Ordering::Relaxed),

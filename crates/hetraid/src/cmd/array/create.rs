@@ -94,14 +94,14 @@ impl CreateCmd {
         }
     }
 
-    pub fn run(&self) -> Result<(), String> {
+    pub fn run(&self) -> Result<(), Failure> {
         let policy = WritePolicy::parse(&self.policy)?;
         let chunk = self.layout.chunk;
         // First, as the log's sizes below depend on it (core's rule).
         if !hetraid_core::spec::chunk_ok(chunk) {
-            return Err(
-                hetraid_core::spec::SpecError::Chunk(chunk).sentence(&hetraid_core::spec::CLI)
-            );
+            return Err(hetraid_core::spec::SpecError::Chunk(chunk)
+                .sentence(&hetraid_core::spec::CLI)
+                .into());
         }
         let record = self.layout.record()?;
         record.kind().map_err(|e| e.to_string())?;
@@ -113,7 +113,8 @@ impl CreateCmd {
                 return Err(format!(
                     "--name {n:?} is not usable: give 1 to {} bytes without control characters",
                     hetraid_engine::annex::NAME_MAX
-                ));
+                )
+                .into());
             }
         }
         let (paths, kinds) = self.member_kinds(&record)?;
@@ -145,7 +146,7 @@ impl CreateCmd {
                 .map(|p| open_member_for(p, false).map(|m| m.len()))
                 .collect::<Result<_, _>>()?,
         };
-        Array::check_create(&lens, &opts).map_err(|e| e.to_string())?;
+        Array::check_create(&lens, &opts).map_err(IntoFailure::failure)?;
         let mut members: Vec<Arc<dyn Member>> = Vec::new();
         // Only files this command created are removed when it fails later.
         let cleanup =
@@ -166,7 +167,10 @@ impl CreateCmd {
                 Ok(m) => members.push(Arc::new(m)),
                 Err(e) => {
                     cleanup(&created);
-                    return Err(format!("cannot open member {}: {e}", p.display()));
+                    return Err(Failure::new(
+                        ErrorKind::Io,
+                        format!("cannot open member {}: {e}", p.display()),
+                    ));
                 }
             }
         }
@@ -175,20 +179,20 @@ impl CreateCmd {
             Ok(l) => l,
             Err(e) => {
                 cleanup(&created);
-                return Err(e);
+                return Err(e.into());
             }
         };
         let array = match Array::create(members, &opts) {
             Ok(a) => a,
             Err(e) => {
                 cleanup(&created);
-                return Err(e.to_string());
+                return Err(e.failure());
             }
         };
         if let Some(n) = &self.name {
-            array.set_name(n).map_err(|e| e.to_string())?;
+            array.set_name(n).map_err(IntoFailure::failure)?;
         }
-        array.close().map_err(|e| e.to_string())?;
+        array.close().map_err(IntoFailure::failure)?;
         self.report_created(&array);
         Ok(())
     }

@@ -116,21 +116,21 @@ pub(crate) fn scan_devices(paths: &[String]) -> Result<Vec<(String, PathBuf)>, S
 }
 
 impl MembersCmd {
-    pub fn status(&self) -> Result<(), String> {
+    pub fn status(&self) -> Result<(), Failure> {
         if !self.test {
             return self.status_printed().map(|_| ());
         }
         match self.status_printed() {
-            Ok(state) => exit_with(health_code(&state)),
+            Ok(state) => Ok(exit_with(health_code(&state))?),
             Err(e) => {
                 eprintln!("hetraid: {e}");
-                exit_with(4)
+                Ok(exit_with(4)?)
             }
         }
     }
 
     /// Print the status; the array's state.
-    fn status_printed(&self) -> Result<String, String> {
+    fn status_printed(&self) -> Result<String, Failure> {
         if self.scan {
             return Err("--scan applies to assemble".into());
         }
@@ -147,7 +147,7 @@ impl MembersCmd {
             let v = r?;
             let state = v["state"].as_str().unwrap_or("?").to_string();
             if self.json {
-                return crate::cmd::print_json(&v).map(|_| state);
+                return Ok(crate::cmd::print_json(&v)?).map(|_| state);
             }
             let held_by = match v["process"].as_str() {
                 None | Some("serve") => "served".to_string(),
@@ -166,8 +166,10 @@ impl MembersCmd {
         )?;
         let st = a.status();
         if self.json {
-            return crate::cmd::print_json(&serde_json::to_value(&st).map_err(|e| e.to_string())?)
-                .map(|_| st.state.to_string());
+            return Ok(crate::cmd::print_json(
+                &serde_json::to_value(&st).map_err(|e| e.to_string())?,
+            )?)
+            .map(|_| st.state.to_string());
         }
         print_status(&serde_json::to_value(&st).map_err(|e| e.to_string())?, None);
         print_warnings(&a);
@@ -175,7 +177,7 @@ impl MembersCmd {
     }
 
     /// `assemble --scan`: every array found under the paths, by UUID.
-    fn assemble_scan(&self) -> Result<(), String> {
+    fn assemble_scan(&self) -> Result<(), Failure> {
         let found = scan_devices(&self.members)?;
         let mut uuids: Vec<String> = found.iter().map(|(u, _)| u.clone()).collect();
         uuids.sort();
@@ -184,7 +186,7 @@ impl MembersCmd {
             return Err(format!(
                 "no hetraid member found in {}; give the directories or devices that hold the members",
                 self.members.join(", ")
-            ));
+            ).into());
         }
         // Per array: its members of the freshest incarnation (a member
         // retired from an earlier one, whose member table has another size,
@@ -251,7 +253,7 @@ impl MembersCmd {
                     "{} arrays are named {n} ({}): assemble one by its members, or rename one (hetraid create --name names a new array only)",
                     named.len(),
                     named.iter().map(|u| u.as_str()).collect::<Vec<_>>().join(", ")
-                ));
+                ).into());
             }
         }
         let mut assembled = 0;
@@ -302,13 +304,15 @@ impl MembersCmd {
                 "no array named {} found in {}",
                 self.name.as_deref().unwrap_or(""),
                 self.members.join(", ")
-            ));
+            )
+            .into());
         }
         if failed > 0 {
             return Err(format!(
                 "{failed} of {} arrays could not be assembled",
                 assembled + failed
-            ));
+            )
+            .into());
         }
         Ok(())
     }
@@ -316,8 +320,8 @@ impl MembersCmd {
     /// Assemble for writing and close, finishing a grow, restripe or
     /// shrink cut short first (as MD resumes a reshape when the array
     /// starts): the array, and the change's report when one finished.
-    fn assemble_finishing(&self) -> Result<(Array, Option<hetraid_engine::ChangeReport>), String> {
-        let open = || -> Result<Array, String> {
+    fn assemble_finishing(&self) -> Result<(Array, Option<hetraid_engine::ChangeReport>), Failure> {
+        let open = || -> Result<Array, Failure> {
             let a = assemble_with(
                 &self.members,
                 AssembleOptions {
@@ -328,8 +332,8 @@ impl MembersCmd {
             )?;
             // `assemble` starts the array as decided (absent members
             // recorded missing with --degraded, a stale table made fresh).
-            a.commit().map_err(|e| e.to_string())?;
-            a.close().map_err(|e| e.to_string())?;
+            a.commit().map_err(IntoFailure::failure)?;
+            a.close().map_err(IntoFailure::failure)?;
             Ok(a)
         };
         let mut a = open()?;
@@ -349,13 +353,13 @@ impl MembersCmd {
     }
 
     /// [`Self::assemble_finishing`] for `--scan`: warnings printed, the status.
-    fn assemble_quiet(&self) -> Result<hetraid_engine::Status, String> {
+    fn assemble_quiet(&self) -> Result<hetraid_engine::Status, Failure> {
         let (a, _) = self.assemble_finishing()?;
         print_warnings(&a);
         Ok(a.status())
     }
 
-    pub fn assemble(&self) -> Result<(), String> {
+    pub fn assemble(&self) -> Result<(), Failure> {
         if self.test {
             return Err("--test applies to status (it exits with the array's health)".into());
         }
@@ -365,7 +369,9 @@ impl MembersCmd {
         let (a, finished) = self.assemble_finishing()?;
         let st = a.status();
         if self.json {
-            return crate::cmd::print_json(&serde_json::to_value(&st).map_err(|e| e.to_string())?);
+            return Ok(crate::cmd::print_json(
+                &serde_json::to_value(&st).map_err(|e| e.to_string())?,
+            )?);
         }
         print_warnings(&a);
         if let Some(r) = &finished {
@@ -548,7 +554,7 @@ impl MemberOpCmd {
                 return Err("give --member SLOT|PATH or --log-copy I, not both".into())
             }
             (None, None) => return Err("replace needs --member SLOT|PATH or --log-copy I".into()),
-            (None, Some(c)) => return self.replace_log_copy(c, with).map_err(Into::into),
+            (None, Some(c)) => return self.replace_log_copy(c, with),
             (Some(m), None) => slot_of(m, &self.members)?,
         };
         if let Some(r) = remote_passing(
@@ -587,14 +593,15 @@ impl MemberOpCmd {
 
     /// Replace a failed or missing copy of the write log: the live records
     /// are copied to the new device at once (nothing to rebuild after).
-    fn replace_log_copy(&self, copy: usize, with: &str) -> Result<(), String> {
+    fn replace_log_copy(&self, copy: usize, with: &str) -> Result<(), Failure> {
         let (p, kind) = split_member(with)?;
         if kind.is_some() {
             return Err(format!(
                 "{with}: a log copy keeps the kind given at create; give the path alone"
-            ));
+            )
+            .into());
         }
-        let abs = std::path::absolute(&p).map_err(|e| e.to_string())?;
+        let abs = std::path::absolute(&p).map_err(IntoFailure::failure)?;
         // Served: the server copies the live records while clients write.
         if let Some(r) = remote_passing(
             &self.members,
@@ -616,8 +623,8 @@ impl MemberOpCmd {
         let a = assemble(&self.members, self.degraded)?;
         let new = open_member(&p)?;
         a.replace_log_copy(copy, new, self.force)
-            .map_err(|e| e.to_string())?;
-        a.close().map_err(|e| e.to_string())?;
+            .map_err(IntoFailure::failure)?;
+        a.close().map_err(IntoFailure::failure)?;
         println!(
             "log copy {copy} is now {}, with the log's live records; list it with the members from now on",
             p.display()
@@ -651,7 +658,7 @@ pub struct AddCmd {
 }
 
 impl AddCmd {
-    pub fn run(&self) -> Result<(), String> {
+    pub fn run(&self) -> Result<(), Failure> {
         let free = |state: &str| matches!(state, "faulty" | "removed" | "missing");
         let (p, kind) = split_member(&self.with)?;
         let kind = kind.unwrap_or(MemberKind::Hdd);
@@ -665,7 +672,7 @@ impl AddCmd {
                 .find(|m| free(m["state"].as_str().unwrap_or("")))
                 .and_then(|m| m["device"].as_u64())
                 .filter(|_| !self.spare);
-            let abs = std::path::absolute(&p).map_err(|e| e.to_string())?;
+            let abs = std::path::absolute(&p).map_err(IntoFailure::failure)?;
             let Some(slot) = slot else {
                 remote_passing(
                     &self.members,
@@ -723,8 +730,8 @@ impl AddCmd {
         let Some(slot) = slot else {
             let new = open_member(&p)?;
             a.add_spare(new, kind, self.force)
-                .map_err(|e| e.to_string())?;
-            a.close().map_err(|e| e.to_string())?;
+                .map_err(IntoFailure::failure)?;
+            a.close().map_err(IntoFailure::failure)?;
             println!(
                 "{} added as a hot spare: list it with the members; a served array rebuilds onto it when a member fails, an offline hetraid rebuild uses it for a failed slot",
                 p.display()
@@ -732,9 +739,9 @@ impl AddCmd {
             return Ok(());
         };
         a.replace(slot, open_member(&p)?, self.force)
-            .map_err(|e| e.to_string())?;
+            .map_err(IntoFailure::failure)?;
         let st = a.status();
-        a.close().map_err(|e| e.to_string())?;
+        a.close().map_err(IntoFailure::failure)?;
         if st.member_states[slot].readd {
             println!(
                 "{} re-added in slot {slot}: it left intact, so only the {} regions written since are resynced; it waits for: {}",

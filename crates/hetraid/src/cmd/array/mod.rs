@@ -3,7 +3,8 @@
 use crate::args::{size, LayoutOpts};
 use clap::Args;
 use hetraid_core::units::format_size;
-use hetraid_core::{MemberKind, WritePolicy};
+use hetraid_core::{ErrorKind, Failure, MemberKind, WritePolicy};
+use hetraid_engine::error::IntoFailure;
 use hetraid_engine::member::{FileMember, Member};
 use hetraid_engine::{Access, Array, AssembleOptions, CreateOptions, RebuildOptions};
 pub use hetraid_nbd::request::{Request, Speed};
@@ -73,46 +74,58 @@ fn belongs_to(m: &dyn Member) -> Option<String> {
     }
 }
 
-pub fn open_member(path: &Path) -> Result<Arc<dyn Member>, String> {
+pub fn open_member(path: &Path) -> Result<Arc<dyn Member>, Failure> {
     open_member_for(path, true)
 }
 
-fn open_member_for(path: &Path, writable: bool) -> Result<Arc<dyn Member>, String> {
+/// A member that is not there is `NotFound`, one another process holds
+/// `Busy` (its lock, or a block device in use: EBUSY), any other failure to
+/// open it `Io`.
+fn open_member_for(path: &Path, writable: bool) -> Result<Arc<dyn Member>, Failure> {
     if !path.exists() {
-        return Err(format!(
-            "member {} does not exist; check the path",
-            path.display()
-        ));
+        return Err(not_there(path));
     }
     let m = if writable {
         FileMember::open(path)
     } else {
         FileMember::open_read_only(path)
     };
-    m.map(|m| Arc::new(m) as Arc<dyn Member>)
-        .map_err(|e| format!("cannot open member {}: {e}", path.display()))
+    m.map(|m| Arc::new(m) as Arc<dyn Member>).map_err(|e| {
+        let kind = match e.kind() {
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::ResourceBusy => ErrorKind::Busy,
+            std::io::ErrorKind::NotFound => ErrorKind::NotFound,
+            _ => ErrorKind::Io,
+        };
+        Failure::new(kind, format!("cannot open member {}: {e}", path.display()))
+    })
+}
+
+fn not_there(path: &Path) -> Failure {
+    Failure::new(
+        ErrorKind::NotFound,
+        format!("member {} does not exist; check the path", path.display()),
+    )
 }
 
 /// The member paths, each checked to exist and to be listed once (a file
 /// given twice, or once through a link, is the same member).
-pub fn member_paths(paths: &[String]) -> Result<Vec<PathBuf>, String> {
+pub fn member_paths(paths: &[String]) -> Result<Vec<PathBuf>, Failure> {
     use std::os::unix::fs::MetadataExt;
     let mut seen: Vec<((u64, u64), String)> = Vec::new();
     let mut out = Vec::new();
     for p in paths {
         let path = split_member(p)?.0;
         let meta = std::fs::metadata(&path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => {
-                format!("member {} does not exist; check the path", path.display())
-            }
-            _ => format!("member {}: {e}", path.display()),
+            std::io::ErrorKind::NotFound => not_there(&path),
+            _ => Failure::new(ErrorKind::Io, format!("member {}: {e}", path.display())),
         })?;
         let id = (meta.dev(), meta.ino());
         if let Some((_, first)) = seen.iter().find(|(i, _)| *i == id) {
             return Err(format!(
                 "members {first} and {} are the same file (listed twice, or through a link); give each member once",
                 path.display()
-            ));
+            )
+            .into());
         }
         seen.push((id, path.display().to_string()));
         out.push(path);
@@ -121,7 +134,7 @@ pub fn member_paths(paths: &[String]) -> Result<Vec<PathBuf>, String> {
 }
 
 /// Assemble for writing; members not given are refused unless `degraded`.
-pub fn assemble(paths: &[String], degraded: bool) -> Result<Array, String> {
+pub fn assemble(paths: &[String], degraded: bool) -> Result<Array, Failure> {
     assemble_with(
         paths,
         AssembleOptions {
@@ -131,16 +144,19 @@ pub fn assemble(paths: &[String], degraded: bool) -> Result<Array, String> {
     )
 }
 
-pub fn assemble_with(paths: &[String], opts: AssembleOptions) -> Result<Array, String> {
+pub fn assemble_with(paths: &[String], opts: AssembleOptions) -> Result<Array, Failure> {
     if paths.is_empty() {
-        return Err("give the array's member files".into());
+        return Err(Failure::new(
+            ErrorKind::Usage,
+            "give the array's member files",
+        ));
     }
     let writable = opts.access == Access::ReadWrite;
     let mut members = Vec::new();
     for p in member_paths(paths)? {
         members.push(open_member_for(&p, writable)?);
     }
-    Array::assemble_with(members, opts).map_err(|e| e.to_string())
+    Array::assemble_with(members, opts).map_err(IntoFailure::failure)
 }
 
 fn print_warnings(a: &Array) {
@@ -272,14 +288,14 @@ pub fn remote_passing(
 }
 
 /// The given paths opened as members (each once).
-pub fn open_all(paths: &[String]) -> Result<Vec<Arc<dyn Member>>, String> {
+pub fn open_all(paths: &[String]) -> Result<Vec<Arc<dyn Member>>, Failure> {
     member_paths(paths)?
         .iter()
         .map(|p| open_member(p))
         .collect()
 }
 
-fn open_all_read_only(paths: &[String]) -> Result<Vec<Arc<dyn Member>>, String> {
+fn open_all_read_only(paths: &[String]) -> Result<Vec<Arc<dyn Member>>, Failure> {
     member_paths(paths)?
         .iter()
         .map(|p| open_member_for(p, false))
@@ -338,9 +354,9 @@ fn check_given_with(
 /// [`open_all`] for a command that hands the members to a procedure that
 /// assembles them itself: refused, writing nothing, when members of the
 /// array were not given and `degraded` was not said.
-pub fn open_given(paths: &[String], degraded: bool) -> Result<Vec<Arc<dyn Member>>, String> {
+pub fn open_given(paths: &[String], degraded: bool) -> Result<Vec<Arc<dyn Member>>, Failure> {
     let members = open_all(paths)?;
-    Array::check_given(&members, degraded).map_err(|e| e.to_string())?;
+    Array::check_given(&members, degraded).map_err(IntoFailure::failure)?;
     Ok(members)
 }
 

@@ -263,7 +263,7 @@ pub struct ReclaimCmd {
 }
 
 impl ReclaimCmd {
-    pub fn run(&self) -> Result<(), String> {
+    pub fn run(&self) -> Result<(), Failure> {
         let started = std::time::Instant::now();
         let v = if let Some(r) = remote(&self.members, Request::Reclaim) {
             r?
@@ -272,16 +272,16 @@ impl ReclaimCmd {
             let r = {
                 let a = held.cell.get();
                 if !a.has_write_back_log() {
-                    Err("reclaim applies to arrays with a write-back log (hpda, --log-mode write-back); this array has none".to_string())
+                    Err(Failure::from("reclaim applies to arrays with a write-back log (hpda, --log-mode write-back); this array has none"))
                 } else {
-                    a.reclaim().map_err(|e| e.to_string())
+                    a.reclaim().map_err(IntoFailure::failure)
                 }
             };
             held.close()?;
             serde_json::json!({"reclaimed_bytes": r?})
         };
         if self.json {
-            return crate::cmd::print_json(&v);
+            return Ok(crate::cmd::print_json(&v)?);
         }
         let bytes = v["reclaimed_bytes"].as_u64().unwrap_or(0);
         println!(
