@@ -457,7 +457,12 @@ fn grow_waits_for_a_running_rebuild_and_status_names_a_waiting_one() {
     wait_status(&now, "% (stripe");
     let x = blank(d.path(), "x", 16);
     let (code, _, err) = hetraid(&args("grow", &now, &["--add", &x]));
+    // Assembling members another process holds is busy too (a kind, not a
+    // sentence: the exit code says "try again").
+    let (acode, _, aerr) = hetraid(&args("assemble", &now, &[]));
     let _ = rb.kill();
+    assert_eq!(acode, 75, "{aerr}");
+    assert!(aerr.contains("in use by another hetraid process"), "{aerr}");
     let _ = rb.wait();
     // Busy (EX_TEMPFAIL): nothing was changed, try again once it ends.
     assert_eq!(code, 75, "{err}");
