@@ -7,19 +7,15 @@
 //! because the watchers outlive any one `Array` (a change swaps it); more
 //! arrays in one process only cost a watcher a spurious look.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use rustix::event::{eventfd, EventfdFlags};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::OnceLock;
 
 static CHANGES: OnceLock<Option<OwnedFd>> = OnceLock::new();
 
 fn efd() -> Option<&'static OwnedFd> {
     CHANGES
-        .get_or_init(|| {
-            // SAFETY: eventfd returns a new descriptor or -1.
-            let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-            // SAFETY: `fd` is new and owned by nothing else.
-            (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
-        })
+        .get_or_init(|| eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK).ok())
         .as_ref()
 }
 
@@ -33,17 +29,16 @@ pub fn fd() -> Option<RawFd> {
 pub(crate) fn changed() {
     if let Some(f) = efd() {
         let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a live u64; a full counter is still
-        // readable, which is all a watcher needs.
-        unsafe { libc::write(f.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8) };
+        // A full counter (EAGAIN) is still readable, which is all a watcher
+        // needs.
+        let _ = rustix::io::write(f, &one.to_ne_bytes());
     }
 }
 
 /// Take the changes noted so far (a watcher does this before it looks).
 pub fn drain() {
     if let Some(f) = efd() {
-        let mut n: u64 = 0;
-        // SAFETY: reads at most 8 bytes into a live u64; EAGAIN when empty.
-        unsafe { libc::read(f.as_raw_fd(), &mut n as *mut u64 as *mut libc::c_void, 8) };
+        // EAGAIN when empty.
+        let _ = rustix::io::read(f, &mut [0u8; 8]);
     }
 }

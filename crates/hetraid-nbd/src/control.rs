@@ -33,8 +33,7 @@ use std::time::Duration;
 
 /// The user running this process.
 fn euid() -> u32 {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() }
+    rustix::process::geteuid().as_raw()
 }
 
 /// The directory control sockets live in: `$XDG_RUNTIME_DIR/hetraid` when

@@ -6,7 +6,7 @@
 //! waiter can miss it.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,15 +18,10 @@ pub struct Stop {
 
 impl Stop {
     pub fn new() -> io::Result<Arc<Self>> {
-        // SAFETY: eventfd returns a new descriptor or -1.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        use rustix::event::{eventfd, EventfdFlags};
         Ok(Arc::new(Self {
             flag: Arc::new(AtomicBool::new(false)),
-            // SAFETY: `fd` is new and owned by nothing else.
-            efd: unsafe { OwnedFd::from_raw_fd(fd) },
+            efd: eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?,
         }))
     }
 
@@ -44,6 +39,11 @@ impl Stop {
     /// poll or epoll set).
     pub fn fd(&self) -> RawFd {
         self.efd.as_raw_fd()
+    }
+
+    /// [`Stop::fd`], borrowed.
+    pub fn as_fd(&self) -> BorrowedFd<'_> {
+        self.efd.as_fd()
     }
 
     /// Stop on SIGINT and SIGTERM: the handler sets the flag and writes the

@@ -41,19 +41,12 @@ fn with_bounce<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
 
 /// Is `path` on tmpfs or ramfs?
 fn in_memory_fs(path: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
     const TMPFS_MAGIC: i64 = 0x0102_1994;
     const RAMFS_MAGIC: i64 = 0x8584_58f6;
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
-        return false;
-    };
-    // SAFETY: statfs is plain data; all-zero is a valid value.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: c is a valid NUL-terminated path and st a valid out-parameter.
-    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
-        return false;
-    }
-    matches!(st.f_type as i64, TMPFS_MAGIC | RAMFS_MAGIC)
+    // f_type's width differs between targets (an i64 here).
+    #[allow(clippy::unnecessary_cast)]
+    let is = |f_type| matches!(f_type as i64, TMPFS_MAGIC | RAMFS_MAGIC);
+    rustix::fs::statfs(path).is_ok_and(|st| is(st.f_type))
 }
 
 fn aligned(x: u64) -> bool {
@@ -136,11 +129,11 @@ impl FileMember {
         };
         // One process at a time: a served array's members cannot be assembled
         // again behind the server's back.
-        use std::os::fd::AsRawFd;
+        use rustix::fs::FlockOperation;
         let lock = if writable {
-            libc::LOCK_EX
+            FlockOperation::NonBlockingLockExclusive
         } else {
-            libc::LOCK_SH
+            FlockOperation::NonBlockingLockShared
         };
         // A writer waits up to 2 s for readers (`status`, `read` of a
         // moment, whose shared locks are short) before it gives up; a server
@@ -148,8 +141,7 @@ impl FileMember {
         let tries = if writable { 20 } else { 1 };
         // Bounded: at most `tries` attempts, 100 ms apart.
         for t in 0..tries {
-            // SAFETY: flock on a valid descriptor we own.
-            if unsafe { libc::flock(file.as_raw_fd(), lock | libc::LOCK_NB) } == 0 {
+            if rustix::fs::flock(&file, lock).is_ok() {
                 break;
             }
             if t + 1 == tries {
@@ -182,9 +174,7 @@ impl FileMember {
             .truncate(false)
             .mode(0o600)
             .open(path)?;
-        use std::os::fd::AsRawFd;
-        // SAFETY: flock on a valid descriptor we own.
-        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        if rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
             return Err(io::Error::new(
                 io::ErrorKind::WouldBlock,
                 "in use by another hetraid process",
@@ -218,7 +208,6 @@ impl FileMember {
     /// reading and writing; it is locked as [`FileMember::open`] locks
     /// (the passing process already holds that lock on the same open file).
     pub fn from_passed(file: File, path: PathBuf) -> io::Result<Self> {
-        use std::os::fd::AsRawFd;
         let meta = file.metadata()?;
         let block = meta.file_type().is_block_device();
         if !block && !meta.is_file() {
@@ -227,18 +216,15 @@ impl FileMember {
                 "not a regular file or block device",
             ));
         }
-        // SAFETY: fcntl F_GETFL on a valid descriptor we own.
-        let flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) };
-        if flags < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if flags & libc::O_ACCMODE != libc::O_RDWR {
+        use rustix::fs::OFlags;
+        let flags = rustix::fs::fcntl_getfl(&file)?;
+        if flags & OFlags::ACCMODE != OFlags::RDWR {
             return Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,
                 "the file passed is not open for reading and writing",
             ));
         }
-        if flags & libc::O_APPEND != 0 {
+        if flags.contains(OFlags::APPEND) {
             // pwrite on an O_APPEND descriptor appends on Linux: every write
             // would land at the end, not where the array puts it.
             return Err(io::Error::new(
@@ -247,9 +233,8 @@ impl FileMember {
             ));
         }
         if !block {
-            // SAFETY: fcntl F_GET_SEALS on a valid descriptor we own; it
-            // succeeds only on a memfd.
-            let memfd = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) } >= 0;
+            // F_GET_SEALS succeeds only on a memfd.
+            let memfd = rustix::fs::fcntl_get_seals(&file).is_ok();
             if memfd || std::os::unix::fs::MetadataExt::nlink(&meta) == 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
@@ -257,8 +242,7 @@ impl FileMember {
                 ));
             }
         }
-        // SAFETY: flock on a valid descriptor we own.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
             return Err(io::Error::new(
                 io::ErrorKind::WouldBlock,
                 "in use by another hetraid process",
@@ -270,7 +254,7 @@ impl FileMember {
             meta.len()
         };
         Ok(Self {
-            direct: flags & libc::O_DIRECT != 0,
+            direct: flags.contains(OFlags::DIRECT),
             file,
             path,
             len,
@@ -391,45 +375,31 @@ impl Member for FileMember {
     /// (the kernel's zeroing unmap). Where neither is supported, zeroes are
     /// written.
     fn discard(&self, off: u64, len: u64) -> io::Result<bool> {
-        use std::os::fd::AsRawFd;
+        use rustix::fs::FallocateFlags as F;
+        use rustix::io::Errno;
         inside(self.len, off, len as usize)?;
         self.check_not_truncated(off, len as usize)?;
-        // SAFETY: fallocate on this member's open descriptor; no memory is passed.
-        let r = unsafe {
-            libc::fallocate(
-                self.file.as_raw_fd(),
-                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                off as libc::off_t,
-                len as libc::off_t,
-            )
-        };
-        if r == 0 {
-            return Ok(true);
-        }
-        let e = io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) | Some(libc::EINVAL) => {
+        match rustix::fs::fallocate(&self.file, F::PUNCH_HOLE | F::KEEP_SIZE, off, len) {
+            Ok(()) => Ok(true),
+            Err(Errno::OPNOTSUPP | Errno::NOSYS | Errno::INVAL) => {
                 super::write_zeroes(self, off, len)?;
                 Ok(false)
             }
-            _ => Err(e),
+            Err(e) => Err(e.into()),
         }
     }
 
     /// Regular files know their holes (`SEEK_DATA`); devices say stored.
     fn stored(&self, off: u64, len: u64) -> bool {
-        use std::os::fd::AsRawFd;
         if !self.regular {
             return true;
         }
-        // SAFETY: lseek on this member's descriptor; I/O uses pread/pwrite,
-        // which ignore the file position it moves.
-        let at = unsafe { libc::lseek(self.file.as_raw_fd(), off as libc::off_t, libc::SEEK_DATA) };
-        if at < 0 {
+        // The file position it moves is unused: I/O is pread/pwrite.
+        match rustix::fs::seek(&self.file, rustix::fs::SeekFrom::Data(off)) {
+            Ok(at) => at < off + len,
             // ENXIO: no data at or after `off`. Anything else: cannot tell.
-            return io::Error::last_os_error().raw_os_error() != Some(libc::ENXIO);
+            Err(e) => e != rustix::io::Errno::NXIO,
         }
-        (at as u64) < off + len
     }
 
     fn len(&self) -> u64 {
@@ -444,39 +414,22 @@ impl Member for FileMember {
 /// `pwritev` until every byte of `parts` is written at `off` (short writes and
 /// EINTR resume; at most IOV_MAX pieces per call).
 fn pwritev_all(file: &File, parts: &[&[u8]], mut off: u64) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
+    use std::io::IoSlice;
     const IOV_MAX: usize = 1024;
     let (mut i, mut skip) = (0usize, 0usize);
     // Each pass writes at least one byte or returns; bounded by the total length.
     while i < parts.len() {
-        let iov: Vec<libc::iovec> = parts[i..]
+        let iov: Vec<IoSlice<'_>> = parts[i..]
             .iter()
             .take(IOV_MAX)
             .enumerate()
-            .map(|(k, p)| {
-                let p = if k == 0 { &p[skip..] } else { p };
-                libc::iovec {
-                    iov_base: p.as_ptr() as *mut libc::c_void,
-                    iov_len: p.len(),
-                }
-            })
+            .map(|(k, p)| IoSlice::new(if k == 0 { &p[skip..] } else { p }))
             .collect();
-        // SAFETY: every iovec points into a live slice of `parts` for the call.
-        let n = unsafe {
-            libc::pwritev(
-                file.as_raw_fd(),
-                iov.as_ptr(),
-                iov.len() as libc::c_int,
-                off as libc::off_t,
-            )
+        let n = match rustix::io::pwritev(file, &iov, off) {
+            Ok(n) => n,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
         };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
         if n == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::WriteZero,
@@ -524,11 +477,10 @@ mod tests {
             .unwrap();
         let e = FileMember::from_passed(appending, p.clone()).err().unwrap();
         assert!(e.to_string().contains("O_APPEND"), "{e}");
-        // SAFETY: memfd_create with a NUL-terminated name.
-        let fd = unsafe { libc::memfd_create(c"hetraid-test".as_ptr(), libc::MFD_ALLOW_SEALING) };
-        assert!(fd >= 0);
-        // SAFETY: fd was just created and is owned here.
-        let memfd = unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        let memfd = File::from(
+            rustix::fs::memfd_create("hetraid-test", rustix::fs::MemfdFlags::ALLOW_SEALING)
+                .unwrap(),
+        );
         memfd.set_len(1 << 20).unwrap();
         let e = FileMember::from_passed(memfd, "memfd".into())
             .err()

@@ -3,6 +3,7 @@
 
 #[allow(unused_imports)]
 use super::*;
+use rustix::event::epoll;
 
 /// A quiet connection: no thread of its own until its next request.
 pub(super) struct Parked {
@@ -27,50 +28,33 @@ impl Idler {
     /// Put `stop`'s eventfd in the epoll set (level-triggered: it stays
     /// readable once the stop is asked).
     pub(super) fn watch_stop(&self, stop: &crate::Stop) -> io::Result<()> {
-        use std::os::fd::AsRawFd;
-        let mut ev = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: STOP_EVENT,
-        };
-        // SAFETY: both descriptors are open; `ev` outlives the call.
-        if unsafe {
-            libc::epoll_ctl(
-                self.epfd.as_raw_fd(),
-                libc::EPOLL_CTL_ADD,
-                stop.fd(),
-                &mut ev,
-            )
-        } != 0
-        {
-            return Err(io::Error::last_os_error());
-        }
+        epoll::add(
+            &self.epfd,
+            stop.as_fd(),
+            epoll::EventData::new_u64(STOP_EVENT),
+            epoll::EventFlags::IN,
+        )?;
         Ok(())
     }
 
     pub(super) fn new() -> io::Result<Self> {
-        use std::os::fd::FromRawFd;
-        // SAFETY: epoll_create1 returns a new descriptor or -1.
-        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
         Ok(Self {
-            // SAFETY: `fd` is a new descriptor nothing else owns.
-            epfd: unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) },
+            epfd: epoll::create(epoll::CreateFlags::CLOEXEC)?,
             parked: Mutex::new(Default::default()),
         })
     }
 
     pub(super) fn park(&self, p: Parked) -> Result<(), Parked> {
-        use std::os::fd::AsRawFd;
-        let mut ev = libc::epoll_event {
-            events: (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLONESHOT) as u32,
-            u64: p.id,
-        };
-        let fd = p.conn.fd();
+        use epoll::EventFlags as F;
         let mut parked = self.parked.lock().unwrap();
-        // SAFETY: both descriptors are open; `ev` outlives the call.
-        if unsafe { libc::epoll_ctl(self.epfd.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0
+        let events = F::IN | F::RDHUP | F::ONESHOT;
+        if epoll::add(
+            &self.epfd,
+            p.conn.fd(),
+            epoll::EventData::new_u64(p.id),
+            events,
+        )
+        .is_err()
         {
             return Err(p);
         }
@@ -103,30 +87,26 @@ pub(super) fn end_or_park(ctx: &Arc<Ctx>, r: io::Result<Option<(Conn, Export)>>,
 /// The idler: wakes parked connections when their next request comes (or
 /// their client goes), each on a thread of its own again.
 pub(super) fn run_idler(ctx: &Arc<Ctx>, stop: &crate::Stop) {
-    use std::os::fd::AsRawFd;
-    let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 64];
+    let mut evs: Vec<epoll::Event> = Vec::with_capacity(64);
     // Bounded by the server's life: the stop's eventfd is in the epoll set,
     // so the wait needs no timeout.
     while !stop.is_set() {
-        // SAFETY: `evs` holds 64 entries for the duration of the call.
-        let n = unsafe { libc::epoll_wait(ctx.idler.epfd.as_raw_fd(), evs.as_mut_ptr(), 64, -1) };
-        for ev in evs.iter().take(n.max(0) as usize) {
-            let id = ev.u64;
+        evs.clear();
+        // EINTR and the like: look at the stop and wait again.
+        let _ = epoll::wait(
+            &ctx.idler.epfd,
+            rustix::buffer::spare_capacity(&mut evs),
+            None,
+        );
+        for ev in &evs {
+            let id = ev.data.u64();
             if id == STOP_EVENT {
                 continue;
             }
             let Some(p) = ctx.idler.parked.lock().unwrap().remove(&id) else {
                 continue;
             };
-            // SAFETY: both descriptors are open.
-            unsafe {
-                libc::epoll_ctl(
-                    ctx.idler.epfd.as_raw_fd(),
-                    libc::EPOLL_CTL_DEL,
-                    p.conn.fd(),
-                    std::ptr::null_mut(),
-                )
-            };
+            let _ = epoll::delete(&ctx.idler.epfd, p.conn.fd());
             let ctx2 = ctx.clone();
             let spawned = std::thread::Builder::new()
                 .name("nbd-conn".into())

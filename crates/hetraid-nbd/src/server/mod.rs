@@ -4,6 +4,7 @@
 use crate::memory::{ChargedBuf, MemoryBudget};
 use crate::proto::{self, Action, Export, Request};
 use hetraid_engine::{Array, ArrayCell};
+use rustix::event::{PollFd, PollFlags};
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -112,11 +113,11 @@ pub const REPLY_BYTES_MAX: u64 = 64 << 20;
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 impl Conn {
-    fn fd(&self) -> std::os::fd::RawFd {
-        use std::os::fd::AsRawFd;
+    fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
         match self {
-            Self::Unix(s) => s.as_raw_fd(),
-            Self::Tcp(s) => s.as_raw_fd(),
+            Self::Unix(s) => s.as_fd(),
+            Self::Tcp(s) => s.as_fd(),
         }
     }
 }
@@ -287,16 +288,26 @@ pub fn loopback_only(addr: &str) -> Result<bool, String> {
 const IDLE_PARK: Duration = Duration::from_secs(1);
 
 /// Does `fd` have something to read (or an end) within `wait`?
-fn readable_within(fd: std::os::fd::RawFd, wait: Duration) -> bool {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN | libc::POLLRDHUP,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd for the duration of the call.
-    let n = unsafe { libc::poll(&mut p, 1, wait.as_millis() as i32) };
+fn readable_within(fd: std::os::fd::BorrowedFd<'_>, wait: Duration) -> bool {
     // An error is taken as readable: the read that follows reports it.
-    n != 0
+    poll_within(fd, PollFlags::IN | PollFlags::RDHUP, wait) != Ok(0)
+}
+
+/// `poll` one descriptor for `events` for at most `wait` (at least 1 ms):
+/// how many are ready (0 or 1).
+fn poll_within(
+    fd: std::os::fd::BorrowedFd<'_>,
+    events: PollFlags,
+    wait: Duration,
+) -> rustix::io::Result<usize> {
+    let mut p = [PollFd::new(&fd, events)];
+    let t = rustix::event::Timespec::try_from(wait.max(Duration::from_millis(1))).unwrap_or(
+        rustix::event::Timespec {
+            tv_sec: i64::MAX,
+            tv_nsec: 0,
+        },
+    );
+    rustix::event::poll(&mut p, Some(&t))
 }
 
 /// Shared worker threads by default: eight per CPU, 16..256 (requests
@@ -582,16 +593,9 @@ pub const REFUSALS_MAX: usize = 16;
 /// Descriptors that connections may take: the open-file limit less what is
 /// open now, `FDS_RESERVE` and `REFUSALS_MAX`.
 pub fn descriptor_budget() -> usize {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `r` outlives the call.
-    let limit = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0 {
-        r.rlim_cur.min(1 << 20) as usize
-    } else {
-        1024
-    };
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .map_or(1 << 20, |c| c.min(1 << 20) as usize);
     let open_now = std::fs::read_dir("/proc/self/fd").map_or(16, |d| d.count());
     limit.saturating_sub(open_now + FDS_RESERVE + REFUSALS_MAX)
 }

@@ -34,7 +34,7 @@ pub fn remove_stale_socket(p: &std::path::Path) -> io::Result<()> {
 }
 
 /// Bytes of replies a Unix connection may have queued before a send blocks.
-pub(super) const UNIX_SEND_BUFFER: libc::c_int = 4 << 20;
+pub(super) const UNIX_SEND_BUFFER: usize = 4 << 20;
 
 /// Let a Unix connection queue several whole read replies (the kernel caps this at
 /// `net.core.wmem_max`). With the default of about 200 KiB a 1 MiB reply is sent in
@@ -43,19 +43,8 @@ pub(super) const UNIX_SEND_BUFFER: libc::c_int = 4 << 20;
 /// copied. TCP connections keep the kernel's autotuning, which setting the size
 /// would turn off.
 pub(super) fn grow_send_buffer(s: &UnixStream) {
-    use std::os::fd::AsRawFd;
-    let v = UNIX_SEND_BUFFER;
-    // SAFETY: `v` outlives the call and the length passed is its size; the socket
-    // is open. A refusal only leaves the default size, so the result is ignored.
-    unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_SNDBUF,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-    }
+    // A refusal only leaves the default size, so the result is ignored.
+    let _ = rustix::net::sockopt::set_socket_send_buffer_size(s, UNIX_SEND_BUFFER);
 }
 
 /// Bind a Unix socket at `p` that has `mode` from its first moment,
@@ -98,35 +87,27 @@ pub(super) fn bind_private(p: &std::path::Path, mode: u32) -> io::Result<UnixLis
 /// with the socket's write timeout restarted the timeout with every bit of
 /// room the client made: with a 5 s stall timeout such a client was held
 /// 12-15 s, and one draining a little every second forever.)
-pub(super) fn send_within(fd: std::os::fd::RawFd, buf: &[u8], stall: Duration) -> io::Result<()> {
+pub(super) fn send_within(
+    fd: std::os::fd::BorrowedFd<'_>,
+    buf: &[u8],
+    stall: Duration,
+) -> io::Result<()> {
+    use rustix::net::SendFlags;
     let mut at = 0;
     let deadline = std::time::Instant::now() + stall;
     // Bounded: every round sends bytes, or waits at most until the deadline
     // and fails there.
     while at < buf.len() {
         let rest = &buf[at..];
-        // SAFETY: send on a socket this connection owns, from a live buffer
-        // of `rest.len()` bytes.
-        let n = unsafe {
-            libc::send(
-                fd,
-                rest.as_ptr().cast(),
-                rest.len(),
-                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-            )
-        };
-        if n > 0 {
-            at += n as usize;
-            continue;
-        }
-        if n == 0 {
-            return Err(io::ErrorKind::WriteZero.into());
-        }
-        let e = io::Error::last_os_error();
-        match e.kind() {
-            io::ErrorKind::Interrupted => continue,
-            io::ErrorKind::WouldBlock => {}
-            _ => return Err(e),
+        match rustix::net::send(fd, rest, SendFlags::DONTWAIT | SendFlags::NOSIGNAL) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                at += n;
+                continue;
+            }
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(rustix::io::Errno::AGAIN) => {}
+            Err(e) => return Err(e.into()),
         }
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         if left.is_zero() {
@@ -135,14 +116,7 @@ pub(super) fn send_within(fd: std::os::fd::RawFd, buf: &[u8], stall: Duration) -
                 "the client stopped reading its replies (--stall-timeout)",
             ));
         }
-        let mut p = libc::pollfd {
-            fd,
-            events: libc::POLLOUT,
-            revents: 0,
-        };
-        let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
-        // SAFETY: one pollfd, valid for the call.
-        unsafe { libc::poll(&mut p, 1, ms) };
+        let _ = super::poll_within(fd, rustix::event::PollFlags::OUT, left);
     }
     Ok(())
 }

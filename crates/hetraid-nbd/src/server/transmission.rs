@@ -76,22 +76,16 @@ pub(super) fn read_payload(
     // waits at most until the deadline and fails there.
     while at < buf.len() {
         let rest = &mut buf[at..];
-        // SAFETY: `rest` is valid for writes of `rest.len()` bytes and `fd` is the
-        // connection's open socket for the duration of the call.
-        let n = unsafe { libc::recv(fd, rest.as_mut_ptr().cast(), rest.len(), libc::MSG_DONTWAIT) };
-        if n > 0 {
-            at += n as usize;
-            idle_since = None;
-            continue;
-        }
-        if n == 0 {
-            return Err(io::ErrorKind::UnexpectedEof.into());
-        }
-        let e = io::Error::last_os_error();
-        match e.kind() {
-            io::ErrorKind::WouldBlock => {}
-            io::ErrorKind::Interrupted => continue,
-            _ => return Err(e),
+        match rustix::net::recv(fd, rest, rustix::net::RecvFlags::DONTWAIT) {
+            Ok((0, _)) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok((n, _)) => {
+                at += n;
+                idle_since = None;
+                continue;
+            }
+            Err(rustix::io::Errno::AGAIN) => {}
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
         }
         let idle = *idle_since.get_or_insert_with(std::time::Instant::now);
         if idle.elapsed() < spin {
@@ -102,14 +96,7 @@ pub(super) fn read_payload(
         if left.is_zero() {
             return Err(payload_stalled(io::ErrorKind::TimedOut.into()));
         }
-        let mut p = libc::pollfd {
-            fd,
-            events: libc::POLLIN | libc::POLLRDHUP,
-            revents: 0,
-        };
-        let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
-        // SAFETY: one pollfd, valid for the call.
-        unsafe { libc::poll(&mut p, 1, ms) };
+        let _ = super::poll_within(fd, PollFlags::IN | PollFlags::RDHUP, left);
     }
     Ok(())
 }
