@@ -14,31 +14,19 @@
 #[allow(unused_imports)]
 use super::*;
 use hetraid_core::journal::LogIndex;
-use std::collections::VecDeque;
+use hetraid_core::wbuf::DrainQueue;
 use std::sync::Condvar;
 
-/// One buffered write.
-struct Pending {
-    ticket: u64,
-    offset: u64,
-    data: Arc<Vec<u8>>,
-}
-
-#[derive(Default)]
 struct State {
-    queue: VecDeque<Pending>,
-    /// Writes being drained: (ticket, start, end).
-    running: Vec<(u64, u64, u64)>,
-    /// Bytes buffered (queued or running).
-    used: u64,
-    next_ticket: u64,
+    /// What is buffered and what drains next (core `wbuf::DrainQueue`, the
+    /// simulator's too).
+    q: DrainQueue<Arc<Vec<u8>>>,
     /// A drained write that failed: reported by the next flush.
     failed: Option<String>,
     stop: bool,
 }
 
 pub(crate) struct WriteBuffer {
-    capacity: u64,
     state: Mutex<State>,
     /// Signalled when a write is queued or finishes, or at stop.
     changed: Condvar,
@@ -62,8 +50,11 @@ impl Array {
             ));
         }
         let wb = Arc::new(WriteBuffer {
-            capacity: bytes,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State {
+                q: DrainQueue::new(bytes, drainers),
+                failed: None,
+                stop: false,
+            }),
             changed: Condvar::new(),
             index: RwLock::new(LogIndex::default()),
             drainers: Mutex::new(Vec::new()),
@@ -105,23 +96,16 @@ impl Array {
         let len = data.len() as u64;
         let data = Arc::new(data.to_vec());
         let mut st = wb.state.lock().unwrap();
-        while !hetraid_core::wbuf::admits(st.used, len, wb.capacity) && !st.stop {
+        while !st.q.admits(len) && !st.stop {
             st = wb.changed.wait(st).unwrap();
         }
-        let ticket = st.next_ticket;
-        st.next_ticket += 1;
-        st.used += len;
+        let ticket = st.q.push(offset, len, data.clone());
         // Indexed under the state lock, in ticket order: a newer write
         // replaces an older one for reads.
         wb.index
             .write()
             .unwrap()
-            .insert(offset, len, ticket, data.clone(), 0, 0);
-        st.queue.push_back(Pending {
-            ticket,
-            offset,
-            data,
-        });
+            .insert(offset, len, ticket, data, 0, 0);
         wb.changed.notify_all();
         Ok(())
     }
@@ -134,32 +118,19 @@ impl Array {
             let job = {
                 let mut st = wb.state.lock().unwrap();
                 loop {
-                    // The first queued write that overlaps nothing running
-                    // and nothing queued before it.
-                    // (The core's rule, the simulator's too.)
-                    let queued: Vec<(u64, u64)> = st
-                        .queue
-                        .iter()
-                        .map(|p| (p.offset, p.offset + p.data.len() as u64))
-                        .collect();
-                    let running: Vec<(u64, u64)> =
-                        st.running.iter().map(|&(_, s, e)| (s, e)).collect();
-                    let pick = hetraid_core::wbuf::next_to_drain(&queued, &running);
-                    if let Some(i) = pick {
-                        let p = st.queue.remove(i).expect("picked");
-                        st.running
-                            .push((p.ticket, p.offset, p.offset + p.data.len() as u64));
+                    // The core's order (the simulator's too).
+                    if let Some(p) = st.q.next() {
                         break Some(p);
                     }
-                    if st.stop && st.queue.is_empty() {
+                    if st.stop && st.q.queued() == 0 {
                         break None;
                     }
                     st = wb.changed.wait(st).unwrap();
                 }
             };
             let Some(p) = job else { return };
-            let r = self.write_now(p.offset, &p.data);
-            let len = p.data.len() as u64;
+            let r = self.write_now(p.offset, &p.item);
+            let len = p.len;
             wb.index
                 .write()
                 .unwrap()
@@ -167,12 +138,11 @@ impl Array {
                     start: p.offset,
                     end: p.offset + len,
                     seq: p.ticket,
-                    handle: p.data.clone(),
+                    handle: p.item.clone(),
                     at: 0,
                 });
             let mut st = wb.state.lock().unwrap();
-            st.running.retain(|r| r.0 != p.ticket);
-            st.used -= len;
+            st.q.done(p.ticket);
             if let Err(e) = r {
                 st.failed.get_or_insert_with(|| {
                     format!(
@@ -189,7 +159,7 @@ impl Array {
     /// failed since the last wait is the error.
     pub(crate) fn wait_drained(&self, wb: &WriteBuffer) -> Result<()> {
         let mut st = wb.state.lock().unwrap();
-        while st.used > 0 {
+        while st.q.used() > 0 {
             st = wb.changed.wait(st).unwrap();
         }
         match st.failed.take() {

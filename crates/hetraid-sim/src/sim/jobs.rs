@@ -42,7 +42,7 @@ impl Runner<'_> {
         req: Request,
         arrived: Ns,
         to_log: bool,
-        buffered: bool,
+        buffered: Option<u64>,
     ) -> Result<(), String> {
         let io = self.plan(&req)?;
         let j = self.alloc(Job {
@@ -260,23 +260,18 @@ impl Runner<'_> {
         self.end = self.end.max(now);
         match job.kind {
             JobKind::User {
-                req,
-                buffered: true,
+                buffered: Some(ticket),
                 ..
             } => {
                 // Drained: room for the writes waiting, in order. The load
                 // is not over until its writes are on the members (as a
                 // final flush waits): throughput counts the drain.
-                self.wbuf_used -= req.len;
-                let range = (req.offset, req.offset + req.len);
-                if let Some(k) = self.wbuf_running.iter().position(|&r| r == range) {
-                    self.wbuf_running.swap_remove(k);
-                }
+                self.wbuf.done(ticket);
                 self.wbuf_drain()?;
                 self.last_user_done = self.last_user_done.max(now);
                 // Bounded by the writes waiting.
                 while let Some(&(w, at)) = self.wbuf_waiting.front() {
-                    if !hetraid_core::wbuf::admits(self.wbuf_used, w.len, self.wbuf_cap) {
+                    if !self.wbuf.admits(w.len) {
                         break;
                     }
                     self.wbuf_waiting.pop_front();

@@ -394,7 +394,7 @@ impl Runner<'_> {
                     return Ok(Pump::Again);
                 }
                 while let Some((req, arrived)) = self.after_reclaim.pop_front() {
-                    self.launch(req, arrived, false, false)?;
+                    self.launch(req, arrived, false, None)?;
                 }
             }
             return Ok(Pump::Again);

@@ -65,8 +65,8 @@ enum JobKind {
         req: Request,
         arrived: Ns,
         /// Acknowledged when it entered the write buffer; the job is the
-        /// buffer draining it to the members.
-        buffered: bool,
+        /// buffer draining it to the members (its drain ticket).
+        buffered: Option<u64>,
     },
     Rebuild {
         stream: usize,
@@ -174,15 +174,11 @@ struct Runner<'a> {
     /// ends (what reads balance on).
     dev_pending: Vec<u32>,
     dev_head: Vec<u64>,
-    /// The write buffer: its size (0: none), bytes in it, and the writes
+    /// The write buffer (capacity 0: none): what it holds and what drains
+    /// next (core `wbuf::DrainQueue`, the engine's too); and the writes
     /// waiting for room (request, arrival).
-    wbuf_cap: u64,
-    wbuf_used: u64,
+    wbuf: hetraid_core::wbuf::DrainQueue<(Request, Ns)>,
     wbuf_waiting: VecDeque<(Request, Ns)>,
-    /// Buffered writes not yet draining (oldest first), and the ranges of
-    /// those draining.
-    wbuf_queue: VecDeque<(Request, Ns)>,
-    wbuf_running: Vec<(u64, u64)>,
     /// The write-back log's idle reclaimer, whether a user request came
     /// since the last look, and how many times it reclaimed.
     wb_idle: hetraid_core::control::reclaimer::WriteBackIdle,
@@ -369,15 +365,15 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
         dev_pending: vec![0; n_devices],
         // Heads start at the outer edge (offset 0).
         dev_head: vec![0; n_devices],
-        wbuf_cap: s.cfg.write_buffer.map_or(0, |b| b.0),
-        wbuf_used: 0,
+        wbuf: hetraid_core::wbuf::DrainQueue::new(
+            s.cfg.write_buffer.map_or(0, |b| b.0),
+            hetraid_core::wbuf::DRAINERS,
+        ),
         wbuf_waiting: VecDeque::new(),
         after_reclaim: VecDeque::new(),
         wb_idle: hetraid_core::control::reclaimer::WriteBackIdle::new(s.reclaim_idle_ns(), 0),
         user_seen: false,
         log_idle_reclaims: 0,
-        wbuf_queue: VecDeque::new(),
-        wbuf_running: Vec::new(),
         planner: Planner::new(s.layout.as_ref(), s.policy, service.clone()),
         service,
         s,

@@ -212,14 +212,14 @@ impl Runner<'_> {
         // The write buffer: a write is acknowledged once it is in the
         // buffer (when it has room; otherwise it waits for room), and the
         // buffer drains it to the members meanwhile.
-        if req.op == Op::Write && self.wbuf_cap > 0 {
-            if !hetraid_core::wbuf::admits(self.wbuf_used, req.len, self.wbuf_cap) {
+        if req.op == Op::Write && self.wbuf.capacity() > 0 {
+            if !self.wbuf.admits(req.len) {
                 self.wbuf_waiting.push_back((req, arrived));
                 return Ok(());
             }
             return self.buffer_write(req, arrived);
         }
-        self.launch(req, arrived, to_log, false)
+        self.launch(req, arrived, to_log, None)
     }
 
     /// A user request is done (for a buffered write: acknowledged): its
@@ -288,30 +288,20 @@ impl Runner<'_> {
     /// A write enters the buffer: acknowledged now (after `arrived`), drained
     /// by a job of its own.
     pub(super) fn buffer_write(&mut self, req: Request, arrived: Ns) -> Result<(), String> {
-        self.wbuf_used += req.len;
-        self.wbuf_queue.push_back((req, arrived));
+        self.wbuf.push(req.offset, req.len, (req, arrived));
         self.wbuf_drain()?;
         let now = self.k.now();
         self.user_done(req, arrived, now)
     }
 
-    /// Start buffered writes as the engine's drainers take them: at most
-    /// `wbuf::DRAINERS` at once, the oldest one clear of running and
-    /// earlier writes first (core `wbuf::next_to_drain`).
+    /// Start buffered writes as the engine's drainers take them (core
+    /// `wbuf::DrainQueue`: at most `wbuf::DRAINERS` at once, the oldest one
+    /// clear of draining and earlier writes first).
     pub(super) fn wbuf_drain(&mut self) -> Result<(), String> {
         // Bounded: each round starts a queued write or returns.
-        while self.wbuf_running.len() < hetraid_core::wbuf::DRAINERS {
-            let queued: Vec<(u64, u64)> = self
-                .wbuf_queue
-                .iter()
-                .map(|(r, _)| (r.offset, r.offset + r.len))
-                .collect();
-            let Some(i) = hetraid_core::wbuf::next_to_drain(&queued, &self.wbuf_running) else {
-                return Ok(());
-            };
-            let (req, arrived) = self.wbuf_queue.remove(i).expect("picked");
-            self.wbuf_running.push((req.offset, req.offset + req.len));
-            self.launch(req, arrived, false, true)?;
+        while let Some(w) = self.wbuf.next() {
+            let (req, arrived) = w.item;
+            self.launch(req, arrived, false, Some(w.ticket))?;
         }
         Ok(())
     }
