@@ -107,7 +107,7 @@ impl<T> DrainQueue<T> {
 
     /// The write to drain next, now draining; None while `drainers` drain
     /// or every queued write overlaps one draining or queued before it.
-    pub fn next(&mut self) -> Option<Buffered<T>> {
+    pub fn start_next(&mut self) -> Option<Buffered<T>> {
         if self.running.len() >= self.drainers {
             return None;
         }
@@ -148,8 +148,8 @@ mod tests {
         let b = q.push(60, 40, 'b');
         assert_eq!((q.used(), q.queued()), (100, 2));
         // Both drain at once (apart); a third waits for a drainer.
-        assert_eq!(q.next().map(|w| (w.ticket, w.item)), Some((a, 'a')));
-        assert_eq!(q.next().map(|w| (w.ticket, w.item)), Some((b, 'b')));
+        assert_eq!(q.start_next().map(|w| (w.ticket, w.item)), Some((a, 'a')));
+        assert_eq!(q.start_next().map(|w| (w.ticket, w.item)), Some((b, 'b')));
         q.done(a);
         assert_eq!(q.used(), 40);
         let c = q.push(0, 10, 'c');
@@ -157,13 +157,13 @@ mod tests {
         let e = q.push(80, 10, 'e');
         // c is clear; d overlaps c (queued before it); e overlaps b
         // (draining). One drainer is free: c.
-        assert_eq!(q.next().map(|w| w.ticket), Some(c));
-        assert!(q.next().is_none(), "both drainers busy");
+        assert_eq!(q.start_next().map(|w| w.ticket), Some(c));
+        assert!(q.start_next().is_none(), "both drainers busy");
         q.done(b);
         // d still waits behind c; e is clear now.
-        assert_eq!(q.next().map(|w| w.ticket), Some(e));
+        assert_eq!(q.start_next().map(|w| w.ticket), Some(e));
         q.done(c);
-        assert_eq!(q.next().map(|w| w.ticket), Some(d));
+        assert_eq!(q.start_next().map(|w| w.ticket), Some(d));
         q.done(e);
         q.done(d);
         assert_eq!((q.used(), q.queued()), (0, 0));

@@ -119,7 +119,7 @@ impl Array {
                 let mut st = wb.state.lock().unwrap();
                 loop {
                     // The core's order (the simulator's too).
-                    if let Some(p) = st.q.next() {
+                    if let Some(p) = st.q.start_next() {
                         break Some(p);
                     }
                     if st.stop && st.q.queued() == 0 {

@@ -299,7 +299,7 @@ impl Runner<'_> {
     /// clear of draining and earlier writes first).
     pub(super) fn wbuf_drain(&mut self) -> Result<(), String> {
         // Bounded: each round starts a queued write or returns.
-        while let Some(w) = self.wbuf.next() {
+        while let Some(w) = self.wbuf.start_next() {
             let (req, arrived) = w.item;
             self.launch(req, arrived, false, Some(w.ticket))?;
         }
