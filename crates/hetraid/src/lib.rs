@@ -1,5 +1,6 @@
 //! `hetraid` as a library: the command line (`cli`), its arguments
-//! (`args`), the verbs (`cmd`) and the server's logging. The binary
+//! (`args`), the verbs (`cmd`), how their reports are shown (`render`: one
+//! text and one JSON renderer per report) and the server's logging. The binary
 //! (`main.rs`) only calls [`cli::main`]; tests and other tools can parse a
 //! command line and run a verb in-process. Parsing and printing only: every
 //! decision is made in `hetraid-core`.
@@ -8,3 +9,4 @@ pub mod args;
 pub mod cli;
 pub mod cmd;
 pub mod logging;
+pub mod render;

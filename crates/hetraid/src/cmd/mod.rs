@@ -10,14 +10,7 @@ pub mod plan;
 pub mod probe;
 pub mod serve;
 
-/// Print one JSON document on stdout.
-pub fn print_json(v: &serde_json::Value) -> Result<(), String> {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(v).map_err(|e| e.to_string())?
-    );
-    Ok(())
-}
+pub use crate::render::print_json;
 pub mod sim;
 pub mod sweep;
 pub mod trace;

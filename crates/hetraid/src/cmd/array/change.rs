@@ -111,46 +111,6 @@ pub(crate) fn remote_change(v: serde_json::Value) -> Result<hetraid_engine::Chan
     })
 }
 
-pub(crate) fn print_change(r: &hetraid_engine::ChangeReport, json: bool) -> Result<(), String> {
-    if json {
-        return crate::cmd::print_json(&serde_json::to_value(r).map_err(|e| e.to_string())?);
-    }
-    if r.change == "restripe" {
-        println!(
-            "restriped onto {} members: {} rows written in {:.2} s; stripes {} -> {}; capacity {} -> {} ({} -> {} bytes)",
-            r.slot + 1,
-            r.moves,
-            r.seconds,
-            r.bundles_before,
-            r.bundles_after,
-            format_size(r.capacity_before),
-            format_size(r.capacity_after),
-            r.capacity_before,
-            r.capacity_after
-        );
-        return Ok(());
-    }
-    let verb = match r.change.as_str() {
-        "grow" => "added",
-        "enlarge" => "grown to its whole member",
-        _ => "removed",
-    };
-    println!(
-        "slot {} {verb}: {} chunk moves ({} rebuilt from their bundles) in {:.2} s; bundles {} -> {}; capacity {} -> {} ({} -> {} bytes)",
-        r.slot,
-        r.moves,
-        r.rebuilt,
-        r.seconds,
-        r.bundles_before,
-        r.bundles_after,
-        format_size(r.capacity_before),
-        format_size(r.capacity_after),
-        r.capacity_before,
-        r.capacity_after
-    );
-    Ok(())
-}
-
 impl GrowCmd {
     /// The resume of a grow (`grow MEMBERS...`) given the new device that
     /// a kill left without a superblock (before the grow began): the exact
@@ -238,7 +198,7 @@ impl GrowCmd {
         let served = remote_passing(&self.members, req, new_path.as_deref());
         drop(bar);
         if let Some(r) = served {
-            return print_change(&remote_change(r?)?, self.json).map_err(Into::into);
+            return crate::render::emit(&remote_change(r?)?, self.json).map_err(Into::into);
         }
         if self.batches.is_none() {
             return self.grow_held().map_err(Into::into);
@@ -274,7 +234,7 @@ impl GrowCmd {
                 )
             }
         };
-        print_change(&r, self.json).map_err(Into::into)
+        crate::render::emit(&r, self.json).map_err(Into::into)
     }
 
     /// `grow --size max`: every member used whole (the members grew under
@@ -324,7 +284,7 @@ impl GrowCmd {
             return crate::cmd::print_json(&serde_json::to_value(&rs).map_err(|e| e.to_string())?);
         }
         for r in &rs {
-            print_change(r, false)?;
+            crate::render::emit(r, false)?;
         }
         Ok(())
     }
@@ -364,7 +324,7 @@ impl GrowCmd {
         };
         drop(bar);
         held.close()?;
-        print_change(&r?, self.json)
+        crate::render::emit(&r?, self.json)
     }
 }
 
@@ -408,7 +368,7 @@ impl ShrinkCmd {
         let served = remote(&self.members, req);
         drop(bar);
         if let Some(r) = served {
-            return print_change(&remote_change(r?)?, self.json).map_err(Into::into);
+            return crate::render::emit(&remote_change(r?)?, self.json).map_err(Into::into);
         }
         let slot = slot_of(&self.member, &self.members)?;
         let held = Held::open(&self.members, "shrink", self.degraded)?;
@@ -421,7 +381,7 @@ impl ShrinkCmd {
             .map_err(|e| e.to_string());
         drop(bar);
         held.close()?;
-        print_change(&r?, self.json).map_err(Into::into)
+        crate::render::emit(&r?, self.json).map_err(Into::into)
     }
 }
 
@@ -567,28 +527,4 @@ impl Drop for StatusBar {
             let _ = t.join();
         }
     }
-}
-
-/// The `change:` line of `status` (a grow, shrink or restripe in progress),
-/// with its rate and time left when a process is running it.
-pub(crate) fn change_line(v: &serde_json::Value) -> Option<String> {
-    let c = v.get("change").filter(|c| c.is_object())?;
-    let n = |k: &str| c[k].as_u64().unwrap_or(0);
-    let what = if c["change"] == "restripe" {
-        "new-layout rows written"
-    } else {
-        "chunk moves done"
-    };
-    let (done, total) = (n("moves_done"), n("moves"));
-    let pace = match (c["moves_per_s"].as_f64(), c["eta_s"].as_f64()) {
-        (Some(r), Some(eta)) => format!(", {r:.0} moves a second, {:.0} s left", eta.ceil()),
-        (Some(r), None) => format!(", {r:.0} moves a second"),
-        _ => "; hetraid assemble, serve or grow with the same members finishes it".into(),
-    };
-    Some(format!(
-        "change: {} of slot {} in progress, {done} of {total} {what} ({:.1} %){pace}",
-        c["change"].as_str().unwrap_or("?"),
-        n("slot"),
-        done as f64 * 100.0 / total.max(1) as f64
-    ))
 }

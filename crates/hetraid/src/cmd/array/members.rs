@@ -375,7 +375,7 @@ impl MembersCmd {
         }
         print_warnings(&a);
         if let Some(r) = &finished {
-            print_change(r, false)?;
+            crate::render::emit(r, false)?;
         }
         println!(
             "assembled {} array {}: {} ({} members)",

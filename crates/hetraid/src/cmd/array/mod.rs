@@ -16,8 +16,9 @@ mod change;
 mod create;
 mod data;
 mod members;
-mod render;
 mod repair;
+#[allow(unused_imports)]
+pub(crate) use crate::render::{print_status, progress_line, rebuild_command, utc};
 #[allow(unused_imports)]
 pub(crate) use change::*;
 #[allow(unused_imports)]
@@ -26,8 +27,6 @@ pub(crate) use create::*;
 pub(crate) use data::*;
 #[allow(unused_imports)]
 pub(crate) use members::*;
-#[allow(unused_imports)]
-pub(crate) use render::*;
 #[allow(unused_imports)]
 pub(crate) use repair::*;
 

@@ -51,8 +51,12 @@ impl RebuildCmd {
             if self.json {
                 return crate::cmd::print_json(&v).map_err(Into::into);
             }
-            return print_rebuilt(&serde_json::from_value(v).map_err(|e| e.to_string())?)
-                .map_err(Into::into);
+            return crate::render::emit(
+                &serde_json::from_value::<hetraid_engine::RebuildReport>(v)
+                    .map_err(|e| e.to_string())?,
+                false,
+            )
+            .map_err(Into::into);
         }
         let bar = progress_bar("rebuild");
         let opts = RebuildOptions {
@@ -87,7 +91,7 @@ impl RebuildCmd {
                 )
                 .map_err(Into::into);
             }
-            return print_rebuilt(&r).map_err(Into::into);
+            return crate::render::emit(&r, false).map_err(Into::into);
         }
         let a = assemble(&self.members, self.degraded)?;
         let chunk = a.layout().chunk_bytes();
@@ -108,7 +112,7 @@ impl RebuildCmd {
             return crate::cmd::print_json(&serde_json::to_value(&r).map_err(|e| e.to_string())?)
                 .map_err(Into::into);
         }
-        print_rebuilt(&r).map_err(Into::into)
+        crate::render::emit(&r, false).map_err(Into::into)
     }
 }
 
@@ -162,7 +166,7 @@ impl RebalanceCmd {
             }
             let r: hetraid_engine::CopyBackReport =
                 serde_json::from_value(r?).map_err(|e| format!("the server's reply: {e}"))?;
-            return print_copy_back(&r, self.json).map_err(Into::into);
+            return crate::render::emit(&r, self.json).map_err(Into::into);
         }
         // The replacement given among the members, blank: a rebalance cut
         // short before it attached the device (it writes the device first).
@@ -189,31 +193,8 @@ impl RebalanceCmd {
         bar.finish_and_clear();
         let (a, r) = r.map_err(IntoFailure::failure)?;
         a.close().map_err(IntoFailure::failure)?;
-        print_copy_back(&r, self.json).map_err(Into::into)
+        crate::render::emit(&r, self.json).map_err(Into::into)
     }
-}
-
-/// A copy-back's report, as text or JSON.
-fn print_copy_back(r: &hetraid_engine::CopyBackReport, json: bool) -> Result<(), String> {
-    if json {
-        return crate::cmd::print_json(&serde_json::to_value(r).map_err(|e| e.to_string())?);
-    }
-    println!(
-        "copied back member {} onto {} (in place of {}): {} chunks, {} in {:.2} s, {:.1} MB/s{}; its spare chunks are free again",
-        r.member,
-        r.path,
-        if r.old_path.is_empty() { "the failed device" } else { &r.old_path },
-        r.chunks,
-        format_size(r.bytes),
-        r.seconds,
-        r.bytes as f64 / r.seconds.max(1e-9) / 1e6,
-        if r.recopied > 0 {
-            format!(", {} chunks copied again (written meanwhile)", r.recopied)
-        } else {
-            String::new()
-        }
-    );
-    Ok(())
 }
 
 #[derive(Debug, Args)]

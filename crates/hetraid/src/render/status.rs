@@ -1,7 +1,9 @@
-//! How reports print: status, members, spares, progress, rebuilds, HPDA.
+//! The status report's text: from the status JSON (`Status` serialized),
+//! the same for an array read here and one a server or another command
+//! holds. Members, spares, progress and HPDA's lines.
 
-#[allow(unused_imports)]
-use super::*;
+use super::say;
+use hetraid_core::units::format_size;
 
 /// Seconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS UTC` (the civil-from-
 /// days algorithm; a date crate for one line of output is not worth it).
@@ -56,7 +58,7 @@ fn awaiting_rebuild(v: &serde_json::Value) -> Option<String> {
 
 /// `hetraid rebuild` with the array's member paths (the devices in their
 /// slots, spares included).
-pub(crate) fn rebuild_command(st: &hetraid_engine::Status) -> String {
+pub fn rebuild_command(st: &hetraid_engine::Status) -> String {
     rebuild_command_of(&serde_json::to_value(st).unwrap_or_default())
 }
 
@@ -80,7 +82,9 @@ fn rebuild_command_of(v: &serde_json::Value) -> String {
 /// `status` of an array, from its status JSON (`Status` serialized: the
 /// same for an array read here and one a server or another command holds,
 /// `held_by` then naming it). The one status renderer.
-pub fn print_status(v: &serde_json::Value, held_by: Option<&str>) {
+pub fn status_text(v: &serde_json::Value, held_by: Option<&str>) -> String {
+    let mut out = String::new();
+    let out = &mut out;
     let s = |x: &serde_json::Value| x.as_str().unwrap_or("?").to_string();
     let n = |x: &serde_json::Value| x.as_u64().unwrap_or(0);
     let layout = match (v["parity_order"].as_str(), v["partitions"].as_u64()) {
@@ -98,7 +102,8 @@ pub fn print_status(v: &serde_json::Value, held_by: Option<&str>) {
         None if v["clean"] == false => " (dirty)".into(),
         None => String::new(),
     };
-    println!(
+    say!(
+        out,
         "array {}{}  {layout}  state {}{how}",
         v["name"]
             .as_str()
@@ -107,7 +112,8 @@ pub fn print_status(v: &serde_json::Value, held_by: Option<&str>) {
         s(&v["uuid"]),
         s(&v["state"]),
     );
-    println!(
+    say!(
+        out,
         "capacity {} ({} bytes), chunk {}, {} stripes, policy {}{}, events {}",
         format_size(n(&v["capacity_bytes"])),
         n(&v["capacity_bytes"]),
@@ -120,7 +126,8 @@ pub fn print_status(v: &serde_json::Value, held_by: Option<&str>) {
         n(&v["events"])
     );
     match v.get("last_scrub").filter(|r| !r.is_null()) {
-        Some(r) => println!(
+        Some(r) => say!(
+            out,
             "scan: scrub finished {} in {:.1} s: {} stripes, {} mismatched, {} repaired",
             utc(n(&r["finished_unix_s"])),
             n(&r["duration_ms"]) as f64 / 1000.0,
@@ -128,13 +135,16 @@ pub fn print_status(v: &serde_json::Value, held_by: Option<&str>) {
             r["mismatched_stripes"],
             r["repaired_stripes"]
         ),
-        None => println!("scan: none requested"),
+        None => say!(out, "scan: none requested"),
     }
     if v["checksums"] == true {
-        println!("checksums: crc32c per 4 KiB block, verified on every read");
+        say!(
+            out,
+            "checksums: crc32c per 4 KiB block, verified on every read"
+        );
     }
-    print_consistency(v);
-    print_hpda(v);
+    consistency(out, v);
+    hpda(out, v);
     if let Some(t) = v["bundle_table_bytes"].as_u64() {
         let data: u64 = v["member_states"]
             .as_array()
@@ -142,24 +152,26 @@ pub fn print_status(v: &serde_json::Value, held_by: Option<&str>) {
             .flatten()
             .map(|m| n(&m["data_bytes"]))
             .sum();
-        println!(
+        say!(
+            out,
             "bundle table: on every member, {} in all ({:.3} % of the data areas)",
             format_size(t),
             t as f64 * 100.0 / data.max(1) as f64
         );
     }
     if let Some(p) = progress_line(v) {
-        println!("{p}");
+        say!(out, "{p}");
     } else if let Some(a) = awaiting_rebuild(v).filter(|_| held_by.is_none()) {
-        println!("{a}");
+        say!(out, "{a}");
     }
     if let Some(c) = change_line(v) {
-        println!("{c}");
+        say!(out, "{c}");
     }
-    print_members(v);
-    print_spares(v);
+    members(out, v);
+    spares(out, v);
     for d in v["log"]["devices"].as_array().into_iter().flatten() {
-        println!(
+        say!(
+            out,
             "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>6}  {:>5}  {:>5}  {}",
             format!("log{}", d["copy"]),
             s(&d["state"]),
@@ -173,15 +185,21 @@ pub fn print_status(v: &serde_json::Value, held_by: Option<&str>) {
             d["path"].as_str().unwrap_or("-")
         );
     }
+    std::mem::take(out)
+}
+
+/// `status` of an array printed (`status_text`).
+pub fn print_status(v: &serde_json::Value, held_by: Option<&str>) {
+    print!("{}", status_text(v, held_by));
 }
 
 /// The `consistency:` line: the write log's state and use, or the bitmap.
-fn print_consistency(v: &serde_json::Value) {
+fn consistency(out: &mut String, v: &serde_json::Value) {
     let l = &v["log"];
     if l.is_object() {
         let n = |x: &serde_json::Value| x.as_u64().unwrap_or(0);
         let mode = l["mode"].as_str().unwrap_or("?");
-        println!(
+        say!(out,
             "consistency: {mode} (write log {}, {} of {} in use, {} records since the last checkpoint{})",
             l["state"].as_str().unwrap_or("?"),
             format_size(n(&l["used_bytes"])),
@@ -199,9 +217,12 @@ fn print_consistency(v: &serde_json::Value) {
         return;
     }
     match v["consistency"].as_str().unwrap_or("?") {
-        "journal" => println!("consistency: journal (log device not given)"),
-        "bitmap" => println!("consistency: write-intent bitmap (resync after a crash)"),
-        c => println!("consistency: {c}"),
+        "journal" => say!(out, "consistency: journal (log device not given)"),
+        "bitmap" => say!(
+            out,
+            "consistency: write-intent bitmap (resync after a crash)"
+        ),
+        c => say!(out, "consistency: {c}"),
     }
 }
 
@@ -210,7 +231,7 @@ fn print_consistency(v: &serde_json::Value) {
 /// leaves unused when members differ in size), its share of parity or
 /// copies, errors since assembly, path (or where it was last seen) and a
 /// rebuild's progress.
-pub(crate) fn print_members(v: &serde_json::Value) {
+pub(crate) fn members(out: &mut String, v: &serde_json::Value) {
     // mdadm --detail's counts: slots by state, spares waiting.
     let states: Vec<&str> = v["member_states"]
         .as_array()
@@ -220,7 +241,7 @@ pub(crate) fn print_members(v: &serde_json::Value) {
         .collect();
     let count = |s: &[&str]| states.iter().filter(|x| s.contains(x)).count();
     let spares = v["spares"].as_array().map_or(0, |a| a.len());
-    println!(
+    say!(out,
         "devices: {} slots: {} active, {} rebuilding, {} failed or missing, {} removed; {spares} spare{}",
         states.len(),
         count(&["active"]),
@@ -229,9 +250,18 @@ pub(crate) fn print_members(v: &serde_json::Value) {
         count(&["removed"]),
         if spares == 1 { "" } else { "s" }
     );
-    println!(
+    say!(
+        out,
         "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>6}  {:>5}  {:>5}  path",
-        "member", "state", "kind", "data", "used", "unused", "parity", "read", "cksum"
+        "member",
+        "state",
+        "kind",
+        "data",
+        "used",
+        "unused",
+        "parity",
+        "read",
+        "cksum"
     );
     let n = |x: &serde_json::Value| x.as_u64().unwrap_or(0);
     let stripes = n(&v["stripe_count"]);
@@ -250,7 +280,8 @@ pub(crate) fn print_members(v: &serde_json::Value) {
             ),
             None => String::new(),
         };
-        println!(
+        say!(
+            out,
             "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>5.0}%  {:>5}  {:>5}  {path}{progress}",
             m["device"].to_string(),
             m["state"].as_str().unwrap_or("?"),
@@ -266,7 +297,7 @@ pub(crate) fn print_members(v: &serde_json::Value) {
 }
 
 /// The spare lines of `status` (local or served: from the status JSON).
-pub(crate) fn print_spares(v: &serde_json::Value) {
+pub(crate) fn spares(out: &mut String, v: &serde_json::Value) {
     for sp in v["spares"].as_array().into_iter().flatten() {
         let fits: Vec<String> = sp["fits_slots"]
             .as_array()
@@ -274,7 +305,7 @@ pub(crate) fn print_spares(v: &serde_json::Value) {
             .flatten()
             .map(|x| x.to_string())
             .collect();
-        println!(
+        say!(out,
             "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>6}  {:>5}  {:>5}  {}  (can take slot{} {})",
             "spare",
             "spare",
@@ -291,7 +322,7 @@ pub(crate) fn print_spares(v: &serde_json::Value) {
         );
     }
     for d in v["departed"].as_array().into_iter().flatten() {
-        println!(
+        say!(out,
             "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>6}  {:>5}  {:>5}  {}  (failed out of slot {}, event {}; another device holds it now)",
             "gone",
             "faulty",
@@ -309,7 +340,10 @@ pub(crate) fn print_spares(v: &serde_json::Value) {
     }
     let missing = v["spares_missing"].as_u64().unwrap_or(0);
     if missing > 0 {
-        println!("{missing} spare(s) the array lists were not given: give them with the members");
+        say!(
+            out,
+            "{missing} spare(s) the array lists were not given: give them with the members"
+        );
     }
 }
 
@@ -332,42 +366,14 @@ pub fn progress_line(v: &serde_json::Value) -> Option<String> {
     ))
 }
 
-pub(crate) fn print_rebuilt(r: &hetraid_engine::RebuildReport) -> Result<(), String> {
-    {
-        if r.members.is_empty() {
-            println!("nothing to rebuild: no member is in the rebuilding state (use hetraid replace first, or --to-spare)");
-        } else {
-            let named: Vec<String> = r
-                .members
-                .iter()
-                .enumerate()
-                .map(|(k, m)| match r.paths.get(k).filter(|p| !p.is_empty()) {
-                    Some(p) => format!("{m} ({p})"),
-                    None => m.to_string(),
-                })
-                .collect();
-            println!(
-                "rebuilt member(s) [{}]: {} stripes, {} in {:.2} s ({} parallel stream{}), {:.1} MB/s",
-                named.join(", "),
-                r.stripes,
-                format_size(r.bytes),
-                r.seconds,
-                r.streams,
-                if r.streams == 1 { "" } else { "s" },
-                r.bytes as f64 / r.seconds.max(1e-9) / 1e6
-            );
-        }
-        Ok(())
-    }
-}
-
 /// HPDA's lines of `status` (local or served: from the status JSON).
-pub(crate) fn print_hpda(v: &serde_json::Value) {
+pub(crate) fn hpda(out: &mut String, v: &serde_json::Value) {
     let Some(h) = v.get("hpda").filter(|h| !h.is_null()) else {
         return;
     };
     let n = |x: &serde_json::Value| x.as_u64().unwrap_or(0);
-    println!(
+    say!(
+        out,
         "hpda: {}; {} writes ({}) to the log, {} ({}) in place ({} intent records, {} journaled)",
         h["routing"].as_str().unwrap_or("?"),
         n(&h["log_writes"]),
@@ -378,14 +384,16 @@ pub(crate) fn print_hpda(v: &serde_json::Value) {
         n(&h["journaled_raid4_writes"])
     );
     if let Some(l) = v.get("log").filter(|l| !l.is_null()) {
-        println!(
+        say!(
+            out,
             "hpda log: {} entries, {} waiting for the RAID4, {} reclaimed since assembly",
             n(&l["entries"]),
             format_size(n(&l["unreclaimed_bytes"])),
             format_size(n(&l["reclaimed_bytes"]))
         );
     }
-    println!(
+    say!(
+        out,
         "hpda monitor: {} streams tracked, {} requests in the last second, {}",
         n(&h["streams"]),
         n(&h["intensity"]),
@@ -395,4 +403,28 @@ pub(crate) fn print_hpda(v: &serde_json::Value) {
             "busy"
         }
     );
+}
+
+/// The `change:` line of `status` (a grow, shrink or restripe in progress),
+/// with its rate and time left when a process is running it.
+pub fn change_line(v: &serde_json::Value) -> Option<String> {
+    let c = v.get("change").filter(|c| c.is_object())?;
+    let n = |k: &str| c[k].as_u64().unwrap_or(0);
+    let what = if c["change"] == "restripe" {
+        "new-layout rows written"
+    } else {
+        "chunk moves done"
+    };
+    let (done, total) = (n("moves_done"), n("moves"));
+    let pace = match (c["moves_per_s"].as_f64(), c["eta_s"].as_f64()) {
+        (Some(r), Some(eta)) => format!(", {r:.0} moves a second, {:.0} s left", eta.ceil()),
+        (Some(r), None) => format!(", {r:.0} moves a second"),
+        _ => "; hetraid assemble, serve or grow with the same members finishes it".into(),
+    };
+    Some(format!(
+        "change: {} of slot {} in progress, {done} of {total} {what} ({:.1} %){pace}",
+        c["change"].as_str().unwrap_or("?"),
+        n("slot"),
+        done as f64 * 100.0 / total.max(1) as f64
+    ))
 }

@@ -1,0 +1,154 @@
+//! The text of the engine's reports of a change, a rebuild and a copy-back
+//! (their JSON is their serde form).
+
+use super::{say, Report};
+use hetraid_core::units::format_size;
+use hetraid_engine::{ChangeReport, CopyBackReport, RebuildReport};
+
+impl Report for ChangeReport {
+    fn text(&self) -> String {
+        let r = self;
+        let mut out = String::new();
+        if r.change == "restripe" {
+            say!(
+                out,
+                "restriped onto {} members: {} rows written in {:.2} s; stripes {} -> {}; capacity {} -> {} ({} -> {} bytes)",
+                r.slot + 1,
+                r.moves,
+                r.seconds,
+                r.bundles_before,
+                r.bundles_after,
+                format_size(r.capacity_before),
+                format_size(r.capacity_after),
+                r.capacity_before,
+                r.capacity_after
+            );
+            return out;
+        }
+        let verb = match r.change.as_str() {
+            "grow" => "added",
+            "enlarge" => "grown to its whole member",
+            _ => "removed",
+        };
+        say!(
+            out,
+            "slot {} {verb}: {} chunk moves ({} rebuilt from their bundles) in {:.2} s; bundles {} -> {}; capacity {} -> {} ({} -> {} bytes)",
+            r.slot,
+            r.moves,
+            r.rebuilt,
+            r.seconds,
+            r.bundles_before,
+            r.bundles_after,
+            format_size(r.capacity_before),
+            format_size(r.capacity_after),
+            r.capacity_before,
+            r.capacity_after
+        );
+        out
+    }
+}
+
+impl Report for RebuildReport {
+    fn text(&self) -> String {
+        let r = self;
+        let mut out = String::new();
+        if r.members.is_empty() {
+            say!(
+                out,
+                "nothing to rebuild: no member is in the rebuilding state (use hetraid replace first, or --to-spare)"
+            );
+            return out;
+        }
+        let named: Vec<String> = r
+            .members
+            .iter()
+            .enumerate()
+            .map(|(k, m)| match r.paths.get(k).filter(|p| !p.is_empty()) {
+                Some(p) => format!("{m} ({p})"),
+                None => m.to_string(),
+            })
+            .collect();
+        say!(
+            out,
+            "rebuilt member(s) [{}]: {} stripes, {} in {:.2} s ({} parallel stream{}), {:.1} MB/s",
+            named.join(", "),
+            r.stripes,
+            format_size(r.bytes),
+            r.seconds,
+            r.streams,
+            if r.streams == 1 { "" } else { "s" },
+            r.bytes as f64 / r.seconds.max(1e-9) / 1e6
+        );
+        out
+    }
+}
+
+impl Report for CopyBackReport {
+    fn text(&self) -> String {
+        let r = self;
+        let mut out = String::new();
+        say!(
+            out,
+            "copied back member {} onto {} (in place of {}): {} chunks, {} in {:.2} s, {:.1} MB/s{}; its spare chunks are free again",
+            r.member,
+            r.path,
+            if r.old_path.is_empty() {
+                "the failed device"
+            } else {
+                &r.old_path
+            },
+            r.chunks,
+            format_size(r.bytes),
+            r.seconds,
+            r.bytes as f64 / r.seconds.max(1e-9) / 1e6,
+            if r.recopied > 0 {
+                format!(", {} chunks copied again (written meanwhile)", r.recopied)
+            } else {
+                String::new()
+            }
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The text and the JSON of one report say the same numbers.
+    #[test]
+    fn each_report_has_text_and_json_that_agree() {
+        let c = ChangeReport {
+            change: "grow".into(),
+            slot: 4,
+            moves: 1234,
+            rebuilt: 0,
+            seconds: 2.5,
+            bundles_before: 10,
+            bundles_after: 13,
+            capacity_before: 3 << 30,
+            capacity_after: 4 << 30,
+        };
+        let t = c.text();
+        assert!(t.starts_with("slot 4 added: 1234 chunk moves"), "{t}");
+        assert!(t.contains("capacity 3G -> 4G"), "{t}");
+        let v = serde_json::to_value(&c).unwrap();
+        assert_eq!(v["moves"], 1234);
+        assert_eq!(v["capacity_after"], 4u64 << 30);
+        let mut r = RebuildReport {
+            members: vec![1],
+            paths: vec!["d1.img".into()],
+            streams: 2,
+            stripes: 512,
+            bytes: 64 << 20,
+            seconds: 0.5,
+            completed: true,
+            stream_seconds: vec![],
+        };
+        let t = r.text();
+        assert!(t.starts_with("rebuilt member(s) [1 (d1.img)]: 512 stripes, 64M in 0.50 s (2 parallel streams), 134.2 MB/s"), "{t}");
+        assert_eq!(serde_json::to_value(&r).unwrap()["stripes"], 512);
+        r.members.clear();
+        assert!(r.text().starts_with("nothing to rebuild"));
+    }
+}
