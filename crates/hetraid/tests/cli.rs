@@ -512,15 +512,24 @@ fn batch_sizes_are_the_cores() {
             f.display()
         );
     }
-    // Issue 38, row 9: the write buffer drains by one rule and one count.
+    // Issue 38, row 9: the write buffer drains by one queue and one count
+    // (core `wbuf::DrainQueue`); neither executor picks writes itself.
     for (f, what) in [
-        ("hetraid-engine/src/array/wbuf.rs", "wbuf::next_to_drain"),
-        ("hetraid-sim/src/sim/user.rs", "wbuf::next_to_drain"),
-        ("hetraid-sim/src/sim/user.rs", "wbuf::DRAINERS"),
+        ("hetraid-engine/src/array/wbuf.rs", "wbuf::DrainQueue"),
+        ("hetraid-sim/src/sim/mod.rs", "wbuf::DrainQueue"),
+        ("hetraid-sim/src/sim/mod.rs", "wbuf::DRAINERS"),
         ("hetraid/src/cmd/serve.rs", "wbuf::DRAINERS"),
     ] {
         let src = std::fs::read_to_string(format!("{root}{f}")).unwrap();
         assert!(src.contains(what), "{f}: {what}");
+    }
+    for f in [
+        "hetraid-engine/src/array/wbuf.rs",
+        "hetraid-sim/src/sim/user.rs",
+        "hetraid-sim/src/sim/jobs.rs",
+    ] {
+        let src = std::fs::read_to_string(format!("{root}{f}")).unwrap();
+        assert!(!src.contains("next_to_drain("), "{f} picks writes itself");
     }
 }
 
@@ -647,6 +656,29 @@ fn the_architecture_names_what_exists() {
     }
 }
 
+/// The simulator's refusal of a RAID5 run on `members` changed by `set`.
+fn sim_refusal(members: &str, set: &dyn Fn(&mut hetraid_sim::RunConfig)) -> String {
+    let mut c = hetraid_sim::RunConfig::new("raid5", members);
+    set(&mut c);
+    hetraid_sim::run(&c).unwrap_err()
+}
+
+/// Create options the engine's `check_create` takes: `layout` of 64 KiB
+/// chunks, MD's policy, no log.
+fn create_options(layout: &str) -> hetraid_engine::CreateOptions {
+    hetraid_engine::CreateOptions {
+        layout: hetraid_core::layout::LayoutOptions::named(layout),
+        chunk_bytes: 64 << 10,
+        policy: hetraid_core::WritePolicy::Md,
+        kinds: vec![],
+        assume_clean: true,
+        force: false,
+        checksums: false,
+        log: None,
+        read_policy: None,
+    }
+}
+
 /// Issue 38, row 6: the write log's rules (which options go together, the
 /// default size, the smallest log) are the core's `logconfig`: `hetraid
 /// create`, the simulator and the engine refuse alike, each in its own
@@ -671,11 +703,7 @@ fn one_log_rule_in_engine_simulator_and_cli() {
         assert_eq!(code, 2, "{a:?}: {err}");
         err
     };
-    let sim = |set: &dyn Fn(&mut hetraid_sim::RunConfig)| {
-        let mut c = hetraid_sim::RunConfig::new("raid5", "x25e-64*3");
-        set(&mut c);
-        hetraid_sim::run(&c).unwrap_err()
-    };
+    let sim = |set: &dyn Fn(&mut hetraid_sim::RunConfig)| sim_refusal("x25e-64*3", set);
     // A size without a log.
     let err = create(&["--log-size", "8M"]);
     assert!(err.contains(&E::SizeWithoutLog.sentence(&lc::CLI)), "{err}");
@@ -711,23 +739,13 @@ fn one_log_rule_in_engine_simulator_and_cli() {
     );
     assert!(std::fs::read_dir(d.path()).unwrap().next().is_none());
     let opts = hetraid_engine::CreateOptions {
-        layout: hetraid_engine::format::LayoutOptions {
-            name: "hpda".into(),
-            ..Default::default()
-        },
-        chunk_bytes: 64 << 10,
-        policy: hetraid_core::WritePolicy::Md,
-        kinds: vec![],
-        assume_clean: true,
-        force: false,
-        checksums: false,
         log: Some(hetraid_engine::LogSpec {
             devices: vec![],
             kinds: vec![],
             mode: lc::LogMode::Journal,
             region: None,
         }),
-        read_policy: None,
+        ..create_options("hpda")
     };
     let err = hetraid_engine::Array::check_create(&[1 << 30; 4], &opts).unwrap_err();
     assert_eq!(err.to_string(), E::HpdaNotWriteBack.sentence(&lc::CLI));
@@ -768,23 +786,9 @@ fn one_array_rule_in_engine_simulator_and_cli() {
         a.extend(extra);
         refused(&a)
     };
-    let sim = |set: &dyn Fn(&mut hetraid_sim::RunConfig)| {
-        let mut c = hetraid_sim::RunConfig::new("raid5", "x25e-64*4");
-        set(&mut c);
-        hetraid_sim::run(&c).unwrap_err()
-    };
+    let sim = |set: &dyn Fn(&mut hetraid_sim::RunConfig)| sim_refusal("x25e-64*4", set);
     let engine = |o: &dyn Fn(&mut hetraid_engine::CreateOptions)| {
-        let mut opts = hetraid_engine::CreateOptions {
-            layout: hetraid_core::layout::LayoutOptions::named("raid5"),
-            chunk_bytes: 64 << 10,
-            policy: hetraid_core::WritePolicy::Md,
-            kinds: vec![],
-            assume_clean: true,
-            force: false,
-            checksums: false,
-            log: None,
-            read_policy: None,
-        };
+        let mut opts = create_options("raid5");
         o(&mut opts);
         hetraid_engine::Array::check_create(&[64 << 20; 4], &opts)
             .unwrap_err()

@@ -9,19 +9,22 @@ impl Report for ChangeReport {
     fn text(&self) -> String {
         let r = self;
         let mut out = String::new();
+        let capacity = format!(
+            "capacity {} -> {} ({} -> {} bytes)",
+            format_size(r.capacity_before),
+            format_size(r.capacity_after),
+            r.capacity_before,
+            r.capacity_after
+        );
         if r.change == "restripe" {
             say!(
                 out,
-                "restriped onto {} members: {} rows written in {:.2} s; stripes {} -> {}; capacity {} -> {} ({} -> {} bytes)",
+                "restriped onto {} members: {} rows written in {:.2} s; stripes {} -> {}; {capacity}",
                 r.slot + 1,
                 r.moves,
                 r.seconds,
                 r.bundles_before,
                 r.bundles_after,
-                format_size(r.capacity_before),
-                format_size(r.capacity_after),
-                r.capacity_before,
-                r.capacity_after
             );
             return out;
         }
@@ -32,17 +35,13 @@ impl Report for ChangeReport {
         };
         say!(
             out,
-            "slot {} {verb}: {} chunk moves ({} rebuilt from their bundles) in {:.2} s; bundles {} -> {}; capacity {} -> {} ({} -> {} bytes)",
+            "slot {} {verb}: {} chunk moves ({} rebuilt from their bundles) in {:.2} s; bundles {} -> {}; {capacity}",
             r.slot,
             r.moves,
             r.rebuilt,
             r.seconds,
             r.bundles_before,
             r.bundles_after,
-            format_size(r.capacity_before),
-            format_size(r.capacity_after),
-            r.capacity_before,
-            r.capacity_after
         );
         out
     }
