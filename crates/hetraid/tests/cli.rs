@@ -866,6 +866,45 @@ fn one_array_rule_in_engine_simulator_and_cli() {
     }
 }
 
+/// Issue 38: `src/cli/` is clap only (option structs, and the dispatch in
+/// `cli/mod.rs`), `src/cmd/` the verbs' code with no clap definition.
+#[test]
+fn clap_lives_in_cli_and_the_verbs_in_cmd() {
+    fn files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                files(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let src = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src"));
+    let (mut cmd, mut cli) = (Vec::new(), Vec::new());
+    files(&src.join("cmd"), &mut cmd);
+    files(&src.join("cli"), &mut cli);
+    assert!(cmd.len() > 10 && cli.len() > 10, "{cmd:?} {cli:?}");
+    for f in &cmd {
+        let text = std::fs::read_to_string(f).unwrap();
+        for clap in ["#[arg(", "#[command(", "clap::Args", "derive(Debug, Args)"] {
+            assert!(
+                !text.contains(clap),
+                "{} defines options ({clap})",
+                f.display()
+            );
+        }
+    }
+    for f in cli.iter().filter(|f| !f.ends_with("cli/mod.rs")) {
+        let text = std::fs::read_to_string(f).unwrap();
+        assert!(
+            !text.contains("fn ") && !text.contains("impl "),
+            "{} holds code, not only options",
+            f.display()
+        );
+    }
+}
+
 /// Issue 38: the CLI is a library; a command line parses in-process, and
 /// the same definitions refuse a wrong one.
 #[test]

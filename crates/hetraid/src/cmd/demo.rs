@@ -3,7 +3,7 @@
 //! verify real data, fail a member, keep going degraded, replace and rebuild,
 //! scrub, reassemble from the member files alone and verify again.
 
-use clap::Args;
+pub use crate::cli::demo::*;
 use hetraid_core::units::format_size;
 use hetraid_core::{MemberKind, WritePolicy};
 use hetraid_engine::format::LayoutOptions;
@@ -12,22 +12,6 @@ use hetraid_engine::{Array, CreateOptions, RebuildOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
-
-#[derive(Debug, Args)]
-pub struct DemoCmd {
-    /// Directory for the member files (default: a new temporary directory, removed after).
-    #[arg(long)]
-    pub dir: Option<PathBuf>,
-    /// Size of each member file.
-    #[arg(long, default_value = "48M", value_parser = crate::args::size)]
-    pub size: u64,
-    /// Run at file speed instead of emulating disk and SSD service times.
-    #[arg(long)]
-    pub no_emulation: bool,
-    /// Seed of the data written.
-    #[arg(long, default_value_t = 2026)]
-    pub seed: u64,
-}
 
 struct Rng(u64);
 impl Rng {

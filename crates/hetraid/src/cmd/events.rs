@@ -3,7 +3,7 @@
 //! assembling the array or taking its members' locks, so they work while the
 //! array is served, rebuilt or scrubbed by another process.
 
-use clap::Args;
+pub use crate::cli::events::*;
 use hetraid_engine::annex::{read_member, Annex, Event};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -87,21 +87,6 @@ fn event_line(e: &Event) -> String {
     )
 }
 
-#[derive(Debug, Args)]
-#[command(
-    after_help = "Example:\n  hetraid events a.img b.img c.img d.img\n  hetraid events a.img b.img c.img d.img --json --since 12"
-)]
-pub struct EventsCmd {
-    /// The array's members (any that can be read; a served array's too).
-    #[arg(required = true)]
-    pub members: Vec<String>,
-    /// Only events after this sequence number.
-    #[arg(long, value_name = "SEQ", default_value_t = 0)]
-    pub since: u64,
-    #[arg(long)]
-    pub json: bool,
-}
-
 impl EventsCmd {
     pub fn run(&self) -> Result<(), String> {
         let seen = look(&paths(&self.members)?)?;
@@ -137,31 +122,6 @@ impl EventsCmd {
         }
         Ok(())
     }
-}
-
-#[derive(Debug, Args)]
-#[command(
-    after_help = "Example:\n  hetraid monitor a.img b.img c.img d.img --program /usr/local/bin/raid-alert --delay 10\n\nThe program runs once per event as PROGRAM EVENT ARRAY [MEMBER-PATH], with\nHETRAID_EVENT, HETRAID_ARRAY, HETRAID_NAME, HETRAID_SLOT, HETRAID_PATH,\nHETRAID_TEXT and HETRAID_EVENT_JSON in its environment (mdadm --monitor's\nPROGRAM EVENT MD-DEVICE [COMPONENT]). At start, a degraded or failed array\nis reported as degraded_array (mdadm's DegradedArray)."
-)]
-pub struct MonitorCmd {
-    /// The array's members (any that can be read; a served array's too).
-    #[arg(required = true)]
-    pub members: Vec<String>,
-    /// Run this program for every event.
-    #[arg(long, value_name = "CMD")]
-    pub program: Option<PathBuf>,
-    /// Seconds between looks at the members (mdadm's --delay).
-    #[arg(long, default_value_t = 5.0, value_name = "SECS")]
-    pub delay: f64,
-    /// Look once, report, and exit (mdadm's --oneshot).
-    #[arg(long)]
-    pub oneshot: bool,
-    /// Report a test_message event at start (mdadm's --test).
-    #[arg(long)]
-    pub test: bool,
-    /// Print each event as one JSON line.
-    #[arg(long)]
-    pub json: bool,
 }
 
 impl MonitorCmd {

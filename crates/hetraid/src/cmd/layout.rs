@@ -1,20 +1,7 @@
-use crate::args::LayoutArgs;
-use clap::Args;
+pub use crate::cli::layout::*;
 use hetraid_core::layout::build;
 use hetraid_core::units::format_size;
 use serde_json::json;
-
-#[derive(Debug, Args)]
-pub struct LayoutCmd {
-    #[command(flatten)]
-    pub layout: LayoutArgs,
-    /// List at most this many stripes (0: none). Default: all with --json, 32 in tables.
-    #[arg(long)]
-    pub stripes: Option<u64>,
-    /// One JSON document on stdout.
-    #[arg(long)]
-    pub json: bool,
-}
 
 impl LayoutCmd {
     pub fn run(&self) -> Result<(), String> {

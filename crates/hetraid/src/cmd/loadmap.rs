@@ -1,25 +1,7 @@
-use crate::args::LayoutArgs;
-use clap::Args;
+pub use crate::cli::loadmap::*;
 use hetraid_core::layout::build;
 use hetraid_core::loadmap::loadmap;
 use serde_json::json;
-
-#[derive(Debug, Args)]
-pub struct LoadmapCmd {
-    #[command(flatten)]
-    pub layout: LayoutArgs,
-    /// Write size in chunks.
-    #[arg(long)]
-    pub write_chunks: u64,
-    /// Write selection: md, modthresh, modthresh-stripe (the threshold decided per stripe), rmw-always, cost.
-    #[arg(long, default_value = "md")]
-    pub policy: String,
-    /// Failed members (comma-separated indices).
-    #[arg(long, value_delimiter = ',')]
-    pub failed: Vec<usize>,
-    #[arg(long)]
-    pub json: bool,
-}
 
 impl LoadmapCmd {
     pub fn run(&self) -> Result<(), String> {

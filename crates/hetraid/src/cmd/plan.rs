@@ -1,29 +1,8 @@
-use crate::args::LayoutArgs;
-use clap::Args;
+pub use crate::cli::plan::*;
 use hetraid_core::layout::build;
 use hetraid_core::plan::{ArrayState, Mode, Planner, Request, WritePolicy};
 use hetraid_core::units::parse_extent;
 use serde_json::json;
-
-#[derive(Debug, Args)]
-pub struct PlanCmd {
-    #[command(flatten)]
-    pub layout: LayoutArgs,
-    /// Write selection: md, modthresh, modthresh-stripe (the threshold decided per stripe), rmw-always, cost.
-    #[arg(long, default_value = "md")]
-    pub policy: String,
-    /// Failed members (comma-separated indices).
-    #[arg(long, value_delimiter = ',')]
-    pub failed: Vec<usize>,
-    /// Plan a write of OFFSET+LENGTH (e.g. 0+128K).
-    #[arg(long, conflicts_with = "read", required_unless_present = "read")]
-    pub write: Option<String>,
-    /// Plan a read of OFFSET+LENGTH.
-    #[arg(long)]
-    pub read: Option<String>,
-    #[arg(long)]
-    pub json: bool,
-}
 
 pub fn planner_for<'a>(
     l: &'a dyn hetraid_core::Layout,

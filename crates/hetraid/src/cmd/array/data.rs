@@ -2,24 +2,8 @@
 
 #[allow(unused_imports)]
 use super::*;
+pub use crate::cli::array::data::*;
 use hetraid_engine::error::IntoFailure;
-
-#[derive(Debug, Args)]
-pub struct DataCmd {
-    #[arg(required = true)]
-    pub members: Vec<String>,
-    /// Run without the array's members that are not given: they are
-    /// recorded missing (mdadm's --run). Without it a command given only
-    /// some of a healthy array's members refuses and changes nothing.
-    #[arg(long)]
-    pub degraded: bool,
-    /// Byte offset in the array.
-    #[arg(long, value_parser = size)]
-    pub offset: u64,
-    /// Bytes (read: required; write: at most this many from stdin).
-    #[arg(long, value_parser = size)]
-    pub length: Option<u64>,
-}
 
 pub(crate) const IO_STEP: usize = 4 << 20;
 

@@ -1,7 +1,5 @@
 //! Lifecycle and data verbs on real members (mdadm-like).
 
-use crate::args::{size, LayoutOpts};
-use clap::Args;
 use hetraid_core::units::format_size;
 use hetraid_core::{ErrorKind, Failure, MemberKind, WritePolicy};
 use hetraid_engine::error::IntoFailure;

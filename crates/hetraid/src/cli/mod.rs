@@ -1,6 +1,21 @@
 //! The command line: clap's definitions of every verb, and the dispatch
 //! from a parsed command line to the verb's code in `cmd/`.
 
+pub mod advise;
+pub mod analyze;
+pub mod array;
+pub mod ceph;
+pub mod demo;
+pub mod events;
+pub mod layout;
+pub mod loadmap;
+pub mod plan;
+pub mod probe;
+pub mod serve;
+pub mod sim;
+pub mod sweep;
+pub mod trace;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]

@@ -1,0 +1,10 @@
+//! The array verbs' options (clap only): the verbs are `crate::cmd::array`.
+
+use crate::args::{size, LayoutOpts};
+use clap::Args;
+
+pub mod change;
+pub mod create;
+pub mod data;
+pub mod members;
+pub mod repair;
