@@ -474,7 +474,7 @@ fn batch_sizes_are_the_cores() {
             "SERVED_BATCHES_PER_SWAP",
         ),
         (
-            "hetraid/src/cmd/array/change.rs",
+            "hetraid/src/ops/array/change.rs",
             "OFFLINE_BATCHES_PER_SWAP",
         ),
     ] {
@@ -518,7 +518,7 @@ fn batch_sizes_are_the_cores() {
         ("hetraid-engine/src/array/wbuf.rs", "wbuf::DrainQueue"),
         ("hetraid-sim/src/sim/mod.rs", "wbuf::DrainQueue"),
         ("hetraid-sim/src/sim/mod.rs", "wbuf::DRAINERS"),
-        ("hetraid/src/cmd/serve.rs", "wbuf::DRAINERS"),
+        ("hetraid/src/ops/serve.rs", "wbuf::DRAINERS"),
     ] {
         let src = std::fs::read_to_string(format!("{root}{f}")).unwrap();
         assert!(src.contains(what), "{f}: {what}");
@@ -752,7 +752,7 @@ fn one_log_rule_in_engine_simulator_and_cli() {
     // No front end keeps a default or a rule of its own.
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../");
     for f in [
-        "hetraid/src/cmd/array/create.rs",
+        "hetraid/src/ops/array/create.rs",
         "hetraid-sim/src/setup.rs",
         "hetraid-engine/src/array/create.rs",
     ] {
@@ -849,7 +849,7 @@ fn one_array_rule_in_engine_simulator_and_cli() {
     // No front end words the rules itself.
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../");
     for f in [
-        "hetraid/src/cmd/array/create.rs",
+        "hetraid/src/ops/array/create.rs",
         "hetraid/src/args.rs",
         "hetraid-sim/src/setup.rs",
         "hetraid-engine/src/array/create.rs",
@@ -867,7 +867,7 @@ fn one_array_rule_in_engine_simulator_and_cli() {
 }
 
 /// Issue 38: `src/cli/` is clap only (option structs, and the dispatch in
-/// `cli/mod.rs`), `src/cmd/` the verbs' code with no clap definition.
+/// `cli/mod.rs`), `src/ops/` the verbs' code with no clap definition.
 #[test]
 fn clap_lives_in_cli_and_the_verbs_in_cmd() {
     fn files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
@@ -881,11 +881,11 @@ fn clap_lives_in_cli_and_the_verbs_in_cmd() {
         }
     }
     let src = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src"));
-    let (mut cmd, mut cli) = (Vec::new(), Vec::new());
-    files(&src.join("cmd"), &mut cmd);
+    let (mut ops, mut cli) = (Vec::new(), Vec::new());
+    files(&src.join("ops"), &mut ops);
     files(&src.join("cli"), &mut cli);
-    assert!(cmd.len() > 10 && cli.len() > 10, "{cmd:?} {cli:?}");
-    for f in &cmd {
+    assert!(ops.len() > 10 && cli.len() > 10, "{ops:?} {cli:?}");
+    for f in &ops {
         let text = std::fs::read_to_string(f).unwrap();
         for clap in ["#[arg(", "#[command(", "clap::Args", "derive(Debug, Args)"] {
             assert!(

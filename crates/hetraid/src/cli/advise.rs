@@ -1,4 +1,4 @@
-//! `advise`'s options (clap only): the verb is `crate::cmd::advise`.
+//! `advise`'s options (clap only): the verb is `crate::ops::advise`.
 
 use clap::Args;
 use std::path::PathBuf;

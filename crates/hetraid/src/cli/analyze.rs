@@ -1,4 +1,4 @@
-//! `analyze`'s options (clap only): the verb is `crate::cmd::analyze`.
+//! `analyze`'s options (clap only): the verb is `crate::ops::analyze`.
 
 use clap::{Args, Subcommand};
 use hetraid_sim::Size;

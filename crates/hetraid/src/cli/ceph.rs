@@ -1,4 +1,4 @@
-//! `ceph`'s options (clap only): the verb is `crate::cmd::ceph`.
+//! `ceph`'s options (clap only): the verb is `crate::ops::ceph`.
 
 use clap::Args;
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! `demo`'s options (clap only): the verb is `crate::cmd::demo`.
+//! `demo`'s options (clap only): the verb is `crate::ops::demo`.
 
 use clap::Args;
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! `events`'s options (clap only): the verb is `crate::cmd::events`.
+//! `events`'s options (clap only): the verb is `crate::ops::events`.
 
 use clap::Args;
 use std::path::PathBuf;

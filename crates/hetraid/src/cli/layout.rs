@@ -1,4 +1,4 @@
-//! `layout`'s options (clap only): the verb is `crate::cmd::layout`.
+//! `layout`'s options (clap only): the verb is `crate::ops::layout`.
 
 use crate::args::LayoutArgs;
 use clap::Args;

@@ -1,4 +1,4 @@
-//! `loadmap`'s options (clap only): the verb is `crate::cmd::loadmap`.
+//! `loadmap`'s options (clap only): the verb is `crate::ops::loadmap`.
 
 use crate::args::LayoutArgs;
 use clap::Args;

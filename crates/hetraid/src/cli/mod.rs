@@ -1,5 +1,5 @@
 //! The command line: clap's definitions of every verb, and the dispatch
-//! from a parsed command line to the verb's code in `cmd/`.
+//! from a parsed command line to the verb's code in `ops/`.
 
 pub mod advise;
 pub mod analyze;
@@ -36,65 +36,65 @@ pub enum Command {
     #[command(
         after_help = "Example:\n  hetraid layout --layout s2raid5 --devices 9 --group 3 --stripes 9"
     )]
-    Layout(crate::cmd::layout::LayoutCmd),
+    Layout(crate::ops::layout::LayoutCmd),
     /// Print the I/O plan of one read or write: per member reads and writes, and the
     /// RMW/RCW/full choice per page row.
     #[command(
         after_help = "Example:\n  hetraid plan --layout raid6 --devices 6 --chunk 64K --failed 1,2 --read 0+256K --json"
     )]
-    Plan(crate::cmd::plan::PlanCmd),
+    Plan(crate::ops::plan::PlanCmd),
     /// Enumerate a write of K chunks from every start position of one placement
     /// cycle and print each member's share of reads and writes.
     #[command(
         after_help = "Example:\n  hetraid loadmap --layout raide --devices 5 --write-chunks 5"
     )]
-    Loadmap(crate::cmd::loadmap::LoadmapCmd),
+    Loadmap(crate::ops::loadmap::LoadmapCmd),
     /// Create an array from member files or block devices.
     #[command(
         after_help = "Example:\n  hetraid create --layout raid4s --size 1G --name tank a.img b.img c.img d.img:ssd"
     )]
-    Create(crate::cmd::array::CreateCmd),
+    Create(crate::ops::array::CreateCmd),
     /// Assemble an array from its members (resyncing after a crash) and report it.
     #[command(
         after_help = "Example:\n  hetraid assemble a.img b.img c.img d.img\n  hetraid assemble --scan /srv/arrays"
     )]
-    Assemble(crate::cmd::array::MembersCmd),
+    Assemble(crate::ops::array::MembersCmd),
     /// Show an array's state and members.
     #[command(
         after_help = "Example:\n  hetraid status a.img b.img c.img d.img\n  hetraid status --test a.img b.img c.img d.img || echo \"needs attention: $?\""
     )]
-    Status(crate::cmd::array::MembersCmd),
+    Status(crate::ops::array::MembersCmd),
     /// Mark a member faulty.
     #[command(after_help = "Example:\n  hetraid fail a.img b.img c.img d.img --member b.img")]
-    Fail(crate::cmd::array::MemberOpCmd),
+    Fail(crate::ops::array::MemberOpCmd),
     /// Detach a failed member (its slot stays degraded until add or replace).
     #[command(after_help = "Example:\n  hetraid remove a.img b.img c.img d.img --member b.img")]
-    Remove(crate::cmd::array::MemberOpCmd),
+    Remove(crate::ops::array::MemberOpCmd),
     /// Put a new member in place of a failed one (then run rebuild).
     #[command(
         after_help = "Example:\n  hetraid replace a.img b.img c.img d.img --member b.img --with e.img\n  hetraid rebuild a.img e.img c.img d.img"
     )]
-    Replace(crate::cmd::array::MemberOpCmd),
+    Replace(crate::ops::array::MemberOpCmd),
     /// Add a new member into the first failed or missing slot (then run rebuild).
     #[command(
         after_help = "Example:\n  hetraid add a.img c.img d.img --with b.img        # b.img back (re-add) or into a failed slot\n  hetraid add a.img b.img c.img d.img --with s.img  # a healthy array: a hot spare"
     )]
-    Add(crate::cmd::array::AddCmd),
+    Add(crate::ops::array::AddCmd),
     /// Add a member to a RAIDX array (--add NEW): chunks move onto it and the
     /// capacity grows by the bundles it allows; without --add, finish a grow
     /// or shrink cut short. Crash-safe: run it again after a kill.
     #[command(after_help = "Example:\n  hetraid grow a.img b.img c.img d.img --add e.img:ssd")]
-    Grow(crate::cmd::array::GrowCmd),
+    Grow(crate::ops::array::GrowCmd),
     /// Shrink a RAIDX array to --size and re-place the chunks of slot
     /// --member on the other members: full redundancy again, before any
     /// replacement arrives. Shrink what sits on the array first.
     #[command(
         after_help = "Example:\n  hetraid shrink a.img c.img d.img e.img --member 1 --size 100M"
     )]
-    Shrink(crate::cmd::array::ShrinkCmd),
+    Shrink(crate::ops::array::ShrinkCmd),
     /// Rebuild members being replaced, with MD-like speed limits and a progress bar.
     #[command(after_help = "Example:\n  hetraid rebuild a.img e.img c.img d.img --max-speed 100M")]
-    Rebuild(crate::cmd::array::RebuildCmd),
+    Rebuild(crate::ops::array::RebuildCmd),
     /// Declustered: copy the member rebuilt into distributed spare space
     /// back onto a replacement (dRAID's rebalance): one read per chunk, and
     /// the spare space is free for the next failure. Offline; crash-safe
@@ -102,69 +102,69 @@ pub enum Command {
     #[command(
         after_help = "Example:\n  hetraid rebuild m0.img m1.img ... m11.img --to-spare\n  hetraid rebalance m0.img m2.img ... m11.img --with new.img"
     )]
-    Rebalance(crate::cmd::array::RebalanceCmd),
+    Rebalance(crate::ops::array::RebalanceCmd),
     /// Check redundancy of every stripe; --repair rewrites mismatches.
     #[command(after_help = "Example:\n  hetraid scrub a.img b.img c.img d.img --repair")]
-    Scrub(crate::cmd::array::ScrubCmd),
+    Scrub(crate::ops::array::ScrubCmd),
     /// Write everything a write-back log holds (hpda's, or --log-mode
     /// write-back) to the members and empty the log; online when served.
     #[command(after_help = "Example:\n  hetraid reclaim s1.img s2.img h1.img h2.img")]
-    Reclaim(crate::cmd::array::ReclaimCmd),
+    Reclaim(crate::ops::array::ReclaimCmd),
     /// Write standard input into the array at --offset (flushed before exit).
     #[command(
         after_help = "Example:\n  hetraid write a.img b.img c.img d.img --offset 1M < data.bin"
     )]
-    Write(crate::cmd::array::DataCmd),
+    Write(crate::ops::array::DataCmd),
     /// Read --length bytes at --offset to standard output.
     #[command(
         after_help = "Example:\n  hetraid read a.img b.img c.img d.img --offset 1M --length 4M > out.bin"
     )]
-    Read(crate::cmd::array::DataCmd),
+    Read(crate::ops::array::DataCmd),
     /// Export an array over NBD (unix:PATH or tcp:HOST:PORT) until SIGINT/SIGTERM.
     #[command(
         after_help = "Example:\n  hetraid serve a.img b.img c.img d.img s.img --listen unix:/run/tank.sock --log-format json\n  nbdcopy nbd+unix:///?socket=/run/tank.sock out.img"
     )]
-    Serve(crate::cmd::serve::ServeCmd),
+    Serve(crate::ops::serve::ServeCmd),
     /// From the devices you have and your workload to the layout to build: candidates simulated, ranked, the Pareto front, the create command line.
     #[command(
         after_help = "Example:\n  hetraid advise --members 'caviar-black-640*4,x25e-64' --workload random-write --size 4K\n  hetraid advise --members 'wd2500yd*4,x25e-64*2' --redundancy 2 --objective p99 --json"
     )]
-    Advise(crate::cmd::advise::AdviseCmd),
+    Advise(crate::ops::advise::AdviseCmd),
     /// Measure files or block devices (random 4K and sequential, reads; writes with --destructive) and write device files the simulator takes.
     #[command(
         after_help = "Example:\n  hetraid probe /dev/nvme0n1 --out devices/\n  hetraid sim --layout raid5 --members 'devices/probe-nvme0n1.toml*4' --workload random-write"
     )]
-    Probe(crate::cmd::probe::ProbeCmd),
+    Probe(crate::ops::probe::ProbeCmd),
     /// hetraid's placements for a Ceph cluster: a CRUSH map with device classes, an erasure-code profile and rule (coding shards on the fast class when that pays: RAID4S at cluster scale), primary affinity, and predicted per-OSD load and recovery.
     #[command(
         after_help = "Example:\n  hetraid ceph --host node1=caviar-black-640*4,x25e-64 --host node2=caviar-black-640*4,x25e-64 --failure-domain osd --out ceph/\n  crushtool -c ceph/crushmap.txt -o ceph/crushmap.bin && crushtool -i ceph/crushmap.bin --test --rule 1 --num-rep 6 --show-mappings"
     )]
-    Ceph(crate::cmd::ceph::CephCmd),
+    Ceph(crate::ops::ceph::CephCmd),
     /// Simulate one run: a layout on HDD/SSD models under a workload or trace.
     #[command(
         after_help = "Example:\n  hetraid sim --layout raid5 --members 'caviar-black-640*5' --workload mixed --read-fraction 0.7 --size 64K --qd 10"
     )]
-    Sim(Box<crate::cmd::sim::SimCmd>),
+    Sim(Box<crate::ops::sim::SimCmd>),
     /// Run a grid of simulations from a TOML file: CSV, JSON, SVG plots, summary.md.
     #[command(
         after_help = "Example:\n  hetraid sweep experiments/1-raid4s-random-writes.toml --out results/1"
     )]
-    Sweep(crate::cmd::sweep::SweepCmd),
+    Sweep(crate::ops::sweep::SweepCmd),
     /// Synthetic traces with published statistics, and trace statistics.
     #[command(
         after_help = "Example:\n  hetraid trace synth --profile financial1 > fin1.spc\n  hetraid trace stats fin1.spc"
     )]
-    Trace(crate::cmd::trace::TraceCmd),
+    Trace(crate::ops::trace::TraceCmd),
     /// Reliability (MTTDL), cost, power and the RAIDH model of a configuration.
     #[command(
         after_help = "Example:\n  hetraid analyze mttdl --layout raid4s --members 'caviar-black-640*4,x25e-64'"
     )]
-    Analyze(crate::cmd::analyze::AnalyzeCmd),
+    Analyze(crate::ops::analyze::AnalyzeCmd),
     /// Show the events the members keep (failures, rebuilds, scrubs, spares;
     /// like zpool events), newest last; works on a served array too.
-    Events(crate::cmd::events::EventsCmd),
+    Events(crate::ops::events::EventsCmd),
     /// Watch an array's events and run a program for each (mdadm --monitor).
-    Monitor(crate::cmd::events::MonitorCmd),
+    Monitor(crate::ops::events::MonitorCmd),
     /// Print a shell completion script: hetraid completions bash >
     /// /etc/bash_completion.d/hetraid (bash, zsh, fish, elvish, powershell).
     #[command(
@@ -184,7 +184,7 @@ pub enum Command {
     /// The whole life of an array in a temporary directory: create, write, fail,
     /// degraded I/O, rebuild, scrub, verify.
     #[command(after_help = "Example:\n  hetraid demo")]
-    Demo(crate::cmd::demo::DemoCmd),
+    Demo(crate::ops::demo::DemoCmd),
 }
 
 fn ctl_raw(socket: &std::path::Path, request: &str) -> Result<(), hetraid_core::Failure> {

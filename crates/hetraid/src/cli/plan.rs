@@ -1,4 +1,4 @@
-//! `plan`'s options (clap only): the verb is `crate::cmd::plan`.
+//! `plan`'s options (clap only): the verb is `crate::ops::plan`.
 
 use crate::args::LayoutArgs;
 use clap::Args;

@@ -1,4 +1,4 @@
-//! `probe`'s options (clap only): the verb is `crate::cmd::probe`.
+//! `probe`'s options (clap only): the verb is `crate::ops::probe`.
 
 use clap::Args;
 use hetraid_core::MemberKind;

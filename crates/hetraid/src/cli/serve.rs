@@ -1,4 +1,4 @@
-//! `serve`'s options (clap only): the verb is `crate::cmd::serve`.
+//! `serve`'s options (clap only): the verb is `crate::ops::serve`.
 
 use clap::Args;
 

@@ -1,4 +1,4 @@
-//! `sim`'s options (clap only): the verb is `crate::cmd::sim`.
+//! `sim`'s options (clap only): the verb is `crate::ops::sim`.
 
 use clap::Args;
 use hetraid_sim::Size;

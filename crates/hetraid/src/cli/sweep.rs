@@ -1,4 +1,4 @@
-//! `sweep`'s options (clap only): the verb is `crate::cmd::sweep`.
+//! `sweep`'s options (clap only): the verb is `crate::ops::sweep`.
 
 use clap::Args;
 use std::path::PathBuf;

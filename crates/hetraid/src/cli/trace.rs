@@ -1,4 +1,4 @@
-//! `trace`'s options (clap only): the verb is `crate::cmd::trace`.
+//! `trace`'s options (clap only): the verb is `crate::ops::trace`.
 
 use clap::{Args, Subcommand};
 

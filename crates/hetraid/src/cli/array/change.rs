@@ -1,4 +1,4 @@
-//! `change`'s options (clap only): the verb is `crate::cmd::array::change`.
+//! `change`'s options (clap only): the verb is `crate::ops::array::change`.
 
 use super::*;
 

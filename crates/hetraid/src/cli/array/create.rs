@@ -1,4 +1,4 @@
-//! `create`'s options (clap only): the verb is `crate::cmd::array::create`.
+//! `create`'s options (clap only): the verb is `crate::ops::array::create`.
 
 use super::*;
 

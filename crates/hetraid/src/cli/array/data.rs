@@ -1,4 +1,4 @@
-//! `data`'s options (clap only): the verb is `crate::cmd::array::data`.
+//! `data`'s options (clap only): the verb is `crate::ops::array::data`.
 
 use super::*;
 

@@ -1,4 +1,4 @@
-//! `members`'s options (clap only): the verb is `crate::cmd::array::members`.
+//! `members`'s options (clap only): the verb is `crate::ops::array::members`.
 
 use super::*;
 

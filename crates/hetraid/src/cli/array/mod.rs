@@ -1,4 +1,4 @@
-//! The array verbs' options (clap only): the verbs are `crate::cmd::array`.
+//! The array verbs' options (clap only): the verbs are `crate::ops::array`.
 
 use crate::args::{size, LayoutOpts};
 use clap::Args;

@@ -1,4 +1,4 @@
-//! `repair`'s options (clap only): the verb is `crate::cmd::array::repair`.
+//! `repair`'s options (clap only): the verb is `crate::ops::array::repair`.
 
 use super::*;
 

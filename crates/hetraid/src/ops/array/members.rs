@@ -116,7 +116,7 @@ impl MembersCmd {
             let v = r?;
             let state = v["state"].as_str().unwrap_or("?").to_string();
             if self.json {
-                return Ok(crate::cmd::print_json(&v)?).map(|_| state);
+                return Ok(crate::ops::print_json(&v)?).map(|_| state);
             }
             let held_by = match v["process"].as_str() {
                 None | Some("serve") => "served".to_string(),
@@ -135,7 +135,7 @@ impl MembersCmd {
         )?;
         let st = a.status();
         if self.json {
-            return Ok(crate::cmd::print_json(
+            return Ok(crate::ops::print_json(
                 &serde_json::to_value(&st).map_err(|e| e.to_string())?,
             )?)
             .map(|_| st.state.to_string());
@@ -338,7 +338,7 @@ impl MembersCmd {
         let (a, finished) = self.assemble_finishing()?;
         let st = a.status();
         if self.json {
-            return Ok(crate::cmd::print_json(
+            return Ok(crate::ops::print_json(
                 &serde_json::to_value(&st).map_err(|e| e.to_string())?,
             )?);
         }

@@ -21,7 +21,7 @@ impl RebuildCmd {
         ) {
             let v = r?;
             if self.json {
-                return crate::cmd::print_json(&v).map_err(Into::into);
+                return crate::ops::print_json(&v).map_err(Into::into);
             }
             return crate::render::emit(
                 &serde_json::from_value::<hetraid_engine::RebuildReport>(v)
@@ -58,7 +58,7 @@ impl RebuildCmd {
             held.close()?;
             let r = r?;
             if self.json {
-                return crate::cmd::print_json(
+                return crate::ops::print_json(
                     &serde_json::to_value(&r).map_err(|e| e.to_string())?,
                 )
                 .map_err(Into::into);
@@ -81,7 +81,7 @@ impl RebuildCmd {
         bar.finish_and_clear();
         a.close().map_err(IntoFailure::failure)?;
         if self.json {
-            return crate::cmd::print_json(&serde_json::to_value(&r).map_err(|e| e.to_string())?)
+            return crate::ops::print_json(&serde_json::to_value(&r).map_err(|e| e.to_string())?)
                 .map_err(Into::into);
         }
         crate::render::emit(&r, false).map_err(Into::into)
@@ -163,7 +163,7 @@ impl ReclaimCmd {
             serde_json::json!({"reclaimed_bytes": r?})
         };
         if self.json {
-            return Ok(crate::cmd::print_json(&v)?);
+            return Ok(crate::ops::print_json(&v)?);
         }
         let bytes = v["reclaimed_bytes"].as_u64().unwrap_or(0);
         println!(
@@ -220,7 +220,7 @@ impl ScrubCmd {
         // Mismatches left as they are: exit 1 (what was repaired is fine).
         let left = v["mismatches"].as_u64().unwrap_or(0) > v["repaired"].as_u64().unwrap_or(0);
         if self.json {
-            crate::cmd::print_json(&v)?;
+            crate::ops::print_json(&v)?;
             return exit_with(i32::from(left)).map_err(Into::into);
         }
         print!(

@@ -231,7 +231,7 @@ impl GrowCmd {
             println!("every member is used whole already: nothing to grow");
         }
         if self.json {
-            return crate::cmd::print_json(&serde_json::to_value(&rs).map_err(|e| e.to_string())?);
+            return crate::ops::print_json(&serde_json::to_value(&rs).map_err(|e| e.to_string())?);
         }
         for r in &rs {
             crate::render::emit(r, false)?;
