@@ -326,6 +326,77 @@ impl ArrayCell {
         )
     }
 
+    /// The hot-spare watch of a served array, as MD's: at start a rebuild
+    /// found waiting (a crash or a stop cut it short, or an offline replace
+    /// or add left it) resumes from its checkpoint; whenever something
+    /// changes (`crate::changes`), a slot that wants a member takes a spare
+    /// and is rebuilt at once. `wait` blocks until a change or its timeout
+    /// and says whether to stop; `stopped` says so between steps. A thread
+    /// of `serve`; bounded by the server's life.
+    pub fn run_spare_watch(
+        &self,
+        wait: &dyn Fn(std::time::Duration) -> bool,
+        stopped: &dyn Fn() -> bool,
+    ) {
+        let mut pending = false;
+        let mut resume_at_start = true;
+        let mut first = true;
+        loop {
+            if !std::mem::take(&mut first) && wait(std::time::Duration::from_secs(30)) {
+                return;
+            }
+            // Drain before looking: a change after this is seen next round.
+            crate::changes::drain();
+            let a = self.get();
+            if a.change_progress().is_some() {
+                continue;
+            }
+            if std::mem::take(&mut resume_at_start)
+                && !pending
+                && a.status()
+                    .member_states
+                    .iter()
+                    .any(|m| m.state == "rebuilding" && m.path.is_some())
+            {
+                tracing::info!("resuming the rebuild found waiting at start");
+                pending = true;
+            }
+            if !a.slots_wanting().is_empty() && !a.spare_status().is_empty() {
+                match self.activate_spares(&a) {
+                    // Each is an event (logged by the engine).
+                    Ok(taken) => pending |= !taken.is_empty(),
+                    Err(e) => {
+                        tracing::warn!("a spare could not take a failed member's place: {e}")
+                    }
+                }
+            }
+            if pending && !stopped() {
+                match a.rebuild(crate::RebuildOptions::default(), &|_| {}) {
+                    Ok(r) if r.completed => pending = false,
+                    Ok(_) => {}
+                    // Another rebuild runs (it may not include the spare's
+                    // slot): look again once it is done.
+                    Err(EngineError::Busy(_)) => {}
+                    Err(e) => {
+                        tracing::warn!("the rebuild onto a spare stopped: {e}");
+                        pending = false;
+                    }
+                }
+            }
+        }
+    }
+
+    /// MD's safe mode for a served array: a degraded array idle for a second
+    /// is marked clean. `sleep` waits and says whether to stop.
+    pub fn run_safe_mode(&self, sleep: &dyn Fn(std::time::Duration) -> bool) {
+        let mut last = u64::MAX;
+        while !sleep(std::time::Duration::from_secs(1)) {
+            if let Err(e) = self.get().safe_mode_tick(&mut last) {
+                tracing::warn!("marking the idle array clean failed: {e}");
+            }
+        }
+    }
+
     /// The change moving chunks now, if one runs (not one merely recorded).
     pub fn change_running(&self) -> Option<ChangeProgress> {
         self.change_start

@@ -269,20 +269,27 @@ impl ServeCmd {
         // gets a spare and its rebuild at once, as MD does.
         let spare_thread = {
             let (cell, stop) = (cell.clone(), stop.clone());
-            std::thread::spawn(move || spare_watch(&cell, &stop))
+            std::thread::spawn(move || {
+                // Woken by the engine's change descriptor (or every 500 ms
+                // where none could be made), and by the stop.
+                let wait = |timeout| {
+                    match hetraid_engine::changes::fd() {
+                        Some(fd) => {
+                            hetraid_nbd::stop::wait_readable(&[fd], &stop, Some(timeout));
+                        }
+                        None => {
+                            stop.sleep(std::time::Duration::from_millis(500));
+                        }
+                    }
+                    stop.is_set()
+                };
+                cell.run_spare_watch(&wait, &|| stop.is_set())
+            })
         };
         // md's safe mode: a degraded array idle for a second is marked clean.
         let safe_mode_thread = {
             let (cell, stop) = (cell.clone(), stop.clone());
-            std::thread::spawn(move || {
-                let mut last = u64::MAX;
-                while !stop.is_set() {
-                    stop.sleep(std::time::Duration::from_secs(1));
-                    if let Err(e) = cell.get().safe_mode_tick(&mut last) {
-                        tracing::warn!("marking the idle array clean failed: {e}");
-                    }
-                }
-            })
+            std::thread::spawn(move || cell.run_safe_mode(&|d| stop.sleep(d)))
         };
         Services {
             threads: [Some(ctl_thread), Some(spare_thread), Some(safe_mode_thread)]
@@ -314,80 +321,6 @@ impl ServeCmd {
                 .memory_limit
                 .unwrap_or_else(hetraid_nbd::memory::default_memory_limit),
         })
-    }
-}
-
-/// Watch the served array for slots that want a spare (a member failed,
-/// missing or removed) while spares wait: take one and rebuild onto it,
-/// at MD's default speeds (the rebuild yields to client I/O). Blocks until
-/// the engine records an event (`hetraid_engine::changes`) or the stop, with
-/// a look every 30 s as a safety net; a rebuild already running is waited
-/// for (its end is an event). A rebuild found waiting at start is resumed.
-fn spare_watch(cell: &hetraid_engine::ArrayCell, stop: &hetraid_nbd::Stop) {
-    let mut pending = false;
-    let mut first = true;
-    let mut resume_at_start = true;
-    while !stop.is_set() {
-        if !first {
-            match hetraid_engine::changes::fd() {
-                Some(fd) => {
-                    hetraid_nbd::stop::wait_readable(
-                        &[fd],
-                        stop,
-                        Some(std::time::Duration::from_secs(30)),
-                    );
-                }
-                None => {
-                    stop.sleep(std::time::Duration::from_millis(500));
-                }
-            }
-            if stop.is_set() {
-                break;
-            }
-        }
-        first = false;
-        // Drain before looking: a change after this is seen next round.
-        hetraid_engine::changes::drain();
-        let a = cell.get();
-        if a.change_progress().is_some() {
-            continue;
-        }
-        // At start, a rebuild a crash or a stop cut short (or one an
-        // offline replace or add left waiting) resumes from its checkpoint,
-        // as md resumes recovery when the array starts.
-        if std::mem::take(&mut resume_at_start)
-            && !pending
-            && a.status()
-                .member_states
-                .iter()
-                .any(|m| m.state == "rebuilding" && m.path.is_some())
-        {
-            tracing::info!("resuming the rebuild found waiting at start");
-            pending = true;
-        }
-        let wanting = !a.slots_wanting().is_empty() && !a.spare_status().is_empty();
-        if wanting {
-            match cell.activate_spares(&a) {
-                Ok(taken) => {
-                    // Each is an event (logged by the engine).
-                    pending |= !taken.is_empty();
-                }
-                Err(e) => tracing::warn!("a spare could not take a failed member's place: {e}"),
-            }
-        }
-        if pending && !stop.is_set() {
-            match a.rebuild(hetraid_engine::RebuildOptions::default(), &|_| {}) {
-                Ok(r) if r.completed => pending = false,
-                Ok(_) => {}
-                // Another rebuild runs (it may not include the spare's
-                // slot): look again once it is done.
-                Err(hetraid_engine::EngineError::Busy(_)) => {}
-                Err(e) => {
-                    tracing::warn!("the rebuild onto a spare stopped: {e}");
-                    pending = false;
-                }
-            }
-        }
     }
 }
 
