@@ -1,7 +1,7 @@
 //! `hetraid sim`: one simulated run, from a TOML config, flags, or both (flags win).
 
 pub use crate::cli::sim::*;
-use hetraid_sim::{Report, RunConfig};
+use hetraid_sim::RunConfig;
 
 impl SimCmd {
     pub fn config(&self) -> Result<RunConfig, String> {
@@ -67,180 +67,19 @@ impl SimCmd {
             );
         }
         let r = hetraid_sim::run(&cfg)?;
-        if self.json {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?
-            );
-        } else {
-            print_human(&cfg, &r);
+        match self.json {
+            // The report's own field order (the JSON contract's).
+            true => {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?
+                );
+                Ok(())
+            }
+            false => {
+                print!("{}", crate::render::sim::sim_text(&cfg, &r));
+                Ok(())
+            }
         }
-        Ok(())
-    }
-}
-
-fn print_human(c: &RunConfig, r: &Report) {
-    let what = match &c.trace {
-        Some(t) if c.workload == "trace" => format!("trace {t} ({})", c.replay),
-        _ => format!(
-            "{} {}",
-            c.workload,
-            hetraid_core::units::format_size(c.size.0)
-        ),
-    };
-    println!(
-        "{what} on {} (chunk {}, policy {}), seed {}",
-        c.layout,
-        hetraid_core::units::format_size(c.chunk.0),
-        r.policy,
-        r.seed
-    );
-    let user_s = if r.iops > 0.0 {
-        r.requests as f64 / r.iops
-    } else {
-        0.0
-    };
-    println!(
-        "  {} requests in {:.3} s simulated: {:.2} MB/s, {:.0} IOPS, response mean {:.2} ms, p99 {:.2} ms",
-        r.requests, user_s, r.throughput_mbps, r.iops, r.mean_response_ms, r.p99_response_ms
-    );
-    for (what, d) in [("reads", &r.read), ("writes", &r.write)] {
-        if d.requests > 0 {
-            println!(
-                "  {what}: {} requests, mean {:.3} ms, p50 {:.2}, p95 {:.2}, p99 {:.2}, p99.9 {:.2}, max {:.2} ms",
-                d.requests, d.mean_ms, d.p50_ms, d.p95_ms, d.p99_ms, d.p999_ms, d.max_ms
-            );
-        }
-    }
-    if let Some(l) = &r.log {
-        let devs: Vec<String> = if l.on_members.is_empty() {
-            l.devices.iter().map(|d| d.preset.clone()).collect()
-        } else {
-            l.on_members
-                .iter()
-                .map(|m| format!("member {m} (region)"))
-                .collect()
-        };
-        println!(
-            "  write log ({}) on {}: {} records ({} MB), {} pads, {} checkpoints, {} MB reclaimed to the members",
-            l.mode,
-            devs.join(", "),
-            l.records,
-            l.record_bytes / 1_000_000,
-            l.pads,
-            l.checkpoints,
-            l.reclaimed_bytes / 1_000_000
-        );
-        if !l.on_members.is_empty() {
-            println!(
-                "  hpda: {} writes to the log, {} to the RAID4",
-                l.hpda_log_writes, l.hpda_raid4_writes
-            );
-        }
-    }
-    print_background(r);
-    println!(
-        "  {:>3} {:<18} {:>9} {:>9} {:>11} {:>11} {:>7} {:>6} {:>9}",
-        "dev",
-        "preset",
-        "reads",
-        "writes",
-        "read pages",
-        "write pages",
-        "erases",
-        "util",
-        "energy J"
-    );
-    for m in &r.members {
-        println!(
-            "  {:>3} {:<18} {:>9} {:>9} {:>11} {:>11} {:>7} {:>5.1}% {:>9.1}",
-            m.device,
-            m.preset,
-            m.reads,
-            m.writes,
-            m.read_pages,
-            m.write_pages,
-            m.erases,
-            m.utilization * 100.0,
-            m.energy_j
-        );
-    }
-    // DiskSim's breakdown of a disk's media time, one line per disk.
-    for m in &r.members {
-        if let Some(k) = m
-            .mechanics
-            .as_ref()
-            .filter(|k| k.media_ops + k.cache_hits > 0)
-        {
-            println!(
-                "  dev {}: {} media ops, {} cache hits; mean overhead {:.3} ms, seek {:.3} ms, rotation {:.3} ms, transfer {:.3} ms",
-                m.device,
-                k.media_ops,
-                k.cache_hits,
-                k.overhead_ms_mean,
-                k.seek_ms_mean,
-                k.rotation_ms_mean,
-                k.transfer_ms_mean
-            );
-        }
-    }
-}
-
-/// The background jobs' lines of a human report: rebuild, scrub, grow and
-/// copy-back.
-fn print_background(r: &Report) {
-    if let Some(rb) = &r.rebuild {
-        println!(
-            "  rebuild of member {}: {:.2} s{}, {} streams, {} MB; user response during it {:.2} ms",
-            rb.member,
-            rb.rebuild_time_s,
-            if rb.completed { "" } else { " (not finished when the run ended)" },
-            rb.streams,
-            rb.rebuilt_bytes / 1_000_000,
-            rb.mean_response_during_ms
-        );
-    }
-    if let Some(s) = &r.scrub {
-        println!(
-            "  scrub: {:.2} s{}, {} stripes, {} MB checked ({:.1} MB/s)",
-            s.scrub_time_s,
-            if s.completed {
-                ""
-            } else {
-                " (not finished when the run ended)"
-            },
-            s.stripes,
-            s.checked_bytes / 1_000_000,
-            s.scrub_mbps
-        );
-    }
-    if let Some(g) = &r.grow {
-        println!(
-            "  grow: {:.2} s{}, {} steps ({} backed up), {} rows, {} MB moved ({:.1} MB/s), capacity {} -> {} MB; user response during it {:.2} ms, {} requests held",
-            g.grow_time_s,
-            if g.completed { "" } else { " (not finished when the run ended)" },
-            g.steps,
-            g.backup_steps,
-            g.rows,
-            g.moved_bytes / 1_000_000,
-            g.grow_mbps,
-            g.capacity_before / 1_000_000,
-            g.capacity_after / 1_000_000,
-            g.mean_response_during_ms,
-            g.requests_held
-        );
-    }
-    if let Some(c) = &r.copy_back {
-        println!(
-            "  copy-back of member {} onto a replacement: {:.2} s from {:.2} s{}, {} chunks, {} MB ({:.1} MB/s); user response during it {:.2} ms",
-            c.member,
-            c.copy_back_time_s,
-            c.start_s,
-            if c.completed { "" } else { " (not finished when the run ended)" },
-            c.chunks,
-            c.copied_bytes / 1_000_000,
-            c.copy_back_mbps,
-            c.mean_response_during_ms
-        );
     }
 }

@@ -4,7 +4,9 @@
 //! reads or the JSON a script parses (serde's, so the fields are the
 //! report's). Renderers are pure: they return the text, and tests read it.
 
+pub mod advise;
 mod reports;
+pub mod sim;
 pub mod status;
 
 pub use status::{print_status, progress_line, rebuild_command, status_text, utc};
