@@ -238,11 +238,12 @@ impl LayoutArgs {
         let valid = spec
             .validate(&sizes)
             .map_err(|e| e.sentence(&hetraid_core::spec::CLI))?;
+        // The kinds as given (none: the layout's map says none).
         Ok(LayoutSpec {
             kind: valid.kind,
             chunk_bytes: o.chunk,
             sizes,
-            kinds: valid.kinds,
+            kinds: spec.kinds,
         })
     }
 }

@@ -5,6 +5,7 @@
 //! report's). Renderers are pure: they return the text, and tests read it.
 
 pub mod advise;
+pub mod layout;
 mod reports;
 pub mod sim;
 pub mod status;
