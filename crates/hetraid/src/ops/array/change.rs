@@ -158,13 +158,7 @@ impl GrowCmd {
         let all = match (&self.add, &self.weights) {
             (None, None) => given,
             (add, weights) => {
-                let new = match add {
-                    Some(add) => {
-                        let (p, kind) = split_member(add)?;
-                        Some((open_member(&p)?, kind.unwrap_or(MemberKind::Hdd)))
-                    }
-                    None => None,
-                };
+                let new = add.as_deref().map(opened_new_member).transpose()?;
                 Array::prepare_grow(given, new, weights.clone(), self.force)
                     .map_err(IntoFailure::failure)?
             }
@@ -260,13 +254,7 @@ impl GrowCmd {
                     })
                 }),
             (add, weights) => {
-                let new = match add {
-                    Some(add) => {
-                        let (p, kind) = split_member(add)?;
-                        Some((open_member(&p)?, kind.unwrap_or(MemberKind::Hdd)))
-                    }
-                    None => None,
-                };
+                let new = add.as_deref().map(opened_new_member).transpose()?;
                 held.cell
                     .grow(new, weights.clone(), self.force, opts)
                     .map_err(|e| e.to_string())
@@ -449,4 +437,11 @@ impl Drop for StatusBar {
             let _ = t.join();
         }
     }
+}
+
+/// The device `--add NEW[:kind]` names, opened, and its kind (a disk unless
+/// said).
+fn opened_new_member(add: &str) -> Result<(Arc<dyn Member>, MemberKind), Failure> {
+    let (p, kind) = split_member(add)?;
+    Ok((open_member(&p)?, kind.unwrap_or(MemberKind::Hdd)))
 }

@@ -47,11 +47,7 @@ impl RebuildCmd {
             taken?;
             let r = {
                 let a = held.cell.get();
-                let chunk = a.layout().chunk_bytes();
-                let show = |p: hetraid_engine::RebuildProgress| {
-                    bar.set_length(p.stripes_total * chunk);
-                    bar.set_position(p.bytes_done);
-                };
+                let show = shown_on(&bar, a.layout().chunk_bytes());
                 a.rebuild(opts, &show).map_err(|e| e.to_string())
             };
             bar.finish_and_clear();
@@ -200,11 +196,7 @@ impl ScrubCmd {
             let bar = progress_bar("scrub");
             let r = {
                 let a = held.cell.get();
-                let chunk = a.layout().chunk_bytes();
-                let show = |p: hetraid_engine::RebuildProgress| {
-                    bar.set_length(p.stripes_total * chunk);
-                    bar.set_position(p.bytes_done);
-                };
+                let show = shown_on(&bar, a.layout().chunk_bytes());
                 let opts = hetraid_engine::ScrubOptions {
                     min_speed: self.min_speed,
                     max_speed: self.max_speed,
@@ -255,5 +247,17 @@ impl ScrubCmd {
             );
         }
         exit_with(i32::from(left)).map_err(Into::into)
+    }
+}
+
+/// A rebuild's or scrub's progress shown on `bar` (stripes of `chunk`
+/// bytes per member).
+fn shown_on(
+    bar: &indicatif::ProgressBar,
+    chunk: u64,
+) -> impl Fn(hetraid_engine::RebuildProgress) + '_ {
+    move |p| {
+        bar.set_length(p.stripes_total * chunk);
+        bar.set_position(p.bytes_done);
     }
 }
