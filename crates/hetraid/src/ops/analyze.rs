@@ -6,11 +6,11 @@
 //! the simulator on the same configuration.
 
 pub use crate::cli::analyze::*;
+use crate::render::analyze::{CostReport, MttdlMember, MttdlReport, PowerReport, PricedMember};
 use hetraid_advise::mttdl::{failure_sets, member_mtbf_h, HOURS_PER_YEAR};
 use hetraid_model::{hpda_closed_form_h, mttdl_per_member, raid5_closed_form_h, raidh_gain};
 use hetraid_sim::setup::Setup;
 use hetraid_sim::{Report, RunConfig};
-use serde_json::json;
 
 impl AnalyzeCmd {
     pub fn run(&self) -> Result<(), String> {
@@ -135,88 +135,36 @@ impl MttdlCmd {
             let hdd1 = *raid4.iter().find(|i| !ssds.contains(i)).unwrap();
             hpda_closed_form_h(rates[ssds[0]], rates[hdd1], repair[0])
         });
-        let members: Vec<serde_json::Value> = setup
+        let members = setup
             .specs
             .iter()
             .enumerate()
-            .map(|(i, s)| {
-                let mut v = json!({
-                    "device": i,
-                    "preset": s.name,
-                    "kind": s.kind.as_str(),
-                    "holds_parity": parity >> i & 1 == 1,
-                    "mtbf_h": mtbf[i],
-                    "mttr_h": mttr_h[i],
-                });
-                if let Some(t) = &rebuild_s {
-                    v["rebuild_s"] = json!(t[i]);
-                }
-                v
+            .map(|(i, s)| MttdlMember {
+                device: i,
+                preset: s.name.clone(),
+                kind: s.kind.as_str(),
+                holds_parity: parity >> i & 1 == 1,
+                mtbf_h: mtbf[i],
+                mttr_h: mttr_h[i],
+                rebuild_s: rebuild_s.as_ref().map(|t| t[i]),
             })
             .collect();
-        if self.array.json {
-            let mut v = json!({
-                "layout": layout.name(),
-                "members": members,
-                "mttr_h": mttr_h.iter().sum::<f64>() / mttr_h.len() as f64,
-                "mttr_from_sim": self.mttr_from_sim,
-                "mttdl_h": m.hours,
-                "mttdl_years": m.hours / HOURS_PER_YEAR,
-                "states": m.states,
-                "max_survivable_failures": m.max_survivable_failures,
-                "stripes_scanned": sets.stripes_scanned,
-                "stripes_complete": sets.complete,
-                "stripe_shapes": sets.shapes(),
-            });
-            if let Some(c) = closed.or(hpda_closed) {
-                v["closed_form_h"] = json!(c);
-            }
-            return super::print_json(&v);
-        }
-        println!(
-            "{} on {} members: MTTDL {:.4e} h ({:.1} years)",
-            layout.name(),
-            setup.specs.len(),
-            m.hours,
-            m.hours / HOURS_PER_YEAR
-        );
-        println!(
-            "  chain: {} states, survives up to {} failed member(s) at once",
-            m.states, m.max_survivable_failures
-        );
-        for (i, s) in setup.specs.iter().enumerate() {
-            let rebuild = match &rebuild_s {
-                Some(t) => format!(" (simulated rebuild {:.0} s)", t[i]),
-                None => String::new(),
-            };
-            println!(
-                "  member {i}: {:<18} {:<5} MTBF {:>9.0} h, MTTR {:.3} h{rebuild}{}",
-                s.name,
-                s.kind.as_str(),
-                mtbf[i],
-                mttr_h[i],
-                if parity >> i & 1 == 1 {
-                    "  (holds parity)"
-                } else {
-                    ""
-                }
-            );
-        }
-        if let Some(c) = closed {
-            println!("  closed form ((2n-1)λ+μ)/(n(n-1)λ²): {c:.4e} h");
-        }
-        if let Some(c) = hpda_closed {
-            println!(
-                "  HPDA paper's closed form (3 SSDs φ, HDD-1 λ; HDD-2 holds no data): {c:.4e} h"
-            );
-        }
-        if !sets.complete {
-            println!(
-                "  note: failure sets from the first {} stripes",
-                sets.stripes_scanned
-            );
-        }
-        Ok(())
+        let report = MttdlReport {
+            layout: layout.name(),
+            members,
+            mttr_h: mttr_h.iter().sum::<f64>() / mttr_h.len() as f64,
+            mttr_from_sim: self.mttr_from_sim,
+            mttdl_h: m.hours,
+            mttdl_years: m.hours / HOURS_PER_YEAR,
+            states: m.states,
+            max_survivable_failures: m.max_survivable_failures,
+            stripes_scanned: sets.stripes_scanned,
+            stripes_complete: sets.complete,
+            stripe_shapes: sets.shapes(),
+            closed_form_h: closed.or(hpda_closed),
+            closed_form_is_hpda: closed.is_none() && hpda_closed.is_some(),
+        };
+        crate::render::emit(&report, self.array.json)
     }
 }
 
@@ -270,41 +218,34 @@ impl CostCmd {
         let total: f64 = prices.iter().sum();
         let raw_gb: f64 = setup.specs.iter().map(|s| s.capacity() as f64 / 1e9).sum();
         let usable_gb = setup.layout.capacity_bytes() as f64 / 1e9;
-        let v = json!({
-            "layout": setup.layout.name(),
-            "members": setup.specs.iter().zip(&prices).enumerate().map(|(i, (s, p))| json!({
-                "device": i, "preset": s.name, "kind": s.kind.as_str(),
-                "capacity_gb": s.capacity() as f64 / 1e9, "price_usd": p,
-            })).collect::<Vec<_>>(),
-            "price_usd": total,
-            "raw_gb": raw_gb,
-            "usable_gb": usable_gb,
-            "usd_per_usable_gb": total / usable_gb,
-            "request_bytes": self.measure.size.0,
-            "write_iops": w.iops,
-            "read_iops": r.iops,
-            "usd_per_write_iops": total / w.iops,
-            "usd_per_read_iops": total / r.iops,
-        });
-        if self.array.json {
-            return super::print_json(&v);
-        }
-        println!(
-            "{} on {}: ${total:.2}, {usable_gb:.1} GB usable of {raw_gb:.1} GB raw, ${:.3}/GB usable",
-            setup.layout.name(),
-            self.array.members,
-            total / usable_gb
-        );
-        println!(
-            "  random {} B writes: {:.0} IOPS, ${:.3}/IOPS; reads: {:.0} IOPS, ${:.3}/IOPS (simulated, qd {})",
-            self.measure.size.0,
-            w.iops,
-            total / w.iops,
-            r.iops,
-            total / r.iops,
-            self.measure.qd
-        );
-        Ok(())
+        let report = CostReport {
+            layout: setup.layout.name(),
+            members: setup
+                .specs
+                .iter()
+                .zip(&prices)
+                .enumerate()
+                .map(|(i, (s, p))| PricedMember {
+                    device: i,
+                    preset: s.name.clone(),
+                    kind: s.kind.as_str(),
+                    capacity_gb: s.capacity() as f64 / 1e9,
+                    price_usd: *p,
+                })
+                .collect(),
+            price_usd: total,
+            raw_gb,
+            usable_gb,
+            usd_per_usable_gb: total / usable_gb,
+            request_bytes: self.measure.size.0,
+            write_iops: w.iops,
+            read_iops: r.iops,
+            usd_per_write_iops: total / w.iops,
+            usd_per_read_iops: total / r.iops,
+            members_given: self.array.members.clone(),
+            qd: self.measure.qd,
+        };
+        crate::render::emit(&report, self.array.json)
     }
 }
 
@@ -320,56 +261,28 @@ impl PowerCmd {
         let usable_tb = setup.layout.capacity_bytes() as f64 / 1e12;
         let per_op_mj = |r: &Report| r.energy_j * 1e3 / r.requests.max(1) as f64;
         let mean_w = |r: &Report| r.energy_j / r.sim_time_s.max(f64::MIN_POSITIVE);
-        let v = json!({
-            "layout": setup.layout.name(),
-            "idle_w": idle_w,
-            "active_w": active_w,
-            "usable_tb": usable_tb,
-            "idle_w_per_usable_tb": idle_w / usable_tb,
-            "request_bytes": self.measure.size.0,
-            "write_mj_per_op": per_op_mj(&w),
-            "read_mj_per_op": per_op_mj(&r),
-            "write_mean_w": mean_w(&w),
-            "read_mean_w": mean_w(&r),
-            "write_iops_per_w": w.iops / mean_w(&w),
-            "read_iops_per_w": r.iops / mean_w(&r),
-        });
-        if self.array.json {
-            return super::print_json(&v);
-        }
-        println!(
-            "{} on {}: idle {idle_w:.2} W, all active {active_w:.2} W, {:.2} W idle per usable TB",
-            setup.layout.name(),
-            self.array.members,
-            idle_w / usable_tb
-        );
-        println!(
-            "  random {} B writes: {:.2} mJ/op at {:.2} W ({:.1} IOPS/W); reads: {:.2} mJ/op at {:.2} W ({:.1} IOPS/W)",
-            self.measure.size.0,
-            per_op_mj(&w),
-            mean_w(&w),
-            w.iops / mean_w(&w),
-            per_op_mj(&r),
-            mean_w(&r),
-            r.iops / mean_w(&r)
-        );
-        Ok(())
+        let report = PowerReport {
+            layout: setup.layout.name(),
+            idle_w,
+            active_w,
+            usable_tb,
+            idle_w_per_usable_tb: idle_w / usable_tb,
+            request_bytes: self.measure.size.0,
+            write_mj_per_op: per_op_mj(&w),
+            read_mj_per_op: per_op_mj(&r),
+            write_mean_w: mean_w(&w),
+            read_mean_w: mean_w(&r),
+            write_iops_per_w: w.iops / mean_w(&w),
+            read_iops_per_w: r.iops / mean_w(&r),
+            members_given: self.array.members.clone(),
+        };
+        crate::render::emit(&report, self.array.json)
     }
 }
 
 impl RaidhModelCmd {
     pub fn run(&self) -> Result<(), String> {
         let g = raidh_gain(self.devices, self.faster).map_err(|e| e.to_string())?;
-        if self.json {
-            return super::print_json(&serde_json::to_value(g).map_err(|e| e.to_string())?);
-        }
-        println!(
-            "RAIDH model, N = {} devices, one faster by F = {}: per-device work -{:.1} % (z = 1 - N/(N+F)), throughput +{:.1} % over RAID5",
-            g.devices,
-            g.faster,
-            g.work_reduction * 100.0,
-            g.throughput_gain * 100.0
-        );
-        Ok(())
+        crate::render::emit(&g, self.json)
     }
 }

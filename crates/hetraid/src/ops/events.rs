@@ -4,7 +4,8 @@
 //! array is served, rebuilt or scrubbed by another process.
 
 pub use crate::cli::events::*;
-use hetraid_engine::annex::{read_member, Annex, Event};
+use crate::render::events::{EventRecord, EventsReport};
+use hetraid_engine::annex::{read_member, Annex};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -67,26 +68,6 @@ fn paths(members: &[String]) -> Result<Vec<PathBuf>, String> {
         .collect()
 }
 
-fn event_json(uuid: &str, name: &str, e: &Event) -> serde_json::Value {
-    let mut v = serde_json::to_value(e).unwrap_or_default();
-    v["event"] = e.kind.as_str().into();
-    v["text"] = e.text().into();
-    v["array"] = uuid.into();
-    v["name"] = name.into();
-    v
-}
-
-fn event_line(e: &Event) -> String {
-    format!(
-        "{:>5}  {}.{:03}  {:<16}  {}",
-        e.seq,
-        super::array::utc(e.time_unix_ms / 1000).trim_end_matches(" UTC"),
-        e.time_unix_ms % 1000,
-        e.kind.as_str(),
-        e.text()
-    )
-}
-
 impl EventsCmd {
     pub fn run(&self) -> Result<(), String> {
         let seen = look(&paths(&self.members)?)?;
@@ -96,31 +77,19 @@ impl EventsCmd {
                 seen.uuid
             ));
         };
-        let events: Vec<&Event> = a.events.iter().filter(|e| e.seq > self.since).collect();
-        if self.json {
-            let v: Vec<serde_json::Value> = events
+        let report = EventsReport {
+            events: a
+                .events
                 .iter()
-                .map(|e| event_json(&seen.uuid, &a.name, e))
-                .collect();
-            return super::print_json(&serde_json::Value::Array(v));
-        }
-        println!(
-            "array {}{}: {} events kept (at most {}), numbered up to {}",
-            if a.name.is_empty() {
-                String::new()
-            } else {
-                format!("{} ", a.name)
-            },
-            seen.uuid,
-            a.events.len(),
-            hetraid_engine::annex::EVENTS_MAX,
-            a.next_seq.saturating_sub(1)
-        );
-        println!("{:>5}  {:<23}  {:<16}  what", "seq", "time (UTC)", "event");
-        for e in events {
-            println!("{}", event_line(e));
-        }
-        Ok(())
+                .filter(|e| e.seq > self.since)
+                .map(|e| EventRecord::new(&seen.uuid, &a.name, e))
+                .collect(),
+            uuid: seen.uuid.clone(),
+            name: a.name.clone(),
+            kept: a.events.len(),
+            last_seq: a.next_seq.saturating_sub(1),
+        };
+        crate::render::emit(&report, self.json)
     }
 }
 
@@ -157,10 +126,13 @@ impl MonitorCmd {
             .as_ref()
             .map_or(0, |a| a.next_seq.saturating_sub(1));
         let synthetic = |kind: &str, text: String| {
-            serde_json::json!({
-                "seq": 0, "event": kind, "text": text, "array": seen.uuid, "name": name,
-                "slot": null, "detail": "", "time_unix_ms": hetraid_engine::annex::now_ms(),
-            })
+            EventRecord::notice(
+                &seen.uuid,
+                &name,
+                kind,
+                text,
+                hetraid_engine::annex::now_ms(),
+            )
         };
         if self.test {
             self.report(
@@ -224,7 +196,7 @@ impl MonitorCmd {
             }
             let since = last;
             for e in a.events.iter().filter(|e| e.seq > since) {
-                self.report(&label, &event_json(&seen.uuid, &a.name, e))?;
+                self.report(&label, &EventRecord::new(&seen.uuid, &a.name, e))?;
                 last = e.seq;
             }
         }
@@ -232,20 +204,16 @@ impl MonitorCmd {
     }
 
     /// Print one event and run the program for it.
-    fn report(&self, label: &str, v: &serde_json::Value) -> Result<(), String> {
-        let kind = v["event"].as_str().unwrap_or("?");
-        let path = v["detail"]
-            .as_str()
-            .filter(|_| !v["slot"].is_null())
-            .unwrap_or("");
-        if self.json {
-            println!("{v}");
-        } else {
-            println!(
-                "{} {label} {kind}: {}",
-                super::array::utc(v["time_unix_ms"].as_u64().unwrap_or(0) / 1000),
-                v["text"].as_str().unwrap_or("")
-            );
+    fn report(&self, label: &str, r: &EventRecord) -> Result<(), String> {
+        let kind = r.event.as_str();
+        let path = match r.slot {
+            Some(_) => r.detail.as_str(),
+            None => "",
+        };
+        let v = serde_json::to_value(r).map_err(|e| e.to_string())?;
+        match self.json {
+            true => println!("{v}"),
+            false => println!("{}", r.monitor_line(label)),
         }
         use std::io::Write;
         let _ = std::io::stdout().flush();
@@ -258,16 +226,14 @@ impl MonitorCmd {
             cmd.arg(path);
         }
         cmd.env("HETRAID_EVENT", kind)
-            .env("HETRAID_ARRAY", v["array"].as_str().unwrap_or(""))
-            .env("HETRAID_NAME", v["name"].as_str().unwrap_or(""))
+            .env("HETRAID_ARRAY", &r.array)
+            .env("HETRAID_NAME", &r.name)
             .env(
                 "HETRAID_SLOT",
-                v["slot"]
-                    .as_u64()
-                    .map_or_else(String::new, |s| s.to_string()),
+                r.slot.map_or_else(String::new, |s| s.to_string()),
             )
             .env("HETRAID_PATH", path)
-            .env("HETRAID_TEXT", v["text"].as_str().unwrap_or(""))
+            .env("HETRAID_TEXT", &r.text)
             .env("HETRAID_EVENT_JSON", v.to_string())
             .stdin(std::process::Stdio::null());
         let mut child = match cmd.spawn() {

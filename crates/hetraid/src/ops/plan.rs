@@ -1,8 +1,8 @@
 pub use crate::cli::plan::*;
+use crate::render::plan::{PlanReport, PlanRow};
 use hetraid_core::layout::build;
 use hetraid_core::plan::{ArrayState, Mode, Planner, Request, WritePolicy};
 use hetraid_core::units::parse_extent;
-use serde_json::json;
 
 pub fn planner_for<'a>(
     l: &'a dyn hetraid_core::Layout,
@@ -48,90 +48,45 @@ impl PlanCmd {
         let plan = planner.plan(&req, &state).map_err(|e| e.to_string())?;
         let members = plan.member_io(l.members());
         // Rows: consecutive runs of one stripe with the same mode merged.
-        let mut rows: Vec<(u64, Mode, u32, u32)> = Vec::new();
+        let mut rows: Vec<PlanRow> = Vec::new();
         for sp in &plan.stripes {
             if sp.runs.is_empty() {
-                rows.push((sp.stripe, Mode::Read, 0, 0));
+                rows.push(PlanRow {
+                    stripe: sp.stripe,
+                    mode: Mode::Read,
+                    first_page: 0,
+                    pages: 0,
+                });
             }
             for r in &sp.runs {
                 match rows.last_mut() {
                     Some(last)
-                        if last.0 == sp.stripe && last.1 == r.mode && last.2 + last.3 == r.page =>
+                        if last.stripe == sp.stripe
+                            && last.mode == r.mode
+                            && last.first_page + last.pages == r.page =>
                     {
-                        last.3 += r.pages
+                        last.pages += r.pages
                     }
-                    _ => rows.push((sp.stripe, r.mode, r.page, r.pages)),
+                    _ => rows.push(PlanRow {
+                        stripe: sp.stripe,
+                        mode: r.mode,
+                        first_page: r.page,
+                        pages: r.pages,
+                    }),
                 }
             }
         }
-        if self.json {
-            let v = json!({
-                "layout": l.name(),
-                "policy": planner.policy.as_str(),
-                "op": plan.op,
-                "offset": req.offset,
-                "length": req.len,
-                "failed": self.failed,
-                "members": members,
-                "rows": rows.iter().map(|(s, m, p, n)| json!({"stripe": s, "mode": m, "first_page": p, "pages": n})).collect::<Vec<_>>(),
-            });
-            return super::print_json(&v);
-        }
-        println!(
-            "{} {} on {} ({} policy{})",
-            if self.write.is_some() {
-                "write"
-            } else {
-                "read"
-            },
-            text,
-            l.name(),
-            planner.policy.as_str(),
-            if self.failed.is_empty() {
-                String::new()
-            } else {
-                format!(", failed {:?}", self.failed)
-            }
-        );
-        println!(
-            "{:>6} {:>12} {:>12} {:>10} {:>11} {:>8} {:>9}",
-            "member",
-            "read_bytes",
-            "write_bytes",
-            "read_pages",
-            "write_pages",
-            "read_ops",
-            "write_ops"
-        );
-        for m in &members {
-            println!(
-                "{:>6} {:>12} {:>12} {:>10} {:>11} {:>8} {:>9}",
-                m.device,
-                m.read_bytes,
-                m.write_bytes,
-                m.read_pages,
-                m.write_pages,
-                m.read_ops,
-                m.write_ops
-            );
-        }
-        println!("{:>8} {:>9} {:>6}", "stripe", "mode", "pages");
-        for (s, m, p, n) in rows.iter().take(32) {
-            let mode = serde_json::to_value(m).unwrap();
-            println!(
-                "{:>8} {:>9} {:>6}",
-                s,
-                mode.as_str().unwrap_or("?"),
-                if *n == 0 {
-                    "-".to_string()
-                } else {
-                    format!("{p}..{}", p + n)
-                }
-            );
-        }
-        if rows.len() > 32 {
-            println!("({} more rows; --json lists all)", rows.len() - 32);
-        }
-        Ok(())
+        let report = PlanReport {
+            layout: l.name().to_string(),
+            policy: planner.policy.as_str(),
+            op: plan.op,
+            offset: req.offset,
+            length: req.len,
+            failed: self.failed.clone(),
+            members,
+            rows,
+            request: text.clone(),
+        };
+        crate::render::emit(&report, self.json)
     }
 }

@@ -32,22 +32,11 @@ impl TraceCmd {
             }
             TraceWhat::Stats { file, format, json } => {
                 let recs = trace::read_file(file, format.as_deref(), "--format")?;
-                let s = trace::stats(&recs);
-                if *json {
-                    println!(
-                        "{}",
-                        serde_json::to_string_pretty(&s).map_err(|e| e.to_string())?
-                    );
-                } else {
-                    println!(
-                        "{file}: {} requests over {:.1} s, {:.1} % writes, mean size {:.2} KiB",
-                        s.requests,
-                        s.duration_s,
-                        s.write_fraction * 100.0,
-                        s.mean_size_kib
-                    );
-                }
-                Ok(())
+                let report = crate::render::trace::TraceStatsReport {
+                    stats: trace::stats(&recs),
+                    file: file.clone(),
+                };
+                crate::render::emit_in_order(&report, *json)
             }
         }
     }

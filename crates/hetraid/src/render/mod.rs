@@ -5,10 +5,14 @@
 //! report's). Renderers are pure: they return the text, and tests read it.
 
 pub mod advise;
+pub mod analyze;
+pub mod events;
 pub mod layout;
+pub mod plan;
 mod reports;
 pub mod sim;
 pub mod status;
+pub mod trace;
 
 pub use status::{print_status, progress_line, rebuild_command, status_text, utc};
 
@@ -36,6 +40,19 @@ pub fn emit<R: Report + ?Sized>(r: &R, json: bool) -> Result<(), String> {
             Ok(())
         }
     }
+}
+
+/// Print `r` as text, or as one pretty JSON document with its fields in the
+/// order the report declares them (`emit` sorts them).
+pub fn emit_in_order<R: Report + ?Sized>(r: &R, json: bool) -> Result<(), String> {
+    match json {
+        true => println!(
+            "{}",
+            serde_json::to_string_pretty(r).map_err(|e| e.to_string())?
+        ),
+        false => print!("{}", r.text()),
+    }
+    Ok(())
 }
 
 /// One JSON document, pretty-printed.
