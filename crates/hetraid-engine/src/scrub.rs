@@ -28,7 +28,7 @@ pub struct StripeMismatch {
 }
 
 /// A run of mismatching pages of one stripe with one verdict.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct ScrubMismatch {
     pub stripe: u64,
     /// 4 KiB pages within the stripe's chunks, first and last.
@@ -38,7 +38,7 @@ pub struct ScrubMismatch {
     pub member: Option<usize>,
     pub path: Option<String>,
     /// "repaired", "located, not repaired" or "cannot tell which member is wrong".
-    pub action: &'static str,
+    pub action: std::borrow::Cow<'static, str>,
 }
 
 /// Scrub speed limits, bytes per second per member (as rebuild's).
@@ -59,7 +59,7 @@ impl Default for ScrubOptions {
     }
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct ScrubReport {
     /// Stripes with at least one mismatching page.
     pub mismatches: u64,
@@ -359,7 +359,7 @@ impl Array {
                     page_last: m.page,
                     member,
                     path: member.and_then(|x| self.member(x)).map(|p| p.name()),
-                    action,
+                    action: action.into(),
                 });
             }
         }

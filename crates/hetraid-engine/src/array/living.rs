@@ -152,7 +152,7 @@ pub(crate) fn raidx_layout(sb: &Superblock) -> Result<Box<dyn Layout>> {
 }
 
 /// What a change did.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ChangeReport {
     /// "grow" or "remove".
     pub change: String,

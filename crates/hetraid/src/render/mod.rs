@@ -9,7 +9,7 @@ pub mod analyze;
 pub mod events;
 pub mod layout;
 pub mod plan;
-mod reports;
+pub mod reports;
 pub mod sim;
 pub mod status;
 pub mod trace;

@@ -1,9 +1,10 @@
-//! The text of the engine's reports of a change, a rebuild and a copy-back
-//! (their JSON is their serde form).
+//! The text of the engine's reports of a change, a rebuild, a copy-back, a
+//! scrub and a reclaim (their JSON is their serde form).
 
 use super::{say, Report};
 use hetraid_core::units::format_size;
-use hetraid_engine::{ChangeReport, CopyBackReport, RebuildReport};
+use hetraid_engine::{ChangeReport, CopyBackReport, RebuildReport, ScrubReport};
+use serde::Serialize;
 
 impl Report for ChangeReport {
     fn text(&self) -> String {
@@ -149,5 +150,82 @@ mod tests {
         assert_eq!(serde_json::to_value(&r).unwrap()["stripes"], 512);
         r.members.clear();
         assert!(r.text().starts_with("nothing to rebuild"));
+    }
+}
+
+/// What `hetraid reclaim` did.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReclaimReport {
+    pub reclaimed_bytes: u64,
+    /// Wall time, for the text (the JSON is the engine's answer).
+    #[serde(skip)]
+    pub seconds: f64,
+}
+
+impl Report for ReclaimReport {
+    fn text(&self) -> String {
+        let mut out = String::new();
+        say!(
+            out,
+            "reclaim: {} bytes of the write log written to the members in {:.2} s; the log holds no write now",
+            self.reclaimed_bytes,
+            self.seconds
+        );
+        out
+    }
+}
+
+/// Details a scrub's text lists; `--json` lists all the engine kept.
+const SCRUB_DETAILS_SHOWN: usize = 20;
+
+/// A scrub's report as `hetraid scrub` shows it: with what was asked
+/// (`--repair`, a side trusted), which decides the text's advice.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScrubView {
+    #[serde(flatten)]
+    pub report: ScrubReport,
+    #[serde(skip)]
+    pub repair: bool,
+    #[serde(skip)]
+    pub trusting: bool,
+}
+
+impl Report for ScrubView {
+    fn text(&self) -> String {
+        let r = &self.report;
+        let mut out = String::new();
+        let mut head = format!(
+            "scrub: {} stripes checked, {} mismatched ({} pages)",
+            r.stripes_checked, r.mismatches, r.mismatched_pages
+        );
+        if self.repair {
+            head += &format!(", {} repaired ({} pages)", r.repaired, r.repaired_pages);
+        }
+        say!(out, "{head}");
+        for d in r.details.iter().take(SCRUB_DETAILS_SHOWN) {
+            let what = match d.member {
+                Some(m) => format!(
+                    "member {m} ({}) is wrong: {}",
+                    d.path.as_deref().unwrap_or("-"),
+                    d.action
+                ),
+                None => d.action.to_string(),
+            };
+            say!(
+                out,
+                "  stripe {} pages {}-{}: {what}",
+                d.stripe,
+                d.page_first,
+                d.page_last
+            );
+        }
+        if r.unlocated_pages > 0 && !self.trusting {
+            say!(
+                out,
+                "{} pages mismatch where this layout cannot tell which member is wrong; nothing was written there. To rewrite them, say which side to trust: --repair --trust-data (parity from data) or --repair --trust-member I (mirrors)",
+                r.unlocated_pages
+            );
+        }
+        out
     }
 }

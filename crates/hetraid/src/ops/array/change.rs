@@ -47,18 +47,7 @@ impl ChangeSpeed {
 
 /// A change report from the server's JSON.
 pub(crate) fn remote_change(v: serde_json::Value) -> Result<hetraid_engine::ChangeReport, String> {
-    let n = |k: &str| v[k].as_u64().unwrap_or(0);
-    Ok(hetraid_engine::ChangeReport {
-        change: v["change"].as_str().unwrap_or("?").into(),
-        slot: n("slot") as usize,
-        moves: n("moves"),
-        rebuilt: n("rebuilt"),
-        bundles_before: n("bundles_before"),
-        bundles_after: n("bundles_after"),
-        capacity_before: n("capacity_before"),
-        capacity_after: n("capacity_after"),
-        seconds: v["seconds"].as_f64().unwrap_or(0.0),
-    })
+    serde_json::from_value(v).map_err(|e| format!("the server's change report: {e}"))
 }
 
 impl GrowCmd {

@@ -1,8 +1,9 @@
 //! `rebuild`, `rebalance`, `scrub`, `reclaim`.
 
-#[allow(unused_imports)]
 use super::*;
 pub use crate::cli::array::repair::*;
+#[allow(unused_imports)]
+use crate::render::reports::{ReclaimReport, ScrubView};
 use hetraid_engine::error::IntoFailure;
 
 impl RebuildCmd {
@@ -158,15 +159,11 @@ impl ReclaimCmd {
             held.close()?;
             serde_json::json!({"reclaimed_bytes": r?})
         };
-        if self.json {
-            return Ok(crate::ops::print_json(&v)?);
-        }
-        let bytes = v["reclaimed_bytes"].as_u64().unwrap_or(0);
-        println!(
-            "reclaim: {bytes} bytes of the write log written to the members in {:.2} s; the log holds no write now",
-            started.elapsed().as_secs_f64()
-        );
-        Ok(())
+        let report = ReclaimReport {
+            reclaimed_bytes: v["reclaimed_bytes"].as_u64().unwrap_or(0),
+            seconds: started.elapsed().as_secs_f64(),
+        };
+        crate::render::emit(&report, self.json).map_err(Into::into)
     }
 }
 
@@ -209,43 +206,16 @@ impl ScrubCmd {
             held.close()?;
             serde_json::to_value(r?).map_err(|e| e.to_string())?
         };
+        let report: hetraid_engine::ScrubReport =
+            serde_json::from_value(v).map_err(|e| format!("the server's scrub report: {e}"))?;
         // Mismatches left as they are: exit 1 (what was repaired is fine).
-        let left = v["mismatches"].as_u64().unwrap_or(0) > v["repaired"].as_u64().unwrap_or(0);
-        if self.json {
-            crate::ops::print_json(&v)?;
-            return exit_with(i32::from(left)).map_err(Into::into);
-        }
-        print!(
-            "scrub: {} stripes checked, {} mismatched ({} pages)",
-            v["stripes_checked"], v["mismatches"], v["mismatched_pages"]
-        );
-        if self.repair {
-            print!(
-                ", {} repaired ({} pages)",
-                v["repaired"], v["repaired_pages"]
-            );
-        }
-        println!();
-        for d in v["details"].as_array().into_iter().flatten().take(20) {
-            let what = match d["member"].as_u64() {
-                Some(m) => format!(
-                    "member {m} ({}) is wrong: {}",
-                    d["path"].as_str().unwrap_or("-"),
-                    d["action"].as_str().unwrap_or("?")
-                ),
-                None => d["action"].as_str().unwrap_or("?").to_string(),
-            };
-            println!(
-                "  stripe {} pages {}-{}: {what}",
-                d["stripe"], d["page_first"], d["page_last"]
-            );
-        }
-        let unlocated = v["unlocated_pages"].as_u64().unwrap_or(0);
-        if unlocated > 0 && !(self.trust_data || self.trust_member.is_some()) {
-            println!(
-                "{unlocated} pages mismatch where this layout cannot tell which member is wrong; nothing was written there. To rewrite them, say which side to trust: --repair --trust-data (parity from data) or --repair --trust-member I (mirrors)"
-            );
-        }
+        let left = report.mismatches > report.repaired;
+        let view = ScrubView {
+            report,
+            repair: self.repair,
+            trusting: self.trust_data || self.trust_member.is_some(),
+        };
+        crate::render::emit(&view, self.json)?;
         exit_with(i32::from(left)).map_err(Into::into)
     }
 }
