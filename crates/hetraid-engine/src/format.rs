@@ -358,7 +358,7 @@ pub struct LogRegion {
 const REGION_AT: usize = 4032;
 
 /// What the last completed scrub found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ScrubRecord {
     /// When it finished, seconds since the Unix epoch.
     pub finished_unix_s: u64,

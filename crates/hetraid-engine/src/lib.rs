@@ -23,5 +23,9 @@ pub use array::{
     CreateOptions, LogSpec, Reopen, Status,
 };
 pub use error::{EngineError, Result};
+
+/// A word a report names a state or kind with: written from the engine's
+/// constants, read back from a server's answer (serde), compared as a `str`.
+pub type Word = std::borrow::Cow<'static, str>;
 pub use rebuild::{CopyBackReport, RebuildOptions, RebuildProgress, RebuildReport};
 pub use scrub::{ScrubMismatch, ScrubOptions, ScrubReport};

@@ -38,7 +38,7 @@ pub struct ScrubMismatch {
     pub member: Option<usize>,
     pub path: Option<String>,
     /// "repaired", "located, not repaired" or "cannot tell which member is wrong".
-    pub action: std::borrow::Cow<'static, str>,
+    pub action: crate::Word,
 }
 
 /// Scrub speed limits, bytes per second per member (as rebuild's).

@@ -766,7 +766,7 @@ fn a_log_region_follows_its_members() {
     a.replace(3, fresh.clone(), false).unwrap();
     let l = a.status().log.unwrap();
     assert_eq!(
-        (l.state, l.devices[1].path.as_str()),
+        (l.state.as_ref(), l.devices[1].path.as_str()),
         ("optimal", "m3b (log region)")
     );
     let r = a

@@ -331,6 +331,19 @@ pub fn serve_control_for(
     Ok(())
 }
 
+/// `status` as the process holding an array answers it: the array's status
+/// (with a running change's pace) and who holds it.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct HeldStatus {
+    #[serde(flatten)]
+    pub status: hetraid_engine::Status,
+    /// "serve", or the verb of the command holding the array.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+}
+
 fn handle(cell: &ArrayCell, s: UnixStream, uid: u32, pid: i32, role: &'static str) {
     let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
     let (line, fd) = match crate::fdpass::recv_line(&s, 1 << 16) {
@@ -348,21 +361,18 @@ fn handle(cell: &ArrayCell, s: UnixStream, uid: u32, pid: i32, role: &'static st
     let file = fd.map(std::fs::File::from);
     let reply = match serde_json::from_str::<Value>(&line) {
         Ok(req) => {
-            let mut r = match serde_json::from_value::<Request>(req.clone()) {
+            let r = match serde_json::from_value::<Request>(req.clone()) {
+                Ok(Request::Status) => to_json(HeldStatus {
+                    status: cell.status(),
+                    process: Some(role.into()),
+                    pid: Some(std::process::id()),
+                }),
                 Ok(typed) => change(cell, &typed, file).unwrap_or_else(|f| run(cell, &typed, f)),
                 Err(e) => Err(Failure::new(
                     hetraid_core::ErrorKind::Usage,
                     format!("malformed control request: {e}"),
                 )),
             };
-            if let (Ok(v), Some("status")) = (&mut r, req["verb"].as_str()) {
-                v["process"] = role.into();
-                v["pid"] = std::process::id().into();
-                if let (Some(rate), true) = (cell.change_rate(), v["change"].is_object()) {
-                    v["change"]["moves_per_s"] = rate.moves_per_s.into();
-                    v["change"]["eta_s"] = rate.eta_s.into();
-                }
-            }
             // A command holding the array offline logs what changes it
             // (its own output stays readable); a server logs everything.
             let quiet = role != "serve" && req["verb"] == "status" && r.is_ok();
@@ -683,7 +693,7 @@ fn run(cell: &ArrayCell, req: &Request, file: Option<std::fs::File>) -> Result<V
     let array = cell.get();
     let array: &Array = &array;
     match req {
-        Request::Status => to_json(array.status()),
+        Request::Status => to_json(cell.status()),
         Request::Fail { member, force } => verb_fail(cell, array, *member, *force),
         Request::Reclaim => {
             if !array.has_write_back_log() {

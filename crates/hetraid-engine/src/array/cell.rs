@@ -37,7 +37,7 @@ pub struct ArrayCell {
 }
 
 /// How fast a change goes, for `status`.
-#[derive(Debug, Clone, Copy, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ChangeRate {
     pub moves_per_s: f64,
     /// At that rate; None before a move is done.
@@ -96,6 +96,15 @@ impl ArrayCell {
             moves_per_s: rate,
             eta_s: (done > 0).then(|| p.moves.saturating_sub(p.moves_done) as f64 / rate),
         })
+    }
+
+    /// The array's status, with the running change's pace.
+    pub fn status(&self) -> Status {
+        let mut st = self.get().status();
+        if let Some(c) = st.change.as_mut() {
+            c.rate = self.change_rate();
+        }
+        st
     }
 
     /// The array, held for one request: a change waits for it.

@@ -228,10 +228,10 @@ pub fn log_event(uuid: &str, name: &str, e: &Event) {
 
 /// A long operation running on the array (rebuild, scrub): where it is,
 /// how fast it goes, when it ends. `status` shows it, served or not.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct OpProgress {
     /// "rebuild" or "scrub".
-    pub op: &'static str,
+    pub op: crate::Word,
     pub stripes_done: u64,
     pub stripes_total: u64,
     pub percent: f64,
@@ -249,7 +249,7 @@ impl OpProgress {
         let done_now = p.stripes_done.saturating_sub(start_stripe);
         let left = p.stripes_total.saturating_sub(p.stripes_done);
         Self {
-            op,
+            op: op.into(),
             stripes_done: p.stripes_done,
             stripes_total: p.stripes_total,
             percent: p.stripes_done as f64 * 100.0 / p.stripes_total.max(1) as f64,

@@ -35,7 +35,7 @@ pub(crate) struct HpdaCounters {
 }
 
 /// `status`: HPDA's director and monitor.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct HpdaStatus {
     /// Writes the director sent to the log, and their bytes.
     pub log_writes: u64,
@@ -54,7 +54,7 @@ pub struct HpdaStatus {
     pub idle: bool,
     /// Where writes go now: "random to the log, sequential to the RAID4",
     /// "all to the log (RAID4 degraded)", "all to the RAID4 (log copy lost)".
-    pub routing: &'static str,
+    pub routing: crate::Word,
 }
 
 impl HpdaRuntime {
@@ -223,7 +223,7 @@ impl Array {
             streams,
             intensity,
             idle,
-            routing,
+            routing: routing.into(),
         })
     }
 

@@ -168,12 +168,15 @@ pub struct ChangeReport {
 }
 
 /// A change in progress, for `status`.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ChangeProgress {
     pub change: String,
     pub slot: usize,
     pub moves_done: u64,
     pub moves: u64,
+    /// Its pace, when the process answering runs it (`moves_per_s`, `eta_s`).
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<super::ChangeRate>,
 }
 
 pub(super) fn change_name(c: &Change) -> (&'static str, usize) {
@@ -193,6 +196,7 @@ impl Array {
                 slot: sb.roles.len() - 1,
                 moves_done: r.mark_rows,
                 moves: super::restripe::layouts(&sb).map_or(0, |(_, n)| n.stripe_count()),
+                rate: None,
             });
         }
         let pend = sb.raidx_history.as_ref()?.pending?;
@@ -203,6 +207,7 @@ impl Array {
             slot,
             moves_done: pend.moves_done,
             moves: plan.map_or(0, |p| p.moves.len() as u64),
+            rate: None,
         })
     }
 

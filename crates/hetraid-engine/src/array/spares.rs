@@ -23,10 +23,10 @@ pub(crate) struct SpareDev {
 }
 
 /// A spare, for `status`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct SpareStatus {
     pub path: String,
-    pub kind: &'static str,
+    pub kind: crate::Word,
     pub size_bytes: u64,
     /// Slots it is large enough to take.
     pub fits_slots: Vec<usize>,
@@ -206,7 +206,7 @@ impl Array {
                 let r = sb.spares.iter().find(|r| r.device == s.device)?;
                 Some(SpareStatus {
                     path: s.member.name(),
-                    kind: r.kind.as_str(),
+                    kind: r.kind.as_str().into(),
                     size_bytes: r.size,
                     fits_slots: (0..sb.roles.len())
                         .filter(|&i| r.size >= self.slot_need(&sb, i))

@@ -4,7 +4,7 @@
 use super::*;
 
 /// `hetraid status` data.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Status {
     pub uuid: String,
     /// `create --name` ("" when none).
@@ -12,7 +12,7 @@ pub struct Status {
     pub layout: String,
     /// RAID5's parity rotation (mdadm's "Layout : left-symmetric").
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub parity_order: Option<&'static str>,
+    pub parity_order: Option<crate::Word>,
     /// S²-RAID: partitions per member and spare partitions (as stored at
     /// create; old arrays that stored none have K = G, or m for S²-RAID10).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -23,13 +23,13 @@ pub struct Status {
     pub chunk_bytes: u64,
     pub capacity_bytes: u64,
     pub stripe_count: u64,
-    pub policy: &'static str,
+    pub policy: crate::Word,
     /// Layouts with copies: how reads choose one (absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub read_policy: Option<&'static str>,
+    pub read_policy: Option<crate::Word>,
     pub events: u64,
     pub clean: bool,
-    pub state: &'static str,
+    pub state: crate::Word,
     pub dirty_regions: usize,
     pub member_states: Vec<MemberStatus>,
     pub warnings: Vec<String>,
@@ -39,7 +39,7 @@ pub struct Status {
     pub checksums: bool,
     /// What keeps stripes consistent across a crash: "journal" (the write
     /// log), "bitmap" (write-intent bitmap resync) or "none" (no redundancy).
-    pub consistency: &'static str,
+    pub consistency: crate::Word,
     /// The write log, when the array has one.
     pub log: Option<LogStatus>,
     /// HPDA: the director and the monitor.
@@ -63,7 +63,7 @@ pub struct Status {
     pub departed: Vec<Departed>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Departed {
     pub slot: usize,
     pub path: String,
@@ -72,11 +72,11 @@ pub struct Departed {
     pub time_unix_ms: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct LogStatus {
-    pub mode: &'static str,
+    pub mode: crate::Word,
     /// "optimal", or "degraded" when a copy is missing or failed.
-    pub state: &'static str,
+    pub state: crate::Word,
     pub devices: Vec<LogDeviceStatus>,
     pub ring_bytes: u64,
     pub used_bytes: u64,
@@ -91,23 +91,23 @@ pub struct LogStatus {
     pub reclaimed_bytes: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct LogDeviceStatus {
     pub copy: usize,
     pub path: String,
-    pub kind: &'static str,
-    pub state: &'static str,
+    pub kind: crate::Word,
+    pub state: crate::Word,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct MemberStatus {
     pub device: usize,
     pub path: Option<String>,
     /// Where the slot's device was last seen (absolute; kept after it failed,
     /// was removed or went missing).
     pub last_path: Option<String>,
-    pub state: &'static str,
-    pub kind: &'static str,
+    pub state: crate::Word,
+    pub kind: crate::Word,
     pub data_bytes: u64,
     pub rebuild_checkpoint: Option<u64>,
     /// Rebuilding a member that came back intact (re-add): only the regions
@@ -164,6 +164,7 @@ impl Array {
                     .and_then(|o| hetraid_core::layout::ParityOrder::parse(o).ok())
                     .unwrap_or(hetraid_core::layout::ParityOrder::LeftSymmetric)
                     .as_str()
+                    .into()
             }),
             layout: self.layout.name(),
             // What the layout was built with: a stored count, or the old
@@ -178,11 +179,13 @@ impl Array {
             chunk_bytes: sb.chunk_bytes,
             capacity_bytes: self.capacity(),
             stripe_count: self.layout.stripe_count(),
-            policy: sb.policy.as_str(),
-            read_policy: self.keeps_copies().then(|| self.read_policy().name()),
+            policy: sb.policy.as_str().into(),
+            read_policy: self
+                .keeps_copies()
+                .then(|| self.read_policy().name().into()),
             events: sb.events,
             clean: sb.clean,
-            state,
+            state: state.into(),
             dirty_regions: self.bitmap.lock().unwrap().dirty().len(),
             member_states: sb
                 .roles
@@ -193,11 +196,11 @@ impl Array {
                     path: self.hot.slots[i].get().map(|m| m.name()),
                     last_path: self.last_path(i),
                     state: if !self.hot.slots[i].present() && r.state == RoleState::Active {
-                        "missing"
+                        "missing".into()
                     } else {
-                        r.state.as_str()
+                        r.state.as_str().into()
                     },
-                    kind: r.kind.as_str(),
+                    kind: r.kind.as_str().into(),
                     data_bytes: r.data_size,
                     rebuild_checkpoint: (r.state == RoleState::Rebuilding)
                         .then_some(r.rebuild_checkpoint),
@@ -221,11 +224,11 @@ impl Array {
             last_scrub: sb.last_scrub,
             checksums: sb.checksums,
             consistency: if let Some(l) = sb.log {
-                l.mode.name()
+                l.mode.name().into()
             } else if self.layout.redundancy() != hetraid_core::Redundancy::None || sb.checksums {
-                "bitmap"
+                "bitmap".into()
             } else {
-                "none"
+                "none".into()
             },
             log: self.log.as_ref().map(|l| {
                 let devices: Vec<LogDeviceStatus> = l
@@ -235,18 +238,19 @@ impl Array {
                     .map(|(copy, (path, kind, live))| LogDeviceStatus {
                         copy,
                         path,
-                        kind: kind.as_str(),
-                        state: if live { "active" } else { "faulty" },
+                        kind: kind.as_str().into(),
+                        state: if live { "active" } else { "faulty" }.into(),
                     })
                     .collect();
                 let (ring_bytes, used_bytes, records) = l.usage();
                 LogStatus {
-                    mode: l.mode().name(),
+                    mode: l.mode().name().into(),
                     state: if devices.iter().all(|d| d.state == "active") {
                         "optimal"
                     } else {
                         "degraded"
-                    },
+                    }
+                    .into(),
                     devices,
                     ring_bytes,
                     used_bytes,

@@ -14,7 +14,7 @@ pub mod sim;
 pub mod status;
 pub mod trace;
 
-pub use status::{print_status, progress_line, rebuild_command, status_text, utc};
+pub use status::{progress_line, rebuild_command, status_text, utc};
 
 /// Writing a line into a `String` cannot fail.
 macro_rules! say {

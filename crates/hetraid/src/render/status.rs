@@ -1,9 +1,13 @@
-//! The status report's text: from the status JSON (`Status` serialized),
-//! the same for an array read here and one a server or another command
-//! holds. Members, spares, progress and HPDA's lines.
+//! The status report's text: from the engine's `Status`, the same for an
+//! array read here and one a server or another command holds (its answer
+//! is the same `Status`, with who holds it). Members, spares, progress and
+//! HPDA's lines.
 
-use super::say;
+use super::{say, Report};
 use hetraid_core::units::format_size;
+use hetraid_engine::array::{ChangeProgress, ChangeRate, OpProgress};
+use hetraid_engine::Status;
+use hetraid_nbd::control::HeldStatus;
 
 /// Seconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS UTC` (the civil-from-
 /// days algorithm; a date crate for one line of output is not worth it).
@@ -28,21 +32,18 @@ pub fn utc(secs: u64) -> String {
 
 /// Members waiting in the rebuilding state with nothing rebuilding them
 /// (after an offline `replace` or `add`, or a rebuild stopped), and the
-/// command that runs it; from the status JSON.
-fn awaiting_rebuild(v: &serde_json::Value) -> Option<String> {
-    let stripes = v["stripe_count"].as_u64().unwrap_or(0);
-    let waiting: Vec<String> = v["member_states"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|m| m["state"] == "rebuilding")
+/// command that runs it.
+fn awaiting_rebuild(st: &Status) -> Option<String> {
+    let waiting: Vec<String> = st
+        .member_states
+        .iter()
+        .filter(|m| m.state == "rebuilding")
         .map(|m| {
             format!(
                 "slot {} ({}) at {:.1} %",
-                m["device"],
-                m["path"].as_str().unwrap_or("?"),
-                m["rebuild_checkpoint"].as_u64().unwrap_or(0) as f64 * 100.0
-                    / stripes.max(1) as f64
+                m.device,
+                m.path.as_deref().unwrap_or("?"),
+                m.rebuild_checkpoint.unwrap_or(0) as f64 * 100.0 / st.stripe_count.max(1) as f64
             )
         })
         .collect();
@@ -52,92 +53,94 @@ fn awaiting_rebuild(v: &serde_json::Value) -> Option<String> {
     Some(format!(
         "rebuild: awaiting rebuild, {}; nothing is running it: {}",
         waiting.join(", "),
-        rebuild_command_of(v)
+        rebuild_command(st)
     ))
 }
 
 /// `hetraid rebuild` with the array's member paths (the devices in their
 /// slots, spares included).
-pub fn rebuild_command(st: &hetraid_engine::Status) -> String {
-    rebuild_command_of(&serde_json::to_value(st).unwrap_or_default())
-}
-
-fn rebuild_command_of(v: &serde_json::Value) -> String {
-    let paths: Vec<&str> = v["member_states"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|m| m["path"].as_str())
-        .chain(
-            v["spares"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|s| s["path"].as_str()),
-        )
+pub fn rebuild_command(st: &Status) -> String {
+    let paths: Vec<&str> = st
+        .member_states
+        .iter()
+        .filter_map(|m| m.path.as_deref())
+        .chain(st.spares.iter().map(|s| s.path.as_str()))
         .collect();
     format!("hetraid rebuild {}", paths.join(" "))
 }
 
-/// `status` of an array, from its status JSON (`Status` serialized: the
-/// same for an array read here and one a server or another command holds,
-/// `held_by` then naming it). The one status renderer.
-pub fn status_text(v: &serde_json::Value, held_by: Option<&str>) -> String {
+/// `status` as `hetraid status` shows it: the array's status, and who
+/// holds it when another process does (a server, or a command running).
+impl Report for HeldStatus {
+    fn text(&self) -> String {
+        let held_by = self.process.as_deref().map(|p| match p {
+            "serve" => "served".to_string(),
+            p => format!(
+                "hetraid {p} running, pid {}",
+                self.pid.map_or_else(|| "?".into(), |p| p.to_string())
+            ),
+        });
+        status_text(&self.status, held_by.as_deref())
+    }
+}
+
+/// `status` of an array: the same for an array read here and one a server
+/// or another command holds (`held_by` then naming it). The one status
+/// renderer.
+pub fn status_text(v: &Status, held_by: Option<&str>) -> String {
     let mut out = String::new();
     let out = &mut out;
-    let s = |x: &serde_json::Value| x.as_str().unwrap_or("?").to_string();
-    let n = |x: &serde_json::Value| x.as_u64().unwrap_or(0);
-    let layout = match (v["parity_order"].as_str(), v["partitions"].as_u64()) {
-        (Some(o), _) => format!("{} {o}", s(&v["layout"])),
+    let layout = match (&v.parity_order, v.partitions) {
+        (Some(o), _) => format!("{} {o}", v.layout),
         (None, Some(k)) => format!(
             "{} ({k} partitions + {} spare per member)",
-            s(&v["layout"]),
-            n(&v["spare_partitions"])
+            v.layout,
+            v.spare_partitions.unwrap_or(0)
         ),
-        (None, None) => s(&v["layout"]),
+        (None, None) => v.layout.clone(),
     };
     // A held array is in use: dirty says nothing then.
     let how = match held_by {
         Some(h) => format!(" ({h})"),
-        None if v["clean"] == false => " (dirty)".into(),
+        None if !v.clean => " (dirty)".into(),
         None => String::new(),
     };
     say!(
         out,
         "array {}{}  {layout}  state {}{how}",
-        v["name"]
-            .as_str()
-            .filter(|x| !x.is_empty())
-            .map_or_else(String::new, |x| format!("{x} ")),
-        s(&v["uuid"]),
-        s(&v["state"]),
+        match v.name.as_str() {
+            "" => String::new(),
+            x => format!("{x} "),
+        },
+        v.uuid,
+        v.state,
     );
     say!(
         out,
         "capacity {} ({} bytes), chunk {}, {} stripes, policy {}{}, events {}",
-        format_size(n(&v["capacity_bytes"])),
-        n(&v["capacity_bytes"]),
-        format_size(n(&v["chunk_bytes"])),
-        n(&v["stripe_count"]),
-        s(&v["policy"]),
-        v["read_policy"]
-            .as_str()
+        format_size(v.capacity_bytes),
+        v.capacity_bytes,
+        format_size(v.chunk_bytes),
+        v.stripe_count,
+        v.policy,
+        v.read_policy
+            .as_ref()
             .map_or_else(String::new, |p| format!(", reads {p}")),
-        n(&v["events"])
+        v.events
     );
-    match v.get("last_scrub").filter(|r| !r.is_null()) {
+    match &v.last_scrub {
         Some(r) => say!(
             out,
             "scan: scrub finished {} in {:.1} s: {} stripes, {} mismatched, {} repaired",
-            utc(n(&r["finished_unix_s"])),
-            n(&r["duration_ms"]) as f64 / 1000.0,
-            r["stripes_checked"],
-            r["mismatched_stripes"],
-            r["repaired_stripes"]
+            utc(r.finished_unix_s),
+            r.duration_ms as f64 / 1000.0,
+            r.stripes_checked,
+            r.mismatched_stripes,
+            r.repaired_stripes
         ),
         None => say!(out, "scan: none requested"),
     }
-    if v["checksums"] == true {
+    if v.checksums {
         say!(
             out,
             "checksums: crc32c per 4 KiB block, verified on every read"
@@ -145,13 +148,8 @@ pub fn status_text(v: &serde_json::Value, held_by: Option<&str>) -> String {
     }
     consistency(out, v);
     hpda(out, v);
-    if let Some(t) = v["bundle_table_bytes"].as_u64() {
-        let data: u64 = v["member_states"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|m| n(&m["data_bytes"]))
-            .sum();
+    if let Some(t) = v.bundle_table_bytes {
+        let data: u64 = v.member_states.iter().map(|m| m.data_bytes).sum();
         say!(
             out,
             "bundle table: on every member, {} in all ({:.3} % of the data areas)",
@@ -159,56 +157,51 @@ pub fn status_text(v: &serde_json::Value, held_by: Option<&str>) -> String {
             t as f64 * 100.0 / data.max(1) as f64
         );
     }
-    if let Some(p) = progress_line(v) {
-        say!(out, "{p}");
+    if let Some(p) = &v.progress {
+        say!(out, "{}", progress_line(p));
     } else if let Some(a) = awaiting_rebuild(v).filter(|_| held_by.is_none()) {
         say!(out, "{a}");
     }
-    if let Some(c) = change_line(v) {
-        say!(out, "{c}");
+    if let Some(c) = &v.change {
+        say!(out, "{}", change_line(c));
     }
     members(out, v);
     spares(out, v);
-    for d in v["log"]["devices"].as_array().into_iter().flatten() {
-        say!(
-            out,
-            "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>6}  {:>5}  {:>5}  {}",
-            format!("log{}", d["copy"]),
-            s(&d["state"]),
-            s(&d["kind"]),
-            format_size(n(&v["log"]["ring_bytes"])),
-            "-",
-            "-",
-            "-",
-            "-",
-            "-",
-            d["path"].as_str().unwrap_or("-")
-        );
+    if let Some(l) = &v.log {
+        for d in &l.devices {
+            say!(
+                out,
+                "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>6}  {:>5}  {:>5}  {}",
+                format!("log{}", d.copy),
+                d.state,
+                d.kind,
+                format_size(l.ring_bytes),
+                "-",
+                "-",
+                "-",
+                "-",
+                "-",
+                d.path
+            );
+        }
     }
     std::mem::take(out)
 }
 
-/// `status` of an array printed (`status_text`).
-pub fn print_status(v: &serde_json::Value, held_by: Option<&str>) {
-    print!("{}", status_text(v, held_by));
-}
-
 /// The `consistency:` line: the write log's state and use, or the bitmap.
-fn consistency(out: &mut String, v: &serde_json::Value) {
-    let l = &v["log"];
-    if l.is_object() {
-        let n = |x: &serde_json::Value| x.as_u64().unwrap_or(0);
-        let mode = l["mode"].as_str().unwrap_or("?");
+fn consistency(out: &mut String, v: &Status) {
+    if let Some(l) = &v.log {
         say!(out,
-            "consistency: {mode} (write log {}, {} of {} in use, {} records since the last checkpoint{})",
-            l["state"].as_str().unwrap_or("?"),
-            format_size(n(&l["used_bytes"])),
-            format_size(n(&l["ring_bytes"])),
-            n(&l["records"]),
-            if mode == "write-back" {
+            "consistency: {} (write log {}, {} of {} in use, {} records since the last checkpoint{})",
+            l.mode,
+            l.state,
+            format_size(l.used_bytes),
+            format_size(l.ring_bytes),
+            l.records,
+            if l.mode == "write-back" {
                 format!(
                     ", {} not yet on the members",
-                    format_size(n(&l["unreclaimed_bytes"]))
+                    format_size(l.unreclaimed_bytes)
                 )
             } else {
                 String::new()
@@ -216,7 +209,7 @@ fn consistency(out: &mut String, v: &serde_json::Value) {
         );
         return;
     }
-    match v["consistency"].as_str().unwrap_or("?") {
+    match v.consistency.as_ref() {
         "journal" => say!(out, "consistency: journal (log device not given)"),
         "bitmap" => say!(
             out,
@@ -226,24 +219,22 @@ fn consistency(out: &mut String, v: &serde_json::Value) {
     }
 }
 
-/// The member lines of `status` (local or served: from the status JSON):
-/// per member its state, kind, data area, what the layout uses of it (and
-/// leaves unused when members differ in size), its share of parity or
-/// copies, errors since assembly, path (or where it was last seen) and a
-/// rebuild's progress.
-pub(crate) fn members(out: &mut String, v: &serde_json::Value) {
+/// The member lines of `status`: per member its state, kind, data area,
+/// what the layout uses of it (and leaves unused when members differ in
+/// size), its share of parity or copies, errors since assembly, path (or
+/// where it was last seen) and a rebuild's progress.
+fn members(out: &mut String, v: &Status) {
     // mdadm --detail's counts: slots by state, spares waiting.
-    let states: Vec<&str> = v["member_states"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|m| m["state"].as_str().unwrap_or("?"))
-        .collect();
-    let count = |s: &[&str]| states.iter().filter(|x| s.contains(x)).count();
-    let spares = v["spares"].as_array().map_or(0, |a| a.len());
+    let count = |s: &[&str]| {
+        v.member_states
+            .iter()
+            .filter(|m| s.contains(&m.state.as_ref()))
+            .count()
+    };
+    let spares = v.spares.len();
     say!(out,
         "devices: {} slots: {} active, {} rebuilding, {} failed or missing, {} removed; {spares} spare{}",
-        states.len(),
+        v.member_states.len(),
         count(&["active"]),
         count(&["rebuilding"]),
         count(&["faulty", "missing"]),
@@ -263,19 +254,18 @@ pub(crate) fn members(out: &mut String, v: &serde_json::Value) {
         "read",
         "cksum"
     );
-    let n = |x: &serde_json::Value| x.as_u64().unwrap_or(0);
-    let stripes = n(&v["stripe_count"]);
-    for m in v["member_states"].as_array().into_iter().flatten() {
-        let path = match (m["path"].as_str(), m["last_path"].as_str()) {
+    let stripes = v.stripe_count;
+    for m in &v.member_states {
+        let path = match (&m.path, &m.last_path) {
             (Some(p), _) => p.to_string(),
             (None, Some(p)) => format!("{p} (last seen)"),
             (None, None) => "-".into(),
         };
         // A rebuild's checkpoint as a share of the stripes (and the stripe).
-        let progress = match m["rebuild_checkpoint"].as_u64() {
+        let progress = match m.rebuild_checkpoint {
             Some(c) => format!(
                 "  ({}rebuilt {:.1} %: stripe {c} of {stripes})",
-                if m["readd"] == true { "re-added, " } else { "" },
+                if m.readd { "re-added, " } else { "" },
                 c as f64 * 100.0 / stripes.max(1) as f64
             ),
             None => String::new(),
@@ -283,45 +273,40 @@ pub(crate) fn members(out: &mut String, v: &serde_json::Value) {
         say!(
             out,
             "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>5.0}%  {:>5}  {:>5}  {path}{progress}",
-            m["device"].to_string(),
-            m["state"].as_str().unwrap_or("?"),
-            m["kind"].as_str().unwrap_or("?"),
-            format_size(n(&m["data_bytes"])),
-            format_size(n(&m["used_bytes"])),
-            format_size(n(&m["unused_bytes"])),
-            m["redundancy_share"].as_f64().unwrap_or(0.0) * 100.0,
-            n(&m["read_errors"]),
-            n(&m["checksum_errors"]),
+            m.device.to_string(),
+            m.state,
+            m.kind,
+            format_size(m.data_bytes),
+            format_size(m.used_bytes),
+            format_size(m.unused_bytes),
+            m.redundancy_share * 100.0,
+            m.read_errors,
+            m.checksum_errors,
         );
     }
 }
 
-/// The spare lines of `status` (local or served: from the status JSON).
-pub(crate) fn spares(out: &mut String, v: &serde_json::Value) {
-    for sp in v["spares"].as_array().into_iter().flatten() {
-        let fits: Vec<String> = sp["fits_slots"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|x| x.to_string())
-            .collect();
+/// The spare lines of `status`, and the devices that failed out of a slot.
+fn spares(out: &mut String, v: &Status) {
+    for sp in &v.spares {
+        let fits: Vec<String> = sp.fits_slots.iter().map(|x| x.to_string()).collect();
         say!(out,
             "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>6}  {:>5}  {:>5}  {}  (can take slot{} {})",
             "spare",
             "spare",
-            sp["kind"].as_str().unwrap_or("?"),
-            format_size(sp["size_bytes"].as_u64().unwrap_or(0)),
+            sp.kind,
+            format_size(sp.size_bytes),
             "-",
             "-",
             "-",
             "-",
             "-",
-            sp["path"].as_str().unwrap_or("?"),
+            sp.path,
             if fits.len() == 1 { "" } else { "s" },
             fits.join(", ")
         );
     }
-    for d in v["departed"].as_array().into_iter().flatten() {
+    for d in &v.departed {
         say!(out,
             "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>6}  {:>5}  {:>5}  {}  (failed out of slot {}, event {}; another device holds it now)",
             "gone",
@@ -333,98 +318,93 @@ pub(crate) fn spares(out: &mut String, v: &serde_json::Value) {
             "-",
             "-",
             "-",
-            d["path"].as_str().unwrap_or("?"),
-            d["slot"],
-            d["event_seq"]
+            d.path,
+            d.slot,
+            d.event_seq
         );
     }
-    let missing = v["spares_missing"].as_u64().unwrap_or(0);
-    if missing > 0 {
+    if v.spares_missing > 0 {
         say!(
             out,
-            "{missing} spare(s) the array lists were not given: give them with the members"
+            "{} spare(s) the array lists were not given: give them with the members",
+            v.spares_missing
         );
     }
 }
 
-/// The status line of a rebuild or scrub running (status JSON's
-/// `progress`), e.g. `rebuild: 29.0 % (stripe 144 of 496), 52.1 MB/s, 3 s left`.
-pub fn progress_line(v: &serde_json::Value) -> Option<String> {
-    let p = v.get("progress").filter(|p| !p.is_null())?;
-    let eta = match p["eta_s"].as_f64() {
+/// The status line of a rebuild or scrub running, e.g.
+/// `rebuild: 29.0 % (stripe 144 of 496), 52.1 MB/s, 3 s left`.
+pub fn progress_line(p: &OpProgress) -> String {
+    let eta = match p.eta_s {
         Some(s) if s < 3600.0 => format!("{:.0} s left", s.ceil()),
         Some(s) => format!("{:.1} h left", s / 3600.0),
         None => "time left unknown yet".into(),
     };
-    Some(format!(
+    format!(
         "{}: {:.1} % (stripe {} of {}), {:.1} MB/s, {eta}",
-        p["op"].as_str().unwrap_or("?"),
-        p["percent"].as_f64().unwrap_or(0.0),
-        p["stripes_done"],
-        p["stripes_total"],
-        p["rate_bytes_per_s"].as_f64().unwrap_or(0.0) / 1e6
-    ))
+        p.op,
+        p.percent,
+        p.stripes_done,
+        p.stripes_total,
+        p.rate_bytes_per_s / 1e6
+    )
 }
 
-/// HPDA's lines of `status` (local or served: from the status JSON).
-pub(crate) fn hpda(out: &mut String, v: &serde_json::Value) {
-    let Some(h) = v.get("hpda").filter(|h| !h.is_null()) else {
+/// HPDA's lines of `status`.
+fn hpda(out: &mut String, v: &Status) {
+    let Some(h) = &v.hpda else {
         return;
     };
-    let n = |x: &serde_json::Value| x.as_u64().unwrap_or(0);
     say!(
         out,
         "hpda: {}; {} writes ({}) to the log, {} ({}) in place ({} intent records, {} journaled)",
-        h["routing"].as_str().unwrap_or("?"),
-        n(&h["log_writes"]),
-        format_size(n(&h["log_bytes"])),
-        n(&h["raid4_writes"]),
-        format_size(n(&h["raid4_bytes"])),
-        n(&h["intent_records"]),
-        n(&h["journaled_raid4_writes"])
+        h.routing,
+        h.log_writes,
+        format_size(h.log_bytes),
+        h.raid4_writes,
+        format_size(h.raid4_bytes),
+        h.intent_records,
+        h.journaled_raid4_writes
     );
-    if let Some(l) = v.get("log").filter(|l| !l.is_null()) {
+    if let Some(l) = &v.log {
         say!(
             out,
             "hpda log: {} entries, {} waiting for the RAID4, {} reclaimed since assembly",
-            n(&l["entries"]),
-            format_size(n(&l["unreclaimed_bytes"])),
-            format_size(n(&l["reclaimed_bytes"]))
+            l.entries,
+            format_size(l.unreclaimed_bytes),
+            format_size(l.reclaimed_bytes)
         );
     }
     say!(
         out,
         "hpda monitor: {} streams tracked, {} requests in the last second, {}",
-        n(&h["streams"]),
-        n(&h["intensity"]),
-        if h["idle"].as_bool().unwrap_or(false) {
-            "idle"
-        } else {
-            "busy"
-        }
+        h.streams,
+        h.intensity,
+        if h.idle { "idle" } else { "busy" }
     );
 }
 
 /// The `change:` line of `status` (a grow, shrink or restripe in progress),
 /// with its rate and time left when a process is running it.
-pub fn change_line(v: &serde_json::Value) -> Option<String> {
-    let c = v.get("change").filter(|c| c.is_object())?;
-    let n = |k: &str| c[k].as_u64().unwrap_or(0);
-    let what = if c["change"] == "restripe" {
+pub fn change_line(c: &ChangeProgress) -> String {
+    let what = if c.change == "restripe" {
         "new-layout rows written"
     } else {
         "chunk moves done"
     };
-    let (done, total) = (n("moves_done"), n("moves"));
-    let pace = match (c["moves_per_s"].as_f64(), c["eta_s"].as_f64()) {
-        (Some(r), Some(eta)) => format!(", {r:.0} moves a second, {:.0} s left", eta.ceil()),
-        (Some(r), None) => format!(", {r:.0} moves a second"),
-        _ => "; hetraid assemble, serve or grow with the same members finishes it".into(),
+    let (done, total) = (c.moves_done, c.moves);
+    let pace = match c.rate {
+        Some(ChangeRate {
+            moves_per_s: r,
+            eta_s: Some(eta),
+        }) => format!(", {r:.0} moves a second, {:.0} s left", eta.ceil()),
+        Some(ChangeRate { moves_per_s: r, .. }) => format!(", {r:.0} moves a second"),
+        None => "; hetraid assemble, serve or grow with the same members finishes it".into(),
     };
-    Some(format!(
+    format!(
         "change: {} of slot {} in progress, {done} of {total} {what} ({:.1} %){pace}",
-        c["change"].as_str().unwrap_or("?"),
-        n("slot"),
+        c.change,
+        c.slot,
         done as f64 * 100.0 / total.max(1) as f64
-    ))
+    )
 }

@@ -393,16 +393,18 @@ impl StatusBar {
             std::thread::spawn(move || {
                 let bar = progress_bar(what);
                 while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                    if let Some(Ok(v)) = remote(&members, Request::Status) {
-                        let chunk = v["chunk_bytes"].as_u64().unwrap_or(0);
-                        let n = |x: &serde_json::Value| x.as_u64().unwrap_or(0);
-                        let (p, c) = (&v["progress"], &v["change"]);
-                        if p["op"] == what {
-                            bar.set_length(n(&p["stripes_total"]) * chunk);
-                            bar.set_position(n(&p["bytes_done"]));
-                        } else if what == "change" && c.is_object() {
-                            bar.set_length(n(&c["moves"]) * chunk);
-                            bar.set_position(n(&c["moves_done"]) * chunk);
+                    if let Some(Ok(h)) = remote_status(&members) {
+                        let chunk = h.status.chunk_bytes;
+                        match (&h.status.progress, &h.status.change) {
+                            (Some(p), _) if p.op == what => {
+                                bar.set_length(p.stripes_total * chunk);
+                                bar.set_position(p.bytes_done);
+                            }
+                            (_, Some(c)) if what == "change" => {
+                                bar.set_length(c.moves * chunk);
+                                bar.set_position(c.moves_done * chunk);
+                            }
+                            _ => {}
                         }
                     }
                     for _ in 0..20 {

@@ -112,18 +112,10 @@ impl MembersCmd {
                     .into(),
             );
         }
-        if let Some(r) = remote(&self.members, Request::Status) {
-            let v = r?;
-            let state = v["state"].as_str().unwrap_or("?").to_string();
-            if self.json {
-                return Ok(crate::ops::print_json(&v)?).map(|_| state);
-            }
-            let held_by = match v["process"].as_str() {
-                None | Some("serve") => "served".to_string(),
-                Some(p) => format!("hetraid {p} running, pid {}", v["pid"]),
-            };
-            print_status(&v, Some(&held_by));
-            return Ok(state);
+        if let Some(r) = remote_status(&self.members) {
+            let held = r?;
+            crate::render::emit(&held, self.json)?;
+            return Ok(held.status.state.to_string());
         }
         let a = assemble_with(
             &self.members,
@@ -133,16 +125,16 @@ impl MembersCmd {
                 degraded: true,
             },
         )?;
-        let st = a.status();
-        if self.json {
-            return Ok(crate::ops::print_json(
-                &serde_json::to_value(&st).map_err(|e| e.to_string())?,
-            )?)
-            .map(|_| st.state.to_string());
+        let held = hetraid_nbd::control::HeldStatus {
+            status: a.status(),
+            process: None,
+            pid: None,
+        };
+        crate::render::emit(&held, self.json)?;
+        if !self.json {
+            print_warnings(&a);
         }
-        print_status(&serde_json::to_value(&st).map_err(|e| e.to_string())?, None);
-        print_warnings(&a);
-        Ok(st.state.to_string())
+        Ok(held.status.state.to_string())
     }
 
     /// `assemble --scan`: every array found under the paths, by UUID.
@@ -582,14 +574,13 @@ impl AddCmd {
         let (p, kind) = split_member(&self.with)?;
         let kind = kind.unwrap_or(MemberKind::Hdd);
         // A served array: find the slot in its status, attach through it.
-        if let Some(r) = remote(&self.members, Request::Status) {
-            let v = r?;
-            let slot = v["member_states"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|m| free(m["state"].as_str().unwrap_or("")))
-                .and_then(|m| m["device"].as_u64())
+        if let Some(r) = remote_status(&self.members) {
+            let st = r?.status;
+            let slot = st
+                .member_states
+                .iter()
+                .find(|m| free(&m.state))
+                .map(|m| m.device)
                 .filter(|_| !self.spare);
             let abs = std::path::absolute(&p).map_err(IntoFailure::failure)?;
             let Some(slot) = slot else {
@@ -612,7 +603,7 @@ impl AddCmd {
             remote_passing(
                 &self.members,
                 Request::Replace {
-                    member: Some(slot as usize),
+                    member: Some(slot),
                     log_copy: None,
                     with: abs.display().to_string(),
                     force: self.force,
@@ -637,12 +628,12 @@ impl AddCmd {
             .ok()
             .filter(|(sb, _)| sb.uuid_string() == st.uuid)
             .map(|(sb, _)| sb.member as usize)
-            .filter(|&k| st.member_states.get(k).is_some_and(|m| free(m.state)));
+            .filter(|&k| st.member_states.get(k).is_some_and(|m| free(&m.state)));
         let slot = own
             .or_else(|| {
                 st.member_states
                     .iter()
-                    .find(|m| free(m.state))
+                    .find(|m| free(&m.state))
                     .map(|m| m.device)
             })
             .filter(|_| !self.spare);

@@ -16,7 +16,7 @@ mod data;
 mod members;
 mod repair;
 #[allow(unused_imports)]
-pub(crate) use crate::render::{print_status, progress_line, rebuild_command, utc};
+pub(crate) use crate::render::{rebuild_command, utc};
 #[allow(unused_imports)]
 pub(crate) use change::*;
 #[allow(unused_imports)]
@@ -227,6 +227,17 @@ pub fn remote(
     request: Request,
 ) -> Option<Result<serde_json::Value, hetraid_core::Failure>> {
     remote_passing(members, request, None)
+}
+
+/// When the array of `members` is being served (or held by another
+/// command), its status as that process answers it.
+pub fn remote_status(
+    members: &[String],
+) -> Option<Result<hetraid_nbd::control::HeldStatus, hetraid_core::Failure>> {
+    remote(members, Request::Status).map(|r| {
+        serde_json::from_value(r?)
+            .map_err(|e| format!("the server's status: {e}; is it an older hetraid?").into())
+    })
 }
 
 /// [`remote`], passing the server the new member at `new` as this user
