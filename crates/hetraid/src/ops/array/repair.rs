@@ -20,16 +20,9 @@ impl RebuildCmd {
             },
             "rebuild",
         ) {
-            let v = r?;
-            if self.json {
-                return crate::ops::print_json(&v).map_err(Into::into);
-            }
-            return crate::render::emit(
-                &serde_json::from_value::<hetraid_engine::RebuildReport>(v)
-                    .map_err(|e| e.to_string())?,
-                false,
-            )
-            .map_err(Into::into);
+            let r: hetraid_engine::RebuildReport = serde_json::from_value(r?)
+                .map_err(|e| format!("the server's rebuild report: {e}"))?;
+            return crate::render::emit(&r, self.json).map_err(Into::into);
         }
         let bar = progress_bar("rebuild");
         let opts = RebuildOptions {
@@ -53,14 +46,7 @@ impl RebuildCmd {
             };
             bar.finish_and_clear();
             held.close()?;
-            let r = r?;
-            if self.json {
-                return crate::ops::print_json(
-                    &serde_json::to_value(&r).map_err(|e| e.to_string())?,
-                )
-                .map_err(Into::into);
-            }
-            return crate::render::emit(&r, false).map_err(Into::into);
+            return crate::render::emit(&r?, self.json).map_err(Into::into);
         }
         let a = assemble(&self.members, self.degraded)?;
         let chunk = a.layout().chunk_bytes();
@@ -77,11 +63,7 @@ impl RebuildCmd {
         };
         bar.finish_and_clear();
         a.close().map_err(IntoFailure::failure)?;
-        if self.json {
-            return crate::ops::print_json(&serde_json::to_value(&r).map_err(|e| e.to_string())?)
-                .map_err(Into::into);
-        }
-        crate::render::emit(&r, false).map_err(Into::into)
+        crate::render::emit(&r, self.json).map_err(Into::into)
     }
 }
 
