@@ -68,9 +68,11 @@ pub enum EventKind {
     LogCopyFailed,
     LogCopyReplaced,
     Reclaimed,
+    /// `hetraid clear`: error counters set back to zero.
+    Cleared,
 }
 
-const KINDS: [EventKind; 21] = [
+const KINDS: [EventKind; 22] = [
     EventKind::Created,
     EventKind::Failed,
     EventKind::Removed,
@@ -92,6 +94,7 @@ const KINDS: [EventKind; 21] = [
     EventKind::LogCopyFailed,
     EventKind::LogCopyReplaced,
     EventKind::Reclaimed,
+    EventKind::Cleared,
 ];
 
 impl EventKind {
@@ -118,6 +121,7 @@ impl EventKind {
             Self::LogCopyFailed => "log_copy_failed",
             Self::LogCopyReplaced => "log_copy_replaced",
             Self::Reclaimed => "reclaimed",
+            Self::Cleared => "cleared",
         }
     }
 
@@ -210,6 +214,14 @@ impl Event {
                 format!("write log copy {a} replaced by {}", self.detail)
             }
             EventKind::Reclaimed => format!("write-back log reclaimed: {a} bytes"),
+            EventKind::Cleared => match self.slot {
+                Some(_) => {
+                    format!("{who}: error counts cleared ({a} read, {b} write, {c} checksum)")
+                }
+                None => {
+                    format!("error counts cleared ({a} read, {b} write, {c} checksum, all members)")
+                }
+            },
         }
     }
 }
@@ -227,7 +239,38 @@ pub struct Annex {
     pub events: std::collections::VecDeque<Event>,
     /// Sequence number of the next event.
     pub next_seq: u64,
+    /// Per slot, the I/O errors counted since the last `hetraid clear`
+    /// (zpool status's READ, WRITE and CKSUM columns). Trailing slots with
+    /// no error are left out.
+    pub errors: Vec<ErrorCounts>,
 }
+
+/// One member's error counts, kept across assemblies until cleared.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct ErrorCounts {
+    pub read: u32,
+    pub write: u32,
+    pub checksum: u32,
+}
+
+impl ErrorCounts {
+    pub fn is_zero(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// Both counts together (saturating: a count never wraps to zero).
+    pub fn plus(self, o: ErrorCounts) -> ErrorCounts {
+        ErrorCounts {
+            read: self.read.saturating_add(o.read),
+            write: self.write.saturating_add(o.write),
+            checksum: self.checksum.saturating_add(o.checksum),
+        }
+    }
+}
+
+/// Where the error counts live in the header page: 12 bytes per slot.
+const ERRORS_AT: usize = 256;
+const ERRORS_BYTES: usize = 12;
 
 fn put_str(b: &mut [u8], s: &str) {
     let s = s.as_bytes();
@@ -322,6 +365,12 @@ impl Annex {
         h[48..50].copy_from_slice(&(self.events.len() as u16).to_le_bytes());
         h[50..52].copy_from_slice(&(self.paths.len().min(SLOTS) as u16).to_le_bytes());
         put_str(&mut h[64..64 + NAME_MAX], &tail(&self.name, NAME_MAX));
+        for (s, c) in self.errors.iter().take(SLOTS).enumerate() {
+            let r = &mut h[ERRORS_AT + s * ERRORS_BYTES..][..ERRORS_BYTES];
+            r[0..4].copy_from_slice(&c.read.to_le_bytes());
+            r[4..8].copy_from_slice(&c.write.to_le_bytes());
+            r[8..12].copy_from_slice(&c.checksum.to_le_bytes());
+        }
         seal(h);
         for p in 0..PATH_PAGES {
             let page = &mut b[PAGE * (1 + p)..PAGE * (2 + p)];
@@ -374,6 +423,19 @@ impl Annex {
             name: get_str(&b[64..64 + NAME_MAX]),
             ..Self::default()
         };
+        a.errors = (0..SLOTS)
+            .map(|s| {
+                let at = ERRORS_AT + s * ERRORS_BYTES;
+                ErrorCounts {
+                    read: u32_at(b, at),
+                    write: u32_at(b, at + 4),
+                    checksum: u32_at(b, at + 8),
+                }
+            })
+            .collect();
+        while a.errors.last().is_some_and(ErrorCounts::is_zero) {
+            a.errors.pop();
+        }
         for s in 0..slots {
             let at = PAGE * (1 + s / PATHS_PER_PAGE) + (s % PATHS_PER_PAGE) * PATH_BYTES;
             a.paths.push(get_str(&b[at..at + PATH_BYTES - 1]));
@@ -440,6 +502,14 @@ mod tests {
     fn sample() -> Annex {
         let mut a = Annex::new([7; 16], "tank", vec!["/dev/sda".into(), "a.img".into()]);
         a.sb_events = 9;
+        a.errors = vec![
+            ErrorCounts::default(),
+            ErrorCounts {
+                read: 3,
+                write: 1,
+                checksum: u32::MAX,
+            },
+        ];
         a.set_path(5, &format!("/very/{}/long.img", "x".repeat(300)));
         for i in 0..200u64 {
             a.push(

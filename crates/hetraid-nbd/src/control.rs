@@ -694,6 +694,9 @@ fn run(cell: &ArrayCell, req: &Request, file: Option<std::fs::File>) -> Result<V
     let array: &Array = &array;
     match req {
         Request::Status => to_json(cell.status()),
+        Request::Clear { member } => {
+            to_json(array.clear_errors(*member).map_err(IntoFailure::failure)?)
+        }
         Request::Fail { member, force } => verb_fail(cell, array, *member, *force),
         Request::Reclaim => {
             if !array.has_write_back_log() {

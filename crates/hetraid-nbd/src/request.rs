@@ -37,6 +37,11 @@ pub enum Request {
     Remove { member: usize },
     /// Write what the write-back log holds to the members.
     Reclaim,
+    /// Set error counts back to zero (one member's, or every member's).
+    Clear {
+        #[serde(default)]
+        member: Option<usize>,
+    },
     /// Check every stripe (repair as trusted), paced.
     Scrub {
         #[serde(default)]
@@ -124,6 +129,7 @@ impl Request {
             Request::Fail { .. } => "fail",
             Request::Remove { .. } => "remove",
             Request::Reclaim => "reclaim",
+            Request::Clear { .. } => "clear",
             Request::Scrub { .. } => "scrub",
             Request::Replace { .. } => "replace",
             Request::AddSpare { .. } => "add_spare",

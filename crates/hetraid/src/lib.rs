@@ -7,6 +7,7 @@
 
 pub mod args;
 pub mod cli;
+pub mod config;
 pub mod logging;
 pub mod ops;
 pub mod render;

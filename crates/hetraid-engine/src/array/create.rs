@@ -340,6 +340,8 @@ impl Array {
             read_only: false,
             stripe_pool: Mutex::new(Vec::new()),
             read_errors: (0..n).map(|_| Default::default()).collect(),
+            write_errors: (0..n).map(|_| Default::default()).collect(),
+            errors_before: Mutex::new(Vec::new()),
             policy: sb.policy,
             service,
             holds,

@@ -57,6 +57,7 @@ impl Array {
                 }
             }
         }
+        *self.errors_before.lock().unwrap() = a.errors.clone();
         *self.annex.lock().unwrap() = Some(a);
         if changed {
             self.write_annex();
@@ -80,6 +81,16 @@ impl Array {
             return;
         };
         a.sb_events = sb.events;
+        a.errors = (0..self.hot.slots.len())
+            .map(|i| self.error_counts(i))
+            .collect();
+        while a
+            .errors
+            .last()
+            .is_some_and(crate::annex::ErrorCounts::is_zero)
+        {
+            a.errors.pop();
+        }
         for (i, slot) in self.hot.slots.iter().enumerate() {
             let Some(m) = slot.get() else { continue };
             if !sb.roles[i].state.is_in() {
@@ -189,6 +200,72 @@ impl Array {
             .unwrap()
             .as_ref()
             .map_or_else(Vec::new, |a| a.events.iter().cloned().collect())
+    }
+
+    /// Member `slot`'s errors since the last `clear`: those kept on the
+    /// members before this assembly, and this run's.
+    pub fn error_counts(&self, slot: usize) -> crate::annex::ErrorCounts {
+        let before = self
+            .errors_before
+            .lock()
+            .unwrap()
+            .get(slot)
+            .copied()
+            .unwrap_or_default();
+        before.plus(crate::annex::ErrorCounts {
+            read: self.read_errors[slot].load(Ordering::Relaxed),
+            write: self.write_errors[slot].load(Ordering::Relaxed),
+            checksum: self.checksum_errors[slot].load(Ordering::Relaxed),
+        })
+    }
+
+    /// `hetraid clear`: the error counts of `slot` (every member when None)
+    /// set back to zero, kept so on the members, and an event saying what
+    /// was cleared. Returns the counts cleared, added up.
+    pub fn clear_errors(&self, slot: Option<usize>) -> Result<crate::annex::ErrorCounts> {
+        let n = self.hot.slots.len();
+        if let Some(s) = slot.filter(|&s| s >= n) {
+            return Err(EngineError::Refused(format!(
+                "member {s} is not a slot of this array (slots 0 to {})",
+                n - 1
+            )));
+        }
+        if self.read_only {
+            return Err(EngineError::Refused(
+                "the array is assembled read-only: counts cannot be cleared".into(),
+            ));
+        }
+        let sb = self.superblock();
+        if !Self::annex_room(&sb, self.layout.stripe_count()) {
+            return Err(EngineError::Refused(
+                "this array's bitmap fills the metadata zone and leaves no room for error counts"
+                    .into(),
+            ));
+        }
+        let slots: Vec<usize> = match slot {
+            Some(s) => vec![s],
+            None => (0..n).collect(),
+        };
+        let mut cleared = crate::annex::ErrorCounts::default();
+        for &i in &slots {
+            cleared = cleared.plus(self.error_counts(i));
+            if let Some(b) = self.errors_before.lock().unwrap().get_mut(i) {
+                *b = Default::default();
+            }
+            self.read_errors[i].store(0, Ordering::Relaxed);
+            self.write_errors[i].store(0, Ordering::Relaxed);
+            self.checksum_errors[i].store(0, Ordering::Relaxed);
+        }
+        let values = [
+            cleared.read as u64,
+            cleared.write as u64,
+            cleared.checksum as u64,
+        ];
+        match slot {
+            Some(s) => self.record_member(EventKind::Cleared, s, values),
+            None => self.record(EventKind::Cleared, None, values, ""),
+        }
+        Ok(cleared)
     }
 
     /// The last checksum-error count recorded for `slot` in this run.

@@ -87,6 +87,13 @@ impl Array {
     /// A write to member `i` failed. The member is failed when the array can do
     /// without it; returns whether it was (false: the request must fail).
     pub(crate) fn member_error(&self, i: usize, e: &std::io::Error) -> bool {
+        self.write_errors[i].fetch_add(1, Ordering::Relaxed);
+        self.fail_on_error(i, e)
+    }
+
+    /// Member `i` gave error `e` (a write, or reads it cannot go on with):
+    /// failed when the array can do without it.
+    fn fail_on_error(&self, i: usize, e: &std::io::Error) -> bool {
         let name = self.hot.slots[i].name();
         if is_no_space(e) {
             self.warnings.lock().unwrap().push(format!(
@@ -127,7 +134,7 @@ impl Array {
             self.warnings.lock().unwrap().push(format!(
                 "member {i} ({name}) is shorter than the array needs (truncated?): {e}"
             ));
-            return self.member_error(i, e);
+            return self.fail_on_error(i, e);
         }
         if e.kind() == std::io::ErrorKind::InvalidData {
             // A block that fails its checksum: a bad sector, corrected alike.
@@ -141,7 +148,7 @@ impl Array {
             self.warnings.lock().unwrap().push(format!(
                 "member {i} ({name}): {n} read errors (more than {MAX_READ_ERRORS}): {e}"
             ));
-            return self.member_error(i, &std::io::Error::other("too many read errors"));
+            return self.fail_on_error(i, &std::io::Error::other("too many read errors"));
         }
         self.warnings.lock().unwrap().push(format!(
             "member {i} ({name}): read error {n} of at most {MAX_READ_ERRORS}: {e}; the data is reconstructed and written back"

@@ -465,7 +465,13 @@ impl Array {
             }
         }
         self.mark_clean(&mut self.sb.lock().unwrap())?;
-        if self.annex_due.swap(false, Ordering::AcqRel) {
+        // Errors of this run are kept on the members (until `clear`).
+        let errors_now = (0..self.hot.slots.len()).any(|i| {
+            self.read_errors[i].load(Ordering::Relaxed) > 0
+                || self.write_errors[i].load(Ordering::Relaxed) > 0
+                || self.checksum_errors[i].load(Ordering::Relaxed) > 0
+        });
+        if self.annex_due.swap(false, Ordering::AcqRel) || errors_now {
             self.write_annex();
         }
         Ok(())

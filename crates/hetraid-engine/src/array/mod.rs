@@ -308,6 +308,11 @@ pub struct Array {
     holds: Vec<bool>,
     /// Read errors per member since assembly (MD's read-error count).
     read_errors: Vec<std::sync::atomic::AtomicU32>,
+    /// Write errors per member since assembly.
+    write_errors: Vec<std::sync::atomic::AtomicU32>,
+    /// Per member, the errors counted before this assembly and not cleared
+    /// (the annex's): status shows them plus this run's.
+    errors_before: Mutex<Vec<crate::annex::ErrorCounts>>,
     /// Reusable stripe buffers for the write path.
     stripe_pool: Mutex<Vec<StripeBufs>>,
     /// Write policy and per-member service models (fixed for the array's life).

@@ -119,9 +119,13 @@ pub struct MemberStatus {
     pub unused_bytes: u64,
     /// Share of its chunks that hold parity or copies.
     pub redundancy_share: f64,
-    /// Since assembly: read errors (checksum mismatches included) and
-    /// checksum mismatches (zpool status's READ and CKSUM columns).
+    /// Since the last `hetraid clear` (kept on the members across
+    /// assemblies): read errors (checksum mismatches included), write
+    /// errors and checksum mismatches (zpool status's READ, WRITE and CKSUM
+    /// columns).
     pub read_errors: u32,
+    #[serde(default)]
+    pub write_errors: u32,
     pub checksum_errors: u32,
 }
 
@@ -139,10 +143,27 @@ impl Array {
         let unreadable: Vec<usize> = (0..st.members.len())
             .filter(|&i| self.holds[i] && st.members[i] != MemberState::InSync)
             .collect();
-        let state = if failed > self.layout.redundancy().tolerance()
+        let tolerance = self.layout.redundancy().tolerance();
+        let state = if failed > tolerance
             || !hetraid_core::layout::survives(self.layout(), &unreadable)
         {
-            "failed"
+            // Members the superblock calls active that are not here (not
+            // given): the array is incomplete, not failed, unless what is
+            // known to be out is already too much (mdadm: inactive).
+            let known_out: Vec<usize> = unreadable
+                .iter()
+                .copied()
+                .filter(|&i| self.hot.slots[i].present() || sb.roles[i].state != RoleState::Active)
+                .collect();
+            let absent = unreadable.len() > known_out.len();
+            if absent
+                && known_out.len() <= tolerance
+                && hetraid_core::layout::survives(self.layout(), &known_out)
+            {
+                "incomplete"
+            } else {
+                "failed"
+            }
         } else if rebuilding {
             "rebuilding"
         } else if failed > 0 {
@@ -210,8 +231,9 @@ impl Array {
                         .data_size
                         .saturating_sub(usage.get(i).map_or(0, |u| u.chunks() * sb.chunk_bytes)),
                     redundancy_share: usage.get(i).map_or(0.0, |u| u.redundancy_share()),
-                    read_errors: self.read_errors[i].load(Ordering::Relaxed),
-                    checksum_errors: self.checksum_errors[i].load(Ordering::Relaxed),
+                    read_errors: self.error_counts(i).read,
+                    write_errors: self.error_counts(i).write,
+                    checksum_errors: self.error_counts(i).checksum,
                 })
                 .collect(),
             warnings: {

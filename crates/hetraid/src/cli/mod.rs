@@ -26,8 +26,66 @@ use clap::{Parser, Subcommand};
     after_help = "Exit status: 0 done; 1 status --test: degraded or rebuilding, scrub: a mismatch left unrepaired; 2 refused (bad input, an unsafe request) or status --test: failed; 4 status --test: the array cannot be read; 64 a command line of the wrong shape (unknown option, missing argument).\n\nExample:\n  hetraid demo"
 )]
 pub struct Cli {
+    /// The configuration file naming arrays (default: $HETRAID_CONFIG, else
+    /// /etc/hetraid/hetraid.conf): any verb then takes an array's name or
+    /// UUID in place of its members.
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<std::path::PathBuf>,
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Command {
+    /// The member list of an array verb, which may be a name or UUID.
+    fn members_mut(&mut self) -> Option<&mut Vec<String>> {
+        Some(match self {
+            Command::Assemble(c) | Command::Status(c) if !c.scan => &mut c.members,
+            Command::Fail(c) | Command::Replace(c) | Command::Remove(c) => &mut c.members,
+            Command::Add(c) => &mut c.members,
+            Command::Grow(c) => &mut c.members,
+            Command::Shrink(c) => &mut c.members,
+            Command::Rebuild(c) => &mut c.members,
+            Command::Rebalance(c) => &mut c.members,
+            Command::Scrub(c) => &mut c.members,
+            Command::Reclaim(c) => &mut c.members,
+            Command::Clear(c) => &mut c.members,
+            Command::Write(c) | Command::Read(c) => &mut c.members,
+            Command::Serve(c) => &mut c.members,
+            Command::Events(c) => &mut c.members,
+            Command::Monitor(c) => &mut c.members,
+            _ => return None,
+        })
+    }
+
+    /// An array's name or UUID given in place of its members replaced by
+    /// them (`crate::ops::array::names`); `serve NAME` takes the
+    /// configuration's `listen` when none is given.
+    fn resolve_names(
+        &mut self,
+        config: Option<&std::path::Path>,
+    ) -> Result<(), hetraid_core::Failure> {
+        if let Command::Assemble(c) | Command::Status(c) = self {
+            c.config = config.map(std::path::Path::to_path_buf);
+        }
+        let Some(members) = self.members_mut() else {
+            return Ok(());
+        };
+        // Only a lone word that is no path is a name: nothing is read otherwise.
+        if members.len() != 1
+            || members[0].contains('/')
+            || std::path::Path::new(&members[0]).exists()
+        {
+            return Ok(());
+        }
+        let loaded = crate::config::Config::load(config)?;
+        let entry = crate::ops::array::names::resolve_members(members, &loaded)?;
+        if let (Command::Serve(c), Some(e)) = (self, entry) {
+            if c.listen.is_none() {
+                c.listen = e.listen;
+            }
+        }
+        Ok(())
+    }
 }
 
 #[derive(Subcommand)]
@@ -110,6 +168,12 @@ pub enum Command {
     /// write-back) to the members and empty the log; online when served.
     #[command(after_help = "Example:\n  hetraid reclaim s1.img s2.img h1.img h2.img")]
     Reclaim(crate::ops::array::ReclaimCmd),
+    /// Set members' error counts (status's read, write and cksum columns,
+    /// kept on the members across assemblies) back to zero, as zpool clear.
+    #[command(
+        after_help = "Example:\n  hetraid clear tank\n  hetraid clear a.img b.img c.img d.img --member b.img"
+    )]
+    Clear(crate::ops::array::ClearCmd),
     /// Write standard input into the array at --offset (flushed before exit).
     #[command(
         after_help = "Example:\n  hetraid write a.img b.img c.img d.img --offset 1M < data.bin"
@@ -276,9 +340,14 @@ pub fn main() {
             std::process::exit(code);
         }
     };
+    let mut cli = cli;
     match &cli.command {
         Command::Serve(c) => crate::logging::init(c.log_format == "json", true),
         _ => crate::logging::init(false, false),
+    }
+    if let Err(e) = cli.command.resolve_names(cli.config.as_deref()) {
+        eprintln!("hetraid: {e}");
+        std::process::exit(e.kind.exit_code());
     }
     let result: Result<(), hetraid_core::Failure> = match cli.command {
         Command::Layout(c) => c.run().map_err(Into::into),
@@ -296,6 +365,7 @@ pub fn main() {
         Command::Rebuild(c) => c.run(),
         Command::Scrub(c) => c.run(),
         Command::Reclaim(c) => c.run(),
+        Command::Clear(c) => c.run(),
         Command::Write(c) => c.write(),
         Command::Read(c) => c.read(),
         Command::Demo(c) => c.run().map_err(Into::into),

@@ -12,9 +12,10 @@ pub struct ServeCmd {
     /// of a healthy array's members refuses and changes nothing.
     #[arg(long)]
     pub degraded: bool,
-    /// unix:PATH or tcp:HOST:PORT.
+    /// unix:PATH or tcp:HOST:PORT (default for `serve NAME`: the
+    /// configuration's `listen` for the array).
     #[arg(long)]
-    pub listen: String,
+    pub listen: Option<String>,
     /// Refuse writes (clients get EPERM).
     #[arg(long)]
     pub read_only: bool,

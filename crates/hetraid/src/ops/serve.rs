@@ -9,6 +9,12 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 impl ServeCmd {
+    /// `--listen`, or the configuration's for `serve NAME` (checked given
+    /// by `check_options` first).
+    fn listen_str(&self) -> &str {
+        self.listen.as_deref().unwrap_or("")
+    }
+
     /// `--socket-mode`: octal permission bits, no more than 0777.
     fn socket_mode(&self) -> Result<u32, String> {
         let Some(m) = &self.socket_mode else {
@@ -85,7 +91,7 @@ impl ServeCmd {
             st.uuid,
             st.capacity_bytes,
             st.state,
-            self.listen,
+            self.listen_str(),
             if self.read_only { " read-only" } else { "" }
         );
         let services = self.start_services(&cell, &array, &stop, &st.uuid);
@@ -95,7 +101,7 @@ impl ServeCmd {
         serve(cell.clone(), &listen, cfg, stop.clone(), stats.clone()).map_err(|e| {
             Failure::new(
                 ErrorKind::Io,
-                format!("cannot serve on {}: {e}", self.listen),
+                format!("cannot serve on {}: {e}", self.listen_str()),
             )
         })?;
         cell.stop();
@@ -115,7 +121,10 @@ impl ServeCmd {
     /// The options, every one checked before anything is opened: where to
     /// listen (a stale socket removed, nothing else) and TLS.
     fn check_options(&self) -> Result<(Listen, Option<hetraid_nbd::server::TlsConfig>), String> {
-        let listen = Listen::parse(&self.listen)?;
+        if self.listen.is_none() {
+            return Err("serve needs --listen unix:PATH or tcp:HOST:PORT (or, for serve NAME, a listen line in the array's configuration entry)".into());
+        }
+        let listen = Listen::parse(self.listen_str())?;
         self.socket_mode()?;
         if !(self.handshake_timeout.is_finite()
             && self.handshake_timeout >= 0.1
@@ -169,7 +178,7 @@ impl ServeCmd {
         // there (a member, a user's file) is never removed.
         if let Listen::Unix(p) = &listen {
             hetraid_nbd::server::remove_stale_socket(p)
-                .map_err(|e| format!("cannot serve on {}: {e}", self.listen))?;
+                .map_err(|e| format!("cannot serve on {}: {e}", self.listen_str()))?;
         }
         if let Some(s) = self.reclaim_idle {
             if !(s.is_finite() && s > 0.0 && s <= 86_400.0) {

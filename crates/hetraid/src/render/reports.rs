@@ -229,3 +229,32 @@ impl Report for ScrubView {
         out
     }
 }
+
+/// What `hetraid clear` set back to zero.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClearReport {
+    /// The member cleared; None: every member.
+    pub member: Option<usize>,
+    /// The counts cleared, added up.
+    #[serde(flatten)]
+    pub counts: hetraid_engine::annex::ErrorCounts,
+}
+
+impl Report for ClearReport {
+    fn text(&self) -> String {
+        let mut out = String::new();
+        let c = &self.counts;
+        say!(
+            out,
+            "error counts of {} cleared: {} read, {} write, {} checksum",
+            match self.member {
+                Some(m) => format!("member {m}"),
+                None => "every member".into(),
+            },
+            c.read,
+            c.write,
+            c.checksum
+        );
+        out
+    }
+}

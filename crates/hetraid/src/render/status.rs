@@ -128,6 +128,25 @@ pub fn status_text(v: &Status, held_by: Option<&str>) -> String {
             .map_or_else(String::new, |p| format!(", reads {p}")),
         v.events
     );
+    if v.state == "incomplete" {
+        let absent: Vec<String> = v
+            .member_states
+            .iter()
+            .filter(|m| m.state == "missing")
+            .map(|m| {
+                m.last_path
+                    .clone()
+                    .unwrap_or_else(|| format!("slot {}", m.device))
+            })
+            .collect();
+        say!(
+            out,
+            "incomplete: {} of {} members not given (last seen: {}); give every member, or the array's name, to read it",
+            absent.len(),
+            v.member_states.len(),
+            absent.join(", ")
+        );
+    }
     match &v.last_scrub {
         Some(r) => say!(
             out,
@@ -171,11 +190,12 @@ pub fn status_text(v: &Status, held_by: Option<&str>) -> String {
         for d in &l.devices {
             say!(
                 out,
-                "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>6}  {:>5}  {:>5}  {}",
+                "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>6}  {:>5}  {:>5}  {:>5}  {}",
                 format!("log{}", d.copy),
                 d.state,
                 d.kind,
                 format_size(l.ring_bytes),
+                "-",
                 "-",
                 "-",
                 "-",
@@ -243,7 +263,7 @@ fn members(out: &mut String, v: &Status) {
     );
     say!(
         out,
-        "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>6}  {:>5}  {:>5}  path",
+        "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>6}  {:>5}  {:>5}  {:>5}  path",
         "member",
         "state",
         "kind",
@@ -252,6 +272,7 @@ fn members(out: &mut String, v: &Status) {
         "unused",
         "parity",
         "read",
+        "write",
         "cksum"
     );
     let stripes = v.stripe_count;
@@ -272,7 +293,7 @@ fn members(out: &mut String, v: &Status) {
         };
         say!(
             out,
-            "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>5.0}%  {:>5}  {:>5}  {path}{progress}",
+            "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>5.0}%  {:>5}  {:>5}  {:>5}  {path}{progress}",
             m.device.to_string(),
             m.state,
             m.kind,
@@ -281,6 +302,7 @@ fn members(out: &mut String, v: &Status) {
             format_size(m.unused_bytes),
             m.redundancy_share * 100.0,
             m.read_errors,
+            m.write_errors,
             m.checksum_errors,
         );
     }
@@ -291,11 +313,12 @@ fn spares(out: &mut String, v: &Status) {
     for sp in &v.spares {
         let fits: Vec<String> = sp.fits_slots.iter().map(|x| x.to_string()).collect();
         say!(out,
-            "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>6}  {:>5}  {:>5}  {}  (can take slot{} {})",
+            "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>6}  {:>5}  {:>5}  {:>5}  {}  (can take slot{} {})",
             "spare",
             "spare",
             sp.kind,
             format_size(sp.size_bytes),
+            "-",
             "-",
             "-",
             "-",
@@ -308,9 +331,10 @@ fn spares(out: &mut String, v: &Status) {
     }
     for d in &v.departed {
         say!(out,
-            "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>6}  {:>5}  {:>5}  {}  (failed out of slot {}, event {}; another device holds it now)",
+            "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>6}  {:>5}  {:>5}  {:>5}  {}  (failed out of slot {}, event {}; another device holds it now)",
             "gone",
             "faulty",
+            "-",
             "-",
             "-",
             "-",

@@ -4,8 +4,11 @@ use super::*;
 
 #[derive(Debug, Args)]
 pub struct MembersCmd {
-    /// The array's member files, in any order.
-    #[arg(required = true)]
+    /// The array's member files, in any order; or its name or UUID (from
+    /// the configuration file, or found by a scan of its devices).
+    /// assemble --scan: the directories or devices to scan (default: the
+    /// configuration's devices).
+    #[arg(required_unless_present = "scan")]
     pub members: Vec<String>,
     /// Run without the array's members that are not given: they are
     /// recorded missing (mdadm's --run). Without it a command given only
@@ -32,6 +35,15 @@ pub struct MembersCmd {
     /// assemble --scan: only the array of this name (`create --name`).
     #[arg(long, requires = "scan")]
     pub name: Option<String>,
+    /// assemble --scan: print the configuration file's lines for the arrays
+    /// found (devices, names, UUIDs, members) instead of assembling them
+    /// (mdadm --detail --scan): hetraid assemble --scan --print-config
+    /// /srv/hetraid > /etc/hetraid/hetraid.conf
+    #[arg(long, requires = "scan")]
+    pub print_config: bool,
+    /// The top-level `--config` (set by the dispatch).
+    #[arg(skip)]
+    pub config: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -101,3 +101,21 @@ pub struct ReclaimCmd {
     #[arg(long)]
     pub json: bool,
 }
+
+#[derive(clap::Args)]
+pub struct ClearCmd {
+    /// The array's members, or its name or UUID.
+    #[arg(required = true)]
+    pub members: Vec<String>,
+    /// Only this member's counts: its slot (0-based) or its path (default:
+    /// every member's).
+    #[arg(long, value_name = "SLOT|PATH")]
+    pub member: Option<String>,
+    /// Run without the array's members that are not given: they are
+    /// recorded missing (mdadm's --run). Without it a command given only
+    /// some of a healthy array's members refuses and changes nothing.
+    #[arg(long)]
+    pub degraded: bool,
+    #[arg(long)]
+    pub json: bool,
+}

@@ -155,12 +155,49 @@ impl CreateCmd {
     ) -> Result<(Vec<PathBuf>, Vec<MemberKind>), String> {
         let mut paths = Vec::new();
         let mut kinds = Vec::new();
+        let mut detected = Vec::new();
         for m in &self.members {
             let (p, k) = split_member(m)?;
+            // A block device's kind from the kernel, unless one is given.
+            let k = match (k, &self.layout.kinds) {
+                (None, None) => detected_kind(&p).map(|(k, file)| {
+                    detected.push(format!(
+                        "{} {} ({} is {})",
+                        p.display(),
+                        k.as_str(),
+                        file.display(),
+                        u8::from(k == MemberKind::Hdd)
+                    ));
+                    k
+                }),
+                (k, _) => k,
+            };
             paths.push(p);
             kinds.push(k);
         }
+        if !detected.is_empty() {
+            eprintln!(
+                "hetraid: member kinds from the kernel: {}",
+                detected.join(", ")
+            );
+        }
         let explicit_kinds = kinds.iter().any(|k| k.is_some());
+        let preset = hetraid_core::layout::Preset::parse(&self.layout.layout.to_ascii_lowercase());
+        let files: Vec<String> = paths
+            .iter()
+            .zip(&kinds)
+            .filter(|(_, k)| k.is_none())
+            .map(|(p, _)| p.display().to_string())
+            .collect();
+        // Files have no kind to read (a preset's own kinds are said below).
+        if self.layout.kinds.is_none() && !files.is_empty() && !explicit_kinds && preset.is_none() {
+            eprintln!(
+                "hetraid: note: {} {} not block device{}: taken as hdd; write PATH:ssd (or --kinds) to say otherwise",
+                files.join(", "),
+                if files.len() == 1 { "is" } else { "are" },
+                if files.len() == 1 { "" } else { "s" }
+            );
+        }
         let kinds: Vec<MemberKind> = match (&self.layout.kinds, kinds.iter().any(|k| k.is_some())) {
             (Some(_), true) => {
                 return Err(
@@ -170,8 +207,7 @@ impl CreateCmd {
             (Some(k), false) => k.clone(),
             (None, true) => kinds.iter().map(|k| k.unwrap_or(MemberKind::Hdd)).collect(),
             (None, false) => {
-                match hetraid_core::layout::Preset::parse(&self.layout.layout.to_ascii_lowercase())
-                {
+                match preset {
                     Some(p) if paths.len() >= 2 => {
                         let k = p.default_kinds(paths.len());
                         // Said, not silent: which members the preset takes as SSDs.

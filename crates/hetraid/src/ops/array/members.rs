@@ -6,8 +6,6 @@ use super::*;
 pub use crate::cli::array::members::*;
 use hetraid_engine::error::IntoFailure;
 
-/// Devices under `paths` (directories read one level: regular files and
-/// block devices), each with the UUID of the array it belongs to.
 /// Among `members`, exactly one that carries no hetraid superblock (a new
 /// device a kill left blank): it, the others, and the freshest superblock
 /// among them. None otherwise.
@@ -51,6 +49,8 @@ pub(crate) fn is_log_file(p: &Path) -> bool {
     })
 }
 
+/// Devices under `paths` (directories read one level: regular files and
+/// block devices), each with the UUID of the array it belongs to.
 pub(crate) fn scan_devices(paths: &[String]) -> Result<Vec<(String, PathBuf)>, String> {
     use std::os::unix::fs::FileTypeExt;
     let mut found = Vec::new();
@@ -137,71 +137,33 @@ impl MembersCmd {
         Ok(held.status.state.to_string())
     }
 
-    /// `assemble --scan`: every array found under the paths, by UUID.
+    /// `assemble --scan`: every array found under the paths (or the
+    /// configuration's devices when none are given), by UUID; with
+    /// `--print-config`, the configuration's lines for them instead.
     fn assemble_scan(&self) -> Result<(), Failure> {
-        let found = scan_devices(&self.members)?;
-        let mut uuids: Vec<String> = found.iter().map(|(u, _)| u.clone()).collect();
-        uuids.sort();
-        uuids.dedup();
-        if uuids.is_empty() {
+        let places = match self.members.is_empty() {
+            true => names::scan_places(&crate::config::Config::load(self.config.as_deref())?)?,
+            false => self.members.clone(),
+        };
+        let found = scan_devices(&places)?;
+        if found.is_empty() {
             return Err(format!(
                 "no hetraid member found in {}; give the directories or devices that hold the members",
-                self.members.join(", ")
+                places.join(", ")
             ).into());
         }
-        // Per array: its members of the freshest incarnation (a member
-        // retired from an earlier one, whose member table has another size,
-        // is left out with a warning, as assembly leaves out stale ones),
-        // and its name.
-        let mut arrays: Vec<(String, Vec<String>, String)> = Vec::new();
-        for u in &uuids {
-            let read: Vec<(String, Option<MemberRead>)> = found
-                .iter()
-                .filter(|(x, _)| x == u)
-                .map(|(_, p)| {
-                    (
-                        p.display().to_string(),
-                        hetraid_engine::annex::read_member(p).ok(),
-                    )
-                })
+        let mut arrays: Vec<(String, Vec<String>, String)> = names::group_found(&found)
+            .into_iter()
+            .map(|a| (a.uuid, a.paths, a.name))
+            .collect();
+        if self.print_config {
+            arrays.retain(|(_, _, n)| self.name.as_ref().is_none_or(|x| x == n));
+            let found: Vec<names::FoundArray> = arrays
+                .into_iter()
+                .map(|(uuid, paths, name)| names::FoundArray { uuid, paths, name })
                 .collect();
-            let fresh = read
-                .iter()
-                .filter_map(|(_, r)| r.as_ref())
-                .max_by_key(|(sb, _)| sb.events)
-                .map(|(sb, a)| (sb.roles.len(), a.as_ref().map(|a| a.name.clone())));
-            let (n, name) = match fresh {
-                Some((n, name)) => (Some(n), name.unwrap_or_default()),
-                None => (None, String::new()),
-            };
-            let mut paths = Vec::new();
-            for (p, r) in &read {
-                match (r, n) {
-                    (Some((sb, _)), Some(n)) if sb.roles.len() != n => eprintln!(
-                        "hetraid: warning: {p} is left out: it belongs to an earlier incarnation of array {u} ({} slots, now {n})",
-                        sb.roles.len()
-                    ),
-                    // Two copies of one slot's device (a copy kept beside
-                    // it): the newer is taken, the other left out.
-                    (Some((sb, _)), _)
-                        if read.iter().any(|(q, r2)| {
-                            r2.as_ref().is_some_and(|(o, _)| {
-                                q != p
-                                    && o.member == sb.member
-                                    && (o.events, o.generation, q.as_str())
-                                        > (sb.events, sb.generation, p.as_str())
-                            })
-                        }) =>
-                    {
-                        eprintln!(
-                            "hetraid: warning: {p} is left out: a newer copy of the device of slot {} is beside it",
-                            sb.member
-                        )
-                    }
-                    _ => paths.push(p.clone()),
-                }
-            }
-            arrays.push((u.clone(), paths, name));
+            print!("{}", names::print_config(&places, &found));
+            return Ok(());
         }
         if let Some(n) = &self.name {
             let named: Vec<&String> = arrays
@@ -237,6 +199,8 @@ impl MembersCmd {
                 test: false,
                 scan: false,
                 name: None,
+                print_config: false,
+                config: None,
             };
             match sub.assemble_quiet() {
                 Ok(st) => {

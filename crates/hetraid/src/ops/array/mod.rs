@@ -14,6 +14,7 @@ mod change;
 mod create;
 mod data;
 mod members;
+pub mod names;
 mod repair;
 #[allow(unused_imports)]
 pub(crate) use crate::render::{rebuild_command, utc};
@@ -45,6 +46,34 @@ pub fn split_member(arg: &str) -> Result<(PathBuf, Option<MemberKind>), String> 
         }
     }
     Ok((PathBuf::from(arg), None))
+}
+
+/// The kind of block device `p` from the kernel's `queue/rotational` (md
+/// reads the same flag): `None` for a file, or when sysfs does not say.
+/// With the sysfs file read, for the note that says so.
+pub fn detected_kind(p: &Path) -> Option<(MemberKind, PathBuf)> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let m = std::fs::metadata(p).ok()?;
+    if !m.file_type().is_block_device() {
+        return None;
+    }
+    let rdev = m.rdev();
+    let (major, minor) = (libc::major(rdev), libc::minor(rdev));
+    let dev = std::fs::canonicalize(format!("/sys/dev/block/{major}:{minor}")).ok()?;
+    // A partition's queue is its disk's.
+    let file = [
+        dev.join("queue/rotational"),
+        dev.join("../queue/rotational"),
+    ]
+    .into_iter()
+    .find(|f| f.exists())?;
+    let flag = std::fs::read_to_string(&file).ok()?;
+    let kind = match flag.trim() {
+        "0" => MemberKind::Ssd,
+        "1" => MemberKind::Hdd,
+        _ => return None,
+    };
+    Some((kind, file))
 }
 
 /// `--log` and `--log-mode` as given: paths, kinds, mode.
@@ -173,6 +202,8 @@ pub fn health_code(state: &str) -> i32 {
     match state {
         "optimal" => 0,
         "degraded" | "rebuilding" => 1,
+        // Members not given: this command cannot read the array.
+        "incomplete" => 4,
         _ => 2,
     }
 }

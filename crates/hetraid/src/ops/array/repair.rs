@@ -3,7 +3,7 @@
 use super::*;
 pub use crate::cli::array::repair::*;
 #[allow(unused_imports)]
-use crate::render::reports::{ReclaimReport, ScrubView};
+use crate::render::reports::{ClearReport, ReclaimReport, ScrubView};
 use hetraid_engine::error::IntoFailure;
 
 impl RebuildCmd {
@@ -146,6 +146,25 @@ impl ReclaimCmd {
             seconds: started.elapsed().as_secs_f64(),
         };
         crate::render::emit(&report, self.json).map_err(Into::into)
+    }
+}
+
+impl ClearCmd {
+    pub fn run(&self) -> Result<(), Failure> {
+        let member = self
+            .member
+            .as_deref()
+            .map(|m| slot_of(m, &self.members))
+            .transpose()?;
+        let counts = if let Some(r) = remote(&self.members, Request::Clear { member }) {
+            serde_json::from_value(r?).map_err(|e| format!("the server's answer: {e}"))?
+        } else {
+            let held = Held::open(&self.members, "clear", self.degraded)?;
+            let r = held.cell.get().clear_errors(member);
+            held.close()?;
+            r.map_err(IntoFailure::failure)?
+        };
+        crate::render::emit(&ClearReport { member, counts }, self.json).map_err(Into::into)
     }
 }
 
