@@ -130,8 +130,10 @@ pub struct MemberStatus {
 }
 
 impl Array {
-    pub fn status(&self) -> Status {
-        let sb = self.superblock();
+    /// The array's health for `status`: optimal, degraded, rebuilding,
+    /// incomplete (members not here that the superblock calls active) or
+    /// failed.
+    fn health(&self, sb: &Superblock) -> &'static str {
         let st = self.state();
         let failed = self.out_members(false);
         let rebuilding = st
@@ -144,9 +146,7 @@ impl Array {
             .filter(|&i| self.holds[i] && st.members[i] != MemberState::InSync)
             .collect();
         let tolerance = self.layout.redundancy().tolerance();
-        let state = if failed > tolerance
-            || !hetraid_core::layout::survives(self.layout(), &unreadable)
-        {
+        if failed > tolerance || !hetraid_core::layout::survives(self.layout(), &unreadable) {
             // Members the superblock calls active that are not here (not
             // given): the array is incomplete, not failed, unless what is
             // known to be out is already too much (mdadm: inactive).
@@ -170,7 +170,12 @@ impl Array {
             "degraded"
         } else {
             "optimal"
-        };
+        }
+    }
+
+    pub fn status(&self) -> Status {
+        let sb = self.superblock();
+        let state = self.health(&sb);
         let usage = self
             .usage
             .get_or_init(|| hetraid_core::layout::member_usage(self.layout()));

@@ -1,0 +1,217 @@
+//! Arrays by name (issue 39): the configuration file written by `assemble
+//! --scan --print-config`, verbs taking a name or UUID, one member alone
+//! shown as incomplete (never failed), and error counts kept on the members
+//! until `clear`.
+
+mod common;
+use common::hetraid;
+use std::path::Path;
+
+fn files(d: &Path, names: &[&str], mib: u64) -> Vec<String> {
+    names
+        .iter()
+        .map(|n| {
+            let p = d.join(n);
+            std::fs::File::create(&p)
+                .unwrap()
+                .set_len(mib << 20)
+                .unwrap();
+            p.display().to_string()
+        })
+        .collect()
+}
+
+fn ok(a: &[&str]) -> String {
+    let (code, out, err) = hetraid(a);
+    assert_eq!(code, 0, "hetraid {a:?}: {err}");
+    out
+}
+
+/// The array `tank` of four members in `dir/arr`, and a configuration file
+/// for it written by `--print-config`.
+fn tank(dir: &Path) -> (Vec<String>, String) {
+    std::fs::create_dir(dir.join("arr")).unwrap();
+    let m = files(
+        &dir.join("arr"),
+        &["d0.img", "d1.img", "d2.img", "d3.img"],
+        16,
+    );
+    let mut a = vec!["create", "--layout", "raid5", "--name", "tank"];
+    a.extend(m.iter().map(String::as_str));
+    ok(&a);
+    let arr = dir.join("arr").display().to_string();
+    let conf = ok(&["assemble", "--scan", "--print-config", &arr]);
+    let path = dir.join("hetraid.conf");
+    std::fs::write(&path, &conf).unwrap();
+    (m, path.display().to_string())
+}
+
+#[test]
+fn print_config_then_every_verb_by_name_or_uuid() {
+    let d = tempfile::tempdir().unwrap();
+    let (m, conf) = tank(d.path());
+    let text = std::fs::read_to_string(&conf).unwrap();
+    assert!(text.contains("name = \"tank\""), "{text}");
+    for p in &m {
+        assert!(text.contains(p.as_str()), "{p} not in {text}");
+    }
+    // By name: the members come from the file.
+    let out = ok(&["status", "tank", "--config", &conf]);
+    assert!(out.starts_with("array tank "), "{out}");
+    assert!(out.contains("state optimal"), "{out}");
+    let (code, _, _) = hetraid(&["status", "--test", "tank", "--config", &conf]);
+    assert_eq!(code, 0);
+    // By UUID, with the file in the environment instead.
+    let uuid = hetraid(&["status", "--json", "tank", "--config", &conf]).1;
+    let uuid = serde_json::from_str::<serde_json::Value>(&uuid).unwrap()["uuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hetraid"))
+        .args(["status", &uuid.to_uppercase()])
+        .env("HETRAID_CONFIG", &conf)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    // A verb that changes the array, by name.
+    ok(&["fail", "tank", "--member", &m[1], "--config", &conf]);
+    let (code, out, _) = hetraid(&["status", "--test", "tank", "--config", &conf]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("state degraded"), "{out}");
+}
+
+#[test]
+fn a_name_found_by_scanning_the_configured_devices() {
+    let d = tempfile::tempdir().unwrap();
+    let (_, _) = tank(d.path());
+    // Only where to look: the array is found by its name on the members.
+    let conf = d.path().join("scan.conf");
+    let arr = d.path().join("arr").display().to_string();
+    std::fs::write(&conf, format!("devices = [\"{arr}/*.img\"]\n")).unwrap();
+    let conf = conf.display().to_string();
+    let out = ok(&["status", "tank", "--config", &conf]);
+    assert!(out.contains("state optimal"), "{out}");
+    // A name nobody has: one sentence, exit 2, nothing assembled.
+    let (code, _, err) = hetraid(&["status", "pool", "--config", &conf]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.starts_with("hetraid: pool: no such file, and no array named pool in"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
+fn bad_configuration_files_are_refused_with_the_file_named() {
+    let d = tempfile::tempdir().unwrap();
+    let conf = d.path().join("bad.conf");
+    for (text, says) in [
+        ("devices = [\"/srv\"]\nmembrs = 1\n", "membrs"),
+        (
+            "[[array]]\nname = \"tank\"\nuuid = \"tank\"\n",
+            "not a UUID",
+        ),
+    ] {
+        std::fs::write(&conf, text).unwrap();
+        let c = conf.display().to_string();
+        let (code, _, err) = hetraid(&["status", "tank", "--config", &c]);
+        assert_eq!(code, 2, "{text}: {err}");
+        assert!(err.contains(&c) && err.contains(says), "{text}: {err}");
+    }
+    let (code, _, err) = hetraid(&["status", "tank", "--config", "/nonexistent/h.conf"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("/nonexistent/h.conf"), "{err}");
+}
+
+#[test]
+fn one_member_alone_is_incomplete_not_failed() {
+    let d = tempfile::tempdir().unwrap();
+    let (m, _) = tank(d.path());
+    let (code, out, err) = hetraid(&["status", &m[2]]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("state incomplete"), "{out}");
+    assert!(!out.contains("state failed"), "{out}");
+    assert!(
+        out.contains("incomplete: 3 of 4 members not given (last seen: "),
+        "{out}"
+    );
+    for p in [&m[0], &m[1], &m[3]] {
+        assert!(out.contains(p.as_str()), "{p} not named: {out}");
+    }
+    let (code, _, _) = hetraid(&["status", "--test", &m[2]]);
+    assert_eq!(code, 4, "status --test of one member alone exits 4");
+    // Two members out for real (failed), the others given: failed, exit 2.
+    let mut a = vec!["fail", "--member", "1"];
+    a.extend(m.iter().map(String::as_str));
+    ok(&a);
+    let mut a = vec!["fail", "--member", "2", "--force"];
+    a.extend([&m[0], &m[2], &m[3]].map(String::as_str));
+    ok(&a);
+    let (code, out, _) = hetraid(&["status", "--test", &m[0], &m[2], &m[3]]);
+    assert_eq!(code, 2, "{out}");
+    let (_, out, _) = hetraid(&["status", &m[0], &m[2], &m[3]]);
+    assert!(out.contains("state failed"), "{out}");
+}
+
+#[test]
+fn error_counts_last_across_runs_until_cleared() {
+    let d = tempfile::tempdir().unwrap();
+    let m = files(d.path(), &["c0.img", "c1.img", "c2.img", "c3.img"], 16);
+    let mut a = vec!["create", "--layout", "raid5", "--checksums", "crc32c"];
+    a.extend(m.iter().map(String::as_str));
+    ok(&a);
+    let data = common::bytes(1 << 20, 7);
+    common::write_array(&m, 0, &data);
+    // Corrupt one data block of member 1 on disk, then read it through
+    // the array: healed, and counted.
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&m[1]).unwrap();
+        f.write_all_at(b"XXXXXXXX", 2 << 20).unwrap();
+    }
+    assert_eq!(common::read_array(&m, 1 << 20), data);
+    let counts = |json: &serde_json::Value, slot: usize| {
+        let s = &json["member_states"][slot];
+        (
+            s["read_errors"].as_u64().unwrap(),
+            s["write_errors"].as_u64().unwrap(),
+            s["checksum_errors"].as_u64().unwrap(),
+        )
+    };
+    let mut st = vec!["status", "--json"];
+    st.extend(m.iter().map(String::as_str));
+    // A later run still sees them (kept on the members).
+    let j = common::json(&st);
+    assert_eq!(counts(&j, 1), (1, 0, 1), "{j}");
+    assert_eq!(counts(&j, 0), (0, 0, 0));
+    let mut st_text = vec!["status"];
+    st_text.extend(m.iter().map(String::as_str));
+    let out = ok(&st_text);
+    assert!(out.contains("read  write  cksum  path"), "{out}");
+    // Cleared for member 1 only: zero from then on, and an event says so.
+    let mut c = vec!["clear", "--member", "1"];
+    c.extend(m.iter().map(String::as_str));
+    let out = ok(&c);
+    assert_eq!(
+        out,
+        "error counts of member 1 cleared: 1 read, 0 write, 1 checksum\n"
+    );
+    let j = common::json(&st);
+    assert_eq!(counts(&j, 1), (0, 0, 0), "{j}");
+    let mut ev = vec!["events", "--json"];
+    ev.extend(m.iter().map(String::as_str));
+    let events = common::json(&ev);
+    let last = events.as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["event"], "cleared", "{events}");
+    assert_eq!(last["values"], serde_json::json!([1, 0, 1]));
+    // A slot the array does not have: refused, nothing changed.
+    let mut c = vec!["clear", "--member", "9"];
+    c.extend(m.iter().map(String::as_str));
+    let before: Vec<Vec<u8>> = m.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    let (code, _, err) = hetraid(&c);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("member 9 is not a slot"), "{err}");
+    for (p, b) in m.iter().zip(&before) {
+        assert!(std::fs::read(p).unwrap() == *b, "{p} changed by a refusal");
+    }
+}
