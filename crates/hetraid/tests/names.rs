@@ -215,3 +215,105 @@ fn error_counts_last_across_runs_until_cleared() {
         assert!(std::fs::read(p).unwrap() == *b, "{p} changed by a refusal");
     }
 }
+
+/// Four 16 MiB members of a new raid5 array `name` in `dir`.
+fn array(dir: &Path, name: &str) -> Vec<String> {
+    std::fs::create_dir(dir).unwrap();
+    let m = files(dir, &["m0.img", "m1.img", "m2.img", "m3.img"], 16);
+    let mut a = vec!["create", "--layout", "raid5", "--name", name];
+    a.extend(m.iter().map(String::as_str));
+    ok(&a);
+    m
+}
+
+#[test]
+fn monitor_scan_reports_degraded_and_failed_arrays_apart() {
+    let d = tempfile::tempdir().unwrap();
+    let a = array(&d.path().join("a"), "arra");
+    let b = array(&d.path().join("b"), "arrb");
+    let c = array(&d.path().join("c"), "arrc");
+    let mut f = vec!["fail", "--member", "1"];
+    f.extend(a.iter().map(String::as_str));
+    ok(&f);
+    let mut f = vec!["fail", "--member", "1"];
+    f.extend(b.iter().map(String::as_str));
+    ok(&f);
+    ok(&["fail", "--member", "2", "--force", &b[0], &b[2], &b[3]]);
+    let conf = d.path().join("h.conf");
+    let root = d.path().display();
+    std::fs::write(
+        &conf,
+        format!("devices = [\"{root}/a\", \"{root}/b\", \"{root}/c\"]\n"),
+    )
+    .unwrap();
+    let conf = conf.display().to_string();
+    let out = ok(&[
+        "monitor",
+        "--scan",
+        "--oneshot",
+        "--json",
+        "--config",
+        &conf,
+    ]);
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |name: &str| -> Vec<String> {
+        lines
+            .iter()
+            .filter(|l| l["name"] == name)
+            .map(|l| l["event"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(of("arra"), ["degraded_array"], "{out}");
+    assert_eq!(of("arrb"), ["failed_array"], "{out}");
+    assert!(of("arrc").is_empty(), "an optimal array is quiet: {out}");
+    assert!(out.contains("do without: 1 faulty, 2 faulty"), "{out}");
+    drop(c);
+    // Members with --scan, or --daemonise with --oneshot: refused.
+    let (code, _, err) = hetraid(&["monitor", "--scan", &a[0], "--config", &conf]);
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = hetraid(&["monitor", "--oneshot", "--daemonise", &a[0]]);
+    assert_eq!(code, 2, "{err}");
+}
+
+#[test]
+fn monitor_reports_a_failure_after_start_at_array_level() {
+    use std::io::BufRead;
+    let d = tempfile::tempdir().unwrap();
+    let m = array(&d.path().join("c"), "arrc");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_hetraid"))
+        .args(["monitor", "--json", "--test", "--delay", "0.1"])
+        .args(&m)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let v: serde_json::Value = serde_json::from_str(&l).unwrap();
+            let _ = tx.send(v["event"].as_str().unwrap().to_string());
+        }
+    });
+    let next = || {
+        rx.recv_timeout(std::time::Duration::from_secs(60))
+            .expect("the monitor reports within a minute")
+    };
+    // The test message comes after the monitor's first look.
+    assert_eq!(next(), "test_message");
+    let mut f = vec!["fail", "--member", "2"];
+    f.extend(m.iter().map(String::as_str));
+    ok(&f);
+    assert_eq!(next(), "failed");
+    assert_eq!(next(), "degraded_array");
+    // Stopped with SIGTERM, as systemd stops it.
+    let _ = std::process::Command::new("kill")
+        .arg(child.id().to_string())
+        .status();
+    assert!(child.wait().unwrap().success());
+}

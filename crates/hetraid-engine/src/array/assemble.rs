@@ -120,23 +120,8 @@ impl Array {
             .map(|m| with_checksums(m, &fresh))
             .collect();
         let n = fresh.roles.len();
-        let sizes: Vec<u64> = fresh.roles.iter().map(|r| r.data_size).collect();
-        let kinds: Vec<MemberKind> = fresh.roles.iter().map(|r| r.kind).collect();
-        let kind = fresh.layout.kind().map_err(EngineError::layout)?;
-        let spec = LayoutSpec {
-            kind,
-            chunk_bytes: fresh.chunk_bytes,
-            sizes,
-            kinds,
-        };
-        let layout = if fresh.raidx_history.is_some() {
-            super::living::raidx_layout(&fresh)?
-        } else if fresh.reshape.is_some() {
-            super::restripe::reshaping_layout(&fresh)?
-        } else {
-            build(&spec).map_err(|e| EngineError::Layout(e.to_string()))?
-        };
-        let layout = relocated(layout, &fresh);
+        let spec = spec_of(&fresh)?;
+        let layout = layout_of(&fresh)?;
         let nbits = layout.stripe_count().div_ceil(fresh.bitmap_stripes as u64);
         if nbits.div_ceil(8) > DATA_OFFSET - BITMAP_OFFSET {
             let freshest = sbs
@@ -908,4 +893,52 @@ impl Array {
             );
         }
     }
+}
+
+/// The layout options of a superblock, with its members' sizes and kinds.
+fn spec_of(sb: &Superblock) -> Result<LayoutSpec> {
+    Ok(LayoutSpec {
+        kind: sb.layout.kind().map_err(EngineError::layout)?,
+        chunk_bytes: sb.chunk_bytes,
+        sizes: sb.roles.iter().map(|r| r.data_size).collect(),
+        kinds: sb.roles.iter().map(|r| r.kind).collect(),
+    })
+}
+
+/// The layout a superblock describes, as assembly builds it: RAIDX's
+/// bundle history, a restripe in progress, relocations applied.
+pub fn layout_of(sb: &Superblock) -> Result<Box<dyn Layout>> {
+    let spec = spec_of(sb)?;
+    let layout = if sb.raidx_history.is_some() {
+        super::living::raidx_layout(sb)?
+    } else if sb.reshape.is_some() {
+        super::restripe::reshaping_layout(sb)?
+    } else {
+        build(&spec).map_err(|e| EngineError::Layout(e.to_string()))?
+    };
+    Ok(relocated(layout, sb))
+}
+
+/// The health a superblock records, without the devices at hand (what
+/// `monitor` knows): `optimal`, `degraded`, `rebuilding` or `failed`, by
+/// the slots it does not list active. `Array::status` says more (members
+/// not given, a member failing now).
+pub fn recorded_health(sb: &Superblock) -> Result<&'static str> {
+    let layout = layout_of(sb)?;
+    let out: Vec<usize> = (0..sb.roles.len())
+        .filter(|&i| sb.roles[i].state != RoleState::Active)
+        .collect();
+    Ok(
+        if out.len() > layout.redundancy().tolerance()
+            || !hetraid_core::layout::survives(layout.as_ref(), &out)
+        {
+            "failed"
+        } else if sb.roles.iter().any(|r| r.state == RoleState::Rebuilding) {
+            "rebuilding"
+        } else if !out.is_empty() {
+            "degraded"
+        } else {
+            "optimal"
+        },
+    )
 }

@@ -32,6 +32,7 @@ pub use spares::SpareStatus;
 mod failure;
 pub use cell::{ArrayCell, ChangeOptions, ChangeRate, Reopen};
 mod assemble;
+pub use assemble::{layout_of, recorded_health};
 mod change_prepare;
 mod create;
 mod durability;

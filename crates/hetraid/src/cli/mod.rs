@@ -67,6 +67,12 @@ impl Command {
         if let Command::Assemble(c) | Command::Status(c) = self {
             c.config = config.map(std::path::Path::to_path_buf);
         }
+        if let Command::Monitor(c) = self {
+            c.config = config.map(std::path::Path::to_path_buf);
+            if c.scan {
+                return Ok(());
+            }
+        }
         let Some(members) = self.members_mut() else {
             return Ok(());
         };
@@ -228,7 +234,7 @@ pub enum Command {
     /// like zpool events), newest last; works on a served array too.
     Events(crate::ops::events::EventsCmd),
     /// Watch an array's events and run a program for each (mdadm --monitor).
-    Monitor(crate::ops::events::MonitorCmd),
+    Monitor(crate::ops::monitor::MonitorCmd),
     /// Print a shell completion script: hetraid completions bash >
     /// /etc/bash_completion.d/hetraid (bash, zsh, fish, elvish, powershell).
     #[command(

@@ -6,6 +6,7 @@ pub mod demo;
 pub mod events;
 pub mod layout;
 pub mod loadmap;
+pub mod monitor;
 pub mod plan;
 pub mod probe;
 pub mod serve;
