@@ -317,3 +317,38 @@ fn monitor_reports_a_failure_after_start_at_array_level() {
         .status();
     assert!(child.wait().unwrap().success());
 }
+
+#[test]
+fn serve_by_name_listens_where_the_configuration_says_and_tells_systemd() {
+    let d = tempfile::tempdir().unwrap();
+    let (_, conf) = tank(d.path());
+    let sock = d.path().join("tank.sock");
+    let mut text = std::fs::read_to_string(&conf).unwrap();
+    text.push_str(&format!("listen = \"unix:{}\"\n", sock.display()));
+    std::fs::write(&conf, text).unwrap();
+    // systemd's side of Type=notify: a datagram socket named by NOTIFY_SOCKET.
+    let notify = d.path().join("notify");
+    let rx = std::os::unix::net::UnixDatagram::bind(&notify).unwrap();
+    rx.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_hetraid"))
+        .args(["serve", "tank", "--config", &conf])
+        .env("NOTIFY_SOCKET", &notify)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut buf = [0u8; 512];
+    let n = rx.recv(&mut buf).expect("READY=1 within a minute");
+    let msg = String::from_utf8_lossy(&buf[..n]).to_string();
+    assert!(msg.contains("READY=1"), "{msg}");
+    assert!(
+        msg.contains("STATUS=serving raid5 array tank (optimal) on unix:"),
+        "{msg}"
+    );
+    // Ready means a client connects.
+    assert!(std::os::unix::net::UnixStream::connect(&sock).is_ok());
+    let _ = std::process::Command::new("kill")
+        .arg(child.id().to_string())
+        .status();
+    assert!(child.wait().unwrap().success());
+}

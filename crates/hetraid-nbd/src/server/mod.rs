@@ -174,6 +174,9 @@ pub struct Config {
     /// connection holds together (`--memory-limit`); a request that finds
     /// no room waits.
     pub memory_limit: u64,
+    /// Told once the socket is bound and connections are accepted (`serve`
+    /// tells systemd READY=1).
+    pub ready: Option<std::sync::mpsc::SyncSender<()>>,
 }
 
 impl Default for Config {
@@ -190,6 +193,7 @@ impl Default for Config {
             socket_mode: 0o600,
             handshake_timeout: HANDSHAKE_TIMEOUT,
             memory_limit: crate::memory::default_memory_limit(),
+            ready: None,
         }
     }
 }
@@ -386,6 +390,9 @@ pub fn serve(
             .name("nbd-idler".into())
             .spawn(move || run_idler(&ctx, &stop))?
     };
+    if let Some(r) = &cfg.ready {
+        let _ = r.try_send(());
+    }
     let mut next_id = 0u64;
     while !stop.is_set() {
         let accepted = match &l {

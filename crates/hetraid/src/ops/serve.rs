@@ -96,7 +96,19 @@ impl ServeCmd {
         );
         let services = self.start_services(&cell, &array, &stop, &st.uuid);
         let stats = Arc::new(Stats::default());
-        let cfg = self.config(tls)?;
+        let mut cfg = self.config(tls)?;
+        cfg.ready = Some(tell_systemd_when_ready(format!(
+            "serving {} array {} ({}) on {}",
+            st.layout,
+            if st.name.is_empty() {
+                &st.uuid
+            } else {
+                &st.name
+            },
+            st.state,
+            self.listen_str()
+        )));
+        protect_from_reclaim();
         drop(array);
         serve(cell.clone(), &listen, cfg, stop.clone(), stats.clone()).map_err(|e| {
             Failure::new(
@@ -329,6 +341,7 @@ impl ServeCmd {
             memory_limit: self
                 .memory_limit
                 .unwrap_or_else(hetraid_nbd::memory::default_memory_limit),
+            ready: None,
         })
     }
 }
@@ -343,5 +356,63 @@ impl Services {
         for t in self.threads {
             let _ = t.join();
         }
+    }
+}
+
+/// Under systemd (`Type=notify`): READY=1 with a status line once clients
+/// can connect. A channel the server tells when it listens; the thread
+/// waiting on it ends then (or when the server ends first).
+fn tell_systemd_when_ready(status: String) -> std::sync::mpsc::SyncSender<()> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    if std::env::var_os("NOTIFY_SOCKET").is_some() {
+        let _ = std::thread::Builder::new()
+            .name("sd-notify".into())
+            .spawn(move || {
+                if rx.recv().is_ok() {
+                    let states = [
+                        sd_notify::NotifyState::Ready,
+                        sd_notify::NotifyState::Status(&status),
+                    ];
+                    if let Err(e) = sd_notify::notify(false, &states) {
+                        tracing::warn!("cannot tell systemd the server is ready: {e}");
+                    }
+                }
+            });
+    }
+    tx
+}
+
+/// A filesystem on an NBD device of this host writes back through this
+/// process: were the server to wait for memory the kernel frees by
+/// writing to that device, both would wait forever. PR_SET_IO_FLUSHER
+/// (Linux 5.6) lets the kernel's reclaim not recurse into I/O for this
+/// process; locking its memory (when RLIMIT_MEMLOCK allows all of it, as
+/// the systemd unit sets) keeps it from being paged out — pages as they
+/// are touched (MCL_ONFAULT), so idle thread stacks cost nothing. Each is a
+/// warning when refused (an unprivileged user), not a failure.
+fn protect_from_reclaim() {
+    const PR_SET_IO_FLUSHER: libc::c_int = 57;
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(PR_SET_IO_FLUSHER, 1, 0, 0, 0) } != 0 {
+        tracing::info!(
+            "PR_SET_IO_FLUSHER not set ({}): a filesystem on an NBD device of this same host may deadlock under memory pressure; run serve as root (CAP_SYS_RESOURCE) for that",
+            std::io::Error::last_os_error()
+        );
+    }
+    let unlimited = rustix::process::getrlimit(rustix::process::Resource::Memlock)
+        .current
+        .is_none();
+    if !unlimited {
+        tracing::info!(
+            "memory not locked: RLIMIT_MEMLOCK is limited (the systemd unit sets LimitMEMLOCK=infinity)"
+        );
+        return;
+    }
+    // SAFETY: mlockall takes flags only.
+    if unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE | libc::MCL_ONFAULT) } != 0 {
+        tracing::info!(
+            "memory not locked: mlockall: {}",
+            std::io::Error::last_os_error()
+        );
     }
 }
