@@ -10,6 +10,7 @@ mod copyback;
 pub mod error;
 pub mod format;
 pub mod identity;
+pub mod iostat;
 pub(crate) mod le;
 pub mod log;
 pub mod member;

@@ -6,6 +6,7 @@
 pub mod control;
 pub mod fdpass;
 pub mod memory;
+pub mod metrics;
 pub mod proto;
 pub mod request;
 pub mod server;

@@ -341,6 +341,8 @@ impl Array {
             stripe_pool: Mutex::new(Vec::new()),
             read_errors: (0..n).map(|_| Default::default()).collect(),
             write_errors: (0..n).map(|_| Default::default()).collect(),
+            user_io: Default::default(),
+            measuring_since: Default::default(),
             errors_before: Mutex::new(Vec::new()),
             policy: sb.policy,
             service,

@@ -311,6 +311,10 @@ pub struct Array {
     read_errors: Vec<std::sync::atomic::AtomicU32>,
     /// Write errors per member since assembly.
     write_errors: Vec<std::sync::atomic::AtomicU32>,
+    /// The users' I/O (a server's requests) while measuring, and since
+    /// when measuring is on (`measure_io`).
+    user_io: crate::iostat::IoCounters,
+    measuring_since: std::sync::OnceLock<std::time::Instant>,
     /// Per member, the errors counted before this assembly and not cleared
     /// (the annex's): status shows them plus this run's.
     errors_before: Mutex<Vec<crate::annex::ErrorCounts>>,
@@ -610,6 +614,20 @@ impl Array {
             self.persist(&mut sb)?;
         }
         Ok(())
+    }
+
+    /// Count I/O from now on, per member and for the users (iostat,
+    /// metrics): a server or a command holding the array turns it on.
+    pub fn measure_io(&self) {
+        self.measuring_since.get_or_init(std::time::Instant::now);
+        self.hot.slots.iter().for_each(|s| s.measure(true));
+    }
+
+    /// The users' counters, while measuring (the server counts its
+    /// requests in them).
+    #[inline]
+    pub fn user_io(&self) -> Option<&crate::iostat::IoCounters> {
+        self.measuring_since.get().map(|_| &self.user_io)
     }
 
     pub(crate) fn apply_read_policy(&self, policy: hetraid_core::readbalance::ReadPolicy) {

@@ -61,6 +61,12 @@ pub struct Status {
     /// Devices that failed out of a slot another device is being rebuilt
     /// into (mdadm --detail lists them as faulty): from the events.
     pub departed: Vec<Departed>,
+    /// The users' I/O (the server's requests) since measuring started,
+    /// and how long ago that was: iostat's and the metrics' source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io: Option<crate::iostat::IoStats>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_seconds: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
@@ -127,6 +133,9 @@ pub struct MemberStatus {
     #[serde(default)]
     pub write_errors: u32,
     pub checksum_errors: u32,
+    /// I/O since measuring started (a served array), for iostat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io: Option<crate::iostat::IoStats>,
 }
 
 impl Array {
@@ -239,6 +248,10 @@ impl Array {
                     read_errors: self.error_counts(i).read,
                     write_errors: self.error_counts(i).write,
                     checksum_errors: self.error_counts(i).checksum,
+                    io: self
+                        .measuring_since
+                        .get()
+                        .map(|_| self.hot.slots[i].io_stats()),
                 })
                 .collect(),
             warnings: {
@@ -300,6 +313,11 @@ impl Array {
             spares: self.spare_status(),
             spares_missing: self.spares_missing(),
             departed: self.departed(),
+            io: self.user_io().map(|c| c.snapshot()),
+            io_seconds: self
+                .measuring_since
+                .get()
+                .map(|t| t.elapsed().as_secs_f64()),
         }
     }
 }

@@ -7,7 +7,11 @@
 use super::Member;
 use arc_swap::ArcSwapOption;
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+/// `Slot::watch` bits.
+const TRACK: u8 = 1;
+const MEASURE: u8 = 2;
 use std::sync::{Arc, Mutex};
 
 struct Held(Arc<dyn Member>, Option<super::PlainFile>);
@@ -41,9 +45,12 @@ impl Held {
 pub struct Slot {
     index: usize,
     inner: ArcSwapOption<Held>,
-    /// Reads balance over copies (a layout with copies): count operations
-    /// in flight and where the last one ends, for the read policy.
-    track: AtomicBool,
+    /// What to count around each operation (one load on the hot path):
+    /// `TRACK` operations in flight and where the last one ends (reads
+    /// balancing over copies), `MEASURE` operations, bytes and time.
+    watch: AtomicU8,
+    /// I/O statistics while measuring (`MEASURE`).
+    io: crate::iostat::IoCounters,
     pending: AtomicU32,
     head: AtomicU64,
     /// The same member as `inner`, for reads under a hazard pointer: one
@@ -68,7 +75,8 @@ impl Slot {
             index,
             raw: AtomicPtr::new(into_raw(held.clone())),
             inner: ArcSwapOption::new(held),
-            track: AtomicBool::new(false),
+            watch: AtomicU8::new(0),
+            io: Default::default(),
             pending: AtomicU32::new(0),
             head: AtomicU64::new(0),
             retired: Mutex::new(Retired(Vec::new())),
@@ -78,7 +86,24 @@ impl Slot {
 
     /// Count operations and positions from now on (read balancing).
     pub fn track(&self, on: bool) {
-        self.track.store(on, Ordering::Relaxed);
+        self.set_watch(TRACK, on);
+    }
+
+    /// Count operations, bytes and time from now on (iostat).
+    pub fn measure(&self, on: bool) {
+        self.set_watch(MEASURE, on);
+    }
+
+    fn set_watch(&self, bit: u8, on: bool) {
+        match on {
+            true => self.watch.fetch_or(bit, Ordering::Relaxed),
+            false => self.watch.fetch_and(!bit, Ordering::Relaxed),
+        };
+    }
+
+    /// What was counted while measuring.
+    pub fn io_stats(&self) -> crate::iostat::IoStats {
+        self.io.snapshot()
     }
 
     /// Operations in flight, and where the last one started ends (raw
@@ -90,16 +115,38 @@ impl Slot {
         )
     }
 
-    /// Run `op` counted as in flight when tracking.
+    /// Run `op` counted as in flight when tracking, and its bytes and time
+    /// when measuring.
     #[inline(always)]
-    fn counted<T>(&self, off: u64, len: usize, op: impl FnOnce() -> T) -> T {
-        if !self.track.load(Ordering::Relaxed) {
+    fn counted<T>(&self, write: bool, off: u64, len: usize, op: impl FnOnce() -> T) -> T {
+        let watch = self.watch.load(Ordering::Relaxed);
+        if watch == 0 {
             return op();
         }
-        self.pending.fetch_add(1, Ordering::Relaxed);
-        self.head.store(off + len as u64, Ordering::Relaxed);
-        let r = op();
-        self.pending.fetch_sub(1, Ordering::Relaxed);
+        self.watched(watch, write, off, len, op)
+    }
+
+    #[inline(never)]
+    fn watched<T>(
+        &self,
+        watch: u8,
+        write: bool,
+        off: u64,
+        len: usize,
+        op: impl FnOnce() -> T,
+    ) -> T {
+        let track = watch & TRACK != 0;
+        if track {
+            self.pending.fetch_add(1, Ordering::Relaxed);
+            self.head.store(off + len as u64, Ordering::Relaxed);
+        }
+        let r = match watch & MEASURE != 0 {
+            true => self.io.timed(write, len as u64, op),
+            false => op(),
+        };
+        if track {
+            self.pending.fetch_sub(1, Ordering::Relaxed);
+        }
         r
     }
 
@@ -215,7 +262,7 @@ impl Slot {
     pub(crate) fn read_fast(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
         let len = buf.len();
         let hazard = super::hazard::protect(&self.raw, |h| match h {
-            Some(h) => self.counted(off, len, || h.read_at(&mut *buf, off)),
+            Some(h) => self.counted(false, off, len, || h.read_at(&mut *buf, off)),
             None => Err(self.empty()),
         });
         if self.retired_any.load(Ordering::Relaxed) {
@@ -225,7 +272,7 @@ impl Slot {
             Some(r) => r,
             // Nested, or the thread is ending: the arc-swap guard.
             None => match self.inner.load().as_ref() {
-                Some(h) => self.counted(off, len, || h.read_at(buf, off)),
+                Some(h) => self.counted(false, off, len, || h.read_at(buf, off)),
                 None => Err(self.empty()),
             },
         }
@@ -238,13 +285,16 @@ impl Member for Slot {
     }
     fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
         match self.inner.load().as_ref() {
-            Some(h) => self.counted(off, buf.len(), || h.0.write_at(buf, off)),
+            Some(h) => self.counted(true, off, buf.len(), || h.0.write_at(buf, off)),
             None => Err(self.empty()),
         }
     }
     fn write_vectored_at(&self, parts: &[&[u8]], off: u64) -> io::Result<()> {
         match self.inner.load().as_ref() {
-            Some(h) => h.0.write_vectored_at(parts, off),
+            Some(h) => {
+                let len = parts.iter().map(|p| p.len()).sum();
+                self.counted(true, off, len, || h.0.write_vectored_at(parts, off))
+            }
             None => Err(self.empty()),
         }
     }
@@ -265,7 +315,11 @@ impl Member for Slot {
     }
     fn discard(&self, off: u64, len: u64) -> io::Result<bool> {
         match self.inner.load().as_ref() {
-            Some(h) => self.counted(off, len as usize, || h.0.discard(off, len)),
+            // Tracked as in flight, not measured: a discard moves no bytes.
+            Some(h) => {
+                let watch = self.watch.load(Ordering::Relaxed) & TRACK;
+                self.watched(watch, true, off, len as usize, || h.0.discard(off, len))
+            }
             None => Err(self.empty()),
         }
     }

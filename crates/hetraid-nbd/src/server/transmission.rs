@@ -553,7 +553,12 @@ pub(super) fn execute(
             let data = lead + head.len();
             out[lead..data].copy_from_slice(&head);
             out.truncate(data + len as usize);
-            match array.read(offset, &mut out[data..]) {
+            let buf = &mut out[data..];
+            let read = match array.user_io() {
+                Some(io) => io.timed(false, len as u64, || array.read(offset, buf)),
+                None => array.read(offset, buf),
+            };
+            match read {
                 Ok(()) => (out, lead, false),
                 Err(e) => {
                     tracing::info!("serve: read failed: {e}");
@@ -570,11 +575,15 @@ pub(super) fn execute(
         },
         Action::Write { offset, fua, .. } => {
             let data = job.data.as_ref().map_or(&[][..], |d| &d.buf[..]);
-            done(
+            let write = || {
                 array
                     .write(offset, data)
-                    .and_then(|_| if fua { array.flush() } else { Ok(()) }),
-            )
+                    .and_then(|_| if fua { array.flush() } else { Ok(()) })
+            };
+            done(match array.user_io() {
+                Some(io) => io.timed(true, data.len() as u64, write),
+                None => write(),
+            })
         }
         Action::WriteZeroes {
             offset,

@@ -7,6 +7,7 @@ pub mod array;
 pub mod ceph;
 pub mod demo;
 pub mod events;
+pub mod iostat;
 pub mod layout;
 pub mod loadmap;
 pub mod plan;
@@ -65,6 +66,9 @@ impl Command {
         config: Option<&std::path::Path>,
     ) -> Result<(), hetraid_core::Failure> {
         if let Command::Assemble(c) | Command::Status(c) = self {
+            c.config = config.map(std::path::Path::to_path_buf);
+        }
+        if let Command::Iostat(c) = self {
             c.config = config.map(std::path::Path::to_path_buf);
         }
         if let Command::Monitor(c) = self {
@@ -233,6 +237,10 @@ pub enum Command {
     /// Show the events the members keep (failures, rebuilds, scrubs, spares;
     /// like zpool events), newest last; works on a served array too.
     Events(crate::ops::events::EventsCmd),
+    /// Per array and per member: operations and MB a second, latency and
+    /// queue depth, rebuild/scrub/grow progress (zpool iostat -v), from the
+    /// process serving or holding the array.
+    Iostat(crate::ops::iostat::IostatCmd),
     /// Watch an array's events and run a program for each (mdadm --monitor).
     Monitor(crate::ops::monitor::MonitorCmd),
     /// Print a shell completion script: hetraid completions bash >
@@ -387,6 +395,7 @@ pub fn main() {
         Command::CtlRaw { socket, request } => ctl_raw(&socket, &request),
         Command::Events(c) => c.run().map_err(Into::into),
         Command::Monitor(c) => c.run().map_err(Into::into),
+        Command::Iostat(c) => c.run(),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "hetraid", &mut std::io::stdout());

@@ -16,6 +16,11 @@ pub struct ServeCmd {
     /// configuration's `listen` for the array).
     #[arg(long)]
     pub listen: Option<String>,
+    /// Serve the array's metrics for Prometheus (GET /metrics) on
+    /// tcp:HOST:PORT or unix:PATH: state, per member I/O and error counters,
+    /// a rebuild's, scrub's or change's progress.
+    #[arg(long, value_name = "ADDRESS")]
+    pub metrics: Option<String>,
     /// Refuse writes (clients get EPERM).
     #[arg(long)]
     pub read_only: bool,

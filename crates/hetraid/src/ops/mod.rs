@@ -4,6 +4,7 @@ pub mod array;
 pub mod ceph;
 pub mod demo;
 pub mod events;
+pub mod iostat;
 pub mod layout;
 pub mod loadmap;
 pub mod monitor;

@@ -30,6 +30,14 @@ impl ServeCmd {
         // Every option is checked before the array is touched: a refusal
         // changes nothing.
         let (listen, tls) = self.check_options()?;
+        // Bound before the array is touched: an address in use refuses here.
+        let metrics = match &self.metrics {
+            Some(m) => Some(
+                hetraid_nbd::metrics::MetricsListener::bind(&Listen::parse(m)?)
+                    .map_err(|e| format!("--metrics {m}: {e}"))?,
+            ),
+            None => None,
+        };
         let read_policy = self
             .read_policy
             .as_deref()
@@ -61,6 +69,8 @@ impl ServeCmd {
         let write_buffer = self.write_buffer;
         let log_memory = self.log_memory;
         let reopen: hetraid_engine::Reopen = Box::new(move |a: &Arc<hetraid_engine::Array>| {
+            // Counted for iostat and the metrics, from the first request.
+            a.measure_io();
             if let Some(m) = log_memory {
                 a.set_log_memory(m);
             }
@@ -94,7 +104,15 @@ impl ServeCmd {
             self.listen_str(),
             if self.read_only { " read-only" } else { "" }
         );
-        let services = self.start_services(&cell, &array, &stop, &st.uuid);
+        let mut services = self.start_services(&cell, &array, &stop, &st.uuid);
+        if let Some(l) = metrics {
+            let (cell, stop) = (cell.clone(), stop.clone());
+            services.threads.push(std::thread::spawn(move || {
+                hetraid_nbd::metrics::serve_metrics(l, cell, stop, |st| {
+                    crate::render::metrics::prometheus(st)
+                })
+            }));
+        }
         let stats = Arc::new(Stats::default());
         let mut cfg = self.config(tls)?;
         cfg.ready = Some(tell_systemd_when_ready(format!(

@@ -7,7 +7,9 @@
 pub mod advise;
 pub mod analyze;
 pub mod events;
+pub mod iostat;
 pub mod layout;
+pub mod metrics;
 pub mod plan;
 pub mod reports;
 pub mod sim;

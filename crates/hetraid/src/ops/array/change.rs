@@ -311,11 +311,16 @@ impl Held {
     pub fn open(paths: &[String], role: &'static str, degraded: bool) -> Result<Self, String> {
         let members = open_given(paths, degraded)?;
         let a = Array::assemble(members.clone()).map_err(|e| e.to_string())?;
+        // `iostat` from another shell sees the members work.
+        a.measure_io();
         let uuid = a.status().uuid;
         let cell = Arc::new(hetraid_engine::ArrayCell::new(
             Arc::new(a),
             members,
-            Box::new(|_| Ok(())),
+            Box::new(|a| {
+                a.measure_io();
+                Ok(())
+            }),
         ));
         let stop =
             hetraid_nbd::Stop::new().map_err(|e| format!("cannot make a stop signal: {e}"))?;
