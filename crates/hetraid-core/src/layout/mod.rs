@@ -22,6 +22,7 @@ macro_rules! row_accessors {
 
 mod classic;
 mod declustered;
+mod fs_alignment;
 mod direct;
 mod hpda;
 mod presets;
@@ -35,6 +36,7 @@ mod s2;
 
 pub use classic::{ParityOrder, Raid0, Raid1, Raid10, Raid4, Raid5, Raid6};
 pub use declustered::Declustered;
+pub use fs_alignment::FsAlignment;
 pub use direct::{DirectMap, Placement};
 pub use hpda::{Hpda, LogRegion};
 pub use presets::{Permuted, Preset};

@@ -49,7 +49,7 @@ mod wbuf;
 
 pub use hpda::HpdaStatus;
 pub(crate) use lifecycle::{region_start, with_checksums};
-pub use status::{Departed, LogDeviceStatus, LogStatus, MemberStatus, Status};
+pub use status::{Departed, LogDeviceStatus, LogStatus, MemberStatus, Mkfs, Status};
 pub use trim::Trimmed;
 
 use hetraid_core::units::PAGE;

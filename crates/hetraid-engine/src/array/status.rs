@@ -67,6 +67,19 @@ pub struct Status {
     pub io: Option<crate::iostat::IoStats>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub io_seconds: Option<f64>,
+    /// The stripe geometry mkfs wants, and its options for ext4 and xfs
+    /// (`hetraid status --mkfs ext4|xfs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fs_alignment: Option<hetraid_core::layout::FsAlignment>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mkfs: Option<Mkfs>,
+}
+
+/// mkfs's options for this array's stripes.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct Mkfs {
+    pub ext4: String,
+    pub xfs: String,
 }
 
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
@@ -179,6 +192,14 @@ impl Array {
             "degraded"
         } else {
             "optimal"
+        }
+    }
+
+    /// The stripe geometry a filesystem should line up with.
+    pub fn fs_alignment(&self) -> hetraid_core::layout::FsAlignment {
+        hetraid_core::layout::FsAlignment {
+            chunk_bytes: self.layout.chunk_bytes(),
+            data_chunks: self.layout.data_per_stripe(),
         }
     }
 
@@ -313,6 +334,11 @@ impl Array {
             spares: self.spare_status(),
             spares_missing: self.spares_missing(),
             departed: self.departed(),
+            fs_alignment: Some(self.fs_alignment()),
+            mkfs: Some(Mkfs {
+                ext4: self.fs_alignment().ext4(),
+                xfs: self.fs_alignment().xfs(),
+            }),
             io: self.user_io().map(|c| c.snapshot()),
             io_seconds: self
                 .measuring_since

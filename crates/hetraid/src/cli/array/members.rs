@@ -41,6 +41,12 @@ pub struct MembersCmd {
     /// /srv/hetraid > /etc/hetraid/hetraid.conf
     #[arg(long, requires = "scan")]
     pub print_config: bool,
+    /// status: print only the mkfs command line that lines a filesystem of
+    /// type FS (ext4 or xfs) up with the stripes (stride and stripe width),
+    /// for the device the array is served as: $(hetraid status tank --mkfs
+    /// ext4) /dev/nbd0
+    #[arg(long, value_name = "FS")]
+    pub mkfs: Option<String>,
     /// The top-level `--config` (set by the dispatch).
     #[arg(skip)]
     pub config: Option<std::path::PathBuf>,

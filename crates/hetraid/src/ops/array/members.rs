@@ -114,7 +114,7 @@ impl MembersCmd {
         }
         if let Some(r) = remote_status(&self.members) {
             let held = r?;
-            crate::render::emit(&held, self.json)?;
+            self.show(&held)?;
             return Ok(held.status.state.to_string());
         }
         let a = assemble_with(
@@ -130,11 +130,27 @@ impl MembersCmd {
             process: None,
             pid: None,
         };
-        crate::render::emit(&held, self.json)?;
-        if !self.json {
+        self.show(&held)?;
+        if !self.json && self.mkfs.is_none() {
             print_warnings(&a);
         }
         Ok(held.status.state.to_string())
+    }
+
+    /// The status as asked: text, JSON, or only the mkfs command line.
+    fn show(&self, held: &hetraid_nbd::control::HeldStatus) -> Result<(), Failure> {
+        let Some(fs) = &self.mkfs else {
+            return Ok(crate::render::emit(held, self.json)?);
+        };
+        if self.json {
+            return Err("--mkfs prints a command line; --json has it as mkfs.ext4 and mkfs.xfs".into());
+        }
+        let a = held
+            .status
+            .fs_alignment
+            .ok_or("the server is an older hetraid that does not give the stripe geometry")?;
+        println!("mkfs.{fs} {}", a.options(fs)?);
+        Ok(())
     }
 
     /// `assemble --scan`: every array found under the paths (or the
@@ -200,6 +216,7 @@ impl MembersCmd {
                 scan: false,
                 name: None,
                 print_config: false,
+                mkfs: None,
                 config: None,
             };
             match sub.assemble_quiet() {
@@ -287,6 +304,9 @@ impl MembersCmd {
     pub fn assemble(&self) -> Result<(), Failure> {
         if self.test {
             return Err("--test applies to status (it exits with the array's health)".into());
+        }
+        if self.mkfs.is_some() {
+            return Err("--mkfs applies to status (it prints the mkfs command line)".into());
         }
         if self.scan {
             return self.assemble_scan();
