@@ -61,9 +61,39 @@ pub fn format_size(b: u64) -> String {
     format!("{b}")
 }
 
+/// `b` for people: in the largest binary unit it reaches, whole when it is a
+/// multiple (`64M`, as [`format_size`]), else to one decimal (`412.8M`,
+/// where `format_size` says `422656K`). Not parseable back exactly: show
+/// the bytes beside it where they matter.
+pub fn human_size(b: u64) -> String {
+    for (unit, m) in [
+        ("T", 1u64 << 40),
+        ("G", 1 << 30),
+        ("M", 1 << 20),
+        ("K", 1 << 10),
+    ] {
+        if b >= m {
+            return match b.is_multiple_of(m) {
+                true => format!("{}{unit}", b / m),
+                false => format!("{:.1}{unit}", b as f64 / m as f64),
+            };
+        }
+    }
+    format!("{b}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[test]
+    fn human_sizes_keep_one_unit() {
+        assert_eq!(human_size(64 << 20), "64M");
+        assert_eq!(human_size(422656 << 10), "412.8M");
+        assert_eq!(human_size(6291072 << 10), "6.0G");
+        assert_eq!(human_size(1536), "1.5K");
+        assert_eq!(human_size(512), "512");
+    }
+
     #[test]
     fn sizes_parse() {
         assert_eq!(parse_size("4K"), Ok(4096));

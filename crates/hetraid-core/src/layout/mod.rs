@@ -22,8 +22,8 @@ macro_rules! row_accessors {
 
 mod classic;
 mod declustered;
-mod fs_alignment;
 mod direct;
+mod fs_alignment;
 mod hpda;
 mod presets;
 mod raidh;
@@ -36,8 +36,8 @@ mod s2;
 
 pub use classic::{ParityOrder, Raid0, Raid1, Raid10, Raid4, Raid5, Raid6};
 pub use declustered::Declustered;
-pub use fs_alignment::FsAlignment;
 pub use direct::{DirectMap, Placement};
+pub use fs_alignment::FsAlignment;
 pub use hpda::{Hpda, LogRegion};
 pub use presets::{Permuted, Preset};
 pub use raidh::{swrr_cycle, swrr_pairs, RaidH, RaidH6};

@@ -4,7 +4,8 @@
 //! HPDA's lines.
 
 use super::{say, Report};
-use hetraid_core::units::format_size;
+use hetraid_core::units::human_size;
+use hetraid_engine::array::MemberStatus;
 use hetraid_engine::array::{ChangeProgress, ChangeRate, OpProgress};
 use hetraid_engine::Status;
 use hetraid_nbd::control::HeldStatus;
@@ -55,6 +56,80 @@ fn awaiting_rebuild(st: &Status) -> Option<String> {
         waiting.join(", "),
         rebuild_command(st)
     ))
+}
+
+/// What to do, with the exact command, for every state that needs it (zpool
+/// status's `action:`): the members' paths filled in (they reach a server
+/// too). `held`: a server or a command holds the array (it rebuilds onto
+/// spares itself; a rebuild it runs is shown as progress).
+fn actions(v: &Status, held: bool) -> Vec<String> {
+    let paths: Vec<&str> = v
+        .member_states
+        .iter()
+        .filter_map(|m| m.path.as_deref())
+        .chain(v.spares.iter().map(|s| s.path.as_str()))
+        .collect();
+    let given = paths.join(" ");
+    let out: Vec<&MemberStatus> = v
+        .member_states
+        .iter()
+        .filter(|m| matches!(m.state.as_ref(), "faulty" | "missing" | "removed"))
+        .collect();
+    let last = |m: &MemberStatus| {
+        m.last_path
+            .clone()
+            .or_else(|| m.path.clone())
+            .unwrap_or_else(|| format!("slot {}", m.device))
+    };
+    let mut todo = Vec::new();
+    match v.state.as_ref() {
+        "incomplete" => {
+            let all: Vec<String> = v.member_states.iter().map(last).collect();
+            todo.push(format!(
+                "give every member (or the array's name): hetraid status {}",
+                all.join(" ")
+            ));
+        }
+        "failed" => todo.push(match out.first() {
+            Some(m) => format!(
+                "the array cannot be read: bring back a member that left intact (hetraid add {given} --with {}), or restore from a backup",
+                last(m)
+            ),
+            None => "the array cannot be read: restore from a backup".into(),
+        }),
+        "degraded" if !v.spares.is_empty() && !held => todo.push(format!(
+            "a spare takes the failed slot when rebuilt: hetraid rebuild {given}"
+        )),
+        "degraded" if !v.spares.is_empty() => {}
+        "degraded" => {
+            if let Some(m) = out.first() {
+                todo.push(format!(
+                    "replace member {} ({}) and rebuild: hetraid replace {given} --member {} --with NEW_DEVICE, then hetraid rebuild with NEW_DEVICE in its place (or add a spare: hetraid add {given} --with SPARE)",
+                    m.device,
+                    last(m),
+                    m.device
+                ));
+            }
+        }
+        "rebuilding" if v.progress.is_none() && !held => {
+            todo.push(format!("run the rebuild: hetraid rebuild {given}"));
+        }
+        _ => {}
+    }
+    for m in &v.member_states {
+        if m.read_errors + m.write_errors + m.checksum_errors > 0 {
+            todo.push(format!(
+                "member {} ({}) saw {} read, {} write and {} checksum errors: check the device (smartctl -a), hetraid scrub {given}, then hetraid clear {given} --member {}",
+                m.device,
+                last(m),
+                m.read_errors,
+                m.write_errors,
+                m.checksum_errors,
+                m.device
+            ));
+        }
+    }
+    todo
 }
 
 /// `hetraid rebuild` with the array's member paths (the devices in their
@@ -118,9 +193,9 @@ pub fn status_text(v: &Status, held_by: Option<&str>) -> String {
     say!(
         out,
         "capacity {} ({} bytes), chunk {}, {} stripes, policy {}{}, events {}",
-        format_size(v.capacity_bytes),
+        human_size(v.capacity_bytes),
         v.capacity_bytes,
-        format_size(v.chunk_bytes),
+        human_size(v.chunk_bytes),
         v.stripe_count,
         v.policy,
         v.read_policy
@@ -147,6 +222,9 @@ pub fn status_text(v: &Status, held_by: Option<&str>) -> String {
             absent.join(", ")
         );
     }
+    for a in actions(v, held_by.is_some()) {
+        say!(out, "action: {a}");
+    }
     match &v.last_scrub {
         Some(r) => say!(
             out,
@@ -172,7 +250,7 @@ pub fn status_text(v: &Status, held_by: Option<&str>) -> String {
         say!(
             out,
             "bundle table: on every member, {} in all ({:.3} % of the data areas)",
-            format_size(t),
+            human_size(t),
             t as f64 * 100.0 / data.max(1) as f64
         );
     }
@@ -194,7 +272,7 @@ pub fn status_text(v: &Status, held_by: Option<&str>) -> String {
                 format!("log{}", d.copy),
                 d.state,
                 d.kind,
-                format_size(l.ring_bytes),
+                human_size(l.ring_bytes),
                 "-",
                 "-",
                 "-",
@@ -215,13 +293,13 @@ fn consistency(out: &mut String, v: &Status) {
             "consistency: {} (write log {}, {} of {} in use, {} records since the last checkpoint{})",
             l.mode,
             l.state,
-            format_size(l.used_bytes),
-            format_size(l.ring_bytes),
+            human_size(l.used_bytes),
+            human_size(l.ring_bytes),
             l.records,
             if l.mode == "write-back" {
                 format!(
                     ", {} not yet on the members",
-                    format_size(l.unreclaimed_bytes)
+                    human_size(l.unreclaimed_bytes)
                 )
             } else {
                 String::new()
@@ -297,9 +375,9 @@ fn members(out: &mut String, v: &Status) {
             m.device.to_string(),
             m.state,
             m.kind,
-            format_size(m.data_bytes),
-            format_size(m.used_bytes),
-            format_size(m.unused_bytes),
+            human_size(m.data_bytes),
+            human_size(m.used_bytes),
+            human_size(m.unused_bytes),
             m.redundancy_share * 100.0,
             m.read_errors,
             m.write_errors,
@@ -317,7 +395,7 @@ fn spares(out: &mut String, v: &Status) {
             "spare",
             "spare",
             sp.kind,
-            format_size(sp.size_bytes),
+            human_size(sp.size_bytes),
             "-",
             "-",
             "-",
@@ -384,9 +462,9 @@ fn hpda(out: &mut String, v: &Status) {
         "hpda: {}; {} writes ({}) to the log, {} ({}) in place ({} intent records, {} journaled)",
         h.routing,
         h.log_writes,
-        format_size(h.log_bytes),
+        human_size(h.log_bytes),
         h.raid4_writes,
-        format_size(h.raid4_bytes),
+        human_size(h.raid4_bytes),
         h.intent_records,
         h.journaled_raid4_writes
     );
@@ -395,8 +473,8 @@ fn hpda(out: &mut String, v: &Status) {
             out,
             "hpda log: {} entries, {} waiting for the RAID4, {} reclaimed since assembly",
             l.entries,
-            format_size(l.unreclaimed_bytes),
-            format_size(l.reclaimed_bytes)
+            human_size(l.unreclaimed_bytes),
+            human_size(l.reclaimed_bytes)
         );
     }
     say!(

@@ -393,18 +393,18 @@ impl CreateCmd {
     /// different sizes, spare space a rebuild must share, the array, the log.
     fn report_created(&self, array: &Array) {
         let st = array.status();
-        // Members of different sizes under a layout that uses each as the
-        // smallest: say how much is left unused, and what would use it.
-        if matches!(
-            st.layout.as_str(),
-            "raid0" | "raid1" | "raid4" | "raid5" | "raid6" | "raidh" | "raidh6"
-        ) {
-            let used = st.stripe_count * st.chunk_bytes;
-            let waste: u64 = st
+        // Members of different sizes under a layout that cuts each to the
+        // smallest (every layout but RAIDX, which places chunks on members
+        // of any size, and HPDA, whose second disk holds only a log copy by
+        // design): say how much is left unused, and what would use it.
+        if !matches!(st.layout.as_str(), "raidx" | "hpda") {
+            let used = st
                 .member_states
                 .iter()
-                .map(|m| m.data_bytes.saturating_sub(used))
-                .sum();
+                .map(|m| m.used_bytes)
+                .min()
+                .unwrap_or(0);
+            let waste: u64 = st.member_states.iter().map(|m| m.unused_bytes).sum();
             let total: u64 = st.member_states.iter().map(|m| m.data_bytes).sum();
             // Equal members, a log region on two of them: the others keep
             // as much unused (they do not differ in size).

@@ -143,7 +143,9 @@ impl MembersCmd {
             return Ok(crate::render::emit(held, self.json)?);
         };
         if self.json {
-            return Err("--mkfs prints a command line; --json has it as mkfs.ext4 and mkfs.xfs".into());
+            return Err(
+                "--mkfs prints a command line; --json has it as mkfs.ext4 and mkfs.xfs".into(),
+            );
         }
         let a = held
             .status
