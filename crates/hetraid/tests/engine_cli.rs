@@ -480,7 +480,7 @@ fn s2raid5_rebuilds_to_spare_from_the_command_line() {
     // no disk is shared by two rebuild streams, and no note.
     let (code, _, err) = run(&create, None);
     assert_eq!(code, 0, "{err}");
-    assert!(!err.contains("note:"), "{err}");
+    assert!(!err.contains("rebuild into spare space"), "{err}");
     let st: Value = serde_json::from_slice(&ok(&with("status", &m, &["--json"]), None)).unwrap();
     assert_eq!(
         (st["partitions"].as_u64(), st["spare_partitions"].as_u64()),

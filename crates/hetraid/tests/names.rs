@@ -352,3 +352,17 @@ fn serve_by_name_listens_where_the_configuration_says_and_tells_systemd() {
         .status();
     assert!(child.wait().unwrap().success());
 }
+
+#[test]
+fn config_applies_to_array_verbs_only() {
+    let (code, _, err) = hetraid(&["sim", "--config", "/tmp/x.toml"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--config names arrays for the array verbs"),
+        "{err}"
+    );
+    // sim's own file argument is not the global option.
+    let (code, _, err) = hetraid(&["sim", "/nonexistent/run.toml"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("/nonexistent/run.toml"), "{err}");
+}

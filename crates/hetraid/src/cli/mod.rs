@@ -30,7 +30,12 @@ pub struct Cli {
     /// The configuration file naming arrays (default: $HETRAID_CONFIG, else
     /// /etc/hetraid/hetraid.conf): any verb then takes an array's name or
     /// UUID in place of its members.
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(
+        long = "config",
+        id = "config_file",
+        global = true,
+        value_name = "PATH"
+    )]
     pub config: Option<std::path::PathBuf>,
     #[command(subcommand)]
     pub command: Command,
@@ -70,6 +75,15 @@ impl Command {
         }
         if let Command::Iostat(c) = self {
             c.config = config.map(std::path::Path::to_path_buf);
+        }
+        // An option that does not apply is an error (`sim FILE` takes its
+        // configuration as an argument, not as --config).
+        if config.is_some()
+            && !matches!(self, Command::Iostat(_) | Command::Monitor(_))
+            && self.members_mut().is_none()
+            && !matches!(self, Command::Assemble(c) | Command::Status(c) if c.scan)
+        {
+            return Err("--config names arrays for the array verbs (status, fail, serve, monitor, iostat, ...); this verb takes none (sim and sweep take their file as an argument)".into());
         }
         if let Command::Monitor(c) = self {
             c.config = config.map(std::path::Path::to_path_buf);
@@ -148,10 +162,15 @@ pub enum Command {
         after_help = "Example:\n  hetraid add a.img c.img d.img --with b.img        # b.img back (re-add) or into a failed slot\n  hetraid add a.img b.img c.img d.img --with s.img  # a healthy array: a hot spare"
     )]
     Add(crate::ops::array::AddCmd),
-    /// Add a member to a RAIDX array (--add NEW): chunks move onto it and the
-    /// capacity grows by the bundles it allows; without --add, finish a grow
-    /// or shrink cut short. Crash-safe: run it again after a kill.
-    #[command(after_help = "Example:\n  hetraid grow a.img b.img c.img d.img --add e.img:ssd")]
+    /// Add a member (--add NEW): a RAIDX array moves chunks onto it, a
+    /// RAID5, RAID6 or RAIDH array restripes onto it; the capacity grows by
+    /// what it allows. --weights restripes RAIDH to new parity weights,
+    /// --size max lets a RAIDX member replaced by a larger one bring its
+    /// whole size. Without them, finish a grow, shrink or restripe cut
+    /// short. Crash-safe: run it again after a kill.
+    #[command(
+        after_help = "Example:\n  hetraid grow a.img b.img c.img d.img --add e.img:ssd\n  hetraid grow a.img b.img c.img d.img --weights 1,1,1,3"
+    )]
     Grow(crate::ops::array::GrowCmd),
     /// Shrink a RAIDX array to --size and re-place the chunks of slot
     /// --member on the other members: full redundancy again, before any

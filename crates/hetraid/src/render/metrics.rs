@@ -113,11 +113,17 @@ pub fn prometheus(st: &Status) -> String {
         "I/O errors of the member since the last hetraid clear (kept on the members).",
         &errors,
     );
-    // I/O counters: the users' (array) and each member's.
+    io_families(&mut f, st, &array, &member);
+    progress_families(&mut f, st, &array);
+    f.out
+}
+
+/// The I/O counters: the users' (array) and each member's.
+fn io_families(f: &mut Families, st: &Status, array: &str, member: &dyn Fn(usize) -> String) {
     let io: Vec<(String, &IoStats)> = st
         .io
         .iter()
-        .map(|s| (array.clone(), s))
+        .map(|s| (array.to_string(), s))
         .chain(
             st.member_states
                 .iter()
@@ -158,6 +164,10 @@ pub fn prometheus(st: &Status) -> String {
             }
         }
     }
+}
+
+/// A rebuild's, scrub's or change's progress and time left.
+fn progress_families(f: &mut Families, st: &Status, array: &str) {
     let (op, ratio, eta) = match (&st.progress, &st.change) {
         (Some(p), _) => (p.op.to_string(), p.percent / 100.0, p.eta_s),
         (None, Some(c)) => (
@@ -192,7 +202,6 @@ pub fn prometheus(st: &Status) -> String {
         "hetraid_array_events_total",
         "counter",
         "The superblock's event counter (every recorded change of the array).",
-        &[(array.clone(), st.events as f64)],
+        &[(array.to_string(), st.events as f64)],
     );
-    f.out
 }

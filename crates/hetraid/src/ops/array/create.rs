@@ -398,13 +398,21 @@ impl CreateCmd {
         // of any size, and HPDA, whose second disk holds only a log copy by
         // design): say how much is left unused, and what would use it.
         if !matches!(st.layout.as_str(), "raidx" | "hpda") {
+            // What members larger than the smallest bring and the layout
+            // leaves: distributed spare space (S²-RAID, declustered) is
+            // used, not wasted, so it is not counted.
             let used = st
                 .member_states
                 .iter()
-                .map(|m| m.used_bytes)
+                .map(|m| m.data_bytes)
                 .min()
                 .unwrap_or(0);
-            let waste: u64 = st.member_states.iter().map(|m| m.unused_bytes).sum();
+            let waste: u64 = st
+                .member_states
+                .iter()
+                .map(|m| m.data_bytes - used)
+                .sum::<u64>()
+                .min(st.member_states.iter().map(|m| m.unused_bytes).sum());
             let total: u64 = st.member_states.iter().map(|m| m.data_bytes).sum();
             // Equal members, a log region on two of them: the others keep
             // as much unused (they do not differ in size).
@@ -433,7 +441,7 @@ impl CreateCmd {
                 );
             } else if waste > total / 100 {
                 eprintln!(
-                    "hetraid: warning: the members differ in size: {} of them ({:.0} %) is not used, as {} uses {} of each member (the smallest's); raidx uses members of any size (hetraid layout --layout raidx --sizes ... shows what it would hold)",
+                    "hetraid: warning: the members differ in size: {} of them ({:.0} %) is not used, as {} cuts each member to the smallest's {}; raidx uses members of any size (hetraid layout --layout raidx --sizes ... shows what it would hold)",
                     format_size(waste),
                     waste as f64 * 100.0 / total.max(1) as f64,
                     st.layout,
