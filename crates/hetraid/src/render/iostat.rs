@@ -76,7 +76,17 @@ pub struct IostatReport {
     pub arrays: Vec<ArrayRates>,
 }
 
+/// Columns the label has before the numbers.
+const LABEL_WIDTH: usize = 28;
+
 fn line(out: &mut String, label: &str, r: &Rates) {
+    // A long path on a line of its own, the numbers under it, aligned.
+    let label = if label.chars().count() > LABEL_WIDTH {
+        say!(out, "{label}");
+        ""
+    } else {
+        label
+    };
     say!(
         out,
         "{label:<28} {:>8.0} {:>8.0} {:>9.1} {:>9.1} {:>8.2} {:>8.2} {:>6.2}",

@@ -63,7 +63,7 @@ pub(crate) fn group_found(found: &[(String, PathBuf)]) -> Vec<FoundArray> {
                     }) =>
                 {
                     eprintln!(
-                        "hetraid: warning: {p} is left out: a newer copy of the device of slot {} is beside it",
+                        "hetraid: warning: {p} is left out: slot {} is held by a newer device beside it (its replacement, or a newer copy of it)",
                         sb.member
                     )
                 }
