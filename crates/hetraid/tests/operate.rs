@@ -340,7 +340,11 @@ fn status_sees_an_offline_rebuild_from_another_process() {
     while t0.elapsed() < Duration::from_secs(20) && seen.is_none() {
         std::thread::sleep(Duration::from_millis(300));
         let (_, out, _) = hetraid(&args("status", &now, &[]));
-        if out.contains("hetraid rebuild running") && out.contains("rebuild: ") {
+        // Past its first second the line has a rate and a time left.
+        let rated = out
+            .lines()
+            .any(|l| l.starts_with("rebuild: ") && l.contains("MB/s"));
+        if out.contains("hetraid rebuild running") && rated {
             seen = Some(out);
         }
     }

@@ -320,6 +320,11 @@ pub struct OpProgress {
     pub eta_s: Option<f64>,
 }
 
+/// Seconds an operation runs before its rate and time left are told: the
+/// first batch goes at once and the pacer waits after it, so a rate over
+/// less than this says how fast one batch went, not the operation.
+pub const RATE_SETTLE_S: f64 = 1.0;
+
 impl OpProgress {
     pub fn of(op: &'static str, p: &crate::rebuild::RebuildProgress, start_stripe: u64) -> Self {
         let rate = p.bytes_done as f64 / p.elapsed_s.max(1e-6);
@@ -333,12 +338,20 @@ impl OpProgress {
             bytes_done: p.bytes_done,
             elapsed_s: p.elapsed_s,
             rate_bytes_per_s: rate,
-            eta_s: (done_now > 0).then(|| p.elapsed_s / done_now as f64 * left as f64),
+            eta_s: (done_now > 0 && p.elapsed_s >= RATE_SETTLE_S)
+                .then(|| p.elapsed_s / done_now as f64 * left as f64),
         }
     }
 
-    /// "29.0 % (stripe 144 of 496), 52.1 MB/s, 3 s left"
+    /// "29.0 % (stripe 144 of 496), 52.1 MB/s, 3 s left" (the one wording:
+    /// the server's log and `status` both say it).
     pub fn text(&self) -> String {
+        if self.elapsed_s < RATE_SETTLE_S {
+            return format!(
+                "{:.1} % (stripe {} of {}), starting",
+                self.percent, self.stripes_done, self.stripes_total
+            );
+        }
         format!(
             "{:.1} % (stripe {} of {}), {:.1} MB/s, {}",
             self.percent,

@@ -437,19 +437,7 @@ fn spares(out: &mut String, v: &Status) {
 /// The status line of a rebuild or scrub running, e.g.
 /// `rebuild: 29.0 % (stripe 144 of 496), 52.1 MB/s, 3 s left`.
 pub fn progress_line(p: &OpProgress) -> String {
-    let eta = match p.eta_s {
-        Some(s) if s < 3600.0 => format!("{:.0} s left", s.ceil()),
-        Some(s) => format!("{:.1} h left", s / 3600.0),
-        None => "time left unknown yet".into(),
-    };
-    format!(
-        "{}: {:.1} % (stripe {} of {}), {:.1} MB/s, {eta}",
-        p.op,
-        p.percent,
-        p.stripes_done,
-        p.stripes_total,
-        p.rate_bytes_per_s / 1e6
-    )
+    format!("{}: {}", p.op, p.text())
 }
 
 /// HPDA's lines of `status`.
