@@ -58,3 +58,90 @@ fn from_bare_disks_to_a_mounted_filesystem_by_name() {
         );
     }
 }
+
+/// Loop devices over files, their `queue/rotational` set as the test
+/// wants; detached when dropped.
+struct Loops(Vec<String>);
+
+impl Drop for Loops {
+    fn drop(&mut self) {
+        for l in &self.0 {
+            let _ = std::process::Command::new("losetup")
+                .args(["-d", l])
+                .status();
+        }
+    }
+}
+
+#[test]
+fn member_kinds_come_from_the_kernels_rotational_flag() {
+    let root = rustix::process::geteuid().is_root();
+    if !root || !std::path::Path::new("/dev/loop-control").exists() {
+        eprintln!("skipping: needs root and loop devices");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let mut loops = Loops(Vec::new());
+    for (i, rotational) in ["1", "1", "1", "0"].iter().enumerate() {
+        let f = d.path().join(format!("f{i}"));
+        std::fs::File::create(&f)
+            .unwrap()
+            .set_len(32 << 20)
+            .unwrap();
+        let out = std::process::Command::new("losetup")
+            .args(["-f", "--show"])
+            .arg(&f)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        loops.0.push(dev.clone());
+        let flag = format!(
+            "/sys/block/{}/queue/rotational",
+            dev.trim_start_matches("/dev/")
+        );
+        if std::fs::write(&flag, rotational).is_err() {
+            eprintln!("skipping: {flag} cannot be set here");
+            return;
+        }
+    }
+    // raid4s with kinds from the kernel: the SSD (rotational 0) is the
+    // fourth, where the preset wants it; said on stderr, kept in status.
+    let mut a = vec!["create", "--layout", "raid4s"];
+    a.extend(loops.0.iter().map(String::as_str));
+    let (code, _, err) = common::hetraid(&a);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("member kinds from the kernel: "), "{err}");
+    assert!(
+        err.contains(&format!("{} ssd", loops.0[3]))
+            && err.contains(&format!("{} hdd", loops.0[0])),
+        "{err}"
+    );
+    let st = common::json(&common::args("status", &loops.0, &["--json"]));
+    let kinds: Vec<&str> = st["member_states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["hdd", "hdd", "hdd", "ssd"]);
+    // An explicit kind wins over the kernel's.
+    for l in &loops.0 {
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .open(l)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, &[0u8; 1 << 20]));
+    }
+    let given: Vec<String> = loops.0.iter().map(|l| format!("{l}:hdd")).collect();
+    let mut a = vec!["create", "--layout", "raid5", "--force"];
+    a.extend(given.iter().map(String::as_str));
+    let (code, _, err) = common::hetraid(&a);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("from the kernel"), "{err}");
+    let st = common::json(&common::args("status", &loops.0, &["--json"]));
+    assert!(st["member_states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|m| m["kind"] == "hdd"));
+}
