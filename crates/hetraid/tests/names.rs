@@ -5,27 +5,8 @@
 
 mod common;
 use common::hetraid;
+use common::{files, ok};
 use std::path::Path;
-
-fn files(d: &Path, names: &[&str], mib: u64) -> Vec<String> {
-    names
-        .iter()
-        .map(|n| {
-            let p = d.join(n);
-            std::fs::File::create(&p)
-                .unwrap()
-                .set_len(mib << 20)
-                .unwrap();
-            p.display().to_string()
-        })
-        .collect()
-}
-
-fn ok(a: &[&str]) -> String {
-    let (code, out, err) = hetraid(a);
-    assert_eq!(code, 0, "hetraid {a:?}: {err}");
-    out
-}
 
 /// The array `tank` of four members in `dir/arr`, and a configuration file
 /// for it written by `--print-config`.

@@ -5,29 +5,10 @@
 
 mod common;
 use common::{args, hetraid};
+use common::{files, ok};
 use std::io::{Read, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-fn files(d: &Path, names: &[&str], mib: u64) -> Vec<String> {
-    names
-        .iter()
-        .map(|n| {
-            let p = d.join(n);
-            std::fs::File::create(&p)
-                .unwrap()
-                .set_len(mib << 20)
-                .unwrap();
-            p.display().to_string()
-        })
-        .collect()
-}
-
-fn ok(a: &[&str]) -> String {
-    let (code, out, err) = hetraid(a);
-    assert_eq!(code, 0, "hetraid {a:?}: {err}");
-    out
-}
 
 /// `GET /metrics` on a Unix socket: the body.
 fn scrape(sock: &Path) -> String {
@@ -62,27 +43,8 @@ fn iostat_and_metrics_show_a_rebuild_while_it_runs() {
     common::write_array(&m, 0, &common::bytes(8 << 20, 3));
     let sock = d.path().join("nbd.sock");
     let msock = d.path().join("metrics.sock");
-    let listen = format!("unix:{}", sock.display());
     let metrics = format!("unix:{}", msock.display());
-    let _served = common::Served(
-        std::process::Command::new(env!("CARGO_BIN_EXE_hetraid"))
-            .args(args(
-                "serve",
-                &m,
-                &["--listen", &listen, "--metrics", &metrics],
-            ))
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let t = Instant::now();
-    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "server did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let _served = common::serve_with(&m, &sock, &["--metrics", &metrics]);
     let body = scrape(&msock);
     assert_eq!(
         sample(&body, "hetraid_array_state", &["state=\"optimal\""]),

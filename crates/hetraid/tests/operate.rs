@@ -7,28 +7,9 @@
 
 mod common;
 use common::{args, hetraid, json};
+use common::{files, ok};
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-fn files(d: &Path, names: &[&str], mib: u64) -> Vec<String> {
-    names
-        .iter()
-        .map(|n| {
-            let p = d.join(n);
-            std::fs::File::create(&p)
-                .unwrap()
-                .set_len(mib << 20)
-                .unwrap();
-            p.display().to_string()
-        })
-        .collect()
-}
-
-fn ok(a: &[&str]) -> String {
-    let (code, out, err) = hetraid(a);
-    assert_eq!(code, 0, "hetraid {a:?}: {err}");
-    out
-}
 
 fn write_at(m: &[String], offset: u64, data: &[u8]) {
     common::write_array(m, offset, data)

@@ -63,13 +63,7 @@ fn awaiting_rebuild(st: &Status) -> Option<String> {
 /// too). `held`: a server or a command holds the array (it rebuilds onto
 /// spares itself; a rebuild it runs is shown as progress).
 fn actions(v: &Status, held: bool) -> Vec<String> {
-    let paths: Vec<&str> = v
-        .member_states
-        .iter()
-        .filter_map(|m| m.path.as_deref())
-        .chain(v.spares.iter().map(|s| s.path.as_str()))
-        .collect();
-    let given = paths.join(" ");
+    let given = given_paths(v);
     let out: Vec<&MemberStatus> = v
         .member_states
         .iter()
@@ -135,13 +129,19 @@ fn actions(v: &Status, held: bool) -> Vec<String> {
 /// `hetraid rebuild` with the array's member paths (the devices in their
 /// slots, spares included).
 pub fn rebuild_command(st: &Status) -> String {
+    format!("hetraid rebuild {}", given_paths(st))
+}
+
+/// The paths a command on this array is given: the devices in their slots,
+/// then the spares.
+fn given_paths(st: &Status) -> String {
     let paths: Vec<&str> = st
         .member_states
         .iter()
         .filter_map(|m| m.path.as_deref())
         .chain(st.spares.iter().map(|s| s.path.as_str()))
         .collect();
-    format!("hetraid rebuild {}", paths.join(" "))
+    paths.join(" ")
 }
 
 /// `status` as `hetraid status` shows it: the array's status, and who

@@ -152,9 +152,39 @@ impl Drop for Served {
 
 /// `hetraid serve MEMBERS --listen unix:SOCK`, once it accepts connections.
 pub fn serve(members: &[String], sock: &std::path::Path) -> Served {
+    serve_with(members, sock, &[])
+}
+
+/// Files `names` of `mib` MiB each in `d` (sparse), their paths.
+pub fn files(d: &std::path::Path, names: &[&str], mib: u64) -> Vec<String> {
+    names
+        .iter()
+        .map(|n| {
+            let p = d.join(n);
+            std::fs::File::create(&p)
+                .unwrap()
+                .set_len(mib << 20)
+                .unwrap();
+            p.display().to_string()
+        })
+        .collect()
+}
+
+/// The stdout of `hetraid ARGS`; the test fails if it fails.
+pub fn ok(a: &[&str]) -> String {
+    let (code, out, err) = hetraid(a);
+    assert_eq!(code, 0, "hetraid {a:?}: {err}");
+    out
+}
+
+/// `hetraid serve MEMBERS --listen unix:SOCK EXTRA...`, once it accepts
+/// connections.
+pub fn serve_with(members: &[String], sock: &std::path::Path, extra: &[&str]) -> Served {
     let listen = format!("unix:{}", sock.display());
+    let mut a = vec!["--listen", listen.as_str()];
+    a.extend_from_slice(extra);
     let child = Command::new(env!("CARGO_BIN_EXE_hetraid"))
-        .args(args("serve", members, &["--listen", &listen]))
+        .args(args("serve", members, &a))
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
