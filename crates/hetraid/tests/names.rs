@@ -347,3 +347,69 @@ fn config_applies_to_array_verbs_only() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("/nonexistent/run.toml"), "{err}");
 }
+
+#[test]
+fn monitor_mails_alarms_and_goes_to_the_background() {
+    let d = tempfile::tempdir().unwrap();
+    let m = array(&d.path().join("c"), "arrc");
+    // A sendmail on the PATH that keeps what it is given.
+    let bin = d.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let mailbox = d.path().join("mailbox");
+    let fake = bin.join("sendmail");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\necho \"sendmail $*\" >> {0}\ncat >> {0}\n",
+            mailbox.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut f = vec!["fail", "--member", "1"];
+    f.extend(m.iter().map(String::as_str));
+    ok(&f);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hetraid"))
+        .args(["monitor", "--oneshot", "--test", "--mail", "root@localhost"])
+        .args(&m)
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let mail = std::fs::read_to_string(&mailbox).unwrap();
+    assert!(mail.contains("sendmail -t"), "{mail}");
+    assert!(mail.contains("To: root@localhost"), "{mail}");
+    assert!(
+        mail.contains("Subject: hetraid: test_message on arrc"),
+        "{mail}"
+    );
+    assert!(
+        mail.contains("Subject: hetraid: degraded_array on arrc"),
+        "{mail}"
+    );
+    // --daemonise: the pid is printed, the command returns, the monitor
+    // runs on until stopped.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hetraid"))
+        .args(["monitor", "--daemonise", "--delay", "0.2"])
+        .args(&m)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let pid: i32 = text
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {text}"));
+    let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
+    let _ = std::process::Command::new("kill")
+        .arg(pid.to_string())
+        .status();
+    assert!(alive, "the daemon {pid} is not running");
+}

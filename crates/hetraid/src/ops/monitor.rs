@@ -7,13 +7,24 @@
 pub use crate::cli::events::MonitorCmd;
 use crate::render::events::EventRecord;
 use hetraid_engine::annex::now_ms;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use super::events::{look, paths};
 
-/// Where `--mail` hands its messages (mdadm uses the same).
+/// Where `--mail` hands its messages when no `sendmail` is on the PATH
+/// (mdadm's choice).
 const SENDMAIL: &str = "/usr/sbin/sendmail";
+
+/// The `sendmail` to run: the first on the PATH, else SENDMAIL.
+fn sendmail() -> Option<PathBuf> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join("sendmail"))
+        .chain(std::iter::once(PathBuf::from(SENDMAIL)))
+        .find(|p| p.is_file())
+}
 /// A program or sendmail that runs longer is killed.
 const CHILD_SECONDS_MAX: u64 = 60;
 
@@ -102,9 +113,9 @@ impl MonitorCmd {
             if a.is_empty() || a.contains(char::is_whitespace) || a.starts_with('-') {
                 return Err(format!("--mail {a} is not a mail address"));
             }
-            if !Path::new(SENDMAIL).exists() {
+            if sendmail().is_none() {
                 return Err(format!(
-                    "--mail needs {SENDMAIL} (install a mail transfer agent, e.g. postfix or msmtp-mta), which is absent"
+                    "--mail needs sendmail (on the PATH or {SENDMAIL}: install a mail transfer agent, e.g. postfix or msmtp-mta), which is absent"
                 ));
             }
         }
@@ -282,7 +293,8 @@ impl MonitorCmd {
                 "To: {to}\nSubject: {subject}\n\n{}\n\nArray {} ({}), event {}.\n\n{v}\n",
                 r.text, label, r.array, r.event
             );
-            let mut cmd = std::process::Command::new(SENDMAIL);
+            let mut cmd =
+                std::process::Command::new(sendmail().unwrap_or_else(|| PathBuf::from(SENDMAIL)));
             cmd.arg("-t");
             run_bounded(cmd, Some(body.as_bytes()), "sendmail");
         }
