@@ -192,10 +192,13 @@ impl CreateCmd {
         // Files have no kind to read (a preset's own kinds are said below).
         if self.layout.kinds.is_none() && !files.is_empty() && !explicit_kinds && preset.is_none() {
             eprintln!(
-                "hetraid: note: {} {} not block device{}: taken as hdd; write PATH:ssd (or --kinds) to say otherwise",
+                "hetraid: note: {} {}: taken as hdd; write PATH:ssd (or --kinds) to say otherwise",
                 files.join(", "),
-                if files.len() == 1 { "is" } else { "are" },
-                if files.len() == 1 { "" } else { "s" }
+                if files.len() == 1 {
+                    "is not a block device"
+                } else {
+                    "are not block devices"
+                }
             );
         }
         let kinds: Vec<MemberKind> = match (&self.layout.kinds, kinds.iter().any(|k| k.is_some())) {
