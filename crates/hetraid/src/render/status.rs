@@ -266,20 +266,13 @@ pub fn status_text(v: &Status, held_by: Option<&str>) -> String {
     spares(out, v);
     if let Some(l) = &v.log {
         for d in &l.devices {
-            say!(
+            side_row(
                 out,
-                "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>6}  {:>5}  {:>5}  {:>5}  {}",
-                format!("log{}", d.copy),
-                d.state,
-                d.kind,
-                human_size(l.ring_bytes),
-                "-",
-                "-",
-                "-",
-                "-",
-                "-",
-                "-",
-                d.path
+                &format!("log{}", d.copy),
+                &d.state,
+                &d.kind,
+                &human_size(l.ring_bytes),
+                &d.path,
             );
         }
     }
@@ -390,40 +383,27 @@ fn members(out: &mut String, v: &Status) {
 fn spares(out: &mut String, v: &Status) {
     for sp in &v.spares {
         let fits: Vec<String> = sp.fits_slots.iter().map(|x| x.to_string()).collect();
-        say!(out,
-            "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>6}  {:>5}  {:>5}  {:>5}  {}  (can take slot{} {})",
-            "spare",
-            "spare",
-            sp.kind,
-            human_size(sp.size_bytes),
-            "-",
-            "-",
-            "-",
-            "-",
-            "-",
-            "-",
+        let tail = format!(
+            "{}  (can take slot{} {})",
             sp.path,
             if fits.len() == 1 { "" } else { "s" },
             fits.join(", ")
         );
+        side_row(
+            out,
+            "spare",
+            "spare",
+            &sp.kind,
+            &human_size(sp.size_bytes),
+            &tail,
+        );
     }
     for d in &v.departed {
-        say!(out,
-            "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>6}  {:>5}  {:>5}  {:>5}  {}  (failed out of slot {}, event {}; another device holds it now)",
-            "gone",
-            "faulty",
-            "-",
-            "-",
-            "-",
-            "-",
-            "-",
-            "-",
-            "-",
-            "-",
-            d.path,
-            d.slot,
-            d.event_seq
+        let tail = format!(
+            "{}  (failed out of slot {}, event {}; another device holds it now)",
+            d.path, d.slot, d.event_seq
         );
+        side_row(out, "gone", "faulty", "-", "-", &tail);
     }
     if v.spares_missing > 0 {
         say!(
@@ -432,6 +412,26 @@ fn spares(out: &mut String, v: &Status) {
             v.spares_missing
         );
     }
+}
+
+/// A line under the members' table for a device in no member slot (a log
+/// copy, a spare, a device gone): its first columns, dashes for the rest.
+fn side_row(out: &mut String, label: &str, state: &str, kind: &str, size: &str, tail: &str) {
+    say!(
+        out,
+        "{:>6}  {:<10}  {:<5}  {:>10}  {:>10}  {:>8}  {:>6}  {:>5}  {:>5}  {:>5}  {}",
+        label,
+        state,
+        kind,
+        size,
+        "-",
+        "-",
+        "-",
+        "-",
+        "-",
+        "-",
+        tail
+    );
 }
 
 /// The status line of a rebuild or scrub running, e.g.
