@@ -144,4 +144,26 @@ fn member_kinds_come_from_the_kernels_rotational_flag() {
         .unwrap()
         .iter()
         .all(|m| m["kind"] == "hdd"));
+    // A spare added without a kind takes the kernel's too.
+    let f = d.path().join("spare");
+    std::fs::File::create(&f)
+        .unwrap()
+        .set_len(32 << 20)
+        .unwrap();
+    let out = std::process::Command::new("losetup")
+        .args(["-f", "--show"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    let spare = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    loops.0.push(spare.clone());
+    let flag = format!(
+        "/sys/block/{}/queue/rotational",
+        spare.trim_start_matches("/dev/")
+    );
+    std::fs::write(&flag, "0").unwrap();
+    let members = &loops.0[..4];
+    common::ok(&common::args("add", members, &["--with", &spare]));
+    let st = common::json(&common::args("status", &loops.0, &["--json"]));
+    assert_eq!(st["spares"][0]["kind"], "ssd", "{st}");
 }

@@ -117,7 +117,7 @@ impl GrowCmd {
                     .display()
                     .to_string(),
             );
-            add_kind = Some(kind.unwrap_or(MemberKind::Hdd).as_str().to_string());
+            add_kind = Some(kind_of(&p, kind).as_str().to_string());
         }
         let req = Request::Grow {
             add,
@@ -435,9 +435,9 @@ impl Drop for StatusBar {
     }
 }
 
-/// The device `--add NEW[:kind]` names, opened, and its kind (a disk unless
-/// said).
+/// The device `--add NEW[:kind]` names, opened, and its kind (as said, else
+/// the kernel's, else a disk).
 fn opened_new_member(add: &str) -> Result<(Arc<dyn Member>, MemberKind), Failure> {
     let (p, kind) = split_member(add)?;
-    Ok((open_member(&p)?, kind.unwrap_or(MemberKind::Hdd)))
+    Ok((open_member(&p)?, kind_of(&p, kind)))
 }

@@ -558,7 +558,7 @@ impl AddCmd {
     pub fn run(&self) -> Result<(), Failure> {
         let free = |state: &str| matches!(state, "faulty" | "removed" | "missing");
         let (p, kind) = split_member(&self.with)?;
-        let kind = kind.unwrap_or(MemberKind::Hdd);
+        let kind = kind_of(&p, kind);
         // A served array: find the slot in its status, attach through it.
         if let Some(r) = remote_status(&self.members) {
             let st = r?.status;

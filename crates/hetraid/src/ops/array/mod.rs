@@ -76,6 +76,14 @@ pub fn detected_kind(p: &Path) -> Option<(MemberKind, PathBuf)> {
     Some((kind, file))
 }
 
+/// The kind of a new member at `p`: the one given, else the kernel's for a
+/// block device, else a disk.
+pub fn kind_of(p: &Path, given: Option<MemberKind>) -> MemberKind {
+    given
+        .or_else(|| detected_kind(p).map(|(k, _)| k))
+        .unwrap_or(MemberKind::Hdd)
+}
+
 /// `--log` and `--log-mode` as given: paths, kinds, mode.
 type LogArgs = (
     Vec<PathBuf>,
