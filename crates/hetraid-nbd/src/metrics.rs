@@ -21,19 +21,23 @@ const REQUEST_BYTES_MAX: usize = 8 << 10;
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The listener, bound before the array is served (an address in use is
-/// an error at start, not later).
+/// an error at start, not later). A Unix socket has `mode` (the server's
+/// `--socket-mode`, 0600 by default) from its first moment, as the NBD
+/// socket does. A TCP address may reach beyond this machine: the metrics
+/// carry counts, states and member paths, never array data, and
+/// Prometheus scrapes from elsewhere (as node_exporter is scraped).
 pub enum MetricsListener {
     Tcp(std::net::TcpListener),
     Unix(std::os::unix::net::UnixListener, std::path::PathBuf),
 }
 
 impl MetricsListener {
-    pub fn bind(listen: &Listen) -> std::io::Result<Self> {
+    pub fn bind(listen: &Listen, mode: u32) -> std::io::Result<Self> {
         Ok(match listen {
             Listen::Tcp(a) => Self::Tcp(std::net::TcpListener::bind(a)?),
             Listen::Unix(p) => {
                 crate::server::remove_stale_socket(p)?;
-                let l = std::os::unix::net::UnixListener::bind(p)?;
+                let l = crate::server::bind_private(p, mode)?;
                 Self::Unix(l, p.clone())
             }
         })

@@ -111,6 +111,9 @@ impl Config {
             (None, Some(p)) if !p.as_os_str().is_empty() => (p, true),
             _ => (PathBuf::from(CONFIG_PATH_DEFAULT), false),
         };
+        if let Ok(m) = std::fs::metadata(&path) {
+            trusted(&path, &m)?;
+        }
         match std::fs::read_to_string(&path) {
             Ok(text) => Ok(Loaded {
                 config: Config::parse(&text, &path)?,
@@ -140,6 +143,25 @@ impl Config {
     pub fn to_text(&self) -> String {
         toml::to_string(self).unwrap_or_default()
     }
+}
+
+/// May this file name the devices a command opens? It says which devices
+/// are an array's members, so a file another user could write would let
+/// them point root's `hetraid fail tank` at their choice: it must belong to
+/// root or to this user and be writable by nobody else (as sudo and ssh
+/// check their files).
+fn trusted(path: &Path, m: &std::fs::Metadata) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let me = rustix::process::geteuid().as_raw();
+    if (m.uid() != 0 && m.uid() != me) || m.mode() & 0o022 != 0 {
+        return Err(format!(
+            "configuration file {} is not used: it belongs to uid {} with mode {:o}; it must belong to root or to this user and be writable by nobody else (chmod go-w)",
+            path.display(),
+            m.uid(),
+            m.mode() & 0o7777
+        ));
+    }
+    Ok(())
 }
 
 /// `s` as a canonical (lower-case, hyphenated) UUID, if it is one.

@@ -63,6 +63,27 @@ fn from_bare_disks_to_a_mounted_filesystem_by_name() {
 /// wants; detached when dropped.
 struct Loops(Vec<String>);
 
+impl Loops {
+    /// A loop device over a new 32 MiB file at `f`, its rotational flag set
+    /// to `rotational`; the flag's path when it cannot be set.
+    fn attach(&mut self, f: &std::path::Path, rotational: &str) -> Result<(), String> {
+        std::fs::File::create(f).unwrap().set_len(32 << 20).unwrap();
+        let out = std::process::Command::new("losetup")
+            .args(["-f", "--show"])
+            .arg(f)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        self.0.push(dev.clone());
+        let flag = format!(
+            "/sys/block/{}/queue/rotational",
+            dev.trim_start_matches("/dev/")
+        );
+        std::fs::write(&flag, rotational).map_err(|_| flag)
+    }
+}
+
 impl Drop for Loops {
     fn drop(&mut self) {
         for l in &self.0 {
@@ -83,24 +104,7 @@ fn member_kinds_come_from_the_kernels_rotational_flag() {
     let d = tempfile::tempdir().unwrap();
     let mut loops = Loops(Vec::new());
     for (i, rotational) in ["1", "1", "1", "0"].iter().enumerate() {
-        let f = d.path().join(format!("f{i}"));
-        std::fs::File::create(&f)
-            .unwrap()
-            .set_len(32 << 20)
-            .unwrap();
-        let out = std::process::Command::new("losetup")
-            .args(["-f", "--show"])
-            .arg(&f)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        loops.0.push(dev.clone());
-        let flag = format!(
-            "/sys/block/{}/queue/rotational",
-            dev.trim_start_matches("/dev/")
-        );
-        if std::fs::write(&flag, rotational).is_err() {
+        if let Err(flag) = loops.attach(&d.path().join(format!("f{i}")), rotational) {
             eprintln!("skipping: {flag} cannot be set here");
             return;
         }
@@ -145,23 +149,8 @@ fn member_kinds_come_from_the_kernels_rotational_flag() {
         .iter()
         .all(|m| m["kind"] == "hdd"));
     // A spare added without a kind takes the kernel's too.
-    let f = d.path().join("spare");
-    std::fs::File::create(&f)
-        .unwrap()
-        .set_len(32 << 20)
-        .unwrap();
-    let out = std::process::Command::new("losetup")
-        .args(["-f", "--show"])
-        .arg(&f)
-        .output()
-        .unwrap();
-    let spare = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    loops.0.push(spare.clone());
-    let flag = format!(
-        "/sys/block/{}/queue/rotational",
-        spare.trim_start_matches("/dev/")
-    );
-    std::fs::write(&flag, "0").unwrap();
+    loops.attach(&d.path().join("spare"), "0").unwrap();
+    let spare = loops.0[4].clone();
     let members = &loops.0[..4];
     common::ok(&common::args("add", members, &["--with", &spare]));
     let st = common::json(&common::args("status", &loops.0, &["--json"]));

@@ -99,6 +99,14 @@ fn bad_configuration_files_are_refused_with_the_file_named() {
         assert_eq!(code, 2, "{text}: {err}");
         assert!(err.contains(&c) && err.contains(says), "{text}: {err}");
     }
+    // A file others may write is not trusted to name devices.
+    std::fs::write(&conf, "devices = [\"/srv\"]\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&conf, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let c = conf.display().to_string();
+    let (code, _, err) = hetraid(&["status", "tank", "--config", &c]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("writable by nobody else"), "{err}");
     let (code, _, err) = hetraid(&["status", "tank", "--config", "/nonexistent/h.conf"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("/nonexistent/h.conf"), "{err}");

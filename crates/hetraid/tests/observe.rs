@@ -45,6 +45,10 @@ fn iostat_and_metrics_show_a_rebuild_while_it_runs() {
     let msock = d.path().join("metrics.sock");
     let metrics = format!("unix:{}", msock.display());
     let _served = common::serve_with(&m, &sock, &["--metrics", &metrics]);
+    // The metrics socket is private like the NBD one (0600 by default).
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&msock).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "metrics socket mode {mode:o}");
     let body = scrape(&msock);
     assert_eq!(
         sample(&body, "hetraid_array_state", &["state=\"optimal\""]),

@@ -20,6 +20,7 @@ mod transmission;
 
 use handshake::*;
 use idler::*;
+pub(crate) use socket::bind_private;
 pub use socket::remove_stale_socket;
 use socket::*;
 use transmission::*;

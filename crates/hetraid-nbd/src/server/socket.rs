@@ -53,7 +53,7 @@ pub(super) fn grow_send_buffer(s: &UnixStream) {
 /// given its mode there, then renamed into place. (The umask is the
 /// process's: changing it around the bind raced with the control thread
 /// making its own directory.)
-pub(super) fn bind_private(p: &std::path::Path, mode: u32) -> io::Result<UnixListener> {
+pub(crate) fn bind_private(p: &std::path::Path, mode: u32) -> io::Result<UnixListener> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     let parent = p
         .parent()

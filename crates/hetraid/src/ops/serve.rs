@@ -33,8 +33,11 @@ impl ServeCmd {
         // Bound before the array is touched: an address in use refuses here.
         let metrics = match &self.metrics {
             Some(m) => Some(
-                hetraid_nbd::metrics::MetricsListener::bind(&Listen::parse(m)?)
-                    .map_err(|e| format!("--metrics {m}: {e}"))?,
+                hetraid_nbd::metrics::MetricsListener::bind(
+                    &Listen::parse(m)?,
+                    self.socket_mode()?,
+                )
+                .map_err(|e| format!("--metrics {m}: {e}"))?,
             ),
             None => None,
         };
@@ -174,8 +177,12 @@ impl ServeCmd {
                 ));
             }
         }
-        if self.socket_mode.is_some() && !matches!(listen, Listen::Unix(_)) {
-            return Err("--socket-mode applies to a Unix socket (--listen unix:PATH) only".into());
+        let unix_metrics = self
+            .metrics
+            .as_deref()
+            .is_some_and(|m| m.starts_with("unix:"));
+        if self.socket_mode.is_some() && !matches!(listen, Listen::Unix(_)) && !unix_metrics {
+            return Err("--socket-mode applies to a Unix socket (--listen unix:PATH or --metrics unix:PATH) only".into());
         }
         let tls = match (&self.tls_cert, &self.tls_key) {
             (Some(c), Some(k)) => Some(hetraid_nbd::server::tls_config(c, k)?),
