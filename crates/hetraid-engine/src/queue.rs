@@ -17,8 +17,8 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::Arc;
-use std::time::Instant;
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 type Job = Box<dyn FnOnce(&dyn Member) + Send>;
 
@@ -198,7 +198,10 @@ pub fn run_batch(queues: &[Option<MemberQueue>], ops: Vec<(usize, IoOp)>) -> Vec
         || (ops.len() <= INLINE_OPS_MAX
             && ops.iter().all(|(m, op)| {
                 op.bytes() <= INLINE_OP_BYTES_MAX
-                    && queues.get(*m).and_then(|q| q.as_ref()).is_none_or(|q| q.fast())
+                    && queues
+                        .get(*m)
+                        .and_then(|q| q.as_ref())
+                        .is_none_or(|q| q.fast())
             }));
     if inline {
         return ops
@@ -341,7 +344,15 @@ mod tests {
     fn large_batches_run_in_parallel() {
         let (ms, qs) = queues(0);
         let ops = (0..2)
-            .map(|m| (m, IoOp::Read { off: 0, len: 256 << 10 }))
+            .map(|m| {
+                (
+                    m,
+                    IoOp::Read {
+                        off: 0,
+                        len: 256 << 10,
+                    },
+                )
+            })
             .collect();
         run_batch(&qs, ops);
         for (i, m) in ms.iter().enumerate() {
