@@ -208,6 +208,45 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
+/// Pairs of passes of `a` and `b` back to back (the order swapped every
+/// pair), `secs` in all: the medians of each side's throughput and of the
+/// pairs' ratios a/b. The throughput a pass gets on a shared machine drifts
+/// by several per cent from second to second, and two passes next to each
+/// other see about the same (as bench-parity.sh pairs its kernels). An even
+/// number of pairs, so each order has the same count (a pass that runs
+/// second can gain or lose a little, and with an odd count the median would
+/// lean to one order). Forty pairs of short passes rather than ten of a
+/// second: single pairs range from 0.80 to 1.10 on a shared machine, and the
+/// median of ten moved by +-3 % from run to run.
+fn paired(secs: f64, a: impl Fn(f64) -> f64, b: impl Fn(f64) -> f64) -> (f64, f64, f64) {
+    const PAIRS: usize = 40;
+    let pass = secs / PAIRS as f64;
+    // One pass of each first, untimed (fio's ramp_time): the first reads of
+    // a page after it was written move it on the kernel's LRU lists, work
+    // that fell on whichever side ran first (the first pair came out at
+    // 0.79-0.86, and the checksum line, which read its checksummed array
+    // first, at 0.78 when the same arrays without checksums gave 0.93).
+    a(pass);
+    b(pass);
+    let (mut xs, mut ys, mut rs) = (Vec::new(), Vec::new(), Vec::new());
+    for p in 0..PAIRS {
+        let (x, y) = if p % 2 == 0 {
+            let x = a(pass);
+            (x, b(pass))
+        } else {
+            let y = b(pass);
+            (a(pass), y)
+        };
+        xs.push(x);
+        ys.push(y);
+        rs.push(x / y);
+    }
+    if std::env::var_os("PAIRS_SHOW").is_some() {
+        eprintln!("pairs (first side first on even): {rs:.3?}");
+    }
+    (median(xs), median(ys), median(rs))
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let mode = args.get(1).map(String::as_str).unwrap_or("seq-write");
@@ -339,31 +378,33 @@ fn bench_seq_write_checksums(b: &Bench) -> String {
 }
 
 /// The `rand-read-checksums` benchmark; its line of figures.
+///
+/// Two rounds, the checksums on one file set and then on the other: two sets
+/// of member files made one after the other read at different speeds (the
+/// same arrays without checksums gave 0.95), and the geometric mean of the
+/// two rounds cancels that.
 fn bench_rand_read_checksums(b: &Bench) -> String {
-    let dir = &b.dir;
-    let r5 = &b.r5;
-    let size = b.size;
-    let qd = b.qd;
-    let secs = b.secs;
-    let plain = make(dir, "plain", 5, size);
-    let ac = create_with(r5, "raid5", true);
-    let ap = create(&plain, "raid5");
-    // Written once so every block has a checksum to verify.
-    seq_write(&ac);
-    seq_write(&ap);
-    let cap = ac.capacity().min(ap.capacity());
-    let (mut cs, mut ps) = (Vec::new(), Vec::new());
-    for _ in 0..3 {
-        cs.push(rand_reads(qd, secs / 3.0, |x, buf| {
-            ac.read(x.next() % (cap / 4096) * 4096, buf).unwrap()
-        }));
-        ps.push(rand_reads(qd, secs / 3.0, |x, buf| {
-            ap.read(x.next() % (cap / 4096) * 4096, buf).unwrap()
-        }));
+    let (qd, secs) = (b.qd, b.secs);
+    let other = make(&b.dir, "plain", 5, b.size);
+    let sym = std::env::var_os("SYM").is_some();
+    let mut rounds = Vec::new();
+    for (with, without) in [(&b.r5, &other), (&other, &b.r5)] {
+        let ac = create_with(with, "raid5", !sym);
+        let ap = create(without, "raid5");
+        // Written once so every block has a checksum to verify.
+        seq_write(&ac);
+        seq_write(&ap);
+        let cap = ac.capacity().min(ap.capacity());
+        let read = |a: &Array, secs: f64| {
+            rand_reads(qd, secs, |x, buf| {
+                a.read(x.next() % (cap / 4096) * 4096, buf).unwrap()
+            })
+        };
+        rounds.push(paired(secs / 2.0, |s| read(&ac, s), |s| read(&ap, s)));
     }
-    drop((ac, ap));
-    plain.iter().for_each(|p| drop(std::fs::remove_file(p)));
-    format!("{:.0} {:.0}", median(cs), median(ps))
+    other.iter().for_each(|p| drop(std::fs::remove_file(p)));
+    let gm = |f: fn(&(f64, f64, f64)) -> f64| (f(&rounds[0]) * f(&rounds[1])).sqrt();
+    format!("{:.0} {:.0} {:.4}", gm(|r| r.0), gm(|r| r.1), gm(|r| r.2))
 }
 
 /// The `raidx-write-buffer` benchmark; its line of figures.
@@ -738,54 +779,20 @@ fn bench_rand_read(b: &Bench) -> String {
     let cap = a.capacity();
     let files: Vec<std::fs::File> = r5.iter().map(|p| std::fs::File::open(p).unwrap()).collect();
     let per = (size - MIB) / 4096;
-    // Pairs of passes, engine and raw back to back (the order
-    // swapped every pair), the ratio the median of the pairs'
-    // ratios: the throughput a pass gets on a shared machine
-    // drifts by several per cent from second to second, and two
-    // passes next to each other see about the same (as
-    // bench-parity.sh pairs its kernels).
-    // An even number, so each order has the same count (a pass
-    // that runs second can gain or lose a little, and with an odd
-    // count the median would lean to one order). Forty pairs of
-    // short passes rather than ten of a second: single pairs range
-    // from 0.80 to 1.10 on a shared machine, and the median of ten
-    // moved by +-3 % from run to run.
-    const PAIRS: usize = 40;
-    let (mut es, mut bs, mut rs) = (Vec::new(), Vec::new(), Vec::new());
-    let engine = || {
-        rand_reads(qd, secs / PAIRS as f64, |x, buf| {
+    let engine = |secs: f64| {
+        rand_reads(qd, secs, |x, buf| {
             a.read(x.next() % (cap / 4096) * 4096, buf).unwrap()
         })
     };
-    let raw = || {
-        rand_reads(qd, secs / PAIRS as f64, |x, buf| {
+    let raw = |secs: f64| {
+        rand_reads(qd, secs, |x, buf| {
             let v = x.next();
             files[(v % 5) as usize]
                 .read_exact_at(buf, MIB + (v >> 8) % per * 4096)
                 .unwrap();
         })
     };
-    // One pass of each first, untimed (fio's ramp_time): the first
-    // reads of a page after it was written move it on the kernel's
-    // LRU lists, work that fell on whichever side ran first (the
-    // first pair came out at 0.79-0.86).
-    engine();
-    raw();
-    for p in 0..PAIRS {
-        let (e, b) = if p % 2 == 0 {
-            let e = engine();
-            (e, raw())
-        } else {
-            let b = raw();
-            (engine(), b)
-        };
-        es.push(e);
-        bs.push(b);
-        rs.push(e / b);
-    }
-    if std::env::var_os("PAIRS_SHOW").is_some() {
-        eprintln!("pairs (engine first on even): {rs:.3?}");
-    }
+    let (es, bs, rs) = paired(secs, engine, raw);
     drop(a);
-    format!("{:.0} {:.0} {:.4}", median(es), median(bs), median(rs))
+    format!("{es:.0} {bs:.0} {rs:.4}")
 }

@@ -230,7 +230,11 @@ impl Drop for Slot {
 /// returns. Raw `pread` in the benchmark pays three returns a read; the
 /// engine paid nine. This one inlines into the slot's read.
 #[inline(always)]
-fn pread_exact(fd: std::os::fd::RawFd, mut buf: &mut [u8], mut off: u64) -> io::Result<()> {
+pub(crate) fn pread_exact(
+    fd: std::os::fd::RawFd,
+    mut buf: &mut [u8],
+    mut off: u64,
+) -> io::Result<()> {
     while !buf.is_empty() {
         let Ok(at) = libc::off_t::try_from(off) else {
             return Err(io::Error::from(io::ErrorKind::InvalidInput));
