@@ -2,6 +2,9 @@
 # Engine against baselines measured in the same run, members on /dev/shm:
 #   engine raid5 4+1 seq-write 1M: X GB/s, raid0 4 members Y GB/s, ratio R
 #   engine raid5 4+1 rand-read 4K qd16: N IOPS, raw pread N IOPS, ratio R
+#   engine raid5 4+1 rand-write 4K qd16: N IOPS at U us CPU/write, raid0 of 5 N IOPS at U us, ratio R, CPU Cx
+#   engine raid6 4+2 rand-write 4K qd16: (the same against raid0 of 6)
+#   engine raid5 4+1 rand-write 4K qd16 bitmap: N IOPS at U us, without N IOPS at U us, ratio R
 #   engine raid5 4+1 rand-write 4K qd16 journal(ssd): X IOPS, bitmap Y IOPS, ratio R
 #   engine raid5 4+1 rand-write 4K qd16 write-back(ssd): X IOPS, bitmap Y IOPS, ratio R
 #   engine hpda 3+2 rand-write 4K qd16: X IOPS, ssd raid5 4+1 Y IOPS, ratio R
@@ -34,6 +37,16 @@ median() { printf '%s\n' "$@" | sort -n | sed -n 2p; }
 e=$(median "${es[@]}") b=$(median "${bs[@]}") r=$(median "${rs[@]}")
 awk -v e="$e" -v b="$b" -v r="$r" 'BEGIN {printf "engine raid5 4+1 rand-read 4K qd16: %d IOPS, raw pread %d IOPS, ratio %.2f\n", e, b, r}'
 
+# Small writes against RAID0 of the same members, with the CPU time (all
+# threads) per write; paired passes (see rand-read).
+read -r p5 p5c z5 z5c r5 p6 p6c z6 z6c r6 < <($B rand-write "$DIR" "$MIB" 16 "${WRITE_SECS:-8}")
+awk -v p="$p5" -v pc="$p5c" -v z="$z5" -v zc="$z5c" -v r="$r5" 'BEGIN {printf "engine raid5 4+1 rand-write 4K qd16: %d IOPS at %.2f us CPU/write, raid0 of 5 %d IOPS at %.2f us, ratio %.2f, CPU %.1fx\n", p, pc, z, zc, r, pc / zc}'
+awk -v p="$p6" -v pc="$p6c" -v z="$z6" -v zc="$z6c" -v r="$r6" 'BEGIN {printf "engine raid6 4+2 rand-write 4K qd16: %d IOPS at %.2f us CPU/write, raid0 of 6 %d IOPS at %.2f us, ratio %.2f, CPU %.1fx\n", p, pc, z, zc, r, pc / zc}'
+# The write-intent bitmap's cost: the same RAID5 with it switched off (a
+# benchmark-only switch), file sets swapped between two rounds.
+read -r w wc n nc r < <($B rand-write-bitmap "$DIR" "$MIB" 16 "${WRITE_SECS:-8}")
+awk -v w="$w" -v wc="$wc" -v n="$n" -v nc="$nc" -v r="$r" 'BEGIN {printf "engine raid5 4+1 rand-write 4K qd16 bitmap: %d IOPS at %.2f us CPU/write, without %d IOPS at %.2f us, ratio %.2f\n", w, wc, n, nc, r}'
+
 # Checksums: medians of 3 runs (each the median of 3 alternating passes);
 # single runs of seq-write vary by +-10 % on a shared 2-core machine.
 cs=() ps=()
@@ -43,13 +56,10 @@ for _ in 1 2 3; do
 done
 c=$(median "${cs[@]}") p=$(median "${ps[@]}")
 awk -v c="$c" -v p="$p" 'BEGIN {printf "engine raid5 4+1 seq-write 1M checksums: %.2f GB/s, without %.2f GB/s, ratio %.2f\n", c, p, c / p}'
-cs=() ps=()
-for _ in 1 2 3; do
-    read -r c p < <($B rand-read-checksums "$DIR" "$MIB" 16 3)
-    cs+=("$c") ps+=("$p")
-done
-c=$(median "${cs[@]}") p=$(median "${ps[@]}")
-awk -v c="$c" -v p="$p" 'BEGIN {printf "engine raid5 4+1 rand-read 4K qd16 checksums: %d IOPS, without %d IOPS, ratio %.2f\n", c, p, c / p}'
+# (paired passes, the checksums on one file set and then on the other:
+# two sets made one after the other read at different speeds)
+read -r c p r < <($B rand-read-checksums "$DIR" "$MIB" 16 "${CHECKSUM_SECS:-8}")
+awk -v c="$c" -v p="$p" -v r="$r" 'BEGIN {printf "engine raid5 4+1 rand-read 4K qd16 checksums: %d IOPS, without %d IOPS, ratio %.2f\n", c, p, r}'
 
 # The write log: members are emulated 7200 rpm disks (SlowMember), the log an
 # emulated SSD; 4 KiB random writes, journal vs the write-intent bitmap.

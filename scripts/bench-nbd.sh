@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # NBD path: fio (nbd engine) against hetraid serving a one-member RAID0 and against
 # `nbdkit file` on the same member file, alternating, median of RUNS (default 5) runs each:
-#   nbd seq-write 1M: hetraid 3.1 GB/s, nbdkit 3.2 GB/s, ratio 0.97
+#   nbd seq-write 1M: hetraid 3.1 GB/s, nbdkit 3.2 GB/s, ratio 0.97; CPU/request hetraid X us, nbdkit Y us
+# (CPU/request: the server process's utime + stime over a run divided by the
+# requests fio completed, medians.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-5}
@@ -33,11 +35,19 @@ start_nbdkit() {
 }
 stop_nbdkit() { kill "$KP"; wait "$KP" 2>/dev/null || true; }
 
-# fio_run SOCKET RW BS QD -> bytes/s and IOPS of the run
+TCK=$(getconf CLK_TCK)
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# fio_run SOCKET RW BS QD PID -> bytes/s, IOPS and the server's (PID's) CPU
+# time per request in µs (utime + stime over the run / requests completed)
 fio_run() {
-    fio --name=b --ioengine=nbd --uri="nbd+unix:///?socket=$1" --rw="$2" --bs="$3" --iodepth="$4" \
+    local t0 t1 out
+    t0=$(cpu_ticks "$5")
+    out=$(fio --name=b --ioengine=nbd --uri="nbd+unix:///?socket=$1" --rw="$2" --bs="$3" --iodepth="$4" \
         --size=256M --time_based --runtime="$SECS" --output-format=json 2>/dev/null |
-        python3 -c 'import json,sys; t=sys.stdin.read(); j=json.loads(t[t.index("{"):])["jobs"][0]; d=j["read"] if j["read"]["io_bytes"] else j["write"]; print(d["bw_bytes"], d["iops"])'
+        python3 -c 'import json,sys; t=sys.stdin.read(); j=json.loads(t[t.index("{"):])["jobs"][0]; d=j["read"] if j["read"]["io_bytes"] else j["write"]; print(d["bw_bytes"], d["iops"], d["total_ios"])')
+    t1=$(cpu_ticks "$5")
+    set -- $out
+    awk -v b="$1" -v i="$2" -v n="$3" -v d=$((t1 - t0)) -v tck="$TCK" 'BEGIN {printf "%s %s %.1f\n", b, i, d / tck / n * 1e6}'
 }
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
@@ -53,21 +63,23 @@ for w in "seq-write write 1M 4" "seq-read read 1M 4" "rand-write randwrite 4k 16
         # Who goes first alternates, so a drift of the host's speed within a pair
         # does not favour either server.
         if [ $((i % 2)) = 1 ]; then
-            hs+=("$(fio_run "$W/h.sock" "$rw" "$bs" "$qd")")
-            ks+=("$(fio_run "$W/k.sock" "$rw" "$bs" "$qd")")
+            hs+=("$(fio_run "$W/h.sock" "$rw" "$bs" "$qd" "$HP")")
+            ks+=("$(fio_run "$W/k.sock" "$rw" "$bs" "$qd" "$KP")")
         else
-            ks+=("$(fio_run "$W/k.sock" "$rw" "$bs" "$qd")")
-            hs+=("$(fio_run "$W/h.sock" "$rw" "$bs" "$qd")")
+            ks+=("$(fio_run "$W/k.sock" "$rw" "$bs" "$qd" "$KP")")
+            hs+=("$(fio_run "$W/h.sock" "$rw" "$bs" "$qd" "$HP")")
         fi
     done
+    hc=$(printf '%s\n' "${hs[@]}" | cut -d' ' -f3 | median)
+    kc=$(printf '%s\n' "${ks[@]}" | cut -d' ' -f3 | median)
     if [ "$bs" = 1M ]; then
         h=$(printf '%s\n' "${hs[@]}" | cut -d' ' -f1 | median)
         k=$(printf '%s\n' "${ks[@]}" | cut -d' ' -f1 | median)
-        awk -v n="$name" -v h="$h" -v k="$k" 'BEGIN {printf "nbd %s 1M: hetraid %.2f GB/s, nbdkit %.2f GB/s, ratio %.2f\n", n, h/1e9, k/1e9, h/k}'
+        awk -v n="$name" -v h="$h" -v k="$k" -v hc="$hc" -v kc="$kc" 'BEGIN {printf "nbd %s 1M: hetraid %.2f GB/s, nbdkit %.2f GB/s, ratio %.2f; CPU/request hetraid %.1f us, nbdkit %.1f us\n", n, h/1e9, k/1e9, h/k, hc, kc}'
     else
         h=$(printf '%s\n' "${hs[@]}" | cut -d' ' -f2 | median)
         k=$(printf '%s\n' "${ks[@]}" | cut -d' ' -f2 | median)
-        awk -v n="$name" -v h="$h" -v k="$k" 'BEGIN {printf "nbd %s 4K QD16: hetraid %d IOPS, nbdkit %d IOPS, ratio %.2f\n", n, h, k, h/k}'
+        awk -v n="$name" -v h="$h" -v k="$k" -v hc="$hc" -v kc="$kc" 'BEGIN {printf "nbd %s 4K QD16: hetraid %d IOPS, nbdkit %d IOPS, ratio %.2f; CPU/request hetraid %.1f us, nbdkit %.1f us\n", n, h, k, h/k, hc, kc}'
     fi
 done
 stop_hetraid
@@ -77,8 +89,6 @@ stop_nbdkit
 # the server's CPU time per write (utime + stime of the serving process over
 # the run, divided by the writes fio completed), medians of RUNS runs.
 case " ${ONLY:-parity} " in *" parity "*) ;; *) exit 0 ;; esac
-TCK=$(getconf CLK_TCK)
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 # fio_ops SOCKET -> IOPS and writes completed of a 4K QD16 random-write run
 fio_ops() {
     fio --name=b --ioengine=nbd --uri="nbd+unix:///?socket=$1" --rw=randwrite --bs=4k --iodepth=16 \

@@ -21,7 +21,15 @@
 //!              queue depth Q: "hpda raid5 writes-to-the-log"
 //!   log-recovery: a full 64 MiB write log (file on DIR): time to scan and
 //!              read it back, as assembly after a crash does
-//! `engine_bench seq-write|rand-read|seq-write-checksums|rand-read-checksums|rand-write-journal|raidx-write-buffer|hpda-rand-write|log-recovery [DIR] [MIB_PER_MEMBER] [QD] [SECONDS]`
+//!   rand-write: 4 KiB random writes at queue depth Q, RAID5 4+1 and RAID6
+//!              4+2 each against RAID0 of the same members, with the CPU time
+//!              (user + system, all threads) per write: "r5 r5_us r0 r0_us
+//!              ratio r6 r6_us r0 r0_us ratio" (IOPS, µs; the ratios are the
+//!              medians of paired passes)
+//!   rand-write-bitmap: RAID5 4+1 4 KiB random writes with the write-intent
+//!              bitmap against the same array with it switched off (a
+//!              benchmark-only switch): "bitmap bitmap_us none none_us ratio"
+//! `engine_bench seq-write|rand-write|rand-write-bitmap|rand-read|seq-write-checksums|rand-read-checksums|rand-write-journal|raidx-write-buffer|hpda-rand-write|log-recovery [DIR] [MIB_PER_MEMBER] [QD] [SECONDS]`
 //! prints one number (GB/s or IOPS) per line: "<engine> <baseline>".
 
 use hetraid_core::MemberKind;
@@ -252,8 +260,10 @@ fn main() {
     let mode = args.get(1).map(String::as_str).unwrap_or("seq-write");
     // Checked before any member file is made (an unknown mode used to exit
     // after creating five of them, and bad numbers silently became defaults).
-    const MODES: [&str; 12] = [
+    const MODES: [&str; 14] = [
         "seq-write",
+        "rand-write",
+        "rand-write-bitmap",
         "rand-read",
         "seq-write-checksums",
         "rand-read-checksums",
@@ -316,6 +326,8 @@ fn main() {
         "read-overhead" => bench_read_overhead(&b),
         "rand-read-engine" | "rand-read-raw" | "rand-read-mapped" => bench_rand_read_engine(&b),
         "rand-read" => bench_rand_read(&b),
+        "rand-write" => bench_rand_write(&b),
+        "rand-write-bitmap" => bench_rand_write_bitmap(&b),
         _ => unreachable!("the mode was checked"),
     };
     // The five RAID5 member files go with the run (each run made its own:
@@ -795,4 +807,96 @@ fn bench_rand_read(b: &Bench) -> String {
     let (es, bs, rs) = paired(secs, engine, raw);
     drop(a);
     format!("{es:.0} {bs:.0} {rs:.4}")
+}
+
+/// CPU time (user + system) of the whole process so far, in µs.
+fn cpu_us() -> f64 {
+    // SAFETY: getrusage fills the struct it is given.
+    let u = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        u
+    };
+    let t = |v: libc::timeval| v.tv_sec as f64 * 1e6 + v.tv_usec as f64;
+    t(u.ru_utime) + t(u.ru_stime)
+}
+
+/// 4 KiB random writes to `a` at queue depth `qd` for `secs`: (IOPS, CPU
+/// µs per write).
+fn rand_writes(a: &Array, qd: usize, secs: f64) -> (f64, f64) {
+    let pages = a.capacity() / 4096;
+    let c0 = cpu_us();
+    let t0 = Instant::now();
+    let iops = rand_ops(qd, secs, 16, |x, buf| {
+        buf[..8].copy_from_slice(&x.next().to_le_bytes());
+        a.write(x.next() % pages * 4096, buf).unwrap()
+    });
+    let writes = iops * t0.elapsed().as_secs_f64();
+    (iops, (cpu_us() - c0) / writes.max(1.0))
+}
+
+/// `a` against `b` in paired passes of 4 KiB random writes: "a a_us b b_us
+/// ratio" (medians; the ratio of IOPS).
+fn paired_writes(a: &Array, b: &Array, qd: usize, secs: f64) -> String {
+    let (a_us, b_us) = (
+        std::cell::RefCell::new(Vec::new()),
+        std::cell::RefCell::new(Vec::new()),
+    );
+    let (x, y, r) = paired(
+        secs,
+        |s| {
+            let (iops, us) = rand_writes(a, qd, s);
+            a_us.borrow_mut().push(us);
+            iops
+        },
+        |s| {
+            let (iops, us) = rand_writes(b, qd, s);
+            b_us.borrow_mut().push(us);
+            iops
+        },
+    );
+    format!(
+        "{x:.0} {:.2} {y:.0} {:.2} {r:.4}",
+        median(a_us.into_inner()),
+        median(b_us.into_inner())
+    )
+}
+
+/// The `rand-write` benchmark; its line of figures.
+fn bench_rand_write(b: &Bench) -> String {
+    let (qd, secs) = (b.qd, b.secs);
+    let six = make(&b.dir, "r6", 6, b.size);
+    let mut out = Vec::new();
+    for (layout, files) in [("raid5", &b.r5[..]), ("raid6", &six[..])] {
+        let p = create(files, layout);
+        let zero = make(&b.dir, "r0", files.len(), b.size);
+        let z = create(&zero, "raid0");
+        out.push(paired_writes(&p, &z, qd, secs / 2.0));
+        drop((p, z));
+        zero.iter().for_each(|f| drop(std::fs::remove_file(f)));
+    }
+    six.iter().for_each(|f| drop(std::fs::remove_file(f)));
+    out.join(" ")
+}
+
+/// The `rand-write-bitmap` benchmark; its line of figures: two rounds with
+/// the file sets swapped, geometric means (as `rand-read-checksums`).
+fn bench_rand_write_bitmap(b: &Bench) -> String {
+    let other = make(&b.dir, "nobitmap", 5, b.size);
+    let mut rounds: Vec<Vec<f64>> = Vec::new();
+    for (on, off) in [(&b.r5, &other), (&other, &b.r5)] {
+        let with = create(on, "raid5");
+        let without = create(off, "raid5");
+        without.without_bitmap_for_benchmarks();
+        let line = paired_writes(&with, &without, b.qd, b.secs / 2.0);
+        rounds.push(line.split(' ').map(|v| v.parse().unwrap()).collect());
+    }
+    other.iter().for_each(|f| drop(std::fs::remove_file(f)));
+    let gm: Vec<f64> = (0..5)
+        .map(|i| (rounds[0][i] * rounds[1][i]).sqrt())
+        .collect();
+    format!(
+        "{:.0} {:.2} {:.0} {:.2} {:.4}",
+        gm[0], gm[1], gm[2], gm[3], gm[4]
+    )
 }

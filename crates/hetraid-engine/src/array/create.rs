@@ -365,6 +365,7 @@ impl Array {
             kinds: spec.kinds_or_default(),
             balance_reads: AtomicBool::new(false),
             marked_dirty: AtomicBool::new(false),
+            bitmap_off_for_bench: AtomicBool::new(false),
             uncommitted: AtomicBool::new(false),
             assembled_sb: Mutex::new(None),
             not_given: Vec::new(),

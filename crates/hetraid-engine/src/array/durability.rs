@@ -32,6 +32,14 @@ impl Array {
         Ok(())
     }
 
+    /// Writes from now on skip the write-intent bitmap, so that benchmarks
+    /// can measure what it costs. Not for use: a crash afterwards leaves
+    /// parity the next assembly does not know to resync.
+    #[doc(hidden)]
+    pub fn without_bitmap_for_benchmarks(&self) {
+        self.bitmap_off_for_bench.store(true, Ordering::Relaxed);
+    }
+
     pub(crate) fn bitmap_begin(&self, bits: &[u64]) -> Result<()> {
         let mut bm = self.bitmap.lock().unwrap();
         let pages = bm.begin(bits);

@@ -299,6 +299,7 @@ impl Array {
         // (A log that lost every copy protects nothing: the bitmap again.)
         let bits: Vec<u64> = if plan.op == Op::Write
             && self.live_log().is_none()
+            && !self.bitmap_off_for_bench.load(Ordering::Relaxed)
             && (self.layout.redundancy() != hetraid_core::Redundancy::None || self.checksums)
         {
             let bm = self.bitmap.lock().unwrap();

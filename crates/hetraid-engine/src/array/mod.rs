@@ -271,6 +271,9 @@ pub struct Array {
     /// The superblock says dirty (log arrays mark it on their first write;
     /// this spares the write path the superblock's lock afterwards).
     pub(crate) marked_dirty: AtomicBool,
+    /// Benchmarks only ([`Array::without_bitmap_for_benchmarks`]): writes
+    /// skip the write-intent bitmap.
+    pub(crate) bitmap_off_for_bench: AtomicBool,
     /// What assembly decided is not written yet (absent members recorded
     /// missing, forced members, the freshest table for members one event
     /// behind, moved paths): the first write of any kind writes it first
