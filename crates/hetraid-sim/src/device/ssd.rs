@@ -171,11 +171,66 @@ impl SsdParams {
 
 /// Per-plane allocation state.
 struct Plane {
-    free: Vec<u32>,
+    /// Erased blocks: taken from the back, erased ones put at the front.
+    free: std::collections::VecDeque<u32>,
+    /// Full blocks (neither free nor active), by valid pages.
+    full: FullBlocks,
     /// Block being written and its next page.
     active: u32,
     next_page: u32,
     busy_until: Ns,
+}
+
+/// A plane's full blocks by valid page count: one bitset of the plane's
+/// blocks per count. Greedy GC's victim (the fewest valid pages, of those
+/// the lowest block, as a scan of the plane would pick) is the first set bit
+/// of the first non-empty count, and an overwrite moves its block down one
+/// count: O(1) per page write instead of a scan of the plane per collection.
+struct FullBlocks {
+    base: u32,
+    words: usize,
+    /// Blocks per count.
+    counts: Vec<u32>,
+    bits: Vec<u64>,
+}
+
+impl FullBlocks {
+    fn new(base: u32, blocks: u32, pages_per_block: u32) -> Self {
+        let words = (blocks as usize).div_ceil(64);
+        let counts = pages_per_block as usize + 1;
+        Self {
+            base,
+            words,
+            counts: vec![0; counts],
+            bits: vec![0; counts * words],
+        }
+    }
+
+    /// Put block `b` with `valid` pages in or out; whether it was in before.
+    fn set(&mut self, valid: u16, b: u32, on: bool) -> bool {
+        let i = (b - self.base) as usize;
+        let w = &mut self.bits[valid as usize * self.words + i / 64];
+        let mask = 1u64 << (i % 64);
+        let was = *w & mask != 0;
+        if on && !was {
+            *w |= mask;
+            self.counts[valid as usize] += 1;
+        } else if !on && was {
+            *w &= !mask;
+            self.counts[valid as usize] -= 1;
+        }
+        was
+    }
+
+    /// (valid pages, block) of the full block with the fewest valid pages,
+    /// the lowest of those.
+    fn first(&self) -> Option<(u16, u32)> {
+        let v = self.counts.iter().position(|&c| c > 0)?;
+        let row = &self.bits[v * self.words..(v + 1) * self.words];
+        let (w, bits) = row.iter().enumerate().find(|(_, &x)| x != 0)?;
+        let i = w * 64 + bits.trailing_zeros() as usize;
+        Some((v as u16, self.base + i as u32))
+    }
 }
 
 pub struct Ssd {
@@ -220,6 +275,7 @@ impl Ssd {
                     // Block `base` is active; the rest are free (popped from the end).
                     Plane {
                         free: (base + 1..base + bpp).rev().collect(),
+                        full: FullBlocks::new(base, bpp, p.pages_per_block),
                         active: base,
                         next_page: 0,
                         busy_until: 0,
@@ -321,12 +377,11 @@ impl Ssd {
         }
         // GC may have opened a block for its copies: keep filling it.
         if self.planes[pl].next_page == ppb {
-            let plane = &mut self.planes[pl];
-            plane.active = plane
+            let next = self.planes[pl]
                 .free
-                .pop()
+                .pop_back()
                 .expect("garbage collection leaves a free block");
-            plane.next_page = 0;
+            self.activate(pl, next);
         }
         let plane = &mut self.planes[pl];
         let ppn = plane.active * ppb + plane.next_page;
@@ -344,18 +399,15 @@ impl Ssd {
             if self.planes[pl].free.len() > self.gc_threshold {
                 return;
             }
-            let base = pl as u32 * bpp;
-            let active = self.planes[pl].active;
-            let free = &self.planes[pl].free;
-            let victim = (base..base + bpp)
-                .filter(|&b| b != active && !free.contains(&b))
-                .min_by_key(|&b| self.valid[b as usize]);
-            let Some(victim) = victim else { return };
-            if self.valid[victim as usize] as u32 == ppb {
+            let Some((valid, victim)) = self.planes[pl].full.first() else {
+                return;
+            };
+            if valid as u32 == ppb {
                 // Nothing to reclaim: the host filled all flash (cannot happen with
                 // over-provisioning, kept as a bound).
                 return;
             }
+            self.planes[pl].full.set(valid, victim, false);
             let moves: Vec<(u32, u32)> = (victim * ppb..(victim + 1) * ppb)
                 .filter_map(|ppn| {
                     let l = self.rmap[ppn as usize];
@@ -388,7 +440,28 @@ impl Ssd {
             }
             self.erase_count[victim as usize] += 1;
             self.counters.erases += 1;
-            self.planes[pl].free.insert(0, victim);
+            self.planes[pl].free.push_front(victim);
+        }
+    }
+
+    /// Block `next` (just taken from the free list) becomes plane `pl`'s
+    /// active block; the one it replaces is full.
+    fn activate(&mut self, pl: usize, next: u32) {
+        let plane = &mut self.planes[pl];
+        let old = plane.active;
+        plane.full.set(self.valid[old as usize], old, true);
+        plane.active = next;
+        plane.next_page = 0;
+    }
+
+    /// One page of block `b` no longer valid (overwritten or discarded).
+    fn invalidate(&mut self, b: u32) {
+        let v = self.valid[b as usize];
+        self.valid[b as usize] = v - 1;
+        let pl = self.plane_of_block(b);
+        let full = &mut self.planes[pl].full;
+        if full.set(v, b, false) {
+            full.set(v - 1, b, true);
         }
     }
 
@@ -397,9 +470,11 @@ impl Ssd {
     fn allocate_in_active(&mut self, pl: usize) -> u32 {
         let ppb = self.p.pages_per_block;
         if self.planes[pl].next_page == ppb {
-            let plane = &mut self.planes[pl];
-            plane.active = plane.free.pop().expect("a free block for GC copies");
-            plane.next_page = 0;
+            let next = self.planes[pl]
+                .free
+                .pop_back()
+                .expect("a free block for GC copies");
+            self.activate(pl, next);
         }
         let plane = &mut self.planes[pl];
         let ppn = plane.active * ppb + plane.next_page;
@@ -413,7 +488,7 @@ impl Ssd {
         if old != 0 {
             let o = old - 1;
             self.rmap[o as usize] = 0;
-            self.valid[(o / ppb) as usize] -= 1;
+            self.invalidate(o / ppb);
         }
         let pl = self.next_plane;
         self.next_plane = (self.next_plane + 1) % self.planes.len();
@@ -526,7 +601,7 @@ impl Device for Ssd {
             if old != 0 {
                 let o = old - 1;
                 self.rmap[o as usize] = 0;
-                self.valid[(o / ppb) as usize] -= 1;
+                self.invalidate(o / ppb);
                 self.map[lpn as usize] = 0;
                 self.discarded_pages += 1;
             }
