@@ -153,38 +153,98 @@ fn seconds(s: &str, name: &str, file: &str, line: usize) -> Result<Ns, String> {
 /// Read the trace file at `path` in `format` (default: guessed from the name;
 /// `flag` names the option that sets it, for the error).
 pub fn read_file(path: &str, format: Option<&str>, flag: &str) -> Result<Vec<TraceRecord>, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("cannot read trace {path}: {e}"))?;
+    use std::io::BufRead;
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read trace {path}: {e}"))?;
+    // Read a line at a time: the text of a 5M-request trace alone is 140 MB,
+    // and it was held whole beside the records made from it.
+    let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
     let format = match format {
         Some(f) => TraceFormat::parse(f)?,
-        None => TraceFormat::guess(path)
-            .or_else(|| TraceFormat::sniff(&text))
-            .ok_or_else(|| {
-                format!(
-                    "cannot tell the format of trace {path} from its name or first record; give {flag} spc|msr|blkparse|disksim"
-                )
-            })?,
+        None => match TraceFormat::guess(path) {
+            Some(f) => f,
+            None => {
+                let head = reader
+                    .fill_buf()
+                    .map_err(|e| format!("cannot read trace {path}: {e}"))?;
+                TraceFormat::sniff(&String::from_utf8_lossy(head)).ok_or_else(|| {
+                    format!(
+                        "cannot tell the format of trace {path} from its name or first record; give {flag} spc|msr|blkparse|disksim"
+                    )
+                })?
+            }
+        },
     };
-    parse(&text, format, path)
+    parse_reader(reader, format, path)
 }
 
 /// Read a whole trace. Blank lines and `#` comments are skipped; records are
 /// returned sorted by time, times relative to the first record.
 pub fn parse(text: &str, format: TraceFormat, file: &str) -> Result<Vec<TraceRecord>, String> {
+    parse_reader(text.as_bytes(), format, file)
+}
+
+/// [`parse`], reading `r` a line at a time.
+pub fn parse_reader(
+    mut r: impl std::io::BufRead,
+    format: TraceFormat,
+    file: &str,
+) -> Result<Vec<TraceRecord>, String> {
     let mut out = Vec::new();
-    for (i, raw) in text.lines().enumerate() {
-        let line = i + 1;
-        let l = raw.trim();
-        if l.is_empty() || l.starts_with('#') {
-            continue;
+    let mut raw = String::new();
+    // Bounded by the input: every round consumes a line or ends.
+    for line in 1.. {
+        raw.clear();
+        match r.read_line(&mut raw) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                return Err(format!("{file}:{line}: the line is not UTF-8 text"))
+            }
+            Err(e) => return Err(format!("cannot read trace {file}: {e}")),
         }
+        if let Some(rec) = parse_line(raw.trim(), format, file, line)? {
+            out.push(rec);
+        }
+    }
+    out.sort_by_key(|r| r.at_ns);
+    if let Some(t0) = out.first().map(|r| r.at_ns) {
+        out.iter_mut().for_each(|r| r.at_ns -= t0);
+    }
+    Ok(out)
+}
+
+/// Up to 16 fields of a line, without allocating (later ones are dropped:
+/// no format reads past its tenth).
+fn split_fields<'a>(it: impl Iterator<Item = &'a str>, buf: &mut [&'a str; 16]) -> usize {
+    let mut n = 0;
+    for (slot, f) in buf.iter_mut().zip(it) {
+        *slot = f;
+        n += 1;
+    }
+    n
+}
+
+/// One line of a trace (trimmed): its record, or None for a line that
+/// holds none (blank, a comment, a blkparse action other than a queue).
+fn parse_line(
+    l: &str,
+    format: TraceFormat,
+    file: &str,
+    line: usize,
+) -> Result<Option<TraceRecord>, String> {
+    if l.is_empty() || l.starts_with('#') {
+        return Ok(None);
+    }
+    let mut buf = [""; 16];
+    {
         let rec = match format {
             TraceFormat::Spc => {
-                let f: Vec<&str> = l.split(',').collect();
-                let _asu: u64 = num(field(&f, 0, "ASU", file, line)?, "ASU", file, line)?;
-                let lba: u64 = num(field(&f, 1, "LBA", file, line)?, "LBA", file, line)?;
-                let size: u64 = num(field(&f, 2, "size", file, line)?, "size", file, line)?;
-                let op = match field(&f, 3, "opcode", file, line)?
+                let n = split_fields(l.split(','), &mut buf);
+                let f = &buf[..n];
+                let _asu: u64 = num(field(f, 0, "ASU", file, line)?, "ASU", file, line)?;
+                let lba: u64 = num(field(f, 1, "LBA", file, line)?, "LBA", file, line)?;
+                let size: u64 = num(field(f, 2, "size", file, line)?, "size", file, line)?;
+                let op = match field(f, 3, "opcode", file, line)?
                     .to_ascii_lowercase()
                     .as_str()
                 {
@@ -193,7 +253,7 @@ pub fn parse(text: &str, format: TraceFormat, file: &str) -> Result<Vec<TraceRec
                     o => return Err(format!("{file}:{line}: field opcode '{o}' must be r or w")),
                 };
                 let at = seconds(
-                    field(&f, 4, "timestamp", file, line)?,
+                    field(f, 4, "timestamp", file, line)?,
                     "timestamp",
                     file,
                     line,
@@ -208,14 +268,15 @@ pub fn parse(text: &str, format: TraceFormat, file: &str) -> Result<Vec<TraceRec
                 }
             }
             TraceFormat::Msr => {
-                let f: Vec<&str> = l.split(',').collect();
+                let n = split_fields(l.split(','), &mut buf);
+                let f = &buf[..n];
                 let ticks: u64 = num(
-                    field(&f, 0, "Timestamp", file, line)?,
+                    field(f, 0, "Timestamp", file, line)?,
                     "Timestamp",
                     file,
                     line,
                 )?;
-                let op = match field(&f, 3, "Type", file, line)?
+                let op = match field(f, 3, "Type", file, line)?
                     .to_ascii_lowercase()
                     .as_str()
                 {
@@ -227,8 +288,8 @@ pub fn parse(text: &str, format: TraceFormat, file: &str) -> Result<Vec<TraceRec
                         ))
                     }
                 };
-                let offset: u64 = num(field(&f, 4, "Offset", file, line)?, "Offset", file, line)?;
-                let size: u64 = num(field(&f, 5, "Size", file, line)?, "Size", file, line)?;
+                let offset: u64 = num(field(f, 4, "Offset", file, line)?, "Offset", file, line)?;
+                let size: u64 = num(field(f, 5, "Size", file, line)?, "Size", file, line)?;
                 TraceRecord {
                     at_ns: ticks.saturating_mul(100),
                     op,
@@ -238,15 +299,16 @@ pub fn parse(text: &str, format: TraceFormat, file: &str) -> Result<Vec<TraceRec
             }
             TraceFormat::Blkparse => {
                 // "8,0  3  1  0.000000000  4156  Q  W 223490 + 8 [proc]"
-                let f: Vec<&str> = l.split_whitespace().collect();
+                let n = split_fields(l.split_whitespace(), &mut buf);
+                let f = &buf[..n];
                 if f.len() < 6 || !f[0].contains(',') {
                     // blkparse's trailing summary ("CPU0 (8,0):", "Total ...").
-                    continue;
+                    return Ok(None);
                 }
-                if field(&f, 5, "action", file, line)? != "Q" {
-                    continue;
+                if field(f, 5, "action", file, line)? != "Q" {
+                    return Ok(None);
                 }
-                let rwbs = field(&f, 6, "RWBS", file, line)?;
+                let rwbs = field(f, 6, "RWBS", file, line)?;
                 // D: a discard (replayed as a trim); W, R; flushes are left out.
                 let op = if rwbs.contains('D') {
                     Op::Trim
@@ -255,16 +317,16 @@ pub fn parse(text: &str, format: TraceFormat, file: &str) -> Result<Vec<TraceRec
                 } else if rwbs.contains('R') {
                     Op::Read
                 } else {
-                    continue;
+                    return Ok(None);
                 };
-                let at = seconds(field(&f, 3, "time", file, line)?, "time", file, line)?;
-                let sector: u64 = num(field(&f, 7, "sector", file, line)?, "sector", file, line)?;
-                if field(&f, 8, "'+'", file, line)? != "+" {
+                let at = seconds(field(f, 3, "time", file, line)?, "time", file, line)?;
+                let sector: u64 = num(field(f, 7, "sector", file, line)?, "sector", file, line)?;
+                if field(f, 8, "'+'", file, line)? != "+" {
                     return Err(format!(
                         "{file}:{line}: field 9 must be '+' between sector and count"
                     ));
                 }
-                let n: u64 = num(field(&f, 9, "sectors", file, line)?, "sectors", file, line)?;
+                let n: u64 = num(field(f, 9, "sectors", file, line)?, "sectors", file, line)?;
                 TraceRecord {
                     at_ns: at,
                     op,
@@ -273,23 +335,24 @@ pub fn parse(text: &str, format: TraceFormat, file: &str) -> Result<Vec<TraceRec
                 }
             }
             TraceFormat::Disksim => {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                let ms: f64 = num(field(&f, 0, "arrival", file, line)?, "arrival", file, line)?;
+                let n = split_fields(l.split_whitespace(), &mut buf);
+                let f = &buf[..n];
+                let ms: f64 = num(field(f, 0, "arrival", file, line)?, "arrival", file, line)?;
                 if !(ms.is_finite() && ms >= 0.0) {
                     return Err(format!(
                         "{file}:{line}: field arrival '{}' must be a time >= 0 (ms)",
                         f[0]
                     ));
                 }
-                let dev: u64 = num(field(&f, 1, "device", file, line)?, "device", file, line)?;
+                let dev: u64 = num(field(f, 1, "device", file, line)?, "device", file, line)?;
                 if dev != 0 {
                     return Err(format!(
                         "{file}:{line}: device {dev}: the trace is replayed against one array (device 0); split a trace of several devices first"
                     ));
                 }
-                let block: u64 = num(field(&f, 2, "block", file, line)?, "block", file, line)?;
-                let size: u64 = num(field(&f, 3, "size", file, line)?, "size", file, line)?;
-                let flags: u64 = num(field(&f, 4, "flags", file, line)?, "flags", file, line)?;
+                let block: u64 = num(field(f, 2, "block", file, line)?, "block", file, line)?;
+                let size: u64 = num(field(f, 3, "size", file, line)?, "size", file, line)?;
+                let flags: u64 = num(field(f, 4, "flags", file, line)?, "flags", file, line)?;
                 TraceRecord {
                     at_ns: (ms * 1e6).round() as Ns,
                     op: if flags & 1 == 1 { Op::Read } else { Op::Write },
@@ -305,13 +368,8 @@ pub fn parse(text: &str, format: TraceFormat, file: &str) -> Result<Vec<TraceRec
                 "{file}:{line}: field size is 0; every request must move bytes"
             ));
         }
-        out.push(rec);
+        Ok(Some(rec))
     }
-    out.sort_by_key(|r| r.at_ns);
-    if let Some(t0) = out.first().map(|r| r.at_ns) {
-        out.iter_mut().for_each(|r| r.at_ns -= t0);
-    }
-    Ok(out)
 }
 
 /// Statistics of a trace (to check synthetic ones against the published figures).
