@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Parity kernels against ISA-L and memcpy, in one run.
-# Prints per case:  xor 4+1 64K dram: hetraid 11.8 GB/s, isa-l 10.9 GB/s, ratio 1.08 (memcpy M GB/s)
+# Prints per case:  xor 4+1 64K dram: hetraid 11.8 GB/s, isa-l 10.9 GB/s, ratio 1.08; rusty_erasure R GB/s, ratio Q (memcpy M GB/s)
+# (rusty_erasure: the pure-Rust crate that claims ISA-L's bytes at ISA-L's speed or
+# better, the second baseline, in the same harness: hetraid-parity-bench --versus-rusty)
 # (cases: xor 4+1/8+1/16+1, pq 4+2/8+2/16+2, recover 2 data 4+2, pq-update 4+2; each
 # at 64K cache, 64K dram and 4K cache; pq-update counts the one block updated)
 # and for block checksums:  crc32c 4K cache: hetraid X GB/s, isa-l Y GB/s, ratio R (crc32c crate Z GB/s, kernel K)
@@ -60,18 +62,23 @@ for where in "64K cache 65536 0" "64K dram 65536 $((512 << 20))" "4K cache 4096 
             recover) name="recover 2 data $k+2" ;;
             pq-update) name="pq-update $k+2" ;;
         esac
-        h=() i=() m=() r=()
+        h=() i=() m=() r=() u=() ur=()
         for n in $(seq "$RUNS"); do
             out=$($HET --versus-isal "$mode" "$k" "$CHUNK" "$WS" "$MILLIS")
             read -r a b ratio _ <<<"$out"
             h+=("$a") i+=("$b") r+=("$ratio")
+            out=$($HET --versus-rusty "$mode" "$k" "$CHUNK" "$WS" "$MILLIS")
+            read -r _ b ratio _ <<<"$out"
+            u+=("$b") ur+=("$ratio")
             if [ "$n" -le 3 ]; then m+=("$($HET memcpy "$k" "$CHUNK" "$WS" "$MILLIS" | cut -d' ' -f1)"); fi
         done
         hm=$(printf '%s\n' "${h[@]}" | median)
         im=$(printf '%s\n' "${i[@]}" | median)
         mm=$(printf '%s\n' "${m[@]}" | median)
         ratio=$(printf '%s\n' "${r[@]}" | median | awk '{printf "%.2f", $1}')
-        echo "$name $size $ws_name: hetraid $hm GB/s, isa-l $im GB/s, ratio $ratio (memcpy $mm GB/s, kernels $($HET "$mode" "$k" "$CHUNK" "$WS" 10 | cut -d' ' -f2))"
+        um=$(printf '%s\n' "${u[@]}" | median)
+        uratio=$(printf '%s\n' "${ur[@]}" | median | awk '{printf "%.2f", $1}')
+        echo "$name $size $ws_name: hetraid $hm GB/s, isa-l $im GB/s, ratio $ratio; rusty_erasure $um GB/s, ratio $uratio (memcpy $mm GB/s, kernels $($HET "$mode" "$k" "$CHUNK" "$WS" 10 | cut -d' ' -f2))"
     done
 done
 

@@ -140,3 +140,33 @@ fn bad_arguments_are_refused_with_a_reason() {
         assert!(stdout.is_empty(), "{args:?}");
     }
 }
+
+/// `--versus-rusty`: every parity mode runs against `rusty_erasure`, which
+/// computes the same bytes (the bench refuses to time otherwise), with the
+/// four fields the script reads; CRC-32C, which the crate lacks, is refused
+/// in one sentence with exit 2.
+#[test]
+fn every_parity_mode_agrees_with_rusty_erasure() {
+    for (mode, k) in [
+        ("xor", 2),
+        ("xor", 8),
+        ("pq", 2),
+        ("pq", 8),
+        ("recover", 2),
+        ("recover", 6),
+        ("pq-update", 3),
+    ] {
+        let (code, out, err) = bench(&["--versus-rusty", mode, &k.to_string(), "4096", "0", "2"]);
+        assert_eq!(code, Some(0), "{mode} {k}: {err}");
+        let f: Vec<&str> = out.split_whitespace().collect();
+        assert_eq!(f.len(), 4, "{mode} {k}: {out}");
+        for v in &f[..3] {
+            let x: f64 = v.parse().unwrap_or_else(|_| panic!("{mode} {k}: {out}"));
+            assert!(x > 0.0, "{mode} {k}: {out}");
+        }
+    }
+    let (code, _, err) = bench(&["--versus-rusty", "crc32c", "1", "4096", "0", "2"]);
+    assert_eq!(code, Some(2));
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("rusty_erasure has no CRC-32C"), "{err}");
+}

@@ -23,6 +23,9 @@
 //! The stripe cursor is shared, so with a working set larger than the
 //! caches both sides read from memory.
 //!
+//! `hetraid-parity-bench --versus-rusty MODE ...` (xor, pq, recover,
+//! pq-update): the same, against the `rusty_erasure` crate.
+//!
 //! `hetraid-parity-bench --isal-vs-isal MODE ...` is the control: ISA-L on
 //! both sides, the same harness otherwise. Its ratio shows what the method
 //! itself adds on a machine (0.994-1.004 in five runs of pq-update 4+2 4K
@@ -34,7 +37,7 @@ use std::time::{Duration, Instant};
 
 fn arg(args: &[String], i: usize, what: &str) -> u64 {
     args.get(i).and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        eprintln!("hetraid-parity-bench: {what} missing or not a number; usage: hetraid-parity-bench [--versus-isal|--isal-vs-isal] xor|pq|recover|pq-update|memcpy|crc32c|crc32c-crate K CHUNK_BYTES WORKING_SET_BYTES MILLIS");
+        eprintln!("hetraid-parity-bench: {what} missing or not a number; usage: hetraid-parity-bench [--versus-isal|--versus-rusty|--isal-vs-isal] xor|pq|recover|pq-update|memcpy|crc32c|crc32c-crate K CHUNK_BYTES WORKING_SET_BYTES MILLIS");
         std::process::exit(2)
     })
 }
@@ -279,7 +282,8 @@ fn slice(st: &Stripes, cursor: &mut usize, calls: u64, mut step: impl FnMut(usiz
 fn main() {
     let mut args: Vec<String> = std::env::args().collect();
     let control = args.get(1).is_some_and(|a| a == "--isal-vs-isal");
-    let versus = control || args.get(1).is_some_and(|a| a == "--versus-isal");
+    let rusty = args.get(1).is_some_and(|a| a == "--versus-rusty");
+    let versus = control || rusty || args.get(1).is_some_and(|a| a == "--versus-isal");
     if versus {
         args.remove(1);
     }
@@ -324,6 +328,10 @@ fn main() {
         println!("{gbps:.2} {name}");
         return;
     }
+    if rusty && mode == Mode::Crc32c {
+        eprintln!("hetraid-parity-bench: --versus-rusty takes xor, pq, recover or pq-update (rusty_erasure has no CRC-32C)");
+        std::process::exit(2)
+    }
     if matches!(mode, Mode::Memcpy | Mode::Crc32cCrate) {
         eprintln!(
             "hetraid-parity-bench: --versus-isal and --isal-vs-isal take xor, pq, recover, pq-update or crc32c"
@@ -334,7 +342,11 @@ fn main() {
         eprintln!("hetraid-parity-bench: ISA-L takes 2 or more data blocks (but for crc32c), and pq_gen lengths in multiples of 32 bytes; choose K and CHUNK_BYTES to fit");
         std::process::exit(2)
     }
-    let isal = match isal::Isal::load(k) {
+    let loaded = match rusty {
+        true => rusty::Rusty::new(k).map(Baseline::Rusty),
+        false => isal::Isal::load(k).map(Baseline::Isal),
+    };
+    let isal = match loaded {
         Ok(isal) => isal,
         Err(e) => {
             eprintln!("hetraid-parity-bench: {e}");
@@ -419,7 +431,7 @@ fn main() {
 /// the stripe's contents before either ran; the stripe is left as it was.
 /// Guards the ISA-L side's setup (the RAID-6 decode matrix above all): a
 /// baseline that computed something else would make every ratio meaningless.
-fn same_results(st: &Stripes, isal: &isal::Isal) -> Result<(), String> {
+fn same_results(st: &Stripes, isal: &Baseline) -> Result<(), String> {
     let (k, chunk) = (st.k, st.chunk);
     let blocks = st.per_stripe / chunk;
     // SAFETY: stripe 0 is the first `per_stripe` bytes of the allocation.
@@ -434,6 +446,9 @@ fn same_results(st: &Stripes, isal: &isal::Isal) -> Result<(), String> {
         for (i, p) in ptrs[..k].iter().enumerate() {
             // SAFETY: block i of stripe 0.
             let block = unsafe { std::slice::from_raw_parts(*p, chunk) };
+            let Baseline::Isal(isal) = isal else {
+                unreachable!("crc32c is measured against ISA-L only")
+            };
             // ISA-L's crc32_iscsi leaves out the final inversion.
             // SAFETY: ISA-L's crc32_iscsi reads `chunk` bytes of block i of stripe 0.
             let theirs = !unsafe { isal.crc32_iscsi(*p, chunk) };
@@ -478,6 +493,153 @@ fn anon_huge_bytes() -> Option<u64> {
     let line = text.lines().find(|l| l.starts_with("AnonHugePages:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
+}
+
+/// The RAID-6 rows both baselines are given: encoding (P all ones, Q the
+/// powers of g = 2) and decoding data blocks 0 and 1 from data 2..K-1, P and
+/// Q, as `k`-wide rows of coefficients, computed with the field's `mul` and
+/// `inv` (ISA-L's own for ISA-L).
+fn raid6_rows(k: usize, mul: impl Fn(u8, u8) -> u8, inv: impl Fn(u8) -> u8) -> (Vec<u8>, Vec<u8>) {
+    let mut enc = vec![0u8; 2 * k];
+    let mut g = 1u8;
+    for i in 0..k {
+        enc[i] = 1;
+        enc[k + i] = g;
+        g = mul(g, 2);
+    }
+    let mut dec = vec![0u8; 2 * k];
+    if k >= 2 {
+        let (inv3, mut gi) = (inv(3), 4u8); // g^2
+        for i in 2..k {
+            let d1 = mul(inv3, 1 ^ gi);
+            dec[i - 2] = 1 ^ d1; // D0
+            dec[k + i - 2] = d1; // D1
+            gi = mul(gi, 2);
+        }
+        dec[k - 2] = 1 ^ inv3; // P into D0
+        dec[k - 1] = inv3; // Q into D0
+        dec[2 * k - 2] = inv3; // P into D1
+        dec[2 * k - 1] = inv3; // Q into D1
+    }
+    (enc, dec)
+}
+
+/// `rusty_erasure` (crates.io, pure Rust, byte-identical to ISA-L by its
+/// own account and checked here by `same_results`), the second baseline
+/// (`--versus-rusty`): the same steps as [`isal::Isal::step`], through the
+/// crate's ISA-L-shaped API. A dependency of this crate only for this
+/// benchmark; the library never calls it.
+mod rusty {
+    use super::Mode;
+
+    pub struct Rusty {
+        enc_tables: Vec<u8>,
+        dec_tables: Vec<u8>,
+    }
+
+    impl Rusty {
+        pub fn new(k: usize) -> Result<Rusty, String> {
+            let (enc, dec) = super::raid6_rows(k, hetraid_parity::gf::mul, hetraid_parity::gf::inv);
+            let (mut enc_tables, mut dec_tables) = (vec![0u8; 32 * 2 * k], vec![0u8; 32 * 2 * k]);
+            let init = |rows: &[u8], tables: &mut [u8]| {
+                rusty_erasure::isal::ec_init_tables(k, 2, rows, tables)
+                    .map_err(|e| format!("rusty_erasure refused the RAID-6 tables: {e:?}"))
+            };
+            init(&enc, &mut enc_tables)?;
+            init(&dec, &mut dec_tables)?;
+            Ok(Rusty {
+                enc_tables,
+                dec_tables,
+            })
+        }
+
+        /// One step on a stripe whose blocks are `ptrs[..k + parity]`.
+        ///
+        /// # Safety
+        /// As [`super::isal::Isal::step`].
+        pub unsafe fn step(&self, mode: Mode, k: usize, chunk: usize, ptrs: &mut [*mut u8; 64]) {
+            // SAFETY: the caller's contract: each pointer addresses `chunk`
+            // bytes of its own block; a slice lives for this step only.
+            let block = |i: usize| unsafe { std::slice::from_raw_parts(ptrs[i], chunk) };
+            // SAFETY: as above; no two live mutable slices share a block.
+            let block_mut = |i: usize| unsafe { std::slice::from_raw_parts_mut(ptrs[i], chunk) };
+            let mut srcs: [&[u8]; 64] = [&[]; 64];
+            let r = match mode {
+                Mode::Xor => {
+                    (0..k).for_each(|i| srcs[i] = block(i));
+                    rusty_erasure::raid::xor_gen(&srcs[..k], block_mut(k))
+                }
+                Mode::Pq => {
+                    (0..k).for_each(|i| srcs[i] = block(i));
+                    rusty_erasure::raid::pq_gen(&srcs[..k], block_mut(k), block_mut(k + 1))
+                }
+                Mode::Recover => {
+                    // Data 2..K-1, P and Q in; data 0 and 1 out.
+                    (0..k).for_each(|i| srcs[i] = block(i + 2));
+                    let mut out = [block_mut(0), block_mut(1)];
+                    rusty_erasure::isal::ec_encode_data(
+                        chunk,
+                        k,
+                        2,
+                        &self.dec_tables,
+                        &srcs[..k],
+                        &mut out,
+                    )
+                }
+                Mode::PqUpdate => {
+                    // As ISA-L: two updates of block 1 (old = block 0's
+                    // bytes, new = block 2's) into P and Q.
+                    let t = &self.enc_tables;
+                    let mut par = [block_mut(k), block_mut(k + 1)];
+                    rusty_erasure::isal::ec_encode_data_update(
+                        chunk,
+                        k,
+                        2,
+                        1,
+                        t,
+                        block(0),
+                        &mut par,
+                    )
+                    .and_then(|()| {
+                        rusty_erasure::isal::ec_encode_data_update(
+                            chunk,
+                            k,
+                            2,
+                            1,
+                            t,
+                            block(2 % k),
+                            &mut par,
+                        )
+                    })
+                }
+                Mode::Crc32c | Mode::Memcpy | Mode::Crc32cCrate => {
+                    unreachable!("refused in main")
+                }
+            };
+            r.expect("rusty_erasure takes the stripe (checked by same_results)");
+            std::hint::black_box(ptrs[0]);
+        }
+    }
+}
+
+/// The baseline a `--versus-*` run measures against.
+enum Baseline {
+    Isal(isal::Isal),
+    Rusty(rusty::Rusty),
+}
+
+impl Baseline {
+    /// # Safety
+    /// As [`isal::Isal::step`].
+    unsafe fn step(&self, mode: Mode, k: usize, chunk: usize, ptrs: &mut [*mut u8; 64]) {
+        // SAFETY: the caller's contract, passed on.
+        unsafe {
+            match self {
+                Baseline::Isal(i) => i.step(mode, k, chunk, ptrs),
+                Baseline::Rusty(r) => r.step(mode, k, chunk, ptrs),
+            }
+        }
+    }
 }
 
 /// ISA-L, loaded with `dlopen` so that the bench builds and runs without
@@ -575,27 +737,7 @@ mod isal {
                 let init: InitTables = sym(lib, c"ec_init_tables")?;
                 let gf_mul: GfMul = sym(lib, c"gf_mul")?;
                 let gf_inv: GfInv = sym(lib, c"gf_inv")?;
-                let mut enc = vec![0u8; 2 * k];
-                let mut g = 1u8;
-                for i in 0..k {
-                    enc[i] = 1;
-                    enc[k + i] = g;
-                    g = gf_mul(g, 2);
-                }
-                let mut dec = vec![0u8; 2 * k];
-                if k >= 2 {
-                    let (inv3, mut gi) = (gf_inv(3), 4u8); // g^2
-                    for i in 2..k {
-                        let d1 = gf_mul(inv3, 1 ^ gi);
-                        dec[i - 2] = 1 ^ d1; // D0
-                        dec[k + i - 2] = d1; // D1
-                        gi = gf_mul(gi, 2);
-                    }
-                    dec[k - 2] = 1 ^ inv3; // P into D0
-                    dec[k - 1] = inv3; // Q into D0
-                    dec[2 * k - 2] = inv3; // P into D1
-                    dec[2 * k - 1] = inv3; // Q into D1
-                }
+                let (enc, dec) = super::raid6_rows(k, |a, b| gf_mul(a, b), |a| gf_inv(a));
                 let (mut enc_tables, mut dec_tables) =
                     (vec![0u8; 32 * 2 * k], vec![0u8; 32 * 2 * k]);
                 init(k as c_int, 2, enc.as_ptr(), enc_tables.as_mut_ptr());

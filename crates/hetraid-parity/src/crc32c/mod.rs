@@ -15,6 +15,8 @@
 //! * [`constants`]: the join constants, computed at compile time from the
 //!   polynomial rather than copied, so they cannot be mistyped.
 
+#[cfg(target_arch = "x86_64")]
+pub mod avx512;
 pub mod constants;
 pub mod reference;
 #[cfg(target_arch = "x86_64")]
@@ -32,6 +34,10 @@ pub fn crc32c(data: &[u8]) -> u32 {
 pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
     #[cfg(target_arch = "x86_64")]
     {
+        if data.len() >= 512 && avx512::detected() {
+            // SAFETY: the CPU has what the kernel needs (checked just above).
+            return unsafe { avx512::append(crc, data) };
+        }
         if data.len() >= 4096 && vpclmul::detected() {
             // SAFETY: the CPU has what the kernel needs (checked just above).
             return unsafe { vpclmul::append(crc, data) };
@@ -48,6 +54,9 @@ pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
 pub fn kernel_name() -> &'static str {
     #[cfg(target_arch = "x86_64")]
     {
+        if avx512::detected() {
+            return "avx512";
+        }
         if vpclmul::detected() {
             return "vpclmul";
         }

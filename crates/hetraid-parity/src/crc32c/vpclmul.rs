@@ -59,7 +59,7 @@ unsafe fn fold256(a: __m256i, b: __m256i, k: __m256i) -> __m256i {
 /// The CPU must have pclmulqdq (the caller checked it); every pointer and length must cover the bytes read and written.
 #[inline]
 #[target_feature(enable = "pclmulqdq")]
-unsafe fn fold128(a: __m128i, b: __m128i, k: (u64, u64)) -> __m128i {
+pub(super) unsafe fn fold128(a: __m128i, b: __m128i, k: (u64, u64)) -> __m128i {
     let k = _mm_set_epi64x(k.1 as i64, k.0 as i64);
     let lo = _mm_clmulepi64_si128(a, k, 0x00);
     let hi = _mm_clmulepi64_si128(a, k, 0x11);
