@@ -118,7 +118,9 @@ pub struct Setup {
     pub layout: Box<dyn Layout>,
     pub policy: WritePolicy,
     pub span: u64,
-    pub trace: Option<Vec<trace::TraceRecord>>,
+    /// Shared with each replay made from it (a 5M-request trace is 160 MB;
+    /// the replay held a copy of it beside this one).
+    pub trace: Option<std::sync::Arc<Vec<trace::TraceRecord>>>,
     /// Rebuild into spare space: the schedule (one target per stream) and the layout
     /// with the lost extents relocated, used once the rebuild is done.
     pub spare: Option<(hetraid_core::rebuild::RebuildSchedule, Box<dyn Layout>)>,
@@ -269,7 +271,7 @@ impl Setup {
             Some(p) => hetraid_core::pace::PaceScope::parse(p)?,
             None => hetraid_core::pace::PaceScope::Array,
         };
-        let trace = read_trace(cfg)?;
+        let trace = read_trace(cfg)?.map(std::sync::Arc::new);
         let (spare, copy_back) = spare_plan(cfg, layout.as_ref(), &spec, specs.len())?;
         let log = log_setup(log_choice, layout.as_ref(), log_specs)?;
         check_reclaim_idle(cfg, log.as_ref())?;

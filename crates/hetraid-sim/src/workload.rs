@@ -115,7 +115,7 @@ impl Closed {
 /// Trace replay.
 #[derive(Debug, Clone)]
 pub struct Replay {
-    pub records: Vec<TraceRecord>,
+    pub records: std::sync::Arc<Vec<TraceRecord>>,
     pub next: usize,
     /// Issue at recorded times (else as fast as possible with `qd` outstanding).
     pub timed: bool,
