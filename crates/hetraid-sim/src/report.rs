@@ -309,3 +309,75 @@ pub fn summarize(v: &mut [u64]) -> (f64, f64, f64, f64) {
     let rank = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
     (mean, ms(rank(0.5)), ms(rank(0.99)), ms(*v.last().unwrap()))
 }
+
+/// [`summarize`] of the two lists taken together, without joining them (a
+/// run keeps reads' and writes' response times apart; a joined copy was 40 MB
+/// for 5M requests). Sorts both in place.
+pub fn summarize_merged(a: &mut [u64], b: &mut [u64]) -> (f64, f64, f64, f64) {
+    let n = a.len() + b.len();
+    if n == 0 {
+        return (0.0, 0.0, 0.0, 0.0);
+    }
+    let ms = |ns: u64| ns as f64 / 1e6;
+    // Integers below 2^53 add exactly in f64, in any order: the same mean
+    // as one list's.
+    let mean = a.iter().chain(b.iter()).map(|&x| x as f64).sum::<f64>() / n as f64 / 1e6;
+    a.sort_unstable();
+    b.sort_unstable();
+    // The k-th smallest (1-based) of the two sorted lists.
+    let kth = |k: usize| -> u64 {
+        let (mut i, mut j) = (0, 0);
+        let mut last = 0;
+        // Bounded by k <= n steps.
+        for _ in 0..k {
+            if j >= b.len() || (i < a.len() && a[i] <= b[j]) {
+                last = a[i];
+                i += 1;
+            } else {
+                last = b[j];
+                j += 1;
+            }
+        }
+        last
+    };
+    let rank = |q: f64| kth(((q * n as f64).ceil() as usize).clamp(1, n));
+    let max = a.last().copied().max(b.last().copied()).unwrap_or(0);
+    (mean, ms(rank(0.5)), ms(rank(0.99)), ms(max))
+}
+
+#[cfg(test)]
+mod merged_tests {
+    use super::*;
+
+    /// Two lists summarized together give what their concatenation gives:
+    /// mean, median, p99 and maximum, for empty, one-sided and mixed lists.
+    #[test]
+    fn summarize_merged_equals_summarize_of_the_concatenation() {
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % 10_000_000
+        };
+        for (na, nb) in [
+            (0, 0),
+            (0, 1),
+            (1, 0),
+            (1, 1),
+            (7, 0),
+            (0, 9),
+            (100, 3),
+            (57, 1000),
+        ] {
+            let mut a: Vec<u64> = (0..na).map(|_| next()).collect();
+            let mut b: Vec<u64> = (0..nb).map(|_| next()).collect();
+            let mut joined: Vec<u64> = a.iter().chain(b.iter()).copied().collect();
+            assert_eq!(
+                summarize_merged(&mut a, &mut b),
+                summarize(&mut joined),
+                "{na} + {nb}"
+            );
+        }
+    }
+}

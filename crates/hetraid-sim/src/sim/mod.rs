@@ -132,9 +132,8 @@ struct Runner<'a> {
     waiting: VecDeque<u32>,
     started: Started,
     xor_ns_per_byte: f64,
-    // Metrics.
-    resp: Vec<Ns>,
-    /// The same, by direction.
+    // Metrics: user response times by direction (the run's own summary
+    // takes both together: `report::summarize_merged`).
     resp_read: Vec<Ns>,
     resp_write: Vec<Ns>,
     resp_rebuild: Vec<Ns>,
@@ -393,7 +392,6 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
         } else {
             0.0
         },
-        resp: Vec::new(),
         resp_read: Vec::new(),
         resp_write: Vec::new(),
         resp_rebuild: Vec::new(),

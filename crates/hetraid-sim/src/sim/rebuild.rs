@@ -13,7 +13,7 @@ impl Runner<'_> {
         let now = self.k.now();
         hetraid_core::pace::users_active(
             self.inflight > 0,
-            (!self.resp.is_empty()).then(|| now.saturating_sub(self.last_user_done)),
+            (self.reads + self.writes > 0).then(|| now.saturating_sub(self.last_user_done)),
         )
     }
 

@@ -7,7 +7,8 @@ impl Runner<'_> {
     pub(super) fn report(mut self) -> Report {
         let end = self.end.max(1);
         let secs = |ns: Ns| ns as f64 / NS_PER_S as f64;
-        let (mean, p50, p99, max) = summarize(&mut self.resp);
+        let (mean, p50, p99, max) =
+            crate::report::summarize_merged(&mut self.resp_read, &mut self.resp_write);
         let members: Vec<MemberReport> = self
             .devices
             .iter()

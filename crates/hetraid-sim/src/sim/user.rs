@@ -256,7 +256,6 @@ impl Runner<'_> {
 
     /// A read or write done in `rt`: its response time and the counters.
     pub(super) fn user_counted(&mut self, req: Request, rt: Ns) {
-        self.resp.push(rt);
         match req.op {
             Op::Read => self.resp_read.push(rt),
             _ => self.resp_write.push(rt),
