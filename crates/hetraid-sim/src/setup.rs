@@ -6,7 +6,7 @@ use crate::config::RunConfig;
 use crate::kernel::{Ns, Rng, NS_PER_S};
 use crate::preset::{parse_members, DeviceSpec};
 use crate::trace;
-use crate::workload::{Closed, Pattern, Replay, Source};
+use crate::workload::{Closed, Pattern, Records, Replay, Source, StreamCursor, TraceFile};
 use hetraid_core::layout::{build, Layout, LayoutSpec};
 use hetraid_core::logconfig::{self, LogChoice, LogPlace};
 use hetraid_core::plan::{ArrayState, Request};
@@ -118,9 +118,9 @@ pub struct Setup {
     pub layout: Box<dyn Layout>,
     pub policy: WritePolicy,
     pub span: u64,
-    /// Shared with each replay made from it (a 5M-request trace is 160 MB;
-    /// the replay held a copy of it beside this one).
-    pub trace: Option<std::sync::Arc<Vec<trace::TraceRecord>>>,
+    /// The trace workload's records: a looped trace read whole (shared with
+    /// each replay made from it), any other streamed by the replay.
+    pub trace: Option<TraceInput>,
     /// Rebuild into spare space: the schedule (one target per stream) and the layout
     /// with the lost extents relocated, used once the rebuild is done.
     pub spare: Option<(hetraid_core::rebuild::RebuildSchedule, Box<dyn Layout>)>,
@@ -271,7 +271,7 @@ impl Setup {
             Some(p) => hetraid_core::pace::PaceScope::parse(p)?,
             None => hetraid_core::pace::PaceScope::Array,
         };
-        let trace = read_trace(cfg)?.map(std::sync::Arc::new);
+        let trace = read_trace(cfg)?;
         let (spare, copy_back) = spare_plan(cfg, layout.as_ref(), &spec, specs.len())?;
         let log = log_setup(log_choice, layout.as_ref(), log_specs)?;
         check_reclaim_idle(cfg, log.as_ref())?;
@@ -303,7 +303,12 @@ impl Setup {
                 return Err("trim_fraction and trim_size apply to closed-loop workloads; a trace brings its own discards (blkparse D records)".into());
             }
             return Ok(Source::Replay(Replay {
-                records: t.clone(),
+                records: match t {
+                    TraceInput::Loaded(v) => Records::Loaded(v.clone()),
+                    TraceInput::File(f) => {
+                        Records::Streamed(Box::new(StreamCursor::new(f.clone())))
+                    }
+                },
                 next: 0,
                 timed: c.replay == "timed",
                 time_scale: c.time_scale,
@@ -417,7 +422,14 @@ pub fn request_stream(cfg: &RunConfig) -> Result<Vec<Request>, String> {
             }
             Ok(std::iter::from_fn(|| c.next(0, &mut rng)).collect())
         }
-        Source::Replay(r) => Ok((0..r.records.len()).map(|i| r.request(i)).collect()),
+        Source::Replay(mut r) => {
+            let mut out = Vec::new();
+            // Bounded by the trace: each round takes a record or ends.
+            while let Some(req) = r.request(out.len())? {
+                out.push(req);
+            }
+            Ok(out)
+        }
     }
 }
 
@@ -555,36 +567,56 @@ fn check_run_options(cfg: &RunConfig) -> Result<(), String> {
     Ok(())
 }
 
+/// A trace workload's records: read whole, or a file the replay streams.
+pub enum TraceInput {
+    Loaded(std::sync::Arc<Vec<trace::TraceRecord>>),
+    File(TraceFile),
+}
+
 /// The trace workload's requests, read, cut and looped as the options say.
-fn read_trace(cfg: &RunConfig) -> Result<Option<Vec<trace::TraceRecord>>, String> {
-    Ok(if cfg.workload == "trace" {
-        let path = cfg
-            .trace
-            .as_deref()
-            .ok_or("the trace workload needs --trace FILE")?;
+/// A looped trace is read whole (each pass needs the trace's length); any
+/// other is streamed by the replay, its format and first record checked
+/// here so that a trace that cannot be replayed is refused before the run.
+fn read_trace(cfg: &RunConfig) -> Result<Option<TraceInput>, String> {
+    if cfg.workload != "trace" {
+        return Ok(None);
+    }
+    let path = cfg
+        .trace
+        .as_deref()
+        .ok_or("the trace workload needs --trace FILE")?;
+    if !matches!(cfg.replay.as_str(), "timed" | "afap") {
+        return Err(format!(
+            "replay '{}' is unknown; use timed or afap",
+            cfg.replay
+        ));
+    }
+    if !(cfg.time_scale > 0.0 && cfg.time_scale.is_finite()) {
+        return Err("time_scale must be a positive number".into());
+    }
+    let no_requests = || format!("trace {path} has no requests");
+    if let Some(loops) = cfg.trace_loops {
         let mut recs = trace::read_file(path, cfg.trace_format.as_deref(), "--trace-format")?;
         if let Some(l) = cfg.trace_limit {
             recs.truncate(l);
         }
         if recs.is_empty() {
-            return Err(format!("trace {path} has no requests"));
+            return Err(no_requests());
         }
-        if let Some(loops) = cfg.trace_loops {
-            recs = trace::looped(recs, loops)?;
-        }
-        if !matches!(cfg.replay.as_str(), "timed" | "afap") {
-            return Err(format!(
-                "replay '{}' is unknown; use timed or afap",
-                cfg.replay
-            ));
-        }
-        if !(cfg.time_scale > 0.0 && cfg.time_scale.is_finite()) {
-            return Err("time_scale must be a positive number".into());
-        }
-        Some(recs)
-    } else {
-        None
-    })
+        let recs = trace::looped(recs, loops)?;
+        return Ok(Some(TraceInput::Loaded(std::sync::Arc::new(recs))));
+    }
+    let file = TraceFile {
+        path: path.to_string(),
+        format: cfg.trace_format.clone(),
+        limit: cfg.trace_limit,
+    };
+    let mut first =
+        trace::Stream::open(path, cfg.trace_format.as_deref(), "--trace-format", Some(1))?;
+    if first.next_record()?.is_none() {
+        return Err(no_requests());
+    }
+    Ok(Some(TraceInput::File(file)))
 }
 
 /// A rebuild into spare space (`to_spare`): its schedule and the layout

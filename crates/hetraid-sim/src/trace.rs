@@ -153,10 +153,20 @@ fn seconds(s: &str, name: &str, file: &str, line: usize) -> Result<Ns, String> {
 /// Read the trace file at `path` in `format` (default: guessed from the name;
 /// `flag` names the option that sets it, for the error).
 pub fn read_file(path: &str, format: Option<&str>, flag: &str) -> Result<Vec<TraceRecord>, String> {
+    let (reader, format) = open(path, format, flag)?;
+    parse_reader(reader, format, path)
+}
+
+/// The trace file at `path`, buffered, and its format (given, else guessed
+/// from the name, else from the first record). Read a line at a time: the
+/// text of a 5M-request trace alone is 140 MB.
+fn open(
+    path: &str,
+    format: Option<&str>,
+    flag: &str,
+) -> Result<(std::io::BufReader<std::fs::File>, TraceFormat), String> {
     use std::io::BufRead;
     let file = std::fs::File::open(path).map_err(|e| format!("cannot read trace {path}: {e}"))?;
-    // Read a line at a time: the text of a 5M-request trace alone is 140 MB,
-    // and it was held whole beside the records made from it.
     let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
     let format = match format {
         Some(f) => TraceFormat::parse(f)?,
@@ -174,7 +184,7 @@ pub fn read_file(path: &str, format: Option<&str>, flag: &str) -> Result<Vec<Tra
             }
         },
     };
-    parse_reader(reader, format, path)
+    Ok((reader, format))
 }
 
 /// Read a whole trace. Blank lines and `#` comments are skipped; records are
@@ -520,4 +530,248 @@ pub fn synthesize(p: &Profile, format: TraceFormat, n: usize, seed: u64) -> Stri
         }
     }
     out
+}
+
+/// Records a stream may hold back to put them in time order: traces whose
+/// requests come out of order by no more than this many (several CPUs'
+/// blkparse records interleaved) replay as if sorted.
+pub const REORDER_WINDOW: usize = 1 << 16;
+/// Records per batch handed from the reading thread, and batches in flight:
+/// memory stays at about (window + 8 batches) records whatever the trace's
+/// length.
+const BATCH: usize = 8192;
+const BATCHES_IN_FLIGHT: usize = 8;
+
+/// A trace file read on a thread of its own, a batch at a time, in time
+/// order (within [`REORDER_WINDOW`]) and with times relative to the first
+/// record, at most `limit` records: what [`read_file`] gives, without the
+/// whole trace in memory (a 5M-request trace was 160 MB of records) and
+/// with its parsing beside the simulation rather than before it.
+pub struct Stream {
+    rx: std::sync::mpsc::Receiver<Result<Vec<TraceRecord>, String>>,
+    batch: std::vec::IntoIter<TraceRecord>,
+    ended: bool,
+}
+
+/// A record in the reorder window: by time, then by place in the file (so
+/// equal times keep their order, as the stable sort of [`parse`] does).
+struct Held(Ns, u64, TraceRecord);
+impl PartialEq for Held {
+    fn eq(&self, o: &Self) -> bool {
+        (self.0, self.1) == (o.0, o.1)
+    }
+}
+impl Eq for Held {}
+impl PartialOrd for Held {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Held {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        // Reversed: BinaryHeap is a max-heap and the earliest goes first.
+        (o.0, o.1).cmp(&(self.0, self.1))
+    }
+}
+
+impl Stream {
+    /// Start reading `path` (`format` as [`read_file`] takes it).
+    pub fn open(
+        path: &str,
+        format: Option<&str>,
+        flag: &str,
+        limit: Option<usize>,
+    ) -> Result<Stream, String> {
+        let (reader, format) = open(path, format, flag)?;
+        let (tx, rx) = std::sync::mpsc::sync_channel(BATCHES_IN_FLIGHT);
+        let path = path.to_string();
+        std::thread::Builder::new()
+            .name("trace-reader".into())
+            .spawn(move || {
+                if let Err(e) = produce(reader, format, &path, limit.unwrap_or(usize::MAX), &tx) {
+                    let _ = tx.send(Err(e));
+                }
+            })
+            .map_err(|e| format!("cannot start reading trace: {e}"))?;
+        Ok(Stream {
+            rx,
+            batch: Vec::new().into_iter(),
+            ended: false,
+        })
+    }
+
+    /// The next record, None at the end; an error (a malformed line, a record
+    /// out of order by more than the window) ends the stream.
+    pub fn next_record(&mut self) -> Result<Option<TraceRecord>, String> {
+        // Bounded: each round takes a batch from the reader or ends.
+        loop {
+            if let Some(r) = self.batch.next() {
+                return Ok(Some(r));
+            }
+            if self.ended {
+                return Ok(None);
+            }
+            match self.rx.recv() {
+                Ok(Ok(b)) => self.batch = b.into_iter(),
+                Ok(Err(e)) => {
+                    self.ended = true;
+                    return Err(e);
+                }
+                // The reader finished and hung up.
+                Err(_) => self.ended = true,
+            }
+        }
+    }
+}
+
+/// The reading thread: parse, reorder within the window, shift times to the
+/// first record, send in batches. Ends early (Ok) when the receiver is gone.
+fn produce(
+    mut r: impl std::io::BufRead,
+    format: TraceFormat,
+    file: &str,
+    limit: usize,
+    tx: &std::sync::mpsc::SyncSender<Result<Vec<TraceRecord>, String>>,
+) -> Result<(), String> {
+    let mut heap = std::collections::BinaryHeap::with_capacity(REORDER_WINDOW + 1);
+    let mut out: Vec<TraceRecord> = Vec::with_capacity(BATCH);
+    let (mut sent, mut last, mut t0) = (0usize, 0 as Ns, None::<Ns>);
+    let mut raw = String::new();
+    // Emit the earliest held record; false once the limit is reached or the
+    // receiver is gone.
+    let mut emit = |h: Held, out: &mut Vec<TraceRecord>| -> Result<bool, String> {
+        if sent >= limit {
+            return Ok(false);
+        }
+        if h.0 < last {
+            return Err(format!(
+                "{file}:{}: this record is out of time order by more than {REORDER_WINDOW} records; sort the trace by time first",
+                h.1
+            ));
+        }
+        last = h.0;
+        let base = *t0.get_or_insert(h.0);
+        let mut rec = h.2;
+        rec.at_ns -= base;
+        out.push(rec);
+        sent += 1;
+        if out.len() == BATCH && tx.send(Ok(std::mem::take(out))).is_err() {
+            return Ok(false);
+        }
+        Ok(true)
+    };
+    let mut line = 0usize;
+    // Bounded by the input: every round consumes a line or ends.
+    loop {
+        line += 1;
+        raw.clear();
+        match r.read_line(&mut raw) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                return Err(format!("{file}:{line}: the line is not UTF-8 text"))
+            }
+            Err(e) => return Err(format!("cannot read trace {file}: {e}")),
+        }
+        if let Some(rec) = parse_line(raw.trim_ascii(), format, file, line)? {
+            heap.push(Held(rec.at_ns, line as u64, rec));
+            if heap.len() > REORDER_WINDOW {
+                let h = heap.pop().expect("the window is full");
+                if !emit(h, &mut out)? {
+                    break;
+                }
+            }
+        }
+    }
+    // The rest of the window (unless the limit or the receiver ended it).
+    while let Some(h) = heap.pop() {
+        if !emit(h, &mut out)? {
+            break;
+        }
+    }
+    if !out.is_empty() {
+        let _ = tx.send(Ok(out));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod stream_tests {
+    use super::*;
+
+    fn file(lines: &[String]) -> tempfile::NamedTempFile {
+        let mut f = tempfile::Builder::new()
+            .suffix(".disksim")
+            .tempfile()
+            .unwrap();
+        use std::io::Write;
+        for l in lines {
+            writeln!(f, "{l}").unwrap();
+        }
+        f.flush().unwrap();
+        f
+    }
+
+    fn all(path: &str, limit: Option<usize>) -> Result<Vec<TraceRecord>, String> {
+        let mut s = Stream::open(path, None, "--trace-format", limit)?;
+        let mut out = Vec::new();
+        while let Some(r) = s.next_record()? {
+            out.push(r);
+        }
+        Ok(out)
+    }
+
+    /// A stream gives what reading the whole file gives: time order (equal
+    /// times in file order), times from the first record, the limit, for a
+    /// trace longer than a batch and out of order within the window.
+    #[test]
+    fn a_stream_gives_what_read_file_gives() {
+        let mut x: u64 = 7;
+        let lines: Vec<String> = (0..30_000u64)
+            .map(|i| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                // Times drift backwards now and then (by up to 500 records'
+                // worth) and repeat; blocks and sizes vary.
+                let t = 1000.0 + i as f64 * 0.25 - (x % 500) as f64 * 0.25 * ((x >> 9) % 2) as f64;
+                format!(
+                    "{t:.3} 0 {} {} {}",
+                    (x >> 20) % 100_000 * 8,
+                    8 * (1 + x % 4),
+                    x % 2
+                )
+            })
+            .collect();
+        let f = file(&lines);
+        let p = f.path().to_str().unwrap();
+        let whole = read_file(p, None, "--trace-format").unwrap();
+        assert_eq!(all(p, None).unwrap(), whole);
+        assert_eq!(all(p, Some(12_345)).unwrap(), whole[..12_345]);
+        assert_eq!(whole[0].at_ns, 0);
+    }
+
+    /// A record earlier than one already given (out of order by more than
+    /// the window) and a malformed line past the first batch end the stream
+    /// with an error naming the file and line.
+    #[test]
+    fn disorder_past_the_window_and_bad_lines_are_errors() {
+        let mut lines: Vec<String> = (0..REORDER_WINDOW as u64 + 10)
+            .map(|i| format!("{}.0 0 {} 8 0", 100 + i, i * 8))
+            .collect();
+        lines.push("1.0 0 8 8 0".into());
+        let f = file(&lines);
+        let e = all(f.path().to_str().unwrap(), None).unwrap_err();
+        assert!(
+            e.contains("out of time order") && e.contains(":65547:"),
+            "{e}"
+        );
+        let mut lines: Vec<String> = (0..20_000u64)
+            .map(|i| format!("{i}.0 0 {} 8 0", i * 8))
+            .collect();
+        lines[15_000] = "15000.0 0 x 8 0".into();
+        let f = file(&lines);
+        let e = all(f.path().to_str().unwrap(), None).unwrap_err();
+        assert!(e.contains(":15001:") && e.contains("block"), "{e}");
+    }
 }

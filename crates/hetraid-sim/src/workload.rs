@@ -112,10 +112,79 @@ impl Closed {
     }
 }
 
-/// Trace replay.
+/// Where a replay's records come from.
+pub enum Records {
+    /// Read whole (a looped trace: each pass needs the whole trace's length).
+    Loaded(std::sync::Arc<Vec<TraceRecord>>),
+    /// Read as the replay goes ([`crate::trace::Stream`]), opened at the
+    /// first record asked for.
+    Streamed(Box<StreamCursor>),
+}
+
+/// A streamed trace: the records from `base` on that were read and not yet
+/// let go (the one being issued and the next, whose arrival is scheduled).
+pub struct StreamCursor {
+    open: TraceFile,
+    stream: Option<crate::trace::Stream>,
+    window: std::collections::VecDeque<TraceRecord>,
+    base: usize,
+    ended: bool,
+}
+
+/// What opens a streamed trace.
 #[derive(Debug, Clone)]
+pub struct TraceFile {
+    pub path: String,
+    pub format: Option<String>,
+    pub limit: Option<usize>,
+}
+
+impl StreamCursor {
+    pub fn new(open: TraceFile) -> Self {
+        Self {
+            open,
+            stream: None,
+            window: Default::default(),
+            base: 0,
+            ended: false,
+        }
+    }
+
+    /// Record `i` (never one before the last asked for but one).
+    fn get(&mut self, i: usize) -> Result<Option<TraceRecord>, String> {
+        debug_assert!(i >= self.base, "a streamed record is asked for again");
+        while self.base < i && !self.window.is_empty() {
+            self.window.pop_front();
+            self.base += 1;
+        }
+        // Bounded by the trace: each round reads a record or ends.
+        while self.base + self.window.len() <= i && !self.ended {
+            let stream = match &mut self.stream {
+                Some(s) => s,
+                None => {
+                    let o = &self.open;
+                    self.stream.insert(crate::trace::Stream::open(
+                        &o.path,
+                        o.format.as_deref(),
+                        "--trace-format",
+                        o.limit,
+                    )?)
+                }
+            };
+            match stream.next_record()? {
+                Some(r) => self.window.push_back(r),
+                None => self.ended = true,
+            }
+        }
+        Ok(i.checked_sub(self.base)
+            .and_then(|k| self.window.get(k))
+            .copied())
+    }
+}
+
+/// Trace replay.
 pub struct Replay {
-    pub records: std::sync::Arc<Vec<TraceRecord>>,
+    pub records: Records,
     pub next: usize,
     /// Issue at recorded times (else as fast as possible with `qd` outstanding).
     pub timed: bool,
@@ -126,23 +195,43 @@ pub struct Replay {
 }
 
 impl Replay {
-    /// Record `i` as an array request inside the span.
-    pub fn request(&self, i: usize) -> Request {
-        let r = &self.records[i];
-        let len = r.len.min(self.span);
-        let mut off = (r.offset % self.span) & !511;
-        if off + len > self.span {
-            off = (self.span - len) & !511;
-        }
-        Request {
-            op: r.op,
-            offset: off,
-            len,
+    fn record(&mut self, i: usize) -> Result<Option<TraceRecord>, String> {
+        match &mut self.records {
+            Records::Loaded(v) => Ok(v.get(i).copied()),
+            Records::Streamed(c) => c.get(i),
         }
     }
 
-    pub fn arrival_ns(&self, i: usize) -> Ns {
-        (self.records[i].at_ns as f64 * self.time_scale) as Ns
+    /// Record `i` as an array request inside the span; None past the end.
+    pub fn request(&mut self, i: usize) -> Result<Option<Request>, String> {
+        let span = self.span;
+        Ok(self.record(i)?.map(|r| {
+            let len = r.len.min(span);
+            let mut off = (r.offset % span) & !511;
+            if off + len > span {
+                off = (span - len) & !511;
+            }
+            Request {
+                op: r.op,
+                offset: off,
+                len,
+            }
+        }))
+    }
+
+    /// When record `i` arrives; None past the end.
+    pub fn arrival_ns(&mut self, i: usize) -> Result<Option<Ns>, String> {
+        let scale = self.time_scale;
+        Ok(self.record(i)?.map(|r| (r.at_ns as f64 * scale) as Ns))
+    }
+
+    /// Records not yet issued may remain (a stream not read to its end may
+    /// turn out to have none).
+    pub fn more(&self) -> bool {
+        match &self.records {
+            Records::Loaded(v) => self.next < v.len(),
+            Records::Streamed(c) => !c.ended || self.next < c.base + c.window.len(),
+        }
     }
 }
 

@@ -18,7 +18,7 @@ impl Runner<'_> {
     fn load_goes_on(&self) -> bool {
         match &self.source {
             Source::Closed(_) => self.inflight > 0,
-            Source::Replay(r) => r.next < r.records.len() || self.inflight > 0,
+            Source::Replay(r) => r.more() || self.inflight > 0,
         }
     }
 

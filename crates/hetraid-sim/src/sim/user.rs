@@ -6,25 +6,22 @@ use super::*;
 
 impl Runner<'_> {
     pub(super) fn start_load(&mut self) -> Result<(), String> {
-        match &self.source {
-            Source::Closed(c) => {
-                for _ in 0..c.qd {
-                    if !self.next_closed()? {
-                        break;
-                    }
-                }
-            }
-            Source::Replay(r) => {
-                if r.timed {
-                    let at = r.arrival_ns(0);
+        // Closed loops and as-fast-as-possible replays start `qd` requests;
+        // a timed replay schedules its first arrival.
+        type Next<'a> = fn(&mut Runner<'a>) -> Result<bool, String>;
+        let (starts, next): (u32, Next<'_>) = match &mut self.source {
+            Source::Closed(c) => (c.qd, Self::next_closed),
+            Source::Replay(r) if r.timed => {
+                if let Some(at) = r.arrival_ns(0)? {
                     self.k.at(at, Ev::Arrive { index: 0 });
-                } else {
-                    for _ in 0..r.qd {
-                        if !self.next_replay()? {
-                            break;
-                        }
-                    }
                 }
+                return Ok(());
+            }
+            Source::Replay(r) => (r.qd, Self::next_replay),
+        };
+        for _ in 0..starts {
+            if !next(self)? {
+                break;
             }
         }
         Ok(())
@@ -48,10 +45,9 @@ impl Runner<'_> {
         let Source::Replay(r) = &mut self.source else {
             return Ok(false);
         };
-        if r.next >= r.records.len() {
+        let Some(req) = r.request(r.next)? else {
             return Ok(false);
-        }
-        let req = r.request(r.next);
+        };
         r.next += 1;
         self.start_user(req)?;
         Ok(true)
@@ -61,10 +57,12 @@ impl Runner<'_> {
         let Source::Replay(r) = &mut self.source else {
             return Ok(());
         };
-        let req = r.request(i);
+        let req = r
+            .request(i)?
+            .expect("an arrival is scheduled for a record the trace has");
         r.next = i + 1;
-        if i + 1 < r.records.len() {
-            let at = r.arrival_ns(i + 1).max(self.k.now());
+        if let Some(at) = r.arrival_ns(i + 1)? {
+            let at = at.max(self.k.now());
             self.k.at(
                 at,
                 Ev::Arrive {
