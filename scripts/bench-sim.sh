@@ -42,7 +42,7 @@ echo "sim speed ssd: $r member-ops/s (one disksim-ssd-32g, random 4K writes, qd 
 # (5,000,000 random writes, 3.6 GB span, garbage collection from the start);
 # hetraid runs a trace drawn with the same statistics
 # (scripts/gen-ssd-rw-trace.py, kept in target/) on the same SSD, preconditioned.
-# Wall-clock time and peak memory of each, best of RUNS_SSD (default 2), and
+# Wall-clock time and peak memory of each, best of RUNS_SSD (default 3), and
 # the fidelity: mean response, erases, write amplification. Goal: >= 10x.
 DS_OUT=target/disksim
 DS=$DS_OUT/disksim-4.0/src/disksim
@@ -56,7 +56,7 @@ if [ -x "$DS" ]; then
     [ -s "$TR" ] || python3 scripts/gen-ssd-rw-trace.py 5000000 1 > "$TR"
     peak() { awk '/^Maximum resident/ {print $NF}' "$1" 2>/dev/null || true; }
     best_ds="" best_h="" mem_ds="" mem_h=""
-    for _ in $(seq "${RUNS_SSD:-2}"); do
+    for _ in $(seq "${RUNS_SSD:-3}"); do
         t0=$(date +%s%N)
         ( cd "$DS_OUT/disksim-4.0/ssdmodel/valid" &&
             command time -f "%M" -o /tmp/hetraid-bench-ds.mem ../../src/disksim ssd-rw5m.parv /tmp/hetraid-bench-ds.outv ascii 0 1 )
