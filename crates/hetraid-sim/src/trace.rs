@@ -203,17 +203,9 @@ pub fn parse_reader(
     let mut raw = String::new();
     // Bounded by the input: every round consumes a line or ends.
     for line in 1.. {
-        raw.clear();
-        match r.read_line(&mut raw) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-                return Err(format!("{file}:{line}: the line is not UTF-8 text"))
-            }
-            Err(e) => return Err(format!("cannot read trace {file}: {e}")),
+        if !read_line(&mut r, &mut raw, file, line)? {
+            break;
         }
-        // ASCII trims and splits: traces are ASCII, and the Unicode ones took
-        // a seventh of a 5M-request replay.
         if let Some(rec) = parse_line(raw.trim_ascii(), format, file, line)? {
             out.push(rec);
         }
@@ -227,6 +219,26 @@ pub fn parse_reader(
         out.iter_mut().for_each(|r| r.at_ns -= t0);
     }
     Ok(out)
+}
+
+/// Line `line` of the trace into `raw`, trimmed of nothing; false at the
+/// end. (Trimmed and split as ASCII by [`parse_line`]: traces are ASCII, and
+/// the Unicode trims and splits took a seventh of a 5M-request replay.)
+fn read_line(
+    r: &mut impl std::io::BufRead,
+    raw: &mut String,
+    file: &str,
+    line: usize,
+) -> Result<bool, String> {
+    raw.clear();
+    match r.read_line(raw) {
+        Ok(0) => Ok(false),
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            Err(format!("{file}:{line}: the line is not UTF-8 text"))
+        }
+        Err(e) => Err(format!("cannot read trace {file}: {e}")),
+    }
 }
 
 /// Up to 16 fields of a line, without allocating (later ones are dropped:
@@ -664,14 +676,8 @@ fn produce(
     // Bounded by the input: every round consumes a line or ends.
     loop {
         line += 1;
-        raw.clear();
-        match r.read_line(&mut raw) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-                return Err(format!("{file}:{line}: the line is not UTF-8 text"))
-            }
-            Err(e) => return Err(format!("cannot read trace {file}: {e}")),
+        if !read_line(&mut r, &mut raw, file, line)? {
+            break;
         }
         if let Some(rec) = parse_line(raw.trim_ascii(), format, file, line)? {
             heap.push(Held(rec.at_ns, line as u64, rec));
