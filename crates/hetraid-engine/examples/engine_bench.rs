@@ -260,10 +260,11 @@ fn main() {
     let mode = args.get(1).map(String::as_str).unwrap_or("seq-write");
     // Checked before any member file is made (an unknown mode used to exit
     // after creating five of them, and bad numbers silently became defaults).
-    const MODES: [&str; 14] = [
+    const MODES: [&str; 15] = [
         "seq-write",
         "rand-write",
         "rand-write-bitmap",
+        "rand-write-checksums",
         "rand-read",
         "seq-write-checksums",
         "rand-read-checksums",
@@ -328,6 +329,7 @@ fn main() {
         "rand-read" => bench_rand_read(&b),
         "rand-write" => bench_rand_write(&b),
         "rand-write-bitmap" => bench_rand_write_bitmap(&b),
+        "rand-write-checksums" => bench_rand_write_checksums(&b),
         _ => unreachable!("the mode was checked"),
     };
     // The five RAID5 member files go with the run (each run made its own:
@@ -882,12 +884,39 @@ fn bench_rand_write(b: &Bench) -> String {
 /// The `rand-write-bitmap` benchmark; its line of figures: two rounds with
 /// the file sets swapped, geometric means (as `rand-read-checksums`).
 fn bench_rand_write_bitmap(b: &Bench) -> String {
-    let other = make(&b.dir, "nobitmap", 5, b.size);
+    paired_variants(
+        b,
+        |files| create(files, "raid5"),
+        |files| {
+            let a = create(files, "raid5");
+            a.without_bitmap_for_benchmarks();
+            a
+        },
+    )
+}
+
+/// The `rand-write-checksums` benchmark: RAID5 4K random writes with block
+/// checksums against the same array without; its line of figures.
+fn bench_rand_write_checksums(b: &Bench) -> String {
+    paired_variants(
+        b,
+        |files| create_with(files, "raid5", true),
+        |files| create(files, "raid5"),
+    )
+}
+
+/// RAID5 4K random writes on an array made by `with` against one made by
+/// `without`, in two rounds that swap the file sets (geometric mean).
+fn paired_variants(
+    b: &Bench,
+    with: impl Fn(&[PathBuf]) -> Array,
+    without: impl Fn(&[PathBuf]) -> Array,
+) -> String {
+    let other = make(&b.dir, "variant", 5, b.size);
     let mut rounds: Vec<Vec<f64>> = Vec::new();
     for (on, off) in [(&b.r5, &other), (&other, &b.r5)] {
-        let with = create(on, "raid5");
-        let without = create(off, "raid5");
-        without.without_bitmap_for_benchmarks();
+        let with = with(on);
+        let without = without(off);
         let line = paired_writes(&with, &without, b.qd, b.secs / 2.0);
         rounds.push(line.split(' ').map(|v| v.parse().unwrap()).collect());
     }

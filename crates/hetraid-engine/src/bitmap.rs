@@ -19,6 +19,18 @@ pub struct Bitmap {
     inflight: HashMap<u64, u32>,
     /// Writes begun since the bitmap was made (safe mode's idle test).
     pub begun: u64,
+    /// Per set bit: the `begun` count of its last write (so a flush clears
+    /// only bits no write began on since the flush started).
+    last_begun: HashMap<u64, u64>,
+}
+
+/// What a flush may clear once its member flush is done: the bits idle when
+/// it started (their last write ended before it), unless a write began on
+/// them since.
+#[derive(Debug, Clone)]
+pub struct Clearable {
+    since: u64,
+    bits: Vec<u64>,
 }
 
 impl Bitmap {
@@ -35,6 +47,7 @@ impl Bitmap {
             bits,
             inflight: HashMap::new(),
             begun: 0,
+            last_begun: HashMap::new(),
         }
     }
 
@@ -66,6 +79,7 @@ impl Bitmap {
         self.begun += 1;
         for &b in bits {
             *self.inflight.entry(b).or_default() += 1;
+            self.last_begun.insert(b, self.begun);
             if !self.is_set(b) {
                 self.set(b, true);
                 pages.push(b / 8 / PAGE * PAGE);
@@ -87,9 +101,11 @@ impl Bitmap {
         }
     }
 
-    /// After a flush: clear idle bits; returns changed pages.
-    pub fn clear_idle(&mut self) -> Vec<u64> {
-        let mut pages = Vec::new();
+    /// Before a flush: the set bits with no write in flight. A write that
+    /// ends later may not have reached the members when they are flushed,
+    /// so its bit must not be cleared by this flush.
+    pub fn clearable(&self) -> Clearable {
+        let mut bits = Vec::new();
         for i in 0..self.bits.len() {
             if self.bits[i] == 0 {
                 continue;
@@ -97,9 +113,27 @@ impl Bitmap {
             for j in 0..8 {
                 let bit = i as u64 * 8 + j;
                 if self.is_set(bit) && !self.inflight.contains_key(&bit) {
-                    self.set(bit, false);
-                    pages.push(i as u64 / PAGE * PAGE);
+                    bits.push(bit);
                 }
+            }
+        }
+        Clearable {
+            since: self.begun,
+            bits,
+        }
+    }
+
+    /// After the flush that followed `c`: clear its bits that no write
+    /// began on since; returns changed pages.
+    pub fn clear_idle(&mut self, c: &Clearable) -> Vec<u64> {
+        let mut pages = Vec::new();
+        for &bit in &c.bits {
+            let quiet = !self.inflight.contains_key(&bit)
+                && self.last_begun.get(&bit).is_none_or(|&n| n <= c.since);
+            if quiet && self.is_set(bit) {
+                self.set(bit, false);
+                self.last_begun.remove(&bit);
+                pages.push(bit / 8 / PAGE * PAGE);
             }
         }
         pages.dedup();
@@ -121,5 +155,33 @@ impl Bitmap {
     pub fn page(&self, off: u64) -> &[u8] {
         let end = (off + PAGE).min(self.bits.len() as u64);
         &self.bits[off as usize..end as usize]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flush_clears_only_bits_idle_before_it_began() {
+        let mut bm = Bitmap::new(1, vec![0; 16]);
+        assert_eq!(bm.begin(&[1, 2, 3]), vec![0]);
+        bm.end(&[1]);
+        // Bit 2's write ends while the members flush, bit 3's is still in
+        // flight, bit 1 is written again meanwhile.
+        let c = bm.clearable();
+        bm.end(&[2]);
+        bm.begin(&[1]);
+        bm.end(&[1]);
+        assert!(bm.clear_idle(&c).is_empty());
+        assert!(bm.is_set(1) && bm.is_set(2) && bm.is_set(3));
+        // The next flush clears what is quiet by then.
+        let c = bm.clearable();
+        assert_eq!(bm.clear_idle(&c), vec![0]);
+        assert!(!bm.is_set(1) && !bm.is_set(2) && bm.is_set(3));
+        bm.end(&[3]);
+        let c = bm.clearable();
+        bm.clear_idle(&c);
+        assert!(bm.dirty().is_empty());
     }
 }

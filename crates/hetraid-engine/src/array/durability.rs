@@ -130,6 +130,9 @@ impl Array {
         if let Some(wb) = self.hot.wbuf.get() {
             self.wait_drained(wb)?;
         }
+        // Which bits this flush may clear, taken before it: a write that
+        // ends while the members flush may have missed the flush.
+        let clearable = self.bitmap.lock().unwrap().clearable();
         let live = self.live_members();
         let ops: Vec<(usize, IoOp)> = live.iter().map(|&m| (m, IoOp::Flush)).collect();
         for (r, m) in run_batch(&self.queues, ops).into_iter().zip(live) {
@@ -170,7 +173,7 @@ impl Array {
             return Ok(());
         }
         let mut bm = self.bitmap.lock().unwrap();
-        let pages = bm.clear_idle();
+        let pages = bm.clear_idle(&clearable);
         if !pages.is_empty() {
             self.note_cleared()?;
             self.write_bitmap_pages(&bm, &pages)?;

@@ -585,6 +585,27 @@ impl Array {
         Ok(fixed)
     }
 
+    /// Block checksums of every member's whole data area computed from the
+    /// data as it is (a new array on members used before), then flushed.
+    pub(crate) fn rehash_all(&self) -> Result<()> {
+        const PIECE: u64 = 4 << 20;
+        for (i, slot) in self.hot.slots.iter().enumerate() {
+            if !self.present(i) {
+                continue;
+            }
+            let data = slot.len().saturating_sub(crate::format::DATA_OFFSET);
+            let mut off = 0;
+            // Bounded: each round advances by a piece.
+            while off < data {
+                let len = PIECE.min(data - off);
+                slot.rehash(off, len)
+                    .map_err(|e| io_err(slot.as_ref(), e))?;
+                off += len;
+            }
+        }
+        self.flush_members()
+    }
+
     pub(crate) fn resync_all(&self) -> Result<()> {
         for s in 0..self.layout.stripe_count() {
             self.scrub_stripe(s, Some(hetraid_core::scrub::Trust::Resync))?;

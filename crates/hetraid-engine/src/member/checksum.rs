@@ -14,10 +14,21 @@
 //! is crc32c + 1. A freshly created or replaced member needs no initialisation.
 //!
 //! A block whose data and entry disagree reads as an `InvalidData` error: the
-//! engine treats it as a failed sector (reconstruct, return, rewrite). A crash
-//! between a data write and its entry write leaves such a block in a region the
-//! write-intent bitmap marks dirty; assembly recomputes the entries of those
-//! regions from the data ([`ChecksumMember::rehash`]) before the resync.
+//! engine treats it as a failed sector (reconstruct, return, rewrite).
+//!
+//! Entries are kept in memory and written back lazily: a write updates its
+//! entries and marks their checksum page dirty; dirty pages are written at
+//! the member's next flush (before it reaches the device), or when more than
+//! [`DIRTY_PAGES_MAX`] are dirty. So a 4 KiB random write costs no second
+//! member write (the page of a hot region is written once per flush, not once
+//! per write). What keeps this crash-safe: the write-intent bitmap clears a
+//! region's bit only after a member flush that began after the region's last
+//! write ended, and that flush wrote the region's pages first; a journal
+//! checkpoint likewise lets records go only after such a flush. A crash
+//! therefore leaves stale entries only in regions the bitmap marks dirty (or
+//! whose records the journal replays through this wrapper), and assembly
+//! recomputes the entries of those regions from the data
+//! ([`ChecksumMember::rehash`]) before the resync.
 //!
 //! A read that races a write of the same block (allowed on a block device:
 //! the reader gets old or new bytes) may see new data with the old entry.
@@ -43,6 +54,11 @@ const PAGE_LOCKS: u64 = 64;
 /// (64 yields, then pauses growing to a millisecond: about 1.5 s in all);
 /// after that the mismatch is reported.
 const RACE_RETRIES_MAX: usize = 1600;
+/// Dirty checksum pages a member keeps before writing them back without a
+/// flush: bounds the work (and, on a disk, the time) a flush adds, and the
+/// entries a crash can leave stale to the regions the bitmap covers anyway.
+/// 256 pages cover 1 GiB of data written at random.
+pub const DIRTY_PAGES_MAX: usize = 256;
 
 /// Writes to one shard: how many are between their data write and their
 /// entry update, and how many have finished.
@@ -139,6 +155,11 @@ pub struct ChecksumMember {
     /// lock; writers of one page take its shard's lock to write it out whole.
     pages: Vec<OnceLock<Box<[AtomicU32]>>>,
     page_locks: Vec<Mutex<()>>,
+    /// Per checksum page: its entries changed since it was last written.
+    /// Set and cleared under the page's shard lock.
+    dirty: Vec<std::sync::atomic::AtomicBool>,
+    /// The dirty pages, in the order they became dirty (each once).
+    dirty_list: Mutex<Vec<u64>>,
     shards: Vec<Shard>,
     mismatches: AtomicU64,
 }
@@ -176,6 +197,10 @@ impl ChecksumMember {
             area,
             pages: (0..area / BLOCK).map(|_| OnceLock::new()).collect(),
             page_locks: (0..PAGE_LOCKS).map(|_| Mutex::new(())).collect(),
+            dirty: (0..area / BLOCK)
+                .map(|_| std::sync::atomic::AtomicBool::new(false))
+                .collect(),
+            dirty_list: Mutex::new(Vec::new()),
             shards: (0..PAGE_LOCKS).map(|_| Shard::default()).collect(),
             mismatches: AtomicU64::new(0),
         }
@@ -208,10 +233,12 @@ impl ChecksumMember {
         Ok(cell.get().expect("set above"))
     }
 
-    /// Set the entries of data blocks `first..` to `values` and write the
-    /// checksum pages they live on.
+    /// Set the entries of data blocks `first..` to `values` and mark the
+    /// checksum pages they live on dirty (written back at the next flush, or
+    /// now when too many are dirty).
     fn store(&self, first: u64, values: &[u32]) -> io::Result<()> {
         let mut i = 0;
+        let mut dirty_now = 0;
         while i < values.len() {
             let b = first + i as u64;
             let (p, at) = (b / PER_PAGE, (b % PER_PAGE) as usize);
@@ -221,14 +248,49 @@ impl ChecksumMember {
             for (e, v) in page[at..at + n].iter().zip(&values[i..i + n]) {
                 e.store(*v, Ordering::Relaxed);
             }
-            let mut out = AlignedBuf::zeroed(BLOCK as usize);
+            if !self.dirty[p as usize].swap(true, Ordering::Relaxed) {
+                let mut list = self.dirty_list.lock().unwrap();
+                list.push(p);
+                dirty_now = list.len();
+            }
+            i += n;
+        }
+        if dirty_now > DIRTY_PAGES_MAX {
+            self.write_back()?;
+        }
+        Ok(())
+    }
+
+    /// Write every dirty checksum page (not flushed: the caller flushes).
+    fn write_back(&self) -> io::Result<()> {
+        let mut list = std::mem::take(&mut *self.dirty_list.lock().unwrap());
+        list.sort_unstable();
+        let mut out = AlignedBuf::zeroed(BLOCK as usize);
+        for (k, &p) in list.iter().enumerate() {
+            let _g = self.page_locks[(p % PAGE_LOCKS) as usize].lock().unwrap();
+            // Another write-back may have written it since it was listed.
+            if !self.dirty[p as usize].swap(false, Ordering::Relaxed) {
+                continue;
+            }
+            let page = self.pages[p as usize].get().expect("a dirty page is loaded");
             for (k, v) in page.iter().enumerate() {
                 out[4 * k..4 * k + 4].copy_from_slice(&v.load(Ordering::Relaxed).to_le_bytes());
             }
-            self.inner.write_at(&out, META + p * BLOCK)?;
-            i += n;
+            if let Err(e) = self.inner.write_at(&out, META + p * BLOCK) {
+                // Still dirty, with the rest of the list: a later flush
+                // tries again (the engine fails the member meanwhile).
+                self.dirty[p as usize].store(true, Ordering::Relaxed);
+                drop(_g);
+                self.dirty_list.lock().unwrap().extend_from_slice(&list[k..]);
+                return Err(e);
+            }
         }
         Ok(())
+    }
+
+    /// Checksum pages not yet written since their entries changed.
+    pub fn dirty_pages(&self) -> usize {
+        self.dirty_list.lock().unwrap().len()
     }
 
     fn stored(&self, block: u64) -> io::Result<u32> {
@@ -443,6 +505,8 @@ impl Member for ChecksumMember {
     }
 
     fn flush(&self) -> io::Result<()> {
+        // The pages first, so the flush makes them durable with the data.
+        self.write_back()?;
         self.inner.flush()
     }
 
@@ -500,10 +564,52 @@ mod tests {
         // rehash accepts the data as it is.
         c.rehash(4096, 4096).unwrap();
         c.read_at(&mut back, META).unwrap();
-        // A fresh wrapper reads the entries from the member.
+        // A fresh wrapper reads the entries from the member once flushed.
+        c.flush().unwrap();
+        assert_eq!(c.dirty_pages(), 0);
         let c2 = ChecksumMember::new(raw.clone(), 1 << 20);
         c2.read_at(&mut back, META).unwrap();
         c2.read_at(&mut h, META + 10_000).unwrap();
         assert_eq!(&h, b"hello");
+    }
+
+    #[test]
+    fn entries_reach_the_member_at_a_flush_or_past_the_dirty_bound() {
+        // Room for DIRTY_PAGES_MAX + 8 checksum pages' worth of data.
+        let pages = DIRTY_PAGES_MAX as u64 + 8;
+        let area = (pages * BLOCK).div_ceil(1 << 20) * (1 << 20);
+        let raw = Arc::new(FaultMember::new("m", META + area + pages * PER_PAGE * BLOCK, 1));
+        let c = ChecksumMember::new(raw.clone(), area);
+        let block = vec![7u8; BLOCK as usize];
+        let on_member = |p: u64| {
+            let mut b = vec![0u8; BLOCK as usize];
+            raw.read_at(&mut b, META + p * BLOCK).unwrap();
+            u32::from_le_bytes(b[..4].try_into().unwrap())
+        };
+        // One write per checksum page: no page written until the bound.
+        for p in 0..DIRTY_PAGES_MAX as u64 {
+            c.write_at(&block, META + p * PER_PAGE * BLOCK).unwrap();
+        }
+        assert_eq!(c.dirty_pages(), DIRTY_PAGES_MAX);
+        assert_eq!(on_member(0), 0, "a page was written before a flush");
+        // A second write to a dirty page adds none.
+        c.write_at(&block, META + BLOCK).unwrap();
+        assert_eq!(c.dirty_pages(), DIRTY_PAGES_MAX);
+        // One more page: all are written back.
+        c.write_at(&block, META + DIRTY_PAGES_MAX as u64 * PER_PAGE * BLOCK)
+            .unwrap();
+        assert_eq!(c.dirty_pages(), 0);
+        assert_eq!(on_member(0), entry(&block));
+        assert_eq!(on_member(DIRTY_PAGES_MAX as u64), entry(&block));
+        // Then the flush writes what became dirty since.
+        c.write_at(&block, META + (DIRTY_PAGES_MAX as u64 + 1) * PER_PAGE * BLOCK)
+            .unwrap();
+        assert_eq!(on_member(DIRTY_PAGES_MAX as u64 + 1), 0);
+        c.flush().unwrap();
+        assert_eq!(on_member(DIRTY_PAGES_MAX as u64 + 1), entry(&block));
+        // Reads in between always used the entries in memory.
+        let mut back = vec![0u8; BLOCK as usize];
+        c.read_at(&mut back, META + BLOCK).unwrap();
+        assert_eq!(back, block);
     }
 }
