@@ -900,7 +900,15 @@ fn bench_rand_write_bitmap(b: &Bench) -> String {
 fn bench_rand_write_checksums(b: &Bench) -> String {
     paired_variants(
         b,
-        |files| create_with(files, "raid5", true),
+        // Resynced at creation: the files held the other array before, and
+        // the checksum entries are computed from their data.
+        |files| {
+            let o = CreateOptions {
+                assume_clean: false,
+                ..create_opts("raid5", true)
+            };
+            Array::create(open(files), &o).expect("create array")
+        },
         |files| create(files, "raid5"),
     )
 }

@@ -150,8 +150,13 @@ pub(crate) fn is_raidx(rec: &LayoutOptions) -> bool {
 
 /// Wrap members in block checksums when the superblock says so.
 pub(crate) fn with_checksums(m: Arc<dyn Member>, sb: &Superblock) -> Arc<dyn Member> {
-    if sb.checksums {
-        Arc::new(ChecksumMember::new(m, sb.data_offset - DATA_OFFSET))
+    let area = sb.data_offset - DATA_OFFSET;
+    if sb.checksums && m.checksum_area() == Some(area) {
+        // Wrapped already (a member of the array this one replaces): its
+        // entries, some not yet written back, stay the ones in use.
+        m
+    } else if sb.checksums {
+        Arc::new(ChecksumMember::new(m, area))
     } else {
         m
     }

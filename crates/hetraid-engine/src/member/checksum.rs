@@ -272,7 +272,9 @@ impl ChecksumMember {
             if !self.dirty[p as usize].swap(false, Ordering::Relaxed) {
                 continue;
             }
-            let page = self.pages[p as usize].get().expect("a dirty page is loaded");
+            let page = self.pages[p as usize]
+                .get()
+                .expect("a dirty page is loaded");
             for (k, v) in page.iter().enumerate() {
                 out[4 * k..4 * k + 4].copy_from_slice(&v.load(Ordering::Relaxed).to_le_bytes());
             }
@@ -281,7 +283,10 @@ impl ChecksumMember {
                 // tries again (the engine fails the member meanwhile).
                 self.dirty[p as usize].store(true, Ordering::Relaxed);
                 drop(_g);
-                self.dirty_list.lock().unwrap().extend_from_slice(&list[k..]);
+                self.dirty_list
+                    .lock()
+                    .unwrap()
+                    .extend_from_slice(&list[k..]);
                 return Err(e);
             }
         }
@@ -521,6 +526,10 @@ impl Member for ChecksumMember {
     fn rehash(&self, off: u64, len: u64) -> io::Result<()> {
         ChecksumMember::rehash(self, off, len)
     }
+
+    fn checksum_area(&self) -> Option<u64> {
+        Some(self.area)
+    }
 }
 
 #[cfg(test)]
@@ -578,7 +587,11 @@ mod tests {
         // Room for DIRTY_PAGES_MAX + 8 checksum pages' worth of data.
         let pages = DIRTY_PAGES_MAX as u64 + 8;
         let area = (pages * BLOCK).div_ceil(1 << 20) * (1 << 20);
-        let raw = Arc::new(FaultMember::new("m", META + area + pages * PER_PAGE * BLOCK, 1));
+        let raw = Arc::new(FaultMember::new(
+            "m",
+            META + area + pages * PER_PAGE * BLOCK,
+            1,
+        ));
         let c = ChecksumMember::new(raw.clone(), area);
         let block = vec![7u8; BLOCK as usize];
         let on_member = |p: u64| {
@@ -602,8 +615,11 @@ mod tests {
         assert_eq!(on_member(0), entry(&block));
         assert_eq!(on_member(DIRTY_PAGES_MAX as u64), entry(&block));
         // Then the flush writes what became dirty since.
-        c.write_at(&block, META + (DIRTY_PAGES_MAX as u64 + 1) * PER_PAGE * BLOCK)
-            .unwrap();
+        c.write_at(
+            &block,
+            META + (DIRTY_PAGES_MAX as u64 + 1) * PER_PAGE * BLOCK,
+        )
+        .unwrap();
         assert_eq!(on_member(DIRTY_PAGES_MAX as u64 + 1), 0);
         c.flush().unwrap();
         assert_eq!(on_member(DIRTY_PAGES_MAX as u64 + 1), entry(&block));

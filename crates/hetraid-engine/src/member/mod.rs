@@ -65,6 +65,13 @@ pub trait Member: Send + Sync {
     fn plain_file(&self) -> Option<PlainFile> {
         None
     }
+
+    /// The checksum area's bytes, when this member is wrapped in block
+    /// checksums already (an array reassembled from its own members keeps
+    /// the wrapper and its entries, instead of wrapping it twice).
+    fn checksum_area(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// See [`Member::plain_file`]. The descriptor lives as long as the member.

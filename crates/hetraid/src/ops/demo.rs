@@ -235,7 +235,7 @@ impl DemoCmd {
             kinds: kinds.to_vec(),
             assume_clean: true,
             force: false,
-            checksums: false,
+            checksums: true,
             read_policy: None,
             log: None,
         };

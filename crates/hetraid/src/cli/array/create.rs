@@ -15,10 +15,11 @@ pub struct CreateCmd {
     /// Overwrite members that belong to another array.
     #[arg(long)]
     pub force: bool,
-    /// Block checksums: `crc32c` keeps a checksum per 4 KiB block of every
-    /// member and verifies every read (bad blocks are rebuilt from the
-    /// redundancy and rewritten); `none` does not.
-    #[arg(long, default_value = "none", value_name = "crc32c|none")]
+    /// Block checksums: `crc32c` (the default) keeps a checksum per 4 KiB
+    /// block of every member (0.1 % of its size) and verifies every read: a
+    /// bad block is rebuilt from the redundancy and rewritten, never
+    /// returned; `none` does not.
+    #[arg(long, default_value = "crc32c", value_name = "crc32c|none")]
     pub checksums: String,
     /// Layouts with copies (raid1, raid10, s2raid10, raidx1/10): how reads
     /// choose a copy: md (MD's read_balance, default), first, or the RAIDX
