@@ -253,18 +253,12 @@ fn drop_relocation(s: &mut Superblock, f: usize) {
 impl Array {
     /// A copy-back onto `new` while users run, checked before anything is
     /// written: the plan. As the offline one's checks, and `new` fits the
-    /// slot and is not another array's member (unless `force`); refused on
-    /// an array with block checksums (the copy writes `new` below them).
+    /// slot and is not another array's member (unless `force`).
     pub(crate) fn copy_back_checked(&self, new: &dyn Member, force: bool) -> Result<CopyBack> {
         let plan = hetraid_core::rebuild::copy_back_moves(self.layout())
             .map_err(|e| EngineError::Refused(e.to_string()))?;
         let sb = self.superblock();
         check_copy_back(self, &plan, &sb, &self.state())?;
-        if sb.checksums {
-            return Err(EngineError::Refused(
-                "a served rebalance of an array with block checksums is not done: stop hetraid serve (SIGTERM), run hetraid rebalance, and serve again".into(),
-            ));
-        }
         self.check_slot_takes(&sb, plan.member, new)?;
         self.check_replacement(new, &sb, force)?;
         Ok(plan)
@@ -308,14 +302,15 @@ pub(crate) fn watched(
     members
         .iter()
         .map(|m| {
-            let slot = match crate::array::read_sb(m.as_ref())? {
-                Ok(sb) => sb.member as usize,
+            let (slot, data) = match crate::array::read_sb(m.as_ref())? {
+                Ok(sb) => (sb.member as usize, sb.data_offset),
                 // Not a member (a spare): nothing of the copy lives there.
-                Err(_) => usize::MAX,
+                Err(_) => (usize::MAX, crate::format::DATA_OFFSET),
             };
             Ok(Arc::new(WatchedMember {
                 inner: m.clone(),
                 slot,
+                data,
                 watch: watch.clone(),
             }) as Arc<dyn Member>)
         })
@@ -328,12 +323,16 @@ pub(crate) fn watched(
 struct WatchedMember {
     inner: Arc<dyn Member>,
     slot: usize,
+    /// Where the data area starts on the device: past the metadata and,
+    /// with block checksums (which sit above this wrapper), their area.
+    /// Writes before it (metadata, checksum pages) move no chunk.
+    data: u64,
     watch: Arc<Mutex<CopyWatch>>,
 }
 
 impl WatchedMember {
     fn told(&self, off: u64, len: u64) {
-        let data = crate::format::DATA_OFFSET;
+        let data = self.data;
         let end = off + len;
         if end > data {
             let start = off.max(data);

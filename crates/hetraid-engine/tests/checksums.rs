@@ -237,7 +237,7 @@ fn checksums_on_members_used_before_start_clean() {
 #[test]
 fn rebuild_to_spare_keeps_checksums_working() {
     let size = MIB + AREA + CHUNK * 96;
-    let (_, members) = fault_members_sized("spare", &vec![size; 8], |i| 70 + i as u64);
+    let (_, members) = fault_members_sized("spare", &[size; 8], |i| 70 + i as u64);
     let mut o = opts("declustered", CHUNK);
     o.layout = declustered(4, 1, 1);
     o.checksums = true;

@@ -31,6 +31,8 @@ fn left(a: &[&str]) -> String {
 }
 
 /// An array of `n` 4 MiB members with 1 MiB of data; returns members, data.
+/// Without block checksums: these tests are about what parity and copies
+/// alone can tell (the checksummed case is below).
 fn array(d: &Path, layout: &str, n: usize) -> (Vec<String>, Vec<u8>) {
     let m: Vec<String> = (0..n)
         .map(|i| d.join(format!("m{i}")).display().to_string())
@@ -38,7 +40,16 @@ fn array(d: &Path, layout: &str, n: usize) -> (Vec<String>, Vec<u8>) {
     ok(&args(
         "create",
         &m,
-        &["--layout", layout, "--chunk", "64K", "--size", "4M"],
+        &[
+            "--layout",
+            layout,
+            "--chunk",
+            "64K",
+            "--size",
+            "4M",
+            "--checksums",
+            "none",
+        ],
     ));
     let data = bytes(1 << 20, 17);
     let (code, _, err) = run_stdin(&args("write", &m, &["--offset", "0"]), Some(&data));

@@ -512,7 +512,7 @@ fn closed(c: &mut UnixStream) -> bool {
 #[test]
 fn bad_traffic_gets_errors_or_a_closed_connection_never_a_crash() {
     let d = tempfile::tempdir().unwrap();
-    let m = create(d.path(), &["--layout", "raid5", "--chunk", "4K"], 4, "2M");
+    let m = create(d.path(), &["--layout", "raid5", "--chunk", "4K"], 4, "3M");
     let srv = Server::start(d.path(), &m, &[]);
     {
         let mut c = handshake(&srv.sock);
@@ -608,7 +608,7 @@ fn bad_traffic_gets_errors_or_a_closed_connection_never_a_crash() {
 #[test]
 fn read_only_exports_refuse_writes_with_eperm() {
     let d = tempfile::tempdir().unwrap();
-    let m = create(d.path(), &["--layout", "raid1"], 2, "2M");
+    let m = create(d.path(), &["--layout", "raid1"], 2, "3M");
     let srv = Server::start(d.path(), &m, &["--read-only"]);
     let mut c = handshake(&srv.sock);
     let mut w = request(1, 0, 1, 0, 512);
@@ -805,7 +805,7 @@ fn serves_over_tcp_too() {
 #[test]
 fn structured_replies_and_base_allocation() {
     let d = tempfile::tempdir().unwrap();
-    let m = create(d.path(), &["--layout", "raid5", "--chunk", "4K"], 4, "2M");
+    let m = create(d.path(), &["--layout", "raid5", "--chunk", "4K"], 4, "3M");
     let srv = Server::start(d.path(), &m, &[]);
     let meta = |opt: u32| {
         let mut q = 0u32.to_be_bytes().to_vec();
@@ -1625,7 +1625,12 @@ fn fio_verify_while_a_declustered_array_rebalances() {
     let mut all = live.clone();
     all.push(new.display().to_string());
     let o = hetraid(&argv("scrub", &all, &[]));
-    assert!(String::from_utf8_lossy(&o.stdout).contains(" 0 mismatched"));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains(" 0 mismatched"),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
     // Through the replacement: another member out, reads reconstruct.
     let o = hetraid(&argv("fail", &all, &["--member", "0"]));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -488,7 +488,12 @@ fn a_damaged_bundle_table_page_is_rewritten_not_fatal() {
     let (_, out, _) = hetraid(&args("status", &m, &["--json"]));
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let size = v["member_states"][2]["data_bytes"].as_u64().unwrap();
-    for at in [(1 << 20) + size + 10, (1 << 20) + size + 4096 + 50] {
+    // The table follows the data area, which follows the metadata (1 MiB)
+    // and, with block checksums (the default), their area: 1 MiB for
+    // members of up to 1 GiB of data.
+    assert_eq!(v["checksums"], true, "{v}");
+    let start = (1 << 20) + (1 << 20) + size;
+    for at in [start + 10, start + 4096 + 50] {
         let mut f = std::fs::read(&m[2]).unwrap();
         f[at as usize] ^= 0xff;
         std::fs::write(&m[2], f).unwrap();

@@ -277,7 +277,11 @@ impl ArrayCell {
             a.note_progress("copy-back", &p, 0);
             progress(p);
         };
-        let copied = a.copy_moves(plan, new.as_ref(), &show, limits, Some(watch));
+        // The copy goes through block checksums when the array keeps them
+        // (their entries computed as it writes; written back at its flush,
+        // before the attach reads them from the device).
+        let target = crate::array::with_checksums(new.clone(), &a.superblock());
+        let copied = a.copy_moves(plan, target.as_ref(), &show, limits, Some(watch));
         a.end_progress();
         copied?;
         let mut recopied = 0u64;
@@ -287,17 +291,18 @@ impl ArrayCell {
                 break;
             }
             recopied += dirty.len() as u64;
-            a.copy_again(plan, &dirty, new.as_ref())?;
+            a.copy_again(plan, &dirty, target.as_ref())?;
         }
         // The last round with requests held: nothing becomes dirty again.
         let mut g = self.cur.write().unwrap_or_else(|e| e.into_inner());
         let dirty = watch.lock().unwrap().take_dirty();
         recopied += dirty.len() as u64;
-        g.copy_again(plan, &dirty, new.as_ref())?;
-        new.flush().map_err(|e| EngineError::Io {
-            member: new.name(),
+        g.copy_again(plan, &dirty, target.as_ref())?;
+        target.flush().map_err(|e| EngineError::Io {
+            member: target.name(),
             source: e,
         })?;
+        drop(target);
         g.attach_copied(plan, new.clone(), force, t0.elapsed().as_secs_f64())?;
         g.close()?;
         let mut members = raw.to_vec();

@@ -266,15 +266,8 @@ impl Array {
             [n as u64, 0, 0],
             &format!("{}, {n} members", array.layout.name()),
         );
-        if area.is_some() && !opts.assume_clean {
-            // Members used before hold old bytes in the checksum area: the
-            // entries are computed from the data as it is, or every old
-            // block would read as bad. (Members assumed clean are all zero:
-            // entry 0 says "never written, reads as zeros".)
-            array.rehash_all()?;
-        }
         if !opts.assume_clean {
-            array.resync_all()?;
+            array.first_sync(area.is_some())?;
         }
         Ok(array)
     }

@@ -590,9 +590,21 @@ impl Array {
         Ok(fixed)
     }
 
+    /// A new array on members not known to be all zero: the checksum
+    /// entries computed from the data (the checksum area holds old bytes,
+    /// or every old block would read as bad), then the redundancy. Members
+    /// assumed clean are all zero and need neither (entry 0 says "never
+    /// written, reads as zeros").
+    pub(crate) fn first_sync(&self, checksums: bool) -> Result<()> {
+        if checksums {
+            self.rehash_all()?;
+        }
+        self.resync_all()
+    }
+
     /// Block checksums of every member's whole data area computed from the
     /// data as it is (a new array on members used before), then flushed.
-    pub(crate) fn rehash_all(&self) -> Result<()> {
+    fn rehash_all(&self) -> Result<()> {
         const PIECE: u64 = 4 << 20;
         for (i, slot) in self.hot.slots.iter().enumerate() {
             if !self.present(i) {
