@@ -548,6 +548,22 @@ pub fn synthesize(p: &Profile, format: TraceFormat, n: usize, seed: u64) -> Stri
 /// requests come out of order by no more than this many (several CPUs'
 /// blkparse records interleaved) replay as if sorted.
 pub const REORDER_WINDOW: usize = 1 << 16;
+/// How far ahead of the record taken the replay asks for the next lines of
+/// a batch (two records a line: eight lines ahead).
+const PREFETCH_RECORDS_AHEAD: usize = 16;
+
+/// Ask the CPU to fetch `r`'s line (a hint; nothing elsewhere).
+#[inline(always)]
+fn prefetch(r: &TraceRecord) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch hint; the address is a live record.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(r as *const TraceRecord as *const i8);
+    }
+    let _ = r;
+}
+
 /// Records per batch handed from the reading thread, and batches in flight:
 /// memory stays at about (window + 8 batches) records whatever the trace's
 /// length.
@@ -618,6 +634,12 @@ impl Stream {
         // Bounded: each round takes a batch from the reader or ends.
         loop {
             if let Some(r) = self.batch.next() {
+                // The batch was written by the reading thread, on another
+                // core: each first touch of a line missed (a tenth of a
+                // replay's time). Ask for the line a few records on.
+                if let Some(ahead) = self.batch.as_slice().get(PREFETCH_RECORDS_AHEAD) {
+                    prefetch(ahead);
+                }
                 return Ok(Some(r));
             }
             if self.ended {
