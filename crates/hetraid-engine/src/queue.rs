@@ -110,8 +110,23 @@ impl MemberQueue {
         r
     }
 
-    fn fast(&self) -> bool {
+    /// The member answered its recent small operations fast (see the
+    /// module's documentation): work for it may run in the caller's thread.
+    pub(crate) fn fast(&self) -> bool {
         self.latency.fast()
+    }
+
+    /// An operation of `bytes` done outside the queue took `ns`: it teaches
+    /// the recent latency as a small one would, scaled to
+    /// [`INLINE_OP_BYTES_MAX`] when larger (a 1 MiB read from memory-speed
+    /// members stays fast, a disk's seek does not).
+    pub(crate) fn teach(&self, ns: u64, bytes: u64) {
+        let small = INLINE_OP_BYTES_MAX as u64;
+        self.latency.add(if bytes <= small {
+            ns
+        } else {
+            ns.saturating_mul(small) / bytes
+        });
     }
 
     fn submit(&self, job: Job) {
