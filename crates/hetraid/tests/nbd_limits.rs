@@ -838,3 +838,59 @@ fn a_client_that_takes_no_reply_is_dropped_within_the_stall_timeout_and_a_second
     drop(c);
     drop(srv);
 }
+
+/// Worker threads named `nbd-worker` the server runs now.
+fn workers_now(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|c| c.trim() == "nbd-worker")
+        .count()
+}
+
+/// Send `n` requests of `len` bytes (writes carry a payload) 32 at a time
+/// and read every reply; the most workers seen while they were in flight.
+fn busy_workers(c: &mut UnixStream, pid: u32, write: bool, len: u32, n: u64) -> usize {
+    let mut most = 0;
+    let payload = vec![0x5au8; len as usize];
+    let mut data = vec![0u8; len as usize];
+    for round in 0..n / 32 {
+        let mut b = Vec::new();
+        for h in 0..32u64 {
+            let at = (round * 32 + h) * u64::from(len) % (8 << 20);
+            b.extend(request(u16::from(write), h, at, len));
+            if write {
+                b.extend_from_slice(&payload);
+            }
+        }
+        c.write_all(&b).unwrap();
+        most = most.max(workers_now(pid));
+        for _ in 0..32 {
+            let mut h = [0u8; 16];
+            c.read_exact(&mut h).unwrap();
+            assert_eq!(h[4..8], [0, 0, 0, 0], "an error reply");
+            if !write {
+                c.read_exact(&mut data).unwrap();
+            }
+        }
+    }
+    most
+}
+
+/// Small requests are served by the worker that read each one while they
+/// run quick (whether they do is timing, which a test does not assert: the
+/// policy's arithmetic is tested in hetraid-nbd, the gain in
+/// `scripts/bench-fs.sh`); every reply comes back either way, and large
+/// requests always overlap on several workers.
+#[test]
+fn small_requests_are_served_and_large_ones_overlap() {
+    let d = tempfile::tempdir().unwrap();
+    let m = create(d.path(), 4, "64K");
+    let srv = Server::start(d.path(), &m, &["--workers", "8"], None);
+    let pid = srv.child.id();
+    let (mut c, _) = handshake(&srv.sock, None).unwrap();
+    let small = busy_workers(&mut c, pid, true, 4096, 4096);
+    eprintln!("4 KiB writes, 32 in flight: at most {small} borrowed workers");
+    let large = busy_workers(&mut c, pid, false, 1 << 20, 256);
+    assert!(large >= 2, "1 MiB reads ran on {large} workers");
+}

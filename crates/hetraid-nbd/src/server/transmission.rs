@@ -186,6 +186,10 @@ pub(super) struct Transmission<'a> {
     room: (Mutex<u64>, std::sync::Condvar),
     /// Workers waiting for or reading the next request.
     reading: std::sync::atomic::AtomicUsize,
+    /// How long small reads and writes took to execute lately (a moving
+    /// average, ns): while they are quick, the worker that read one runs it
+    /// without bringing in another to read the next (see [`hands_off`]).
+    small_ns: AtomicU64,
     /// Workers of this connection (the first one included).
     workers: std::sync::atomic::AtomicUsize,
     /// The connection went quiet: its socket goes to the idler.
@@ -303,8 +307,12 @@ pub(super) fn worker<'scope, 'env>(
             }
         };
         // Nobody left to read the next request: wake a parked worker, or
-        // bring in one.
-        bring_in_worker(t, s);
+        // bring in one — unless this request is small and they run quick.
+        let small = is_small(&job.action);
+        if !small || hands_off(t) {
+            bring_in_worker(t, s);
+        }
+        let started = std::time::Instant::now();
         let room = match job.action {
             Action::Read { len, .. } => (len as u64).min(REPLY_BYTES_MAX),
             _ => 0,
@@ -338,6 +346,12 @@ pub(super) fn worker<'scope, 'env>(
         // Held for the request: a change of members waits for it.
         let (reply, start, failed) =
             execute(&t.cell.get(), &t.export, &job, out.unwrap_or_default());
+        if small {
+            // Races between workers lose a sample at worst.
+            let ns = started.elapsed().as_nanos().min(u64::MAX as u128) as u64;
+            let old = t.small_ns.load(Ordering::Relaxed);
+            t.small_ns.store(averaged(old, ns), Ordering::Relaxed);
+        }
         t.stats.requests.fetch_add(1, Ordering::Relaxed);
         if failed {
             t.stats.errors.fetch_add(1, Ordering::Relaxed);
@@ -364,12 +378,52 @@ pub(super) fn worker<'scope, 'env>(
             t.keep(&t.free, b);
         }
         // A borrowed worker with two others already waiting for the next
-        // request parks; parked a second with nothing to do, it goes home.
-        if borrowed && t.reading.load(Ordering::SeqCst) >= 2 && !park(t) {
+        // request parks — with one, while small requests run quick (it
+        // would only take turns on the read lock); parked a second with
+        // nothing to do, it goes home.
+        let waiting = t.reading.load(Ordering::SeqCst);
+        let spare = waiting >= 2 || (waiting >= 1 && !hands_off(t));
+        if borrowed && spare && !park(t) {
             return leave();
         }
     }
 }
+
+/// Requests that run in the reading worker's own time when small ones run
+/// quick: reads and writes of at most 64 KiB.
+fn is_small(a: &Action) -> bool {
+    match *a {
+        Action::Read { len, .. } | Action::Write { len, .. } => len <= SMALL_REQUEST_BYTES_MAX,
+        _ => false,
+    }
+}
+
+/// Whether a worker that took a small request brings in another to read
+/// the next one meanwhile. Each hand-off wakes a thread twice (to read,
+/// and the one blocked behind it on the read lock): on memory-speed members
+/// that was most of a 4 KiB write's server CPU, and with requests that take
+/// a few microseconds one worker serves the queue faster than threads
+/// taking turns. Requests that take longer (disks, a busy array) are
+/// overlapped as before: a flush, a trim and large requests always are.
+fn hands_off(t: &Transmission<'_>) -> bool {
+    hands_off_at(t.small_ns.load(Ordering::Relaxed))
+}
+
+/// The policy of [`hands_off`] on the average time of small requests.
+fn hands_off_at(small_ns: u64) -> bool {
+    small_ns > SMALL_REQUEST_NS_INLINE_MAX
+}
+
+/// The moving average of small requests' time after one took `ns`: over
+/// about eight requests, so a slow spell (a bitmap page written and
+/// flushed) hands off at once and a few quick ones bring it back.
+fn averaged(old: u64, ns: u64) -> u64 {
+    old - old / 8 + ns / 8
+}
+
+/// See [`hands_off`].
+const SMALL_REQUEST_BYTES_MAX: u32 = 64 << 10;
+const SMALL_REQUEST_NS_INLINE_MAX: u64 = 50_000;
 
 /// Wake a parked worker of the connection to read the next request, or
 /// bring in one more (up to `--workers`, while the shared budget allows),
@@ -479,6 +533,7 @@ pub(super) fn transmission(
         error: Mutex::new(None),
         room: (Mutex::new(REPLY_BYTES_MAX), std::sync::Condvar::new()),
         reading: std::sync::atomic::AtomicUsize::new(0),
+        small_ns: AtomicU64::new(0),
         workers: std::sync::atomic::AtomicUsize::new(1),
         parked: (Mutex::new((0, 0)), std::sync::Condvar::new()),
         parking: AtomicBool::new(false),
@@ -609,5 +664,46 @@ pub(super) fn execute(
         }
         Action::Error { errno, .. } => error(errno),
         Action::Disconnect | Action::Close(_) => error(proto::ESHUTDOWN),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_requests_hand_off_only_while_they_run_slow() {
+        let small = |len| {
+            is_small(&Action::Write {
+                offset: 0,
+                len,
+                fua: false,
+            })
+        };
+        assert!(small(4096) && small(64 << 10) && !small((64 << 10) + 1));
+        assert!(!is_small(&Action::Flush));
+        // Quick 4 KiB writes (about 10 us each): no hand-off.
+        let mut avg = 0;
+        for _ in 0..100 {
+            avg = averaged(avg, 10_000);
+        }
+        assert!(!hands_off_at(avg), "{avg}");
+        // One slow one (a 5 ms flush of a bitmap page): hand off at once,
+        // and back within a few dozen quick ones.
+        avg = averaged(avg, 5_000_000);
+        assert!(hands_off_at(avg), "{avg}");
+        let back = (1..100)
+            .find(|_| {
+                avg = averaged(avg, 10_000);
+                !hands_off_at(avg)
+            })
+            .unwrap();
+        assert!((10..40).contains(&back), "{back}");
+        // A disk (5 ms a request) always hands off.
+        let mut disk = 0;
+        for _ in 0..10 {
+            disk = averaged(disk, 5_000_000);
+        }
+        assert!(hands_off_at(disk));
     }
 }
