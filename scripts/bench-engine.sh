@@ -5,6 +5,8 @@
 #   engine raid5 4+1 rand-write 4K qd16: N IOPS at U us CPU/write, raid0 of 5 N IOPS at U us, ratio R, CPU Cx
 #   engine raid6 4+2 rand-write 4K qd16: (the same against raid0 of 6)
 #   engine raid5 4+1 rand-write 4K qd16 bitmap: N IOPS at U us, without N IOPS at U us, ratio R
+#   engine raid5 4+1 rand-read 4K qd16 checksums: N IOPS, without N IOPS, ratio R
+#   engine raid5 4+1 rand-write 4K qd16 checksums: N IOPS at U us, without N IOPS at U us, ratio R
 #   engine raid5 4+1 rand-write 4K qd16 journal(ssd): X IOPS, bitmap Y IOPS, ratio R
 #   engine raid5 4+1 rand-write 4K qd16 write-back(ssd): X IOPS, bitmap Y IOPS, ratio R
 #   engine hpda 3+2 rand-write 4K qd16: X IOPS, ssd raid5 4+1 Y IOPS, ratio R
@@ -60,6 +62,8 @@ awk -v c="$c" -v p="$p" 'BEGIN {printf "engine raid5 4+1 seq-write 1M checksums:
 # two sets made one after the other read at different speeds)
 read -r c p r < <($B rand-read-checksums "$DIR" "$MIB" 16 "${CHECKSUM_SECS:-8}")
 awk -v c="$c" -v p="$p" -v r="$r" 'BEGIN {printf "engine raid5 4+1 rand-read 4K qd16 checksums: %d IOPS, without %d IOPS, ratio %.2f\n", c, p, r}'
+read -r c cc p pc r < <($B rand-write-checksums "$DIR" "$MIB" 16 "${CHECKSUM_SECS:-8}")
+awk -v c="$c" -v cc="$cc" -v p="$p" -v pc="$pc" -v r="$r" 'BEGIN {printf "engine raid5 4+1 rand-write 4K qd16 checksums: %d IOPS at %.2f us CPU/write, without %d IOPS at %.2f us, ratio %.2f\n", c, cc, p, pc, r}'
 
 # The write log: members are emulated 7200 rpm disks (SlowMember), the log an
 # emulated SSD; 4 KiB random writes, journal vs the write-intent bitmap.
