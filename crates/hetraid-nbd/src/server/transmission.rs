@@ -190,6 +190,8 @@ pub(super) struct Transmission<'a> {
     /// average, ns): while they are quick, the worker that read one runs it
     /// without bringing in another to read the next (see [`hands_off`]).
     small_ns: AtomicU64,
+    /// Workers executing a request now.
+    executing: std::sync::atomic::AtomicUsize,
     /// Workers of this connection (the first one included).
     workers: std::sync::atomic::AtomicUsize,
     /// The connection went quiet: its socket goes to the idler.
@@ -224,6 +226,14 @@ impl Transmission<'_> {
                 f.push(b);
             }
         }
+    }
+
+    /// A small request started at `started` is done: into the moving
+    /// average (races between workers lose a sample at worst).
+    fn note_small(&self, started: std::time::Instant) {
+        let ns = started.elapsed().as_nanos().min(u64::MAX as u128) as u64;
+        let old = self.small_ns.load(Ordering::Relaxed);
+        self.small_ns.store(averaged(old, ns), Ordering::Relaxed);
     }
 
     /// The end of the connection wakes every worker: one blocked reading the
@@ -292,7 +302,10 @@ pub(super) fn worker<'scope, 'env>(
             let next = read_next(&mut r, &intake);
             t.reading.fetch_sub(1, Ordering::SeqCst);
             match next {
-                Ok(Next::Job(j)) => j,
+                Ok(Next::Job(j)) => {
+                    let queued = queued_behind(t, &r, &j);
+                    (j, queued)
+                }
                 Ok(Next::Done) => {
                     t.done.store(true, Ordering::SeqCst);
                     t.parked.1.notify_all();
@@ -307,9 +320,11 @@ pub(super) fn worker<'scope, 'env>(
             }
         };
         // Nobody left to read the next request: wake a parked worker, or
-        // bring in one — unless this request is small and they run quick.
+        // bring in one — unless this request is small and they run quick,
+        // and no other waits for a free CPU.
+        let (job, queued) = job;
         let small = is_small(&job.action);
-        if !small || hands_off(t) {
+        if !small || hands_off(t) || queued {
             bring_in_worker(t, s);
         }
         let started = std::time::Instant::now();
@@ -344,13 +359,12 @@ pub(super) fn worker<'scope, 'env>(
         };
         let out = spare.as_mut().map(|b| std::mem::take(&mut b.buf));
         // Held for the request: a change of members waits for it.
+        t.executing.fetch_add(1, Ordering::SeqCst);
         let (reply, start, failed) =
             execute(&t.cell.get(), &t.export, &job, out.unwrap_or_default());
+        t.executing.fetch_sub(1, Ordering::SeqCst);
         if small {
-            // Races between workers lose a sample at worst.
-            let ns = started.elapsed().as_nanos().min(u64::MAX as u128) as u64;
-            let old = t.small_ns.load(Ordering::Relaxed);
-            t.small_ns.store(averaged(old, ns), Ordering::Relaxed);
+            t.note_small(started);
         }
         t.stats.requests.fetch_add(1, Ordering::Relaxed);
         if failed {
@@ -377,16 +391,32 @@ pub(super) fn worker<'scope, 'env>(
         if let Some(b) = job.data {
             t.keep(&t.free, b);
         }
-        // A borrowed worker with two others already waiting for the next
-        // request parks — with one, while small requests run quick (it
-        // would only take turns on the read lock); parked a second with
-        // nothing to do, it goes home.
-        let waiting = t.reading.load(Ordering::SeqCst);
-        let spare = waiting >= 2 || (waiting >= 1 && !hands_off(t));
-        if borrowed && spare && !park(t) {
+        // A borrowed worker not needed parks; parked a second with nothing
+        // to do, it goes home.
+        if borrowed && not_needed(t) && !park(t) {
             return leave();
         }
     }
+}
+
+/// Another request already waits behind `j` in the read buffer (a client
+/// that sends faster than one worker serves) while a CPU is free: worth a
+/// second worker even when small requests run quick. (Asking the socket as
+/// well brought one in for nearly every request through a filesystem, and
+/// the hand-offs cost more than the second CPU gave.)
+fn queued_behind(t: &Transmission<'_>, r: &io::BufReader<Conn>, j: &Job) -> bool {
+    is_small(&j.action)
+        && !hands_off(t)
+        && t.executing.load(Ordering::SeqCst) + 1 < cpus()
+        && !r.buffer().is_empty()
+}
+
+/// A borrowed worker is not needed with two others already waiting for the
+/// next request — or one, while small requests run quick (it would only
+/// take turns on the read lock).
+fn not_needed(t: &Transmission<'_>) -> bool {
+    let waiting = t.reading.load(Ordering::SeqCst);
+    waiting >= 2 || (waiting >= 1 && !hands_off(t))
 }
 
 /// Requests that run in the reading worker's own time when small ones run
@@ -419,6 +449,13 @@ fn hands_off_at(small_ns: u64) -> bool {
 /// flushed) hands off at once and a few quick ones bring it back.
 fn averaged(old: u64, ns: u64) -> u64 {
     old - old / 8 + ns / 8
+}
+
+/// CPUs this process may run on: quick small requests keep at most that
+/// many workers executing (more only take turns).
+fn cpus() -> usize {
+    static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// See [`hands_off`].
@@ -534,6 +571,7 @@ pub(super) fn transmission(
         room: (Mutex::new(REPLY_BYTES_MAX), std::sync::Condvar::new()),
         reading: std::sync::atomic::AtomicUsize::new(0),
         small_ns: AtomicU64::new(0),
+        executing: std::sync::atomic::AtomicUsize::new(0),
         workers: std::sync::atomic::AtomicUsize::new(1),
         parked: (Mutex::new((0, 0)), std::sync::Condvar::new()),
         parking: AtomicBool::new(false),
