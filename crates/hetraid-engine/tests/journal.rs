@@ -169,12 +169,7 @@ fn cycle(seed: u64, journal: bool) -> Outcome {
         m
     };
     if checksums {
-        let bad: u32 = a
-            .status()
-            .member_states
-            .iter()
-            .map(|m| m.checksum_errors)
-            .sum();
+        let bad = checksum_errors(&a);
         assert_eq!(
             bad, 0,
             "seed {seed} (journal, checksums): a crash left blocks that fail their checksum"

@@ -230,12 +230,7 @@ fn cycle(seed: u64) -> Result<String, String> {
     let mut now = vec![0u8; cap as usize];
     a.read(0, &mut now)
         .map_err(|e| format!("{what}: read after power loss: {e}"))?;
-    let bad: u32 = a
-        .status()
-        .member_states
-        .iter()
-        .map(|m| m.checksum_errors)
-        .sum();
+    let bad = checksum_errors(&a);
     if bad != 0 {
         return Err(format!(
             "{what}: {bad} blocks failed their checksum after recovery (a write cut by the power loss taken for corruption)"

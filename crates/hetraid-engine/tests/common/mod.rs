@@ -186,3 +186,13 @@ pub fn declustered(width: usize, parity: usize, spares: usize) -> LayoutOptions 
         ..Default::default()
     }
 }
+
+/// Blocks that failed their checksum on any member of `a` so far.
+#[allow(dead_code)]
+pub fn checksum_errors(a: &hetraid_engine::Array) -> u32 {
+    a.status()
+        .member_states
+        .iter()
+        .map(|m| m.checksum_errors)
+        .sum()
+}
