@@ -65,6 +65,18 @@ impl RecentLatency {
         }
     }
 
+    /// An operation of `bytes` took `ns`: counted as a small one would be,
+    /// scaled to [`INLINE_OP_BYTES_MAX`] when larger (a 1 MiB read from
+    /// memory-speed members stays fast, a disk's seek does not).
+    fn learn(&self, ns: u64, bytes: u64) {
+        let small = INLINE_OP_BYTES_MAX as u64;
+        self.add(if bytes <= small {
+            ns
+        } else {
+            ns.saturating_mul(small) / bytes
+        });
+    }
+
     fn fast(&self) -> bool {
         self.last_window_min_ns.load(Ordering::Relaxed) <= INLINE_LATENCY_NS_MAX
     }
@@ -99,34 +111,28 @@ impl MemberQueue {
     }
 
     /// Run `op` on this member's thread or the caller's, teaching the
-    /// member's recent latency from small operations.
+    /// member's recent latency (flushes aside: their time is the device's
+    /// cache, not an operation's).
     fn timed(latency: &RecentLatency, member: &dyn Member, op: IoOp) -> IoResult {
-        let small = op.bytes() <= INLINE_OP_BYTES_MAX && !matches!(op, IoOp::Flush);
+        let (bytes, flush) = (op.bytes() as u64, matches!(op, IoOp::Flush));
         let t0 = Instant::now();
         let r = run_op(member, op);
-        if small {
-            latency.add(t0.elapsed().as_nanos().min(u64::MAX as u128) as u64);
+        if !flush {
+            latency.learn(t0.elapsed().as_nanos().min(u64::MAX as u128) as u64, bytes);
         }
         r
     }
 
     /// The member answered its recent small operations fast (see the
     /// module's documentation): work for it may run in the caller's thread.
-    pub(crate) fn fast(&self) -> bool {
+    fn fast(&self) -> bool {
         self.latency.fast()
     }
 
     /// An operation of `bytes` done outside the queue took `ns`: it teaches
-    /// the recent latency as a small one would, scaled to
-    /// [`INLINE_OP_BYTES_MAX`] when larger (a 1 MiB read from memory-speed
-    /// members stays fast, a disk's seek does not).
+    /// the recent latency as the queue's own operations do.
     pub(crate) fn teach(&self, ns: u64, bytes: u64) {
-        let small = INLINE_OP_BYTES_MAX as u64;
-        self.latency.add(if bytes <= small {
-            ns
-        } else {
-            ns.saturating_mul(small) / bytes
-        });
+        self.latency.learn(ns, bytes);
     }
 
     fn submit(&self, job: Job) {
@@ -197,6 +203,22 @@ impl Borrowed {
 /// Result of one operation: read data (reads) or nothing.
 pub type IoResult = io::Result<Option<AlignedBuf>>;
 
+/// Every one of `members` answered its recent operations fast (an absent
+/// one counts as fast): their work may run in the caller's thread, one
+/// after the other (see the module's documentation). The one rule for
+/// batches here and the engine's direct reads and writes.
+pub(crate) fn all_fast(
+    queues: &[Option<MemberQueue>],
+    mut members: impl Iterator<Item = usize>,
+) -> bool {
+    members.all(|m| {
+        queues
+            .get(m)
+            .and_then(|q| q.as_ref())
+            .is_none_or(|q| q.fast())
+    })
+}
+
 /// Run `ops` (member index, operation) on their members' queues in parallel and
 /// return the results in the same order.
 pub fn run_batch(queues: &[Option<MemberQueue>], ops: Vec<(usize, IoOp)>) -> Vec<IoResult> {
@@ -211,13 +233,8 @@ pub fn run_batch(queues: &[Option<MemberQueue>], ops: Vec<(usize, IoOp)>) -> Vec
     // serialize themselves.
     let inline = ops.len() == 1
         || (ops.len() <= INLINE_OPS_MAX
-            && ops.iter().all(|(m, op)| {
-                op.bytes() <= INLINE_OP_BYTES_MAX
-                    && queues
-                        .get(*m)
-                        .and_then(|q| q.as_ref())
-                        .is_none_or(|q| q.fast())
-            }));
+            && ops.iter().all(|(_, op)| op.bytes() <= INLINE_OP_BYTES_MAX)
+            && all_fast(queues, ops.iter().map(|(m, _)| *m)));
     if inline {
         return ops
             .into_iter()

@@ -651,9 +651,7 @@ impl Array {
         // requests anyway.
         let parallel = members.len() > 1
             && req.len >= (256 << 10)
-            && !members
-                .iter()
-                .all(|&m| self.queues[m].as_ref().is_none_or(|q| q.fast()));
+            && !crate::queue::all_fast(&self.queues, members.iter().copied());
         let failed = AtomicBool::new(false);
         let one = |m: usize, mo: u64, b: UserBuf<'_>| {
             let Some(member) = Some(&self.hot.slots[m]).filter(|s| s.present()) else {
