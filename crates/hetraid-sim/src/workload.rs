@@ -150,13 +150,18 @@ impl StreamCursor {
         }
     }
 
-    /// Record `i` (never one before the last asked for but one).
-    fn get(&mut self, i: usize) -> Result<Option<TraceRecord>, String> {
-        debug_assert!(i >= self.base, "a streamed record is asked for again");
-        while self.base < i && !self.window.is_empty() {
-            self.window.pop_front();
-            self.base += 1;
+    /// Record `i` without letting go of those before it (a look ahead:
+    /// the window then holds the records up to `i`).
+    fn peek(&mut self, i: usize) -> Result<Option<TraceRecord>, String> {
+        if i < self.base {
+            return Ok(None);
         }
+        self.fill(i)?;
+        Ok(self.window.get(i - self.base).copied())
+    }
+
+    /// Read until the window holds record `i` or the trace ends.
+    fn fill(&mut self, i: usize) -> Result<(), String> {
         // Bounded by the trace: each round reads a record or ends.
         while self.base + self.window.len() <= i && !self.ended {
             let stream = match &mut self.stream {
@@ -176,9 +181,35 @@ impl StreamCursor {
                 None => self.ended = true,
             }
         }
+        Ok(())
+    }
+
+    /// Record `i` (never one before the last asked for but one).
+    fn get(&mut self, i: usize) -> Result<Option<TraceRecord>, String> {
+        debug_assert!(i >= self.base, "a streamed record is asked for again");
+        while self.base < i && !self.window.is_empty() {
+            self.window.pop_front();
+            self.base += 1;
+        }
+        self.fill(i)?;
         Ok(i.checked_sub(self.base)
             .and_then(|k| self.window.get(k))
             .copied())
+    }
+}
+
+/// A trace record as a request inside `span` bytes (offsets folded in,
+/// sector-aligned).
+fn in_span(r: TraceRecord, span: u64) -> Request {
+    let len = r.len.min(span);
+    let mut off = (r.offset % span) & !511;
+    if off + len > span {
+        off = (span - len) & !511;
+    }
+    Request {
+        op: r.op,
+        offset: off,
+        len,
     }
 }
 
@@ -205,18 +236,18 @@ impl Replay {
     /// Record `i` as an array request inside the span; None past the end.
     pub fn request(&mut self, i: usize) -> Result<Option<Request>, String> {
         let span = self.span;
-        Ok(self.record(i)?.map(|r| {
-            let len = r.len.min(span);
-            let mut off = (r.offset % span) & !511;
-            if off + len > span {
-                off = (span - len) & !511;
-            }
-            Request {
-                op: r.op,
-                offset: off,
-                len,
-            }
-        }))
+        Ok(self.record(i)?.map(|r| in_span(r, span)))
+    }
+
+    /// Record `i` as [`Self::request`] gives it, read ahead without
+    /// letting go of the records before it: a hint of what comes (None
+    /// past the end or on a read error, which the record's turn reports).
+    pub fn upcoming(&mut self, i: usize) -> Option<Request> {
+        let r = match &mut self.records {
+            Records::Loaded(v) => v.get(i).copied(),
+            Records::Streamed(c) => c.peek(i).ok().flatten(),
+        };
+        r.map(|r| in_span(r, self.span))
     }
 
     /// When record `i` arrives; None past the end.
@@ -238,4 +269,64 @@ impl Replay {
 pub enum Source {
     Closed(Closed),
     Replay(Replay),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// Looking ahead (as the runner warms the members' models) changes
+    /// neither what each record's turn gives nor, past the look, what the
+    /// cursor holds: a streamed replay gives the records a loaded one gives.
+    #[test]
+    fn looking_ahead_in_a_streamed_trace_changes_no_record() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        for i in 0..20_000u64 {
+            let block = (i * 7919) % 50_000 * 8;
+            writeln!(f, "{}.000 0 {block} 8 {}", i / 3, i % 2).unwrap();
+        }
+        f.flush().unwrap();
+        let path = f.path().to_str().unwrap().to_string();
+        let loaded = crate::trace::read_file(&path, None, "--trace-format").unwrap();
+        let replay = |records| Replay {
+            records,
+            next: 0,
+            timed: true,
+            time_scale: 1.0,
+            qd: 1,
+            span: 1 << 30,
+        };
+        let mut whole = replay(Records::Loaded(loaded.clone().into()));
+        let mut streamed = replay(Records::Streamed(Box::new(StreamCursor::new(TraceFile {
+            path,
+            format: None,
+            limit: None,
+        }))));
+        for i in 0..loaded.len() + 3 {
+            for ahead in [12, 8, 4] {
+                assert_eq!(
+                    streamed.upcoming(i + ahead),
+                    whole.upcoming(i + ahead),
+                    "record {i}+{ahead}"
+                );
+            }
+            assert_eq!(
+                streamed.request(i).unwrap(),
+                whole.request(i).unwrap(),
+                "record {i}"
+            );
+            assert_eq!(
+                streamed.arrival_ns(i + 1).unwrap(),
+                whole.arrival_ns(i + 1).unwrap()
+            );
+            if let Records::Streamed(c) = &streamed.records {
+                assert!(
+                    c.window.len() <= 14,
+                    "the cursor holds {} records",
+                    c.window.len()
+                );
+            }
+        }
+    }
 }

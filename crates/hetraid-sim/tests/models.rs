@@ -1098,3 +1098,46 @@ fn a_quiet_array_reclaims_its_write_back_log_once() {
     assert!(bytes >= 50 * 4096, "{bytes} bytes reclaimed");
     assert_eq!(run(0.1).0, 0, "no idle reclaim without a quiet stretch");
 }
+
+/// The look-ahead's hints (`Device::prefetch`, every stage, on written,
+/// unwritten and out-of-range pages, through garbage collection) change
+/// no finish time and no wear figure.
+#[test]
+fn ssd_prefetch_hints_change_nothing() {
+    let p = small_ssd();
+    let pages = p.capacity() / 4096;
+    let run = |hint: bool| {
+        let mut d = Ssd::new(p.clone());
+        let (mut rng, mut hints) = (Rng::new(5), Rng::new(6));
+        let (mut started, mut now) = (Vec::new(), 0);
+        for i in 0..pages * 6 {
+            let lpn = rng.below(pages);
+            if hint {
+                for stage in 0..3 {
+                    d.prefetch(hints.below(pages + 8) * 4096, stage);
+                }
+            }
+            let io = DevIo {
+                tag: i,
+                write: true,
+                offset: lpn * 4096,
+                len: 4096,
+            };
+            d.submit(now, io, &mut started);
+            now += 50_000;
+        }
+        (started, format!("{:?}", d.wear()))
+    };
+    let (plain, hinted) = (run(false), run(true));
+    assert!(
+        plain.1.contains("erases: ") && !plain.1.contains("erases: 0,"),
+        "{}",
+        plain.1
+    );
+    assert!(
+        plain == hinted,
+        "the hints changed the run: {} vs {}",
+        plain.1,
+        hinted.1
+    );
+}

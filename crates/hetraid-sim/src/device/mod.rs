@@ -57,6 +57,14 @@ pub trait Device {
         self.counters_mut().count_discard(len);
     }
     fn counters_mut(&mut self) -> &mut Counters;
+    /// A hint that an operation at `offset` comes soon: a model whose
+    /// state is large (an SSD's page map) fetches what it will touch into
+    /// the cache, in `stage`s: stage 0 the first level (the map entry),
+    /// stage 1, given a few requests later, what that entry points to.
+    /// Changes nothing the model computes.
+    fn prefetch(&self, offset: u64, stage: u32) {
+        let _ = (offset, stage);
+    }
 }
 
 /// A disk's media operations and the time they spent in each phase, as

@@ -120,6 +120,12 @@ struct RebuildRun {
 struct Runner<'a> {
     s: &'a Setup,
     planner: Planner<'a>,
+    /// The layout's plain map for single-chunk requests (classic layouts):
+    /// where a replay's coming requests land, to warm the members' models.
+    direct: Option<hetraid_core::layout::DirectMap>,
+    /// Where coming records land (record, member, offset), by record
+    /// modulo the slots.
+    ahead: [Option<(usize, usize, u64)>; user::AHEAD_SLOTS],
     devices: Vec<Box<dyn Device>>,
     state: ArrayState,
     state_version: u64,
@@ -374,6 +380,8 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
         user_seen: false,
         log_idle_reclaims: 0,
         planner: Planner::new(s.layout.as_ref(), s.policy, service.clone()),
+        direct: s.layout.direct_map(),
+        ahead: [None; user::AHEAD_SLOTS],
         service,
         s,
         devices,

@@ -4,6 +4,14 @@
 
 use super::*;
 
+/// How far ahead a replay warms the members' models, per prefetch stage:
+/// enough requests' time between stages to hide a miss to memory (about
+/// 100 ns; a request takes a few hundred).
+/// The farthest first.
+pub(super) const LOOK_AHEAD_RECORDS: [usize; 3] = [12, 8, 4];
+/// Records whose landing place is kept (more than the farthest look).
+pub(super) const AHEAD_SLOTS: usize = 16;
+
 impl Runner<'_> {
     pub(super) fn start_load(&mut self) -> Result<(), String> {
         // Closed loops and as-fast-as-possible replays start `qd` requests;
@@ -48,9 +56,33 @@ impl Runner<'_> {
         let Some(req) = r.request(r.next)? else {
             return Ok(false);
         };
+        let i = r.next;
         r.next += 1;
+        self.warm(i);
         self.start_user(req)?;
         Ok(true)
+    }
+
+    /// As record `i` is issued, warm the members' models for the records
+    /// a few turns ahead: each stage of a model's prefetch
+    /// (`Device::prefetch`) some records before the next.
+    fn warm(&mut self, i: usize) {
+        let (Some(map), Source::Replay(r)) = (self.direct, &mut self.source) else {
+            return;
+        };
+        // Where the farthest lands is found once and kept for the later
+        // stages (records are issued in order).
+        let far = i + LOOK_AHEAD_RECORDS[0];
+        let at = r
+            .upcoming(far)
+            .and_then(|q| map.locate(q.offset, q.len.min(512)));
+        self.ahead[far % AHEAD_SLOTS] = at.map(|(m, off)| (far, m, off));
+        for (stage, ahead) in LOOK_AHEAD_RECORDS.iter().enumerate() {
+            let j = i + ahead;
+            if let Some((_, m, off)) = self.ahead[j % AHEAD_SLOTS].filter(|a| a.0 == j) {
+                self.devices[m].prefetch(off, stage as u32);
+            }
+        }
     }
 
     pub(super) fn arrive(&mut self, i: usize) -> Result<(), String> {
@@ -61,6 +93,10 @@ impl Runner<'_> {
             .request(i)?
             .expect("an arrival is scheduled for a record the trace has");
         r.next = i + 1;
+        self.warm(i);
+        let Source::Replay(r) = &mut self.source else {
+            return Ok(());
+        };
         if let Some(at) = r.arrival_ns(i + 1)? {
             let at = at.max(self.k.now());
             self.k.at(
