@@ -550,11 +550,11 @@ pub fn synthesize(p: &Profile, format: TraceFormat, n: usize, seed: u64) -> Stri
 pub const REORDER_WINDOW: usize = 1 << 16;
 /// How far ahead of the record taken the replay asks for the next lines of
 /// a batch (two records a line: eight lines ahead).
-const PREFETCH_RECORDS_AHEAD: usize = 16;
+pub(crate) const PREFETCH_RECORDS_AHEAD: usize = 16;
 
 /// Ask the CPU to fetch `r`'s line (a hint; nothing elsewhere).
 #[inline(always)]
-fn prefetch(r: &TraceRecord) {
+pub(crate) fn prefetch(r: &TraceRecord) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch hint; the address is a live record.
     unsafe {
@@ -655,6 +655,29 @@ impl Stream {
                 Err(_) => self.ended = true,
             }
         }
+    }
+
+    /// The records not yet taken, a batch at a time (the rest of the
+    /// current one first); None at the end, an error as `next_record`.
+    pub fn next_batch(&mut self) -> Result<Option<Vec<TraceRecord>>, String> {
+        let rest: Vec<TraceRecord> =
+            std::mem::replace(&mut self.batch, Vec::new().into_iter()).collect();
+        if !rest.is_empty() {
+            return Ok(Some(rest));
+        }
+        // Bounded: each round takes a batch from the reader or ends.
+        while !self.ended {
+            match self.rx.recv() {
+                Ok(Ok(b)) if b.is_empty() => {}
+                Ok(Ok(b)) => return Ok(Some(b)),
+                Ok(Err(e)) => {
+                    self.ended = true;
+                    return Err(e);
+                }
+                Err(_) => self.ended = true,
+            }
+        }
+        Ok(None)
     }
 }
 

@@ -121,14 +121,21 @@ pub enum Records {
     Streamed(Box<StreamCursor>),
 }
 
-/// A streamed trace: the records from `base` on that were read and not yet
-/// let go (the one being issued and the next, whose arrival is scheduled).
+/// A streamed trace: the batches the reader handed over that hold records
+/// not yet let go (from the one before the record being issued, through the
+/// farthest one looked ahead at). Whole batches, indexed in place: taking
+/// records one at a time into a queue was a tenth of a replay's time.
 pub struct StreamCursor {
     open: TraceFile,
     stream: Option<crate::trace::Stream>,
-    window: std::collections::VecDeque<TraceRecord>,
+    batches: std::collections::VecDeque<Vec<TraceRecord>>,
+    /// The first record of the first batch, and records in all of them.
     base: usize,
+    held: usize,
     ended: bool,
+    /// An error reading ahead stopped the stream at this record: the
+    /// record's own turn reports it.
+    error: Option<(usize, String)>,
 }
 
 /// What opens a streamed trace.
@@ -144,57 +151,98 @@ impl StreamCursor {
         Self {
             open,
             stream: None,
-            window: Default::default(),
+            batches: Default::default(),
             base: 0,
+            held: 0,
             ended: false,
+            error: None,
         }
     }
 
-    /// Record `i` without letting go of those before it (a look ahead:
-    /// the window then holds the records up to `i`).
-    fn peek(&mut self, i: usize) -> Result<Option<TraceRecord>, String> {
-        if i < self.base {
-            return Ok(None);
+    /// Record `i` if held (after `fill`).
+    fn at(&self, i: usize) -> Option<&TraceRecord> {
+        let mut k = i.checked_sub(self.base)?;
+        // Bounded by the batches held (two or three).
+        for b in &self.batches {
+            if k < b.len() {
+                return b.get(k);
+            }
+            k -= b.len();
         }
-        self.fill(i)?;
-        Ok(self.window.get(i - self.base).copied())
+        None
     }
 
-    /// Read until the window holds record `i` or the trace ends.
-    fn fill(&mut self, i: usize) -> Result<(), String> {
-        // Bounded by the trace: each round reads a record or ends.
-        while self.base + self.window.len() <= i && !self.ended {
+    /// Record `i` without letting go of those before it (a look ahead).
+    fn peek(&mut self, i: usize) -> Option<TraceRecord> {
+        self.fill(i);
+        let r = self.at(i).copied();
+        // The batches were written by the reading thread, on another core:
+        // ask for the lines a look ahead reaches next.
+        if let Some(next) = self.at(i + crate::trace::PREFETCH_RECORDS_AHEAD) {
+            crate::trace::prefetch(next);
+        }
+        r
+    }
+
+    /// Read until record `i` is held or the trace ends (or stops at an
+    /// error, kept for its record's turn).
+    fn fill(&mut self, i: usize) {
+        // Bounded by the trace: each round reads a batch or ends.
+        while self.base + self.held <= i && !self.ended {
             let stream = match &mut self.stream {
                 Some(s) => s,
                 None => {
                     let o = &self.open;
-                    self.stream.insert(crate::trace::Stream::open(
+                    match crate::trace::Stream::open(
                         &o.path,
                         o.format.as_deref(),
                         "--trace-format",
                         o.limit,
-                    )?)
+                    ) {
+                        Ok(s) => self.stream.insert(s),
+                        Err(e) => {
+                            self.ended = true;
+                            self.error = Some((self.base + self.held, e));
+                            return;
+                        }
+                    }
                 }
             };
-            match stream.next_record()? {
-                Some(r) => self.window.push_back(r),
-                None => self.ended = true,
+            match stream.next_batch() {
+                Ok(Some(b)) => {
+                    self.held += b.len();
+                    self.batches.push_back(b);
+                }
+                Ok(None) => self.ended = true,
+                Err(e) => {
+                    self.ended = true;
+                    self.error = Some((self.base + self.held, e));
+                }
             }
         }
-        Ok(())
     }
 
-    /// Record `i` (never one before the last asked for but one).
+    /// Record `i` (never one before the last asked for but one); an error
+    /// the stream stopped at, at its record.
     fn get(&mut self, i: usize) -> Result<Option<TraceRecord>, String> {
         debug_assert!(i >= self.base, "a streamed record is asked for again");
-        while self.base < i && !self.window.is_empty() {
-            self.window.pop_front();
-            self.base += 1;
+        // Let go of the batches wholly before the record before `i`.
+        while let Some(first) = self.batches.front() {
+            if self.base + first.len() >= i {
+                break;
+            }
+            self.base += first.len();
+            self.held -= first.len();
+            self.batches.pop_front();
         }
-        self.fill(i)?;
-        Ok(i.checked_sub(self.base)
-            .and_then(|k| self.window.get(k))
-            .copied())
+        self.fill(i);
+        if let Some(r) = self.at(i) {
+            return Ok(Some(*r));
+        }
+        match &self.error {
+            Some((at, e)) if *at <= i => Err(e.clone()),
+            _ => Ok(None),
+        }
     }
 }
 
@@ -245,7 +293,7 @@ impl Replay {
     pub fn upcoming(&mut self, i: usize) -> Option<Request> {
         let r = match &mut self.records {
             Records::Loaded(v) => v.get(i).copied(),
-            Records::Streamed(c) => c.peek(i).ok().flatten(),
+            Records::Streamed(c) => c.peek(i),
         };
         r.map(|r| in_span(r, self.span))
     }
@@ -261,7 +309,7 @@ impl Replay {
     pub fn more(&self) -> bool {
         match &self.records {
             Records::Loaded(v) => self.next < v.len(),
-            Records::Streamed(c) => !c.ended || self.next < c.base + c.window.len(),
+            Records::Streamed(c) => !c.ended || self.next < c.base + c.held,
         }
     }
 }
@@ -322,11 +370,53 @@ mod tests {
             );
             if let Records::Streamed(c) = &streamed.records {
                 assert!(
-                    c.window.len() <= 14,
-                    "the cursor holds {} records",
-                    c.window.len()
+                    c.batches.len() <= 3,
+                    "the cursor holds {} batches",
+                    c.batches.len()
                 );
             }
         }
+    }
+
+    /// A malformed line that a look ahead reaches first still fails the
+    /// replay, at its own record's turn (a look ahead must not swallow it).
+    #[test]
+    fn an_error_seen_looking_ahead_is_reported_at_its_turn() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        for i in 0..100u64 {
+            if i == 50 {
+                writeln!(f, "not a record").unwrap();
+            } else {
+                writeln!(f, "{i}.000 0 {} 8 1", i * 8).unwrap();
+            }
+        }
+        f.flush().unwrap();
+        let mut r = Replay {
+            records: Records::Streamed(Box::new(StreamCursor::new(TraceFile {
+                path: f.path().to_str().unwrap().to_string(),
+                format: None,
+                limit: None,
+            }))),
+            next: 0,
+            timed: true,
+            time_scale: 1.0,
+            qd: 1,
+            span: 1 << 30,
+        };
+        assert!(r.upcoming(80).is_none());
+        let mut failed = None;
+        for i in 0..100 {
+            match r.request(i) {
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("record {i}: the trace ended without its error"),
+                Err(e) => {
+                    failed = Some((i, e));
+                    break;
+                }
+            }
+        }
+        let (i, e) = failed.expect("the malformed line fails the replay");
+        assert!(i <= 50, "failed at record {i}");
+        assert!(e.contains(":51:"), "{e}");
     }
 }

@@ -249,8 +249,13 @@ pub struct Ssd {
     /// Logical page -> physical page + 1 (0 = never written). Zeroed allocation, so
     /// untouched parts of a large SSD cost no memory.
     map: Vec<u32>,
-    /// Physical page -> logical page + 1 (0 = invalid).
+    /// Physical page -> logical page + 1, written when the page is
+    /// programmed; meaningful only while the page's `live` bit is set.
     rmap: Vec<u32>,
+    /// Physical pages holding valid data, a bit each: an overwrite clears
+    /// the old page's bit here (1 MiB for a 32 GiB SSD, in the cache) rather
+    /// than its `rmap` entry (tens of MiB, a miss to memory every time).
+    live: Vec<u64>,
     valid: Vec<u16>,
     erase_count: Vec<u32>,
     next_plane: usize,
@@ -299,6 +304,7 @@ impl Ssd {
             ctrl_free: 0,
             map: huge_zeroed((p.capacity() / p.page_bytes) as usize),
             rmap: huge_zeroed(raw),
+            live: vec![0; raw.div_ceil(64)],
             valid: vec![0; planes * bpp as usize],
             erase_count: vec![0; planes * bpp as usize],
             next_plane: 0,
@@ -415,16 +421,20 @@ impl Ssd {
             }
             self.planes[pl].full.set(valid, victim, false);
             let moves: Vec<(u32, u32)> = (victim * ppb..(victim + 1) * ppb)
-                .filter_map(|ppn| {
-                    let l = self.rmap[ppn as usize];
-                    (l != 0).then(|| (ppn, l - 1))
-                })
+                .filter(|&ppn| self.is_live(ppn))
+                .map(|ppn| (ppn, self.rmap[ppn as usize] - 1))
                 .collect();
+            // Each move rewrites a map entry at random: ask for them all
+            // before the first is needed, so the misses overlap.
+            for &(_, lpn) in &moves {
+                prefetch_line(&self.map[lpn as usize]);
+            }
             let mut end = t;
             for (old, lpn) in moves {
-                self.rmap[old as usize] = 0;
+                self.set_live(old, false);
                 let new = self.allocate_in_active(pl);
                 self.rmap[new as usize] = lpn + 1;
+                self.set_live(new, true);
                 self.map[lpn as usize] = new + 1;
                 self.valid[(new / ppb) as usize] += 1;
                 let d = self.page_ns[0] + self.page_ns[1];
@@ -460,6 +470,18 @@ impl Ssd {
         plane.next_page = 0;
     }
 
+    fn is_live(&self, ppn: u32) -> bool {
+        self.live[ppn as usize / 64] & (1 << (ppn % 64)) != 0
+    }
+    fn set_live(&mut self, ppn: u32, on: bool) {
+        let w = &mut self.live[ppn as usize / 64];
+        if on {
+            *w |= 1 << (ppn % 64);
+        } else {
+            *w &= !(1 << (ppn % 64));
+        }
+    }
+
     /// One page of block `b` no longer valid (overwritten or discarded).
     fn invalidate(&mut self, b: u32) {
         let v = self.valid[b as usize];
@@ -493,7 +515,7 @@ impl Ssd {
         let old = self.map[lpn as usize];
         if old != 0 {
             let o = old - 1;
-            self.rmap[o as usize] = 0;
+            self.set_live(o, false);
             self.invalidate(o / ppb);
         }
         let pl = self.next_plane;
@@ -501,6 +523,7 @@ impl Ssd {
         let ppn = self.allocate(pl, t);
         self.map[lpn as usize] = ppn + 1;
         self.rmap[ppn as usize] = lpn as u32 + 1;
+        self.set_live(ppn, true);
         self.valid[(ppn / ppb) as usize] += 1;
         self.host_pages += 1;
         self.flash_pages += 1;
@@ -643,7 +666,7 @@ impl Device for Ssd {
             let old = self.map[lpn as usize];
             if old != 0 {
                 let o = old - 1;
-                self.rmap[o as usize] = 0;
+                self.set_live(o, false);
                 self.invalidate(o / ppb);
                 self.map[lpn as usize] = 0;
                 self.discarded_pages += 1;
@@ -651,7 +674,7 @@ impl Device for Ssd {
         }
     }
     /// What an overwrite of the page at `offset` touches, one level per
-    /// stage: 0 its map entry; 1 the old page's reverse entry and its
+    /// stage: 0 its map entry; 1 the old page's live bit and its
     /// block's valid count; 2 the block's bits in the full-block rows it
     /// leaves and joins. Tens of MiB touched at random, each first touch a
     /// miss to memory: half a replay's time before the runner looked ahead.
@@ -666,7 +689,7 @@ impl Device for Ssd {
         let old = *e - 1;
         let b = old / self.p.pages_per_block;
         if stage == 1 {
-            prefetch_line(&self.rmap[old as usize]);
+            prefetch_line(&self.live[old as usize / 64]);
             prefetch_line(&self.valid[b as usize]);
             return;
         }

@@ -8,7 +8,7 @@ use super::*;
 /// enough requests' time between stages to hide a miss to memory (about
 /// 100 ns; a request takes a few hundred).
 /// The farthest first.
-pub(super) const LOOK_AHEAD_RECORDS: [usize; 3] = [12, 8, 4];
+pub(super) const LOOK_AHEAD_RECORDS: [usize; 3] = [6, 4, 2];
 /// Records whose landing place is kept (more than the farthest look).
 pub(super) const AHEAD_SLOTS: usize = 16;
 
