@@ -201,6 +201,109 @@ fn reads_racing_writes_of_the_same_block_are_not_corruption() {
     assert_eq!(st.state, "optimal");
 }
 
+/// Writes that go straight to their member (RAID0: no redundancy to
+/// update) still pair each block with its entry: writers of the same blocks
+/// racing from several threads leave every block reading back as one
+/// writer's bytes and no block failing its checksum.
+#[test]
+fn racing_writers_of_the_same_blocks_keep_data_and_entries_paired() {
+    let rec = hetraid_engine::format::LayoutOptions {
+        name: "raid0".into(),
+        ..Default::default()
+    };
+    // Members that hold each write a while after placing its bytes (as a
+    // slow device would): writers of one block then overlap between their
+    // data and their entries.
+    struct Jittery(Arc<dyn Member>, std::sync::atomic::AtomicU64);
+    impl Member for Jittery {
+        fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
+            self.0.read_at(buf, off)
+        }
+        fn write_at(&self, buf: &[u8], off: u64) -> std::io::Result<()> {
+            self.0.write_at(buf, off)?;
+            let n = self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            std::thread::sleep(std::time::Duration::from_micros(n * 7919 % 5 * 40));
+            Ok(())
+        }
+        fn flush(&self) -> std::io::Result<()> {
+            self.0.flush()
+        }
+        fn len(&self) -> u64 {
+            self.0.len()
+        }
+        fn name(&self) -> String {
+            self.0.name()
+        }
+    }
+    let sizes = vec![MIB + AREA + CHUNK * 24; 2];
+    let (_, members) = fault_members_sized("m", &sizes, |i| 5 + i as u64);
+    let members: Vec<Arc<dyn Member>> = members
+        .into_iter()
+        .map(|m| Arc::new(Jittery(m, Default::default())) as Arc<dyn Member>)
+        .collect();
+    let mut o = opts(&rec.name, CHUNK);
+    o.layout = rec.clone();
+    o.checksums = true;
+    let a = Array::create(members, &o).unwrap();
+    // Three blocks in one chunk, one straddling two chunks (planned path).
+    // Each round, four writers hit one spot at once, then one reads it back:
+    // a block whose bytes and entry came from different writers fails there.
+    let spots = [0u64, 4096, CHUNK - 4096, CHUNK + 4096];
+    // (Failures are kept, not panicked on: a panic would leave the other
+    // writers waiting at the barrier.)
+    let both = std::sync::Barrier::new(4);
+    let failed = std::sync::Mutex::new(Vec::<String>::new());
+    std::thread::scope(|s| {
+        for t in 0..4u8 {
+            let (a, both, failed) = (&a, &both, &failed);
+            s.spawn(move || {
+                for i in 0..150u32 {
+                    let at = spots[i as usize % spots.len()];
+                    let fill = t.wrapping_mul(50).wrapping_add(i as u8);
+                    let len = if at == CHUNK - 4096 && t == 0 {
+                        8192
+                    } else {
+                        4096
+                    };
+                    if let Err(e) = a.write(at, &vec![fill; len]) {
+                        failed
+                            .lock()
+                            .unwrap()
+                            .push(format!("round {i}: write at {at}: {e}"));
+                    }
+                    both.wait();
+                    if t == 0 {
+                        let mut back = vec![0u8; 4096];
+                        match a.read(at, &mut back) {
+                            Err(e) => failed
+                                .lock()
+                                .unwrap()
+                                .push(format!("round {i}: block at {at}: {e}")),
+                            Ok(()) if back.iter().any(|&b| b != back[0]) => failed
+                                .lock()
+                                .unwrap()
+                                .push(format!("round {i}: block at {at} mixes two writes")),
+                            Ok(()) => {}
+                        }
+                    }
+                    both.wait();
+                }
+            });
+        }
+    });
+    let failed = failed.into_inner().unwrap();
+    assert!(
+        failed.is_empty(),
+        "{} failures, first: {}",
+        failed.len(),
+        failed[0]
+    );
+    let mut all = vec![0u8; a.capacity() as usize];
+    a.read(0, &mut all).unwrap();
+    assert_eq!(checksum_errors(&a), 0);
+    assert_eq!(a.status().state, "optimal");
+}
+
 /// An array with checksums made on members that held other bytes (another
 /// array, a filesystem): the checksum area's old bytes are not taken for
 /// entries. Every block reads back and a scrub finds nothing. (Members

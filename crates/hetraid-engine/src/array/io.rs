@@ -165,6 +165,11 @@ impl Array {
             self.record_log_copies(false)?;
             return r;
         }
+        if self.checksums && self.log.is_none() {
+            if let Some(done) = self.write_direct_marked(offset, data)? {
+                return Ok(done);
+            }
+        }
         if self.checksums || self.log.is_some() {
             // Writes go through the planned path, which marks the bitmap or
             // logs the stripe updates.
@@ -202,6 +207,50 @@ impl Array {
             Request::write(offset, data.len() as u64),
             UserBuf::Write(data),
         )
+    }
+
+    /// A write the planner sends straight to one member (no redundancy to
+    /// update) on a checksummed array: under its stripe's lock (the data
+    /// and its checksum entry are two updates, and a concurrent write of the
+    /// same block must not interleave them) and its bitmap bit (a crash
+    /// between them is repaired at assembly), as the planned path would,
+    /// without the plan, the stripe buffers and the member queue: a 4 KiB
+    /// write over NBD on a one-member RAID0 cost 5.6 us of server CPU
+    /// through them, 4.4 us without checksums. None: not such a write (or
+    /// the member failed it and the planned path decides).
+    fn write_direct_marked(&self, offset: u64, data: &[u8]) -> Result<Option<()>> {
+        if !self.hot.all_in_sync.load(Ordering::Acquire) {
+            return Ok(None);
+        }
+        let planner = Planner::new(self.layout.as_ref(), WritePolicy::Md, Vec::new());
+        let Some((m, off)) = planner.direct_write(offset, data.len() as u64, &self.healthy_state)
+        else {
+            return Ok(None);
+        };
+        let chunk = self.layout.chunk_bytes();
+        let stripe = self.layout.locate_chunk(offset / chunk).0;
+        let _g = self.lock_stripes(std::iter::once(stripe));
+        let bits = match self.bitmap_off_for_bench.load(Ordering::Relaxed) {
+            true => None,
+            false => Some([self.bitmap.lock().unwrap().bit_of(stripe)]),
+        };
+        if let Some(b) = &bits {
+            self.bitmap_begin(b)?;
+        }
+        match self.hot.slots[m].write_at(data, DATA_OFFSET + off) {
+            Ok(()) => {
+                if let Some(b) = &bits {
+                    self.bitmap.lock().unwrap().end(b);
+                }
+                Ok(Some(()))
+            }
+            // Failed part-way: the region stays dirty (never cleared in this
+            // run), as the planned path leaves it.
+            Err(e) if self.hot.slots[m].present() && !self.member_error(m, &e) => {
+                Err(io_err(self.hot.slots[m].as_ref(), e))
+            }
+            Err(_) => Ok(None),
+        }
     }
 
     pub(crate) fn run(&self, req: Request, buf: UserBuf<'_>) -> Result<()> {

@@ -107,6 +107,10 @@ impl Drop for Writing<'_> {
     }
 }
 
+/// A write's new entries: on the stack up to 64 KiB of data (no allocation
+/// for the small writes that are most of them), on the heap beyond.
+type Entries = smallvec::SmallVec<[u32; 16]>;
+
 /// Bytes of checksum area for a member whose data area may reach `data_bytes`,
 /// rounded up to whole MiB.
 pub fn area_bytes(data_bytes: u64) -> u64 {
@@ -434,9 +438,9 @@ impl ChecksumMember {
         // after the entries are stored).
         let _writing = Writing::new(&self.shards, Self::pages_of(first, count));
         let aligned = d.is_multiple_of(BLOCK) && (len as u64).is_multiple_of(BLOCK);
-        let values: Vec<u32> = if aligned {
+        let values: Entries = if aligned {
             // Stream the parts through crc32c block by block, no copy.
-            let mut values = Vec::with_capacity(count as usize);
+            let mut values = Entries::with_capacity(count as usize);
             let (mut crc, mut filled) = (0u32, 0usize);
             for p in parts {
                 let mut rest: &[u8] = p;
@@ -472,7 +476,11 @@ impl ChecksumMember {
                 at += p.len();
             }
             self.inner.write_at(&whole, META + self.area + base)?;
-            whole.chunks_exact(BLOCK as usize).map(entry).collect()
+            let mut values = Entries::with_capacity(count as usize);
+            whole
+                .chunks_exact(BLOCK as usize)
+                .for_each(|b| values.push(entry(b)));
+            values
         };
         self.store(first, &values)
     }
