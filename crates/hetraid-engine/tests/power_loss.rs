@@ -60,6 +60,7 @@ struct Rig {
 fn rig(
     keep: Keep,
     checksums: bool,
+    raid0: bool,
     seed: u64,
     death: &Arc<Death>,
 ) -> (Rig, hetraid_engine::CreateOptions) {
@@ -72,7 +73,10 @@ fn rig(
             hpda_room(&mut s);
             (s, o)
         }
-        _ => (vec![data; 4], opts("raid5", CHUNK)),
+        _ => (
+            vec![data; 4],
+            opts(if raid0 { "raid0" } else { "raid5" }, CHUNK),
+        ),
     };
     o.checksums = checksums;
     let members = sizes.len();
@@ -147,10 +151,14 @@ fn cycle(seed: u64) -> Result<String, String> {
     // are written back lazily, and a power loss must never leave a block
     // that reads as corrupt.
     let checksums = seed / 5 % 2 == 1;
-    let degraded = rng.below(3) == 0;
+    // Half of those with the bitmap alone on RAID0: its writes go straight
+    // to the member, under the bitmap bit and the stripe's lock (no
+    // redundancy: never degraded).
+    let raid0 = keep == Keep::Bitmap && checksums && seed / 10 % 2 == 1;
+    let degraded = rng.below(3) == 0 && !raid0;
     let torn = rng.below(2) == 0;
     let death = Arc::new(Death::never());
-    let (rig, o) = rig(keep, checksums, seed, &death);
+    let (rig, o) = rig(keep, checksums, raid0, seed, &death);
     let a = Array::create(rig.devs[..rig.members].to_vec(), &o).map_err(|e| e.to_string())?;
     let cap = a.capacity();
     let init = rng.bytes(cap as usize);
@@ -224,7 +232,8 @@ fn cycle(seed: u64) -> Result<String, String> {
         death.revive();
     }
     let what = format!(
-        "{keep:?}, checksums {checksums}, degraded {degraded}, torn {torn}, cut in recovery {cut}"
+        "{keep:?}{}, checksums {checksums}, degraded {degraded}, torn {torn}, cut in recovery {cut}",
+        if raid0 { " (raid0)" } else { "" }
     );
     let a = assemble().map_err(|e| format!("{what}: assemble after power loss: {e}"))?;
     let mut now = vec![0u8; cap as usize];
