@@ -94,7 +94,9 @@ pub(super) fn send_within(
 ) -> io::Result<()> {
     use rustix::net::SendFlags;
     let mut at = 0;
-    let deadline = std::time::Instant::now() + stall;
+    // The stall clock starts at the first wait: a reply the socket takes
+    // at once reads no clock.
+    let mut deadline: Option<std::time::Instant> = None;
     // Bounded: every round sends bytes, or waits at most until the deadline
     // and fails there.
     while at < buf.len() {
@@ -109,7 +111,10 @@ pub(super) fn send_within(
             Err(rustix::io::Errno::AGAIN) => {}
             Err(e) => return Err(e.into()),
         }
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let now = std::time::Instant::now();
+        let left = deadline
+            .get_or_insert(now + stall)
+            .saturating_duration_since(now);
         if left.is_zero() {
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,

@@ -69,7 +69,9 @@ pub(super) fn read_payload(
     buf[..have].copy_from_slice(&c.buffer()[..have]);
     c.consume(have);
     let fd = c.get_ref().fd();
-    let deadline = std::time::Instant::now() + stall;
+    // The stall clock starts at the first wait (a payload already in the
+    // buffer or the socket reads no clock at all).
+    let mut deadline: Option<std::time::Instant> = None;
     let mut at = have;
     let mut idle_since: Option<std::time::Instant> = None;
     // Bounded: every round receives bytes, fails, spins at most `spin`, or
@@ -92,7 +94,10 @@ pub(super) fn read_payload(
             std::hint::spin_loop();
             continue;
         }
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let now = std::time::Instant::now();
+        let left = deadline
+            .get_or_insert(now + stall)
+            .saturating_duration_since(now);
         if left.is_zero() {
             return Err(payload_stalled(io::ErrorKind::TimedOut.into()));
         }
