@@ -111,42 +111,44 @@ impl Planner<'_> {
     /// The member operations for `req` in `state`, dispatched exactly as the engine
     /// does: fast path, direct extents, or a merged plan.
     pub fn request_io(&self, req: &Request, state: &ArrayState) -> Result<RequestIo, PlanError> {
+        let mut io = RequestIo::default();
+        self.request_io_into(req, state, &mut io)?;
+        Ok(io)
+    }
+
+    /// [`Planner::request_io`] into `io`, its vectors emptied and refilled:
+    /// a caller that keeps them (the simulator, millions of requests)
+    /// allocates nothing on the fast paths.
+    pub fn request_io_into(
+        &self,
+        req: &Request,
+        state: &ArrayState,
+        io: &mut RequestIo,
+    ) -> Result<(), PlanError> {
+        io.reads.clear();
+        io.writes.clear();
+        io.stripes.clear();
+        io.xor_bytes = 0;
         let fast = match req.op {
             Op::Read => self.direct_read(req.offset, req.len, state),
             Op::Write => self.direct_write(req.offset, req.len, state),
             Op::Trim => return Err(trim_unplanned()),
         };
+        let ops = match req.op {
+            Op::Read => &mut io.reads,
+            _ => &mut io.writes,
+        };
         if let Some((m, off)) = fast {
-            let op = vec![(m, off, req.len)];
-            return Ok(match req.op {
-                Op::Read => RequestIo {
-                    reads: op,
-                    ..Default::default()
-                },
-                _ => RequestIo {
-                    writes: op,
-                    ..Default::default()
-                },
-            });
+            ops.push((m, off, req.len));
+            return Ok(());
         }
         if let Some(ext) = self.direct_extents(req, state) {
-            let ops = ext
-                .into_iter()
-                .map(|(m, mo, _, len)| (m, mo, len))
-                .collect();
-            return Ok(match req.op {
-                Op::Read => RequestIo {
-                    reads: ops,
-                    ..Default::default()
-                },
-                _ => RequestIo {
-                    writes: ops,
-                    ..Default::default()
-                },
-            });
+            ops.extend(ext.into_iter().map(|(m, mo, _, len)| (m, mo, len)));
+            return Ok(());
         }
         let plan = self.plan(req, state)?;
-        Ok(Self::plan_io(&plan.stripes, req.op))
+        *io = Self::plan_io(&plan.stripes, req.op);
+        Ok(())
     }
 
     /// The member operations for `req` on an array with a write log: writes

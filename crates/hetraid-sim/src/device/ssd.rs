@@ -420,7 +420,9 @@ impl Ssd {
                 return;
             }
             self.planes[pl].full.set(valid, victim, false);
-            let moves: Vec<(u32, u32)> = (victim * ppb..(victim + 1) * ppb)
+            // On the stack for blocks of up to 256 pages (no allocation per
+            // collection).
+            let moves: smallvec::SmallVec<[(u32, u32); 256]> = (victim * ppb..(victim + 1) * ppb)
                 .filter(|&ppn| self.is_live(ppn))
                 .map(|ppn| (ppn, self.rmap[ppn as usize] - 1))
                 .collect();

@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// Finished jobs' member-operation vectors kept for the next plans.
+const IO_POOL_MAX: usize = 256;
+
 impl Runner<'_> {
     /// A new job of `kind` doing `io`, planned now, started (or queued for
     /// its stripes).
@@ -242,10 +245,13 @@ impl Runner<'_> {
 
     pub(super) fn finish(&mut self, j: u32) -> Result<(), String> {
         self.unlock(j)?;
-        let job = self.jobs[j as usize].take().unwrap();
+        let mut job = self.jobs[j as usize].take().unwrap();
         self.free.push(j);
         if matches!(job.kind, JobKind::User { .. } | JobKind::Reclaim { .. }) {
             self.copy_back_written(&job.io.writes);
+        }
+        if self.io_pool.len() < IO_POOL_MAX {
+            self.io_pool.push(std::mem::take(&mut job.io));
         }
         if job.logged {
             self.log.as_mut().unwrap().applying -= 1;

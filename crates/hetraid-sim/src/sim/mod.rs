@@ -120,6 +120,8 @@ struct RebuildRun {
 struct Runner<'a> {
     s: &'a Setup,
     planner: Planner<'a>,
+    /// Emptied member-operation vectors of finished jobs, for new plans.
+    io_pool: Vec<RequestIo>,
     /// The layout's plain map for single-chunk requests (classic layouts):
     /// where a replay's coming requests land, to warm the members' models.
     direct: Option<hetraid_core::layout::DirectMap>,
@@ -380,6 +382,7 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
         user_seen: false,
         log_idle_reclaims: 0,
         planner: Planner::new(s.layout.as_ref(), s.policy, service.clone()),
+        io_pool: Vec::new(),
         direct: s.layout.direct_map(),
         ahead: [None; user::AHEAD_SLOTS],
         service,

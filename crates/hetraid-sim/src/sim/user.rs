@@ -142,7 +142,11 @@ impl Runner<'_> {
             // With a log, writes take the planned path (the engine's dispatch).
             self.planner.request_io_logged(req, &self.state)
         } else {
-            self.planner.request_io(req, &self.state)
+            // Vectors of finished jobs reused: no allocation per request.
+            let mut io = self.io_pool.pop().unwrap_or_default();
+            self.planner
+                .request_io_into(req, &self.state, &mut io)
+                .map(|()| io)
         };
         io.map_err(|e| format!("request {:?} at {}+{}: {e}", req.op, req.offset, req.len))
     }
