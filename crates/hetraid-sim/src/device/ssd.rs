@@ -589,7 +589,7 @@ impl Ssd {
 /// where the kernel refuses it, pages are mapped as they are first touched.
 fn populate_for_writes(v: &[u32]) {
     const MADV_POPULATE_WRITE: libc::c_int = 23;
-    const PAGE: usize = 4096;
+    const PAGE: usize = hetraid_core::units::PAGE as usize;
     let (start, bytes) = (v.as_ptr() as usize, std::mem::size_of_val(v));
     let (a, end) = (start.next_multiple_of(PAGE), (start + bytes) / PAGE * PAGE);
     if end > a {
