@@ -8,6 +8,7 @@ pub mod config;
 pub mod device;
 pub mod estimate;
 pub mod kernel;
+mod memory;
 pub mod plot;
 pub mod preset;
 pub mod report;

@@ -552,18 +552,6 @@ pub const REORDER_WINDOW: usize = 1 << 16;
 /// a batch (two records a line: eight lines ahead).
 pub(crate) const PREFETCH_RECORDS_AHEAD: usize = 16;
 
-/// Ask the CPU to fetch `r`'s line (a hint; nothing elsewhere).
-#[inline(always)]
-pub(crate) fn prefetch(r: &TraceRecord) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch hint; the address is a live record.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(r as *const TraceRecord as *const i8);
-    }
-    let _ = r;
-}
-
 /// Records per batch handed from the reading thread, and batches in flight:
 /// memory stays at about (window + 8 batches) records whatever the trace's
 /// length.
@@ -638,7 +626,7 @@ impl Stream {
                 // core: each first touch of a line missed (a tenth of a
                 // replay's time). Ask for the line a few records on.
                 if let Some(ahead) = self.batch.as_slice().get(PREFETCH_RECORDS_AHEAD) {
-                    prefetch(ahead);
+                    crate::memory::prefetch_line(ahead);
                 }
                 return Ok(Some(r));
             }

@@ -179,7 +179,7 @@ impl StreamCursor {
         // The batches were written by the reading thread, on another core:
         // ask for the lines a look ahead reaches next.
         if let Some(next) = self.at(i + crate::trace::PREFETCH_RECORDS_AHEAD) {
-            crate::trace::prefetch(next);
+            crate::memory::prefetch_line(next);
         }
         r
     }

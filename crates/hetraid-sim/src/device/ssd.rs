@@ -8,6 +8,7 @@
 
 use super::{Counters, DevIo, Device, Started, Wear};
 use crate::kernel::Ns;
+use crate::memory::{huge_zeroed, populate_for_writes, prefetch_line};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -582,60 +583,6 @@ impl Ssd {
     pub fn erase_counts(&self) -> &[u32] {
         &self.erase_count
     }
-}
-
-/// Map `v`'s pages now, writable (`MADV_POPULATE_WRITE`, Linux 5.14; 23 in
-/// every architecture's headers, not yet in the libc crate). Only a hint:
-/// where the kernel refuses it, pages are mapped as they are first touched.
-fn populate_for_writes(v: &[u32]) {
-    const MADV_POPULATE_WRITE: libc::c_int = 23;
-    const PAGE: usize = hetraid_core::units::PAGE as usize;
-    let (start, bytes) = (v.as_ptr() as usize, std::mem::size_of_val(v));
-    let (a, end) = (start.next_multiple_of(PAGE), (start + bytes) / PAGE * PAGE);
-    if end > a {
-        // SAFETY: advice on whole pages inside the slice's allocation; it
-        // maps them, never changes their contents.
-        unsafe {
-            libc::madvise(a as *mut libc::c_void, end - a, MADV_POPULATE_WRITE);
-        }
-    }
-}
-
-/// Ask for the cache line holding `v` (a hint; no effect on results).
-fn prefetch_line<T>(v: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch hint on a live reference.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(v as *const T as *const i8);
-    }
-    let _ = v;
-}
-
-/// A zeroed table of `n` entries, asked to live on 2 MiB pages where the
-/// kernel has them (transparent huge pages on request, `madvise` mode): the
-/// page maps are tens of MiB touched at random, one entry per host page
-/// written, and with 4 KiB pages nearly every touch also missed the TLB.
-/// Only a hint: without huge pages it is an ordinary zeroed vector.
-fn huge_zeroed(n: usize) -> Vec<u32> {
-    // calloc'd (untouched, mapped on first write): the advice comes first.
-    let v = vec![0u32; n];
-    const HUGE: usize = 2 << 20;
-    let (start, bytes) = (v.as_ptr() as usize, n * 4);
-    let aligned = start.next_multiple_of(HUGE);
-    let end = (start + bytes) / HUGE * HUGE;
-    if end > aligned {
-        // SAFETY: advice on pages inside the vector's own allocation; it
-        // changes how they are backed, never their contents.
-        unsafe {
-            libc::madvise(
-                aligned as *mut libc::c_void,
-                end - aligned,
-                libc::MADV_HUGEPAGE,
-            );
-        }
-    }
-    v
 }
 
 impl Device for Ssd {
