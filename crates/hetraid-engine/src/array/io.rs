@@ -180,13 +180,7 @@ impl Array {
             self.record_log_copies(false)?;
             return r;
         }
-        let planner = Planner::new(self.layout.as_ref(), WritePolicy::Md, Vec::new());
-        let direct = if self.hot.all_in_sync.load(Ordering::Acquire) {
-            planner.direct_write(offset, data.len() as u64, &self.healthy_state)
-        } else {
-            planner.direct_write(offset, data.len() as u64, &self.state.read().unwrap())
-        };
-        if let Some((m, off)) = direct {
+        if let Some((m, off)) = self.direct_write_target(offset, data.len() as u64) {
             match self.hot.slots[m].write_at(data, DATA_OFFSET + off) {
                 Ok(()) => return Ok(()),
                 Err(e) if self.hot.slots[m].present() => {
@@ -219,24 +213,21 @@ impl Array {
     /// through them, 4.4 us without checksums. None: not such a write (or
     /// the member failed it and the planned path decides).
     fn write_direct_marked(&self, offset: u64, data: &[u8]) -> Result<Option<()>> {
+        // Healthy arrays only: anything else the planned path decides.
         if !self.hot.all_in_sync.load(Ordering::Acquire) {
             return Ok(None);
         }
-        let planner = Planner::new(self.layout.as_ref(), WritePolicy::Md, Vec::new());
-        let Some((m, off)) = planner.direct_write(offset, data.len() as u64, &self.healthy_state)
-        else {
+        let Some((m, off)) = self.direct_write_target(offset, data.len() as u64) else {
             return Ok(None);
         };
-        let chunk = self.layout.chunk_bytes();
-        let stripe = self.layout.locate_chunk(offset / chunk).0;
-        // One stripe: its lock shard taken directly (no guard list).
-        let _g = self.locks[(stripe % super::LOCK_SHARDS as u64) as usize]
-            .lock()
-            .unwrap();
-        let bits = match self.bitmap_off_for_bench.load(Ordering::Relaxed) {
-            true => None,
-            false => Some([self.bitmap.lock().unwrap().bit_of(stripe)]),
-        };
+        let stripe = self
+            .layout
+            .locate_chunk(offset / self.layout.chunk_bytes())
+            .0;
+        let _g = self.lock_stripe(stripe);
+        let bits = self
+            .write_marks_bitmap()
+            .then(|| [self.bitmap.lock().unwrap().bit_of(stripe)]);
         if let Some(b) = &bits {
             self.bitmap_begin(b)?;
         }
@@ -254,6 +245,30 @@ impl Array {
             }
             Err(_) => Ok(None),
         }
+    }
+
+    /// Where a write of `len` at `offset` goes when the planner sends it
+    /// straight to one member (core `Planner::direct_write`: no redundancy
+    /// to update, inside one chunk).
+    fn direct_write_target(&self, offset: u64, len: u64) -> Option<(usize, u64)> {
+        let planner = Planner::new(self.layout.as_ref(), WritePolicy::Md, Vec::new());
+        if self.hot.all_in_sync.load(Ordering::Acquire) {
+            planner.direct_write(offset, len, &self.healthy_state)
+        } else {
+            planner.direct_write(offset, len, &self.state.read().unwrap())
+        }
+    }
+
+    /// Whether user writes mark the write-intent bitmap: with redundancy or
+    /// checksums (even RAID0 marks its writes then: a crash between a block
+    /// and its checksum is repaired from the bitmap), unless a write log
+    /// stands in for it (every stripe update is in the log before the
+    /// members are written; a log that lost every copy protects nothing,
+    /// so the bitmap again), or a benchmark switched it off.
+    fn write_marks_bitmap(&self) -> bool {
+        self.live_log().is_none()
+            && !self.bitmap_off_for_bench.load(Ordering::Relaxed)
+            && (self.layout.redundancy() != hetraid_core::Redundancy::None || self.checksums)
     }
 
     pub(crate) fn run(&self, req: Request, buf: UserBuf<'_>) -> Result<()> {
@@ -343,17 +358,7 @@ impl Array {
         plan: &Plan,
         buf: &mut UserBuf<'_>,
     ) -> std::result::Result<(), Retry> {
-        // Without redundancy there is nothing to resync after a crash.
-        // With checksums, even RAID0 marks its writes (a crash between a
-        // block and its checksum is repaired from the bitmap).
-        // With a write log, the log replaces the bitmap: every stripe update
-        // is in it before the members are written.
-        // (A log that lost every copy protects nothing: the bitmap again.)
-        let bits: Vec<u64> = if plan.op == Op::Write
-            && self.live_log().is_none()
-            && !self.bitmap_off_for_bench.load(Ordering::Relaxed)
-            && (self.layout.redundancy() != hetraid_core::Redundancy::None || self.checksums)
-        {
+        let bits: Vec<u64> = if plan.op == Op::Write && self.write_marks_bitmap() {
             let bm = self.bitmap.lock().unwrap();
             let mut b: Vec<u64> = plan.stripes.iter().map(|s| bm.bit_of(s.stripe)).collect();
             b.dedup();

@@ -436,6 +436,13 @@ impl Array {
             .collect()
     }
 
+    /// [`Array::lock_stripes`] for one stripe, without the guard list.
+    pub(crate) fn lock_stripe(&self, stripe: u64) -> MutexGuard<'_, ()> {
+        self.locks[(stripe % LOCK_SHARDS as u64) as usize]
+            .lock()
+            .unwrap()
+    }
+
     /// Put `m` into slot `i` (the state machine's Attach follows).
     pub(crate) fn set_slot(&self, i: usize, m: Arc<dyn Member>) {
         let _st = self.state.write().unwrap();
