@@ -65,6 +65,11 @@ pub trait Device {
     fn prefetch(&self, offset: u64, stage: u32) {
         let _ = (offset, stage);
     }
+    /// Whether [`Device::prefetch`] does anything (the runner looks ahead
+    /// only for models that use it).
+    fn prefetches(&self) -> bool {
+        false
+    }
 }
 
 /// A disk's media operations and the time they spent in each phase, as

@@ -658,6 +658,9 @@ impl Device for Ssd {
     /// block's valid count; 2 the block's bits in the full-block rows it
     /// leaves and joins. Tens of MiB touched at random, each first touch a
     /// miss to memory: half a replay's time before the runner looked ahead.
+    fn prefetches(&self) -> bool {
+        true
+    }
     fn prefetch(&self, offset: u64, stage: u32) {
         let Some(e) = self.map.get((offset / self.p.page_bytes) as usize) else {
             return;

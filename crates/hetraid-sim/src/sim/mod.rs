@@ -383,7 +383,11 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
         log_idle_reclaims: 0,
         planner: Planner::new(s.layout.as_ref(), s.policy, service.clone()),
         io_pool: Vec::new(),
-        direct: s.layout.direct_map(),
+        // Looked ahead only when some member's model uses the hints.
+        direct: s
+            .layout
+            .direct_map()
+            .filter(|_| devices.iter().any(|d| d.prefetches())),
         ahead: [None; user::AHEAD_SLOTS],
         service,
         s,
