@@ -605,6 +605,67 @@ fn bad_traffic_gets_errors_or_a_closed_connection_never_a_crash() {
     srv.stop();
 }
 
+/// A client that sends many requests at once (writes, a read, a flush,
+/// then NBD_CMD_DISC, in one buffer) gets every reply, each handle once,
+/// before the connection closes — replies the server holds back while
+/// requests are buffered go out — and the writes are there afterwards.
+#[test]
+fn pipelined_requests_get_every_reply_before_a_disconnect() {
+    // Members in memory where there is a tmpfs: requests run quick there,
+    // which is when replies are held back.
+    let shm = std::path::Path::new("/dev/shm");
+    let d = match shm.is_dir() {
+        true => tempfile::tempdir_in(shm).unwrap(),
+        false => tempfile::tempdir().unwrap(),
+    };
+    let m = create(d.path(), &["--layout", "raid5", "--chunk", "16K"], 5, "4M");
+    let srv = Server::start(d.path(), &m, &[]);
+    let block = |h: u64| vec![(h as u8).wrapping_mul(37) | 1; 4096];
+    let writes = 40u64;
+    for round in 0..3 {
+        let mut c = handshake(&srv.sock);
+        let mut burst = Vec::new();
+        for h in 1..=writes {
+            burst.extend(request(1, 0, h, (h - 1) * 4096, 4096));
+            burst.extend(block(h));
+            if h == writes / 2 {
+                // A read of a block no write of the burst touches, and a flush.
+                burst.extend(request(0, 0, 1000, 1 << 20, 4096));
+                burst.extend(request(3, 0, 1001, 0, 0));
+            }
+        }
+        if round == 2 {
+            burst.extend(request(2, 0, 9999, 0, 0));
+        }
+        c.write_all(&burst).unwrap();
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..writes + 2 {
+            let (err, h) = reply(&mut c);
+            assert_eq!(err, 0, "round {round}: request {h} failed");
+            if h == 1000 {
+                let mut data = vec![0u8; 4096];
+                c.read_exact(&mut data).unwrap();
+            }
+            assert!(seen.insert(h), "round {round}: two replies for {h}");
+        }
+        let want: std::collections::BTreeSet<u64> = (1..=writes).chain([1000, 1001]).collect();
+        assert_eq!(seen, want, "round {round}");
+        if round == 2 {
+            assert!(closed(&mut c), "the server closes after NBD_CMD_DISC");
+        }
+    }
+    let mut c = handshake(&srv.sock);
+    for h in 1..=writes {
+        c.write_all(&request(0, 0, h, (h - 1) * 4096, 4096))
+            .unwrap();
+        assert_eq!(reply(&mut c), (0, h));
+        let mut data = vec![0u8; 4096];
+        c.read_exact(&mut data).unwrap();
+        assert!(data == block(h), "block {h} reads back other bytes");
+    }
+    srv.stop();
+}
+
 #[test]
 fn read_only_exports_refuse_writes_with_eperm() {
     let d = tempfile::tempdir().unwrap();

@@ -271,15 +271,30 @@ pub(super) fn worker<'scope, 'env>(
             t.threads.give();
         }
     };
+    // Replies held back, and the read lock kept for the request already
+    // buffered behind them (see [`HeldReplies`]).
+    let mut held = HeldReplies::default();
+    let mut carried: Option<std::sync::MutexGuard<'_, io::BufReader<Conn>>> = None;
     // Bounded by the client: every round serves a request or ends.
     loop {
         if t.done.load(Ordering::SeqCst) {
+            // Replies of requests served go out if the socket still takes them.
+            drop(carried.take());
+            let _ = held.send(t);
             return leave();
+        }
+        // About to wait (for the read lock, or the client): what is held
+        // goes out first.
+        if carried.is_none() {
+            if let Err(e) = held.send(t) {
+                t.finish(Some(e));
+                return leave();
+            }
         }
         // Alone, nothing in flight, nothing buffered, and a second without
         // a request: the connection is parked with the idler and this
         // thread ends (a quiet client holds no thread).
-        if !borrowed && t.workers.load(Ordering::SeqCst) == 1 {
+        if carried.is_none() && !borrowed && t.workers.load(Ordering::SeqCst) == 1 {
             let empty = t.reader.lock().unwrap().buffer().is_empty();
             if empty && !readable_within(t.closer.fd(), IDLE_PARK) {
                 t.parking.store(true, Ordering::SeqCst);
@@ -288,7 +303,10 @@ pub(super) fn worker<'scope, 'env>(
         }
         t.reading.fetch_add(1, Ordering::SeqCst);
         let job = {
-            let mut r = t.reader.lock().unwrap();
+            let mut r = match carried.take() {
+                Some(r) => r,
+                None => t.reader.lock().unwrap(),
+            };
             if t.done.load(Ordering::SeqCst) {
                 t.reading.fetch_sub(1, Ordering::SeqCst);
                 return leave();
@@ -314,6 +332,10 @@ pub(super) fn worker<'scope, 'env>(
                 Ok(Next::Done) => {
                     t.done.store(true, Ordering::SeqCst);
                     t.parked.1.notify_all();
+                    drop(r);
+                    if let Err(e) = held.send(t) {
+                        t.finish(Some(e));
+                    }
                     return leave();
                 }
                 Err(e) => {
@@ -375,9 +397,29 @@ pub(super) fn worker<'scope, 'env>(
         if failed {
             t.stats.errors.fetch_add(1, Ordering::Relaxed);
         }
-        let sent = {
-            let _one_at_a_time = t.writer.lock().unwrap();
-            send_within(t.closer.fd(), &reply[start..], t.cfg.stall_timeout)
+        // A small write's reply while the next request is already buffered
+        // and small requests run quick: held, and this worker reads that
+        // request with the lock it checked under.
+        if small && spare.is_none() && held.count + 1 < HELD_REPLIES_MAX && !hands_off(t) {
+            if let Ok(r) = t.reader.try_lock() {
+                if !r.buffer().is_empty() {
+                    carried = Some(r);
+                }
+            }
+        }
+        let sent = if spare.is_some() {
+            // A read's reply (its data) goes as it is, after what is held.
+            held.send(t).and_then(|()| {
+                let _one_at_a_time = t.writer.lock().unwrap();
+                send_within(t.closer.fd(), &reply[start..], t.cfg.stall_timeout)
+            })
+        } else {
+            held.bytes.extend_from_slice(&reply[start..]);
+            held.count += 1;
+            match carried {
+                Some(_) => Ok(()),
+                None => held.send(t),
+            }
         };
         if room > 0 {
             *t.room.0.lock().unwrap() += room;
@@ -397,12 +439,48 @@ pub(super) fn worker<'scope, 'env>(
             t.keep(&t.free, b);
         }
         // A borrowed worker not needed parks; parked a second with nothing
-        // to do, it goes home.
-        if borrowed && not_needed(t) && !park(t) {
+        // to do, it goes home. (Not while it holds replies and the read
+        // lock: it serves the buffered request first.)
+        if carried.is_none() && borrowed && not_needed(t) && !park(t) {
             return leave();
         }
     }
 }
+
+/// Replies held back: while the next request is already in the read
+/// buffer (the client keeps several in flight), a worker on quick small
+/// requests keeps their short replies and the read lock, and sends them
+/// together when the buffer runs dry, before it waits for anything, or
+/// at [`HELD_REPLIES_MAX`]. A client that waits for replies is woken once
+/// per batch instead of once per reply: on memory-speed RAID5 each 4 KiB
+/// write's reply woke fio, a third of the server's CPU per write went to
+/// the send. Nothing waits on a held reply but the requests already
+/// buffered, served by the worker holding it.
+#[derive(Default)]
+struct HeldReplies {
+    bytes: Vec<u8>,
+    count: usize,
+}
+
+impl HeldReplies {
+    /// Send what is held (nothing to do when empty).
+    fn send(&mut self, t: &Transmission<'_>) -> io::Result<()> {
+        if self.count == 0 {
+            return Ok(());
+        }
+        let r = {
+            let _one_at_a_time = t.writer.lock().unwrap();
+            send_within(t.closer.fd(), &self.bytes, t.cfg.stall_timeout)
+        };
+        self.bytes.clear();
+        self.count = 0;
+        r
+    }
+}
+
+/// Most replies held back at once (the wait a held reply can see: this
+/// many quick requests).
+const HELD_REPLIES_MAX: usize = 8;
 
 /// Another request already waits behind `j` in the read buffer (a client
 /// that sends faster than one worker serves) while a CPU is free: worth a
