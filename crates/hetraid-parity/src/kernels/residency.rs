@@ -126,9 +126,22 @@ pub fn run(
     streams: usize,
     out: *const u8,
     len: usize,
+    run: impl FnMut(usize, usize, bool),
+) {
+    run_aligned(kind, streams, (out as usize).is_multiple_of(32), len, run)
+}
+
+/// [`run`] for kernels whose streaming stores need more alignment than 32
+/// bytes (512-bit ones: 64): `aligned` says whether every output has it;
+/// plain stores when not.
+pub fn run_aligned(
+    kind: Kind,
+    streams: usize,
+    aligned: bool,
+    len: usize,
     mut run: impl FnMut(usize, usize, bool),
 ) {
-    if len < STREAM_MIN || !(out as usize).is_multiple_of(32) {
+    if len < STREAM_MIN || !aligned {
         return run(0, len, false);
     }
     if streams > WAYS {
