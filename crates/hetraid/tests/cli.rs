@@ -109,6 +109,32 @@ fn layout_json_for_mirrors_raidh_s2_raidx() {
         "1G + 2 x 256M at c = 2: 512M of mirrored bundles"
     );
     assert_eq!(x["capacity_bytes"], 512u64 << 20);
+    // The mirror bound on 1G + 2 x 256M: all but the largest member's bytes.
+    assert_eq!(x["capacity_bound_bytes"], 512u64 << 20);
+    // Issue 41's set: 4T, 4T, 6T, 6T, 12T, 12T at RAIDX5 is bound by 32T;
+    // bundles of 4 hold 30T of it.
+    let sizes = ["4T", "4T", "6T", "6T", "12T", "12T"].join(",");
+    let x5 = json(&[
+        "layout",
+        "--layout",
+        "raidx",
+        "--devices",
+        "6",
+        "--sizes",
+        &sizes,
+        "--raidx-level",
+        "5",
+        "--chunks-per-bundle",
+        "4",
+        "--chunk",
+        "1G",
+        "--stripes",
+        "0",
+        "--json",
+    ]);
+    assert_eq!(x5["capacity_bound_bytes"], 32u64 << 40);
+    assert_eq!(x5["capacity_bytes"], 30u64 << 40);
+    assert!(r1.get("capacity_bound_bytes").is_none(), "raidx only");
 }
 
 #[test]

@@ -30,6 +30,7 @@ mod raidh;
 mod raidx;
 pub mod raidx_grow;
 pub mod raidx_history;
+pub mod raidx_widths;
 mod remap;
 pub mod reshape;
 mod s2;

@@ -1,0 +1,259 @@
+//! RAIDX bundles whose width is chosen where each is placed, so that any set
+//! of member sizes reaches the capacity bound (issue 41). Pure: the bound,
+//! and a placement that reaches it; the layout built on it comes next.
+//!
+//! # The bound
+//!
+//! A bundle holds at most one chunk per member. With `T` the chunks of all
+//! members and `L1 >= L2` the two largest members' chunks:
+//!
+//! - **one parity chunk a bundle** (RAIDX5): data = chunks used − bundles,
+//!   and there are at least as many bundles as chunks used on the largest
+//!   member (one each); its unused chunks count against `T` too, so
+//!   data <= `T − L1`;
+//! - **two parity chunks a bundle** (RAIDX6): data = used − 2 × bundles, and
+//!   bundles >= the chunks used on each of the two largest members, so
+//!   data <= `T − L1 − L2`;
+//! - **two copies** (RAIDX1 with two, RAIDX10): data = half the chunks used
+//!   <= `T / 2`, and every bundle has a chunk off the largest member, so
+//!   data <= `T − L1`: data <= `min(T / 2, T − L1)`;
+//! - **no redundancy** (RAIDX0): `T`.
+//!
+//! These are the figures Synology's SHR (one and two parity) and btrfs raid1
+//! reach; a fixed bundle width reaches them only on some sets.
+//!
+//! # The placement
+//!
+//! Parity levels, layer by layer (what SHR does with partitions): every
+//! member with free chunks joins the bundle, as long as at least `parity +
+//! 1` members have some; a layer runs until its smallest member is full.
+//! Summing the layers' data, `(width − parity) × height`, gives exactly the
+//! bound (the widths below `parity + 1` are the part of the largest members
+//! nothing can protect). Copies: each bundle is a pair, the two members with
+//! the most free chunks (ties to the lower index), the greedy that pairs the
+//! largest member with all the others first. RAIDX10 bundles are pairs too:
+//! a wider bundle holds the largest member once while the small ones pair
+//! among themselves (10, 1, 1, 1, 1 chunks: 3 data chunks in bundles of 4
+//! against 4 in pairs), and only pairs reach the bound on every set.
+
+use super::raidx::RaidXLevel;
+use super::raidx_grow::Place;
+
+/// Chunks a bundle of `level` spends on redundancy besides its data:
+/// (parity chunks, copies per data chunk).
+fn redundancy(level: RaidXLevel) -> (usize, usize) {
+    match level {
+        RaidXLevel::X0 => (0, 1),
+        RaidXLevel::X1 | RaidXLevel::X10 => (0, 2),
+        RaidXLevel::X5 => (1, 1),
+        RaidXLevel::X6 => (2, 1),
+    }
+}
+
+/// The most data chunks a RAIDX at `level` can hold on members of `chunks`
+/// chunks each (see the module text).
+pub fn capacity_bound(chunks: &[u64], level: RaidXLevel) -> u64 {
+    let mut sorted = chunks.to_vec();
+    sorted.sort_unstable_by(|a, b| b.cmp(a));
+    let total: u64 = sorted.iter().sum();
+    let largest = |k: usize| sorted.get(k).copied().unwrap_or(0);
+    match level {
+        RaidXLevel::X0 => total,
+        RaidXLevel::X5 if sorted.len() >= 2 => total - largest(0),
+        RaidXLevel::X6 if sorted.len() >= 3 => total - largest(0) - largest(1),
+        RaidXLevel::X1 | RaidXLevel::X10 if sorted.len() >= 2 => {
+            (total / 2).min(total - largest(0))
+        }
+        _ => 0,
+    }
+}
+
+/// Data chunks a bundle of `width` chunks holds at `level`.
+pub fn data_in_bundle(level: RaidXLevel, width: usize) -> usize {
+    let (parity, copies) = redundancy(level);
+    width.saturating_sub(parity) / copies
+}
+
+/// The narrowest bundle `level` can place (one that keeps its redundancy).
+pub fn width_min(level: RaidXLevel) -> usize {
+    let (parity, copies) = redundancy(level);
+    (parity + 1).max(copies)
+}
+
+/// Bundles over members of `chunks` chunks each, widths chosen as they are
+/// placed (see the module text): each bundle's places (member, slot),
+/// members ascending, slots from 0 up on every member. Its data chunks sum
+/// to [`capacity_bound`] up to rounding (at most one chunk per member).
+pub fn place(chunks: &[u64], level: RaidXLevel) -> Vec<Vec<Place>> {
+    let (parity, copies) = redundancy(level);
+    let mut free = chunks.to_vec();
+    let mut next = vec![0u64; chunks.len()];
+    let mut bundles = Vec::new();
+    let mut take = |members: &mut Vec<usize>, free: &mut [u64], count: u64| {
+        members.sort_unstable();
+        for _ in 0..count {
+            bundles.push(
+                members
+                    .iter()
+                    .map(|&m| {
+                        free[m] -= 1;
+                        next[m] += 1;
+                        (m, next[m] - 1)
+                    })
+                    .collect::<Vec<Place>>(),
+            );
+        }
+    };
+    // Bounded: every round fills at least one member (parity) or places at
+    // least one bundle (copies), or ends.
+    loop {
+        let mut members: Vec<usize> = (0..free.len()).filter(|&m| free[m] > 0).collect();
+        if copies == 1 {
+            // A layer: everyone with room, until the smallest is full.
+            if members.len() < (parity + 1).max(1) {
+                break;
+            }
+            let height = members.iter().map(|&m| free[m]).min().expect("members");
+            take(&mut members, &mut free, height);
+        } else {
+            // A pair: the two with the most free (ties: lower index).
+            if members.len() < 2 {
+                break;
+            }
+            members.sort_by(|&a, &b| free[b].cmp(&free[a]).then(a.cmp(&b)));
+            members.truncate(2);
+            take(&mut members, &mut free, 1);
+        }
+    }
+    bundles
+}
+
+/// The capacity bound of the RAIDX `spec` describes, in bytes, with what it
+/// is in words (see the module text); None for other layouts. Fixed-width
+/// RAIDX levels 1 and 10 keep two copies when their bundles are pairs: the
+/// mirror bound is given for them (more copies hold less).
+pub fn spec_bound(spec: &super::LayoutSpec) -> Option<(u64, &'static str)> {
+    let super::LayoutKind::RaidX {
+        chunks_per_bundle,
+        level,
+        ..
+    } = &spec.kind
+    else {
+        return None;
+    };
+    let level = level.unwrap_or(RaidXLevel::default_for(*chunks_per_bundle));
+    let chunk = spec.chunk_bytes.max(1);
+    let chunks: Vec<u64> = spec.sizes.iter().map(|s| s / chunk).collect();
+    let words = match level {
+        RaidXLevel::X0 => "all bytes",
+        RaidXLevel::X5 => "all bytes but the largest member's",
+        RaidXLevel::X6 => "all bytes but the two largest members'",
+        RaidXLevel::X1 | RaidXLevel::X10 => {
+            "half of all bytes, at most all but the largest member's"
+        }
+    };
+    Some((capacity_bound(&chunks, level) * chunk, words))
+}
+
+/// Data chunks `bundles` hold at `level`.
+pub fn data_chunks(bundles: &[Vec<Place>], level: RaidXLevel) -> u64 {
+    bundles
+        .iter()
+        .map(|b| data_in_bundle(level, b.len()) as u64)
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const LEVELS: [RaidXLevel; 5] = [
+        RaidXLevel::X0,
+        RaidXLevel::X1,
+        RaidXLevel::X5,
+        RaidXLevel::X6,
+        RaidXLevel::X10,
+    ];
+
+    /// Every bundle on distinct members, at least the level's narrowest,
+    /// every slot inside its member and used once.
+    fn check(chunks: &[u64], level: RaidXLevel, bundles: &[Vec<Place>]) {
+        let mut used: Vec<Vec<bool>> = chunks.iter().map(|&c| vec![false; c as usize]).collect();
+        for (b, places) in bundles.iter().enumerate() {
+            assert!(places.len() >= width_min(level), "bundle {b}: {places:?}");
+            for (i, &(m, slot)) in places.iter().enumerate() {
+                assert!(
+                    places[..i].iter().all(|p| p.0 != m),
+                    "bundle {b} has two chunks on member {m}"
+                );
+                let cell = &mut used[m][slot as usize];
+                assert!(!*cell, "slot {slot} of member {m} is used twice");
+                *cell = true;
+            }
+        }
+    }
+
+    #[test]
+    fn the_issue_sets_reach_the_bound() {
+        // In TiB, 1 TiB chunks: (sizes, T − L).
+        for (sizes, one) in [
+            (vec![4u64, 6, 6, 8], 16u64),
+            (vec![8; 8], 56),
+            (vec![2, 3, 4, 8, 8], 17),
+            (vec![4, 4, 6, 6, 12, 12], 32),
+        ] {
+            assert_eq!(capacity_bound(&sizes, RaidXLevel::X5), one);
+            let b = place(&sizes, RaidXLevel::X5);
+            check(&sizes, RaidXLevel::X5, &b);
+            assert_eq!(data_chunks(&b, RaidXLevel::X5), one, "{sizes:?}");
+        }
+        // Double parity: all but the two largest; mirrors: half, or all but
+        // the largest.
+        let sizes = [4u64, 4, 6, 6, 12, 12];
+        assert_eq!(capacity_bound(&sizes, RaidXLevel::X6), 20);
+        assert_eq!(
+            data_chunks(&place(&sizes, RaidXLevel::X6), RaidXLevel::X6),
+            20
+        );
+        assert_eq!(capacity_bound(&[1, 1, 10], RaidXLevel::X1), 2);
+        assert_eq!(
+            data_chunks(&place(&[1, 1, 10], RaidXLevel::X1), RaidXLevel::X1),
+            2
+        );
+        assert_eq!(capacity_bound(&[3, 3, 3], RaidXLevel::X10), 4);
+        let sizes = [10u64, 1, 1, 1, 1];
+        assert_eq!(
+            data_chunks(&place(&sizes, RaidXLevel::X10), RaidXLevel::X10),
+            4
+        );
+        // Too few members for the level: nothing.
+        assert_eq!(capacity_bound(&[5, 5], RaidXLevel::X6), 0);
+        assert!(place(&[5, 5], RaidXLevel::X6).is_empty());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Any 2..16 members, sizes spread up to 100x: every level's
+        /// placement is a valid table within one chunk per member of its
+        /// bound (0.99 of it once members hold 100 chunks or more).
+        #[test]
+        fn every_size_set_reaches_the_bound(
+            sizes in prop::collection::vec(100u64..10_000, 2..=16),
+        ) {
+            for level in LEVELS {
+                let b = place(&sizes, level);
+                check(&sizes, level, &b);
+                let got = data_chunks(&b, level);
+                let bound = capacity_bound(&sizes, level);
+                prop_assert!(got <= bound, "{level:?} {sizes:?}: {got} over the bound {bound}");
+                prop_assert!(
+                    got + sizes.len() as u64 >= bound,
+                    "{level:?} {sizes:?}: {got} of {bound}"
+                );
+                prop_assert!(got as f64 >= 0.99 * bound as f64, "{level:?} {sizes:?}: {got} of {bound}");
+            }
+        }
+    }
+}
