@@ -63,7 +63,6 @@ pub fn plan_trim(
 ) -> Result<TrimPlan, PlanError> {
     in_range(layout, offset, len)?;
     let chunk = layout.chunk_bytes();
-    let d = layout.data_per_stripe();
     let (first, end) = (offset.div_ceil(chunk), (offset + len) / chunk);
     let mut stripes = Vec::new();
     // Bounded by the request: one pass over the chunks it covers whole, and
@@ -73,6 +72,7 @@ pub fn plan_trim(
         if i != 0 {
             continue;
         }
+        let d = layout.data_in_stripe(s);
         let whole = (0..d).all(|j| (first..end).contains(&layout.logical_chunk(s, j)));
         if whole {
             stripes.push(s);
@@ -87,7 +87,10 @@ pub fn plan_trim(
             }
         }
     }
-    let discarded = stripes.len() as u64 * d as u64 * chunk;
+    let discarded = stripes
+        .iter()
+        .map(|&s| layout.data_in_stripe(s) as u64 * chunk)
+        .sum::<u64>();
     Ok(TrimPlan {
         stripes,
         extents: merge(extents),

@@ -88,38 +88,45 @@ fn any_spec() -> impl Strategy<Value = LayoutSpec> {
                 sizes: vec![CHUNK * 40; n],
                 kinds: vec![],
             }),
-        (proptest::collection::vec(1u64..8, 3..6), 0usize..5).prop_map(move |(sz, l)| {
-            let (c, level) = [
-                (2, RaidXLevel::X1),
-                (3, RaidXLevel::X5),
-                (3, RaidXLevel::X0),
-                (4, RaidXLevel::X6),
-                (4, RaidXLevel::X10),
-            ][l];
-            let mut sizes: Vec<u64> = sz.iter().map(|s| s * CHUNK).collect();
-            while sizes.len() < c {
-                sizes.push(4 * CHUNK);
-            }
-            // RAIDX5/6: every other spec places parity by weights (a member
-            // of weight 0 among them).
-            let weights = if matches!(level, RaidXLevel::X5 | RaidXLevel::X6) && sz[0] % 2 == 0 {
-                (0..sizes.len() as u64)
-                    .map(|i| (i * 7 + sz[0]) % 4)
-                    .collect()
-            } else {
-                vec![]
-            };
-            LayoutSpec {
-                kind: LayoutKind::RaidX {
-                    chunks_per_bundle: c,
-                    level: Some(level),
-                    weights,
-                },
-                chunk_bytes: CHUNK,
-                sizes,
-                kinds: vec![],
-            }
-        }),
+        (
+            proptest::collection::vec(1u64..8, 3..6),
+            0usize..5,
+            any::<bool>()
+        )
+            .prop_map(move |(sz, l, variable)| {
+                let (c, level) = [
+                    (2, RaidXLevel::X1),
+                    (3, RaidXLevel::X5),
+                    (3, RaidXLevel::X0),
+                    (4, RaidXLevel::X6),
+                    (4, RaidXLevel::X10),
+                ][l];
+                let mut sizes: Vec<u64> = sz.iter().map(|s| s * CHUNK).collect();
+                while sizes.len() < c {
+                    sizes.push(4 * CHUNK);
+                }
+                // RAIDX5/6: every other spec places parity by weights (a member
+                // of weight 0 among them).
+                let weights = if matches!(level, RaidXLevel::X5 | RaidXLevel::X6) && sz[0] % 2 == 0
+                {
+                    (0..sizes.len() as u64)
+                        .map(|i| (i * 7 + sz[0]) % 4)
+                        .collect()
+                } else {
+                    vec![]
+                };
+                LayoutSpec {
+                    kind: LayoutKind::RaidX {
+                        // 0: widths chosen per bundle (to the capacity bound).
+                        chunks_per_bundle: if variable { 0 } else { c },
+                        level: Some(level),
+                        weights,
+                    },
+                    chunk_bytes: CHUNK,
+                    sizes,
+                    kinds: vec![],
+                }
+            }),
         (2usize..4).prop_map(move |n| {
             // HDD-1: the parity and the smallest log; HDD-2: the log.
             let log = hetraid_core::journal::log_bytes_min(
@@ -168,11 +175,17 @@ proptest! {
     fn layouts_are_bijections(spec in any_spec()) {
         let l = built(&spec);
         let mut seen: HashSet<(usize, u64)> = HashSet::new();
-        let k = l.data_per_stripe();
+        let chunks = l.capacity_bytes() / l.chunk_bytes();
+        let mut data_chunks = 0u64;
         prop_assert!(l.stripe_count() > 0);
         for s in 0..l.stripe_count() {
             let st = l.stripe(s);
+            // Every stripe holds data_per_stripe() data chunks, except
+            // where widths vary (at most that many).
+            let k = l.data_in_stripe(s);
             prop_assert_eq!(st.data.len(), k);
+            prop_assert!(k <= l.data_per_stripe() && k > 0);
+            data_chunks += k as u64;
             let mut members = HashSet::new();
             for c in st.all() {
                 prop_assert!(members.insert(c.member), "stripe {} puts two chunks on member {}", s, c.member);
@@ -183,9 +196,10 @@ proptest! {
             for i in 0..k {
                 let lc = l.logical_chunk(s, i);
                 prop_assert_eq!(l.locate_chunk(lc), (s, i));
-                prop_assert!(lc < l.stripe_count() * k as u64);
+                prop_assert!(lc < chunks);
             }
         }
+        prop_assert_eq!(data_chunks, chunks, "the stripes hold the capacity");
     }
 
     /// Random writes (normal and degraded) applied to an in-memory array read back

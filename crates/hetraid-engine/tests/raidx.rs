@@ -240,3 +240,98 @@ fn raid1_reads_spread_over_the_copies_in_the_engine() {
         }
     }
 }
+
+/// RAIDX without a bundle width (issue 41): each bundle as wide as it can
+/// be where it is placed, so the array holds its capacity bound on members
+/// of very different sizes (one parity: all but the largest member; two:
+/// all but the two largest). Real bytes survive one (two) failures, a
+/// replacement is rebuilt, the table is the same after assembly, and a
+/// change of members is refused with nothing written.
+#[test]
+fn raidx_with_widths_per_bundle_holds_the_bound_and_its_bytes() {
+    use hetraid_core::layout::raidx_widths::capacity_bound;
+    let chunk = 16384u64;
+    // 4, 4, 6, 6, 12, 12 units of 24 chunks (issue 41's set, scaled down).
+    let units = [4u64, 4, 6, 6, 12, 12];
+    for (level, lost) in [("5", vec![5usize]), ("6", vec![4, 0])] {
+        let sizes: Vec<u64> = units.iter().map(|u| 2 * MIB + u * 24 * chunk).collect();
+        let (_f, members) = fault_members_sized(&format!("v{level}"), &sizes, |i| 60 + i as u64);
+        let mut o = opts("raidx", chunk);
+        o.layout = LayoutOptions {
+            name: "raidx".into(),
+            chunks_per_bundle: None,
+            raidx_level: Some(level.into()),
+            ..Default::default()
+        };
+        let a = Array::create(members.clone(), &o).unwrap();
+        let caps: Vec<u64> = a
+            .superblock()
+            .roles
+            .iter()
+            .map(|r| r.data_size / chunk)
+            .collect();
+        let lvl = hetraid_core::layout::RaidXLevel::parse(level).unwrap();
+        assert_eq!(
+            a.capacity(),
+            capacity_bound(&caps, lvl) * chunk,
+            "RAIDX{level} holds its bound"
+        );
+        assert_eq!(a.status().capacity_bound_bytes, Some(a.capacity()));
+        let l = a.layout();
+        let widths: std::collections::BTreeSet<usize> = (0..l.stripe_count())
+            .map(|s| l.stripe(s).all().count())
+            .collect();
+        // Three layers (6, 4 and 2 wide) at one parity; at two the top
+        // one (two members) cannot be protected.
+        let want = if level == "5" { 3 } else { 2 };
+        assert_eq!(widths.len(), want, "widths {widths:?} over {caps:?}");
+        let data = Rng(41).bytes(a.capacity() as usize);
+        a.write(0, &data).unwrap();
+        a.close().unwrap();
+        drop(a);
+        let a = Array::assemble(members.clone()).unwrap();
+        assert_eq!(
+            a.capacity() as usize,
+            data.len(),
+            "the same table after assembly"
+        );
+        assert_eq!(a.scrub(None).unwrap().mismatches, 0);
+        for &m in &lost {
+            a.fail(m).unwrap();
+        }
+        let mut out = vec![0u8; data.len()];
+        a.read(0, &mut out).unwrap();
+        assert!(
+            out == data,
+            "RAIDX{level} without {lost:?} reads other bytes"
+        );
+        let mut now = members.clone();
+        for &m in &lost {
+            let new: std::sync::Arc<dyn Member> = std::sync::Arc::new(
+                hetraid_engine::member::FaultMember::new(&format!("v{level}-new{m}"), sizes[m], 90),
+            );
+            a.replace(m, new.clone(), false).unwrap();
+            now[m] = new;
+        }
+        a.rebuild(
+            hetraid_engine::RebuildOptions {
+                max_speed: 0,
+                ..Default::default()
+            },
+            &|_| {},
+        )
+        .unwrap();
+        a.close().unwrap();
+        drop(a);
+        let a = Array::assemble(now.clone()).unwrap();
+        assert_eq!(a.scrub(None).unwrap().mismatches, 0);
+        // Another member lost reads from the rebuilt ones.
+        let other = (lost[0] + 1) % units.len();
+        a.fail(other).unwrap();
+        a.read(0, &mut out).unwrap();
+        assert!(
+            out == data,
+            "RAIDX{level} rebuilt, without {other}, reads other bytes"
+        );
+    }
+}

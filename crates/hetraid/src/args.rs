@@ -61,10 +61,14 @@ pub struct LayoutParamArgs {
     /// (default 0).
     #[arg(long)]
     pub spare_partitions: Option<usize>,
-    /// RAIDX chunks per bundle c.
+    /// RAIDX chunks per bundle c. Left out: each bundle as wide as it can be
+    /// where it is placed, which reaches the capacity bound on any member
+    /// sizes (one parity: all but the largest member; two: all but the two
+    /// largest; mirrors: half, at most all but the largest); such an array
+    /// cannot add or remove members yet.
     #[arg(long)]
     pub chunks_per_bundle: Option<usize>,
-    /// RAIDX level inside a bundle: 0, 1, 5, 6, 10 (default by c: 1->0, 2->1, 3+->5).
+    /// RAIDX level inside a bundle: 0, 1, 5, 6, 10 (default by c: 1->0, 2->1, 3+->5; without c, 5).
     #[arg(long)]
     pub raidx_level: Option<String>,
     /// Declustered: members per redundancy group G, parity included.

@@ -147,6 +147,13 @@ pub trait Layout: Send + Sync + std::fmt::Debug {
         self.stripe_count() * self.data_per_stripe() as u64 * self.chunk_bytes()
     }
 
+    /// Data chunks of stripe `s`: [`Layout::data_per_stripe`] for every
+    /// stripe except where widths vary (RAIDX placed to its capacity
+    /// bound), where that is the widest stripe's.
+    fn data_in_stripe(&self, _s: u64) -> usize {
+        self.data_per_stripe()
+    }
+
     /// The read fast path's arithmetic ([`DirectMap`]), for layouts that
     /// are plain striping; None (the default) leaves reads to the planner.
     /// A wrapper (relocations) must not pass its inner layout's map on.
@@ -254,6 +261,8 @@ pub enum LayoutKind {
         spare_partitions: usize,
     },
     RaidX {
+        /// Chunks per bundle; 0: each bundle as wide as it can be where it
+        /// is placed (the capacity bound, [`raidx_widths`]).
         chunks_per_bundle: usize,
         level: Option<RaidXLevel>,
         /// RAIDX5/6: parity weight per member (empty: parity rotates within
@@ -420,6 +429,13 @@ pub fn build(spec: &LayoutSpec) -> Result<Box<dyn Layout>, LayoutError> {
             chunks_per_bundle,
             level,
             weights,
+        } if *chunks_per_bundle == 0 => {
+            Box::new(RaidX::variable_with_weights(sizes, c, *level, weights)?)
+        }
+        LayoutKind::RaidX {
+            chunks_per_bundle,
+            level,
+            weights,
         } => Box::new(RaidX::with_weights(
             sizes,
             c,
@@ -554,9 +570,13 @@ impl LayoutOptions {
             spare_partitions,
         },
         "raidx" => {
-            let c = chunks_per_bundle.ok_or_else(|| {
-                LayoutError::Invalid("raidx needs --chunks-per-bundle c (1 or more)".into())
-            })?;
+            // Without c: widths chosen per bundle, to the capacity bound.
+            let c = chunks_per_bundle.unwrap_or(0);
+            if chunks_per_bundle == Some(0) {
+                return Err(LayoutError::Invalid(
+                    "--chunks-per-bundle must be at least 1 (leave it out for widths chosen per bundle)".into(),
+                ));
+            }
             let level = raidx_level.map(RaidXLevel::parse).transpose()?;
             let parity = matches!(
                 level.unwrap_or(RaidXLevel::default_for(c)),

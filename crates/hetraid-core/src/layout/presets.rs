@@ -78,6 +78,12 @@ impl Layout for Permuted {
     fn locate_chunk(&self, l: u64) -> (u64, usize) {
         self.inner.locate_chunk(l)
     }
+    fn capacity_bytes(&self) -> u64 {
+        self.inner.capacity_bytes()
+    }
+    fn data_in_stripe(&self, s: u64) -> usize {
+        self.inner.data_in_stripe(s)
+    }
     fn logical_chunk(&self, s: u64, i: usize) -> u64 {
         self.inner.logical_chunk(s, i)
     }

@@ -83,14 +83,21 @@ pub const MAX_BUNDLES: u64 = 64 << 20;
 #[derive(Debug, Clone)]
 pub struct RaidX {
     n: usize,
+    /// Chunks per bundle; with variable widths the widest bundle's.
     c: usize,
     chunk: u64,
     level: RaidXLevel,
     /// bundles * c entries: bundle b's chunks, members ascending.
     table: Vec<ChunkLoc>,
     /// RAIDX5/6 with weights: per bundle, the position of P within it (Q
-    /// is the next position); empty: P rotates (`c - 1 - b % c`).
+    /// is the next position); empty: P rotates (`w - 1 - b % w`, `w` the
+    /// bundle's width).
     parity_at: Vec<u8>,
+    /// Widths chosen per bundle ([`super::raidx_widths`]): where each bundle
+    /// starts in `table` and its first logical chunk, one entry past the
+    /// last bundle (empty: every bundle is `c` wide).
+    starts: Vec<u64>,
+    data_starts: Vec<u64>,
 }
 
 impl RaidX {
@@ -139,7 +146,96 @@ impl RaidX {
             level,
             table,
             parity_at: Vec::new(),
+            starts: Vec::new(),
+            data_starts: Vec::new(),
         })
+    }
+
+    /// A RAIDX whose bundles are as wide as each can be where it is placed
+    /// ([`super::raidx_widths::place`]): the capacity bound for any member
+    /// sizes (one parity: all but the largest member; two: all but the two
+    /// largest; mirrors: half, at most all but the largest). `level`
+    /// defaults to 5; RAIDX1 and RAIDX10 bundles are pairs.
+    pub fn variable(
+        sizes: &[u64],
+        chunk: u64,
+        level: Option<RaidXLevel>,
+    ) -> Result<Self, LayoutError> {
+        let level = level.unwrap_or(RaidXLevel::X5);
+        let min = super::raidx_widths::width_min(level);
+        super::need_members("raidx", sizes.len(), min)?;
+        let chunks: Vec<u64> = sizes.iter().map(|s| s / chunk).collect();
+        let bound = super::raidx_widths::capacity_bound(&chunks, level);
+        if bound == 0 {
+            return Err(LayoutError::Invalid(format!(
+                "the members cannot hold a single RAIDX{} bundle of {chunk}-byte chunks; use larger members or a smaller chunk",
+                level.number()
+            )));
+        }
+        let places = super::raidx_widths::place(&chunks, level);
+        if places.len() as u64 > MAX_BUNDLES {
+            return Err(LayoutError::Invalid(format!(
+                "{} bundles exceed the {MAX_BUNDLES} limit of the in-memory table; use a larger chunk",
+                places.len()
+            )));
+        }
+        let mut x = Self {
+            n: sizes.len(),
+            c: min,
+            chunk,
+            level,
+            table: Vec::new(),
+            parity_at: Vec::new(),
+            starts: Vec::new(),
+            data_starts: Vec::new(),
+        };
+        x.place_variable(&places);
+        Ok(x)
+    }
+
+    /// Take `places` as the table, bundle widths as they come.
+    fn place_variable(&mut self, places: &[Vec<super::raidx_grow::Place>]) {
+        let min = super::raidx_widths::width_min(self.level);
+        self.c = places.iter().map(Vec::len).max().unwrap_or(min);
+        self.table.clear();
+        (self.starts, self.data_starts) = (vec![0], vec![0]);
+        for b in places {
+            self.table.extend(b.iter().map(|&(member, slot)| ChunkLoc {
+                member,
+                offset: slot * self.chunk,
+            }));
+            self.starts.push(self.table.len() as u64);
+            let data = super::raidx_widths::data_in_bundle(self.level, b.len()) as u64;
+            let before = *self.data_starts.last().expect("starts at 0");
+            self.data_starts.push(before + data);
+        }
+    }
+
+    /// [`RaidX::variable`] with parity weights (see [`RaidX::with_weights`]).
+    pub fn variable_with_weights(
+        sizes: &[u64],
+        chunk: u64,
+        level: Option<RaidXLevel>,
+        weights: &[u64],
+    ) -> Result<Self, LayoutError> {
+        let x = Self::variable(sizes, chunk, level)?;
+        if weights.is_empty() {
+            return Ok(x);
+        }
+        Self::weigh(x, weights)
+    }
+
+    /// Whether bundle widths vary (chosen per bundle).
+    pub fn variable_widths(&self) -> bool {
+        !self.starts.is_empty()
+    }
+
+    /// Chunks in bundle `b`.
+    pub fn width(&self, b: u64) -> usize {
+        match self.starts.get(b as usize + 1) {
+            Some(&end) => (end - self.starts[b as usize]) as usize,
+            None => self.c,
+        }
     }
 
     /// [`RaidX::new`] with parity weights (RAIDX5/6): each bundle's parity
@@ -164,7 +260,6 @@ impl RaidX {
 
     /// Parity positions by `weights` over the table `x` has.
     fn weigh(mut x: Self, weights: &[u64]) -> Result<Self, LayoutError> {
-        let c = x.c;
         if weights.len() != x.n {
             return Err(LayoutError::Invalid(format!(
                 "--weights lists {} weights for {} members; give one per member",
@@ -178,10 +273,11 @@ impl RaidX {
             ));
         }
         let mut held = vec![0u64; x.n];
-        let bundles = x.table.len() / c;
+        let bundles = x.stripe_count() as usize;
         let mut parity_at = Vec::with_capacity(bundles);
         for b in 0..bundles {
-            let members = &x.table[b * c..(b + 1) * c];
+            let members = x.bundle(b as u64);
+            let c = members.len();
             let rotation = c - 1 - b % c;
             // Highest quotient; ties to the rotation's position, then the
             // lowest position (deterministic).
@@ -206,10 +302,10 @@ impl RaidX {
     /// The bundle table as (member, slot) places, positions in order (what
     /// a grow plans from, `raidx_grow`).
     pub fn places(&self) -> Vec<Vec<super::raidx_grow::Place>> {
-        self.table
-            .chunks(self.c)
+        (0..self.stripe_count())
             .map(|b| {
-                b.iter()
+                self.bundle(b)
+                    .iter()
                     .map(|l| (l.member, l.offset / self.chunk))
                     .collect()
             })
@@ -238,7 +334,11 @@ impl RaidX {
     ) -> Result<Self, LayoutError> {
         super::raidx_grow::check_table(places, caps, c).map_err(LayoutError::Invalid)?;
         if !parity_at.is_empty()
-            && (parity_at.len() != places.len() || parity_at.iter().any(|&p| p as usize >= c))
+            && (parity_at.len() != places.len()
+                || parity_at
+                    .iter()
+                    .zip(places)
+                    .any(|(&p, b)| p as usize >= b.len()))
         {
             return Err(LayoutError::Invalid(format!(
                 "{} parity positions for {} bundles of {c}",
@@ -247,6 +347,22 @@ impl RaidX {
             )));
         }
         let sizes: Vec<u64> = caps.iter().map(|c| c * chunk).collect();
+        if c == 0 {
+            // Widths per bundle (a table `RaidX::variable` placed).
+            let level = level.unwrap_or(RaidXLevel::X5);
+            let min = super::raidx_widths::width_min(level);
+            if let Some(b) = places.iter().position(|b| b.len() < min) {
+                return Err(LayoutError::Invalid(format!(
+                    "bundle {b} has {} chunks; RAIDX{} needs at least {min}",
+                    places[b].len(),
+                    level.number()
+                )));
+            }
+            let mut x = Self::variable(&sizes, chunk, Some(level))?;
+            x.place_variable(places);
+            x.parity_at = parity_at;
+            return Ok(x);
+        }
         // A fresh layout for the parameter checks; its table is replaced.
         let mut x = Self::new(&sizes, chunk, c, level)?;
         x.table = places
@@ -265,7 +381,10 @@ impl RaidX {
     fn p_at(&self, s: u64) -> usize {
         match self.parity_at.get(s as usize) {
             Some(&p) => p as usize,
-            None => self.c - 1 - (s % self.c as u64) as usize,
+            None => {
+                let w = self.width(s);
+                w - 1 - (s % w as u64) as usize
+            }
         }
     }
 
@@ -275,8 +394,13 @@ impl RaidX {
 
     /// bundle -> its chunks (members ascending).
     pub fn bundle(&self, b: u64) -> &[ChunkLoc] {
-        let i = b as usize * self.c;
-        &self.table[i..i + self.c]
+        match self.starts.get(b as usize + 1) {
+            Some(&end) => &self.table[self.starts[b as usize] as usize..end as usize],
+            None => {
+                let i = b as usize * self.c;
+                &self.table[i..i + self.c]
+            }
+        }
     }
 }
 
@@ -331,7 +455,7 @@ pub fn position_roles(level: RaidXLevel, c: usize, p_at: usize) -> Vec<PositionR
 impl RaidX {
     /// Each position's role in bundle `b`.
     pub fn roles(&self, b: u64) -> Vec<PositionRole> {
-        position_roles(self.level, self.c, self.p_at(b))
+        position_roles(self.level, self.width(b), self.p_at(b))
     }
 }
 
@@ -372,7 +496,10 @@ impl Layout for RaidX {
         self.chunk
     }
     fn stripe_count(&self) -> u64 {
-        (self.table.len() / self.c) as u64
+        match self.starts.len() {
+            0 => (self.table.len() / self.c) as u64,
+            n => n as u64 - 1,
+        }
     }
     fn data_per_stripe(&self) -> usize {
         match self.level {
@@ -395,9 +522,36 @@ impl Layout for RaidX {
     fn bundles(&self) -> Option<u64> {
         Some(self.stripe_count())
     }
+    fn data_in_stripe(&self, s: u64) -> usize {
+        match self.data_starts.get(s as usize + 1) {
+            Some(&end) => (end - self.data_starts[s as usize]) as usize,
+            None => self.data_per_stripe(),
+        }
+    }
+    fn locate_chunk(&self, logical_chunk: u64) -> (u64, usize) {
+        if self.data_starts.is_empty() {
+            let (q, r) = super::divmod(logical_chunk, self.data_per_stripe() as u64);
+            return (q, r as usize);
+        }
+        // The last bundle starting at or before the chunk.
+        let s = self.data_starts.partition_point(|&d| d <= logical_chunk) - 1;
+        (s as u64, (logical_chunk - self.data_starts[s]) as usize)
+    }
+    fn logical_chunk(&self, stripe: u64, data_index: usize) -> u64 {
+        match self.data_starts.get(stripe as usize) {
+            Some(&d) => d + data_index as u64,
+            None => stripe * self.data_per_stripe() as u64 + data_index as u64,
+        }
+    }
+    fn capacity_bytes(&self) -> u64 {
+        match self.data_starts.last() {
+            Some(&d) => d * self.chunk,
+            None => self.stripe_count() * self.data_per_stripe() as u64 * self.chunk,
+        }
+    }
     fn stripe(&self, s: u64) -> Stripe {
         let b = self.bundle(s);
-        let c = self.c;
+        let c = b.len();
         let (data, parity, mirrors) = match self.level {
             RaidXLevel::X0 => (b.to_vec(), vec![], vec![]),
             RaidXLevel::X1 => (vec![b[0]], vec![], vec![b[1..].to_vec()]),

@@ -58,12 +58,12 @@ impl GrowPlan {
     }
 }
 
-/// Check a table: every bundle of `c` chunks on distinct members, every slot
-/// inside its member and used once.
+/// Check a table: every bundle of `c` chunks (`c` 0: any width from 1) on
+/// distinct members, every slot inside its member and used once.
 pub fn check_table(bundles: &[Vec<Place>], caps: &[u64], c: usize) -> Result<(), String> {
     let mut used = std::collections::HashSet::new();
     for (b, places) in bundles.iter().enumerate() {
-        if places.len() != c {
+        if (c != 0 && places.len() != c) || places.is_empty() {
             return Err(format!("bundle {b} has {} chunks, not {c}", places.len()));
         }
         for (i, &(m, slot)) in places.iter().enumerate() {

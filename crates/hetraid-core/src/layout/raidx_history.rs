@@ -108,13 +108,11 @@ impl History {
     /// The table once every completed change is applied.
     pub fn completed(&self, p: &Params<'_>) -> Result<Table, LayoutError> {
         let sizes: Vec<u64> = self.initial.iter().map(|c| c * p.chunk).collect();
-        let x = RaidX::with_weights(
-            &sizes,
-            p.chunk,
-            p.c,
-            p.level,
-            weights_for(p.weights, sizes.len()),
-        )?;
+        let weights = weights_for(p.weights, sizes.len());
+        let x = match p.c {
+            0 => RaidX::variable_with_weights(&sizes, p.chunk, p.level, weights)?,
+            c => RaidX::with_weights(&sizes, p.chunk, c, p.level, weights)?,
+        };
         let mut t = Table {
             places: x.places(),
             caps: self.initial.clone(),
@@ -170,8 +168,14 @@ fn weights_for(w: &[u64], n: usize) -> &[u64] {
     }
 }
 
+/// Why an array whose bundle widths vary cannot change its members (yet).
+pub const VARIABLE_WIDTHS_DO_NOT_CHANGE: &str = "this raidx chooses each bundle's width where it is placed (created without --chunks-per-bundle); adding or removing members of such an array is not supported yet: copy its data to an array of the new members";
+
 /// Plan `change` on table `t`.
 pub fn plan_change(t: &Table, change: Change, p: &Params<'_>) -> Result<ChangePlan, LayoutError> {
+    if p.c == 0 {
+        return Err(LayoutError::Invalid(VARIABLE_WIDTHS_DO_NOT_CHANGE.into()));
+    }
     match change {
         Change::Grow { slot, chunks } => {
             if slot > t.caps.len() {

@@ -896,7 +896,7 @@ impl Array {
 }
 
 /// The layout options of a superblock, with its members' sizes and kinds.
-fn spec_of(sb: &Superblock) -> Result<LayoutSpec> {
+pub(super) fn spec_of(sb: &Superblock) -> Result<LayoutSpec> {
     Ok(LayoutSpec {
         kind: sb.layout.kind().map_err(EngineError::layout)?,
         chunk_bytes: sb.chunk_bytes,

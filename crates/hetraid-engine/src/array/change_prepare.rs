@@ -416,7 +416,11 @@ pub(super) fn record_pending(
 
 /// Refuse a change on an array it cannot run on.
 pub(super) fn check_changeable(a: &Array, sb: &Superblock) -> Result<()> {
-    RaidxParams::of(sb)?;
+    if RaidxParams::of(sb)?.c == 0 {
+        return Err(EngineError::Refused(
+            hetraid_core::layout::raidx_history::VARIABLE_WIDTHS_DO_NOT_CHANGE.into(),
+        ));
+    }
     if !sb.bundle_table {
         return Err(EngineError::Refused(
             "this RAIDX array was created before members kept bundle tables; it cannot change its members (create it again with this hetraid)".into(),

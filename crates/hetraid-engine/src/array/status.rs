@@ -48,6 +48,13 @@ pub struct Status {
     /// on all members together), when it does.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bundle_table_bytes: Option<u64>,
+    /// RAIDX: the most any placement could hold on these members at this
+    /// level (`hetraid_core::layout::raidx_widths::spec_bound`), and what
+    /// it is in words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity_bound_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity_bound: Option<String>,
     /// RAIDX: a member being added or removed (`grow`, `shrink`) whose
     /// chunk moves are not all done.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -210,6 +217,15 @@ impl Array {
             .usage
             .get_or_init(|| hetraid_core::layout::member_usage(self.layout()));
         let s2 = self.layout.name().starts_with("s2raid");
+        // Over the members as they are now (a removed slot holds nothing).
+        let bound = super::assemble::spec_of(&sb).ok().and_then(|mut spec| {
+            for (size, r) in spec.sizes.iter_mut().zip(&sb.roles) {
+                if r.state == crate::format::RoleState::Removed {
+                    *size = 0;
+                }
+            }
+            hetraid_core::layout::raidx_widths::spec_bound(&spec)
+        });
         Status {
             uuid: sb.uuid_string(),
             name: self.name(),
@@ -329,6 +345,8 @@ impl Array {
                     .map(|r| crate::bundles::table_bytes(r.data_size / sb.chunk_bytes))
                     .sum()
             }),
+            capacity_bound_bytes: bound.map(|b| b.0),
+            capacity_bound: bound.map(|b| b.1.to_string()),
             change: self.change_progress(),
             progress: self.progress(),
             spares: self.spare_status(),

@@ -37,6 +37,16 @@ pub fn layout_text(l: &dyn Layout, stripes: &[Stripe]) -> String {
     let (count, listed) = (l.stripe_count(), stripes.len() as u64);
     let mut out = String::new();
     let out = &mut out;
+    // Stripes of one width, or (RAIDX placed to its bound) from the
+    // narrowest to the widest.
+    let narrowest = match l.bundles() {
+        Some(_) => (0..count).map(|s| l.data_in_stripe(s)).min().unwrap_or(0),
+        None => l.data_per_stripe(),
+    };
+    let widths = match narrowest == l.data_per_stripe() {
+        true => format!("{}", l.data_per_stripe()),
+        false => format!("{narrowest} to {}", l.data_per_stripe()),
+    };
     say!(
         out,
         "{}: {} members, chunk {}, capacity {} ({} bytes), {} stripes of {} data chunks",
@@ -46,7 +56,7 @@ pub fn layout_text(l: &dyn Layout, stripes: &[Stripe]) -> String {
         format_size(l.capacity_bytes()),
         l.capacity_bytes(),
         count,
-        l.data_per_stripe()
+        widths
     );
     if let Some(b) = l.bundles() {
         say!(out, "bundles: {b}");

@@ -254,6 +254,14 @@ pub fn status_text(v: &Status, held_by: Option<&str>) -> String {
             t as f64 * 100.0 / data.max(1) as f64
         );
     }
+    if let (Some(b), Some(words)) = (v.capacity_bound_bytes, &v.capacity_bound) {
+        say!(
+            out,
+            "capacity bound: {} ({words}); the array holds {:.2} of it",
+            human_size(b),
+            v.capacity_bytes as f64 / b.max(1) as f64
+        );
+    }
     if let Some(p) = &v.progress {
         say!(out, "{}", progress_line(p));
     } else if let Some(a) = awaiting_rebuild(v).filter(|_| held_by.is_none()) {
