@@ -217,15 +217,7 @@ impl Array {
             .usage
             .get_or_init(|| hetraid_core::layout::member_usage(self.layout()));
         let s2 = self.layout.name().starts_with("s2raid");
-        // Over the members as they are now (a removed slot holds nothing).
-        let bound = super::assemble::spec_of(&sb).ok().and_then(|mut spec| {
-            for (size, r) in spec.sizes.iter_mut().zip(&sb.roles) {
-                if r.state == crate::format::RoleState::Removed {
-                    *size = 0;
-                }
-            }
-            hetraid_core::layout::raidx_widths::spec_bound(&spec)
-        });
+        let bound = capacity_bound(&sb);
         Status {
             uuid: sb.uuid_string(),
             name: self.name(),
@@ -404,4 +396,16 @@ impl Array {
         }
         out
     }
+}
+
+/// RAIDX: the capacity bound over the members as they are now (a removed
+/// slot holds nothing), and what it is in words.
+fn capacity_bound(sb: &crate::format::Superblock) -> Option<(u64, &'static str)> {
+    let mut spec = super::assemble::spec_of(sb).ok()?;
+    for (size, r) in spec.sizes.iter_mut().zip(&sb.roles) {
+        if r.state == crate::format::RoleState::Removed {
+            *size = 0;
+        }
+    }
+    hetraid_core::layout::raidx_widths::spec_bound(&spec)
 }

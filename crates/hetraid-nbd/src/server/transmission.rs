@@ -313,18 +313,7 @@ pub(super) fn worker<'scope, 'env>(
             }
             // The end is marked before the read lock is let go, so no other
             // worker starts a read on a finished connection.
-            let reserve = |b: &mut ChargedBuf, cap: usize| t.reserve(b, cap);
-            let intake = Intake {
-                export: &t.export,
-                free: &t.free,
-                spin: t.cfg.payload_spin,
-                stall: t.cfg.stall_timeout,
-                reserve: &reserve,
-                memory: t.memory,
-            };
-            let next = read_next(&mut r, &intake);
-            t.reading.fetch_sub(1, Ordering::SeqCst);
-            match next {
+            match next_request(t, &mut r) {
                 Ok(Next::Job(j)) => {
                     let queued = queued_behind(t, &r, &j);
                     (j, queued)
@@ -362,27 +351,9 @@ pub(super) fn worker<'scope, 'env>(
         if room > 0 && !take_room(t, room) {
             return leave();
         }
-        // Only reads build their reply in a big buffer, its room taken from
-        // the shared budget first; other replies are 16 bytes and must not
-        // take (and then drop) a payload buffer.
-        let mut spare = match job.action {
-            Action::Read { len, .. } => {
-                let mut b = t
-                    .free_replies
-                    .lock()
-                    .unwrap()
-                    .pop()
-                    .unwrap_or_else(|| ChargedBuf::new(t.memory));
-                if !t.reserve(&mut b, REPLY_ROOM + len as usize) {
-                    if room > 0 {
-                        *t.room.0.lock().unwrap() += room;
-                        t.room.1.notify_all();
-                    }
-                    return leave();
-                }
-                Some(b)
-            }
-            _ => None,
+        let Ok(mut spare) = reply_buffer(t, &job.action) else {
+            give_room(t, room);
+            return leave();
         };
         let out = spare.as_mut().map(|b| std::mem::take(&mut b.buf));
         // Held for the request: a change of members waits for it.
@@ -397,16 +368,7 @@ pub(super) fn worker<'scope, 'env>(
         if failed {
             t.stats.errors.fetch_add(1, Ordering::Relaxed);
         }
-        // A small write's reply while the next request is already buffered
-        // and small requests run quick: held, and this worker reads that
-        // request with the lock it checked under.
-        if small && spare.is_none() && held.count + 1 < HELD_REPLIES_MAX && !hands_off(t) {
-            if let Ok(r) = t.reader.try_lock() {
-                if !r.buffer().is_empty() {
-                    carried = Some(r);
-                }
-            }
-        }
+        carried = held.hold_for_next(t, small && spare.is_none());
         let sent = if spare.is_some() {
             // A read's reply (its data) goes as it is, after what is held.
             held.send(t).and_then(|()| {
@@ -421,10 +383,7 @@ pub(super) fn worker<'scope, 'env>(
                 None => held.send(t),
             }
         };
-        if room > 0 {
-            *t.room.0.lock().unwrap() += room;
-            t.room.1.notify_all();
-        }
+        give_room(t, room);
         if let Err(e) = sent {
             // Gone, or stalled past the stall timeout: dropped.
             t.finish(Some(e));
@@ -447,6 +406,51 @@ pub(super) fn worker<'scope, 'env>(
     }
 }
 
+/// The next request, read under the read lock `r` (this worker counted
+/// among those reading until it is read).
+fn next_request(t: &Transmission<'_>, r: &mut io::BufReader<Conn>) -> io::Result<Next> {
+    let reserve = |b: &mut ChargedBuf, cap: usize| t.reserve(b, cap);
+    let intake = Intake {
+        export: &t.export,
+        free: &t.free,
+        spin: t.cfg.payload_spin,
+        stall: t.cfg.stall_timeout,
+        reserve: &reserve,
+        memory: t.memory,
+    };
+    let next = read_next(r, &intake);
+    t.reading.fetch_sub(1, Ordering::SeqCst);
+    next
+}
+
+/// The buffer a read builds its reply in (charged to the shared budget);
+/// None for other requests, whose replies are 16 bytes and must not take
+/// (and then drop) a payload buffer. Err: the connection ended while it
+/// waited for memory.
+fn reply_buffer(t: &Transmission<'_>, action: &Action) -> Result<Option<ChargedBuf>, ()> {
+    let Action::Read { len, .. } = *action else {
+        return Ok(None);
+    };
+    let mut b = t
+        .free_replies
+        .lock()
+        .unwrap()
+        .pop()
+        .unwrap_or_else(|| ChargedBuf::new(t.memory));
+    match t.reserve(&mut b, REPLY_ROOM + len as usize) {
+        true => Ok(Some(b)),
+        false => Err(()),
+    }
+}
+
+/// Read-reply room taken by [`take_room`] given back.
+fn give_room(t: &Transmission<'_>, room: u64) {
+    if room > 0 {
+        *t.room.0.lock().unwrap() += room;
+        t.room.1.notify_all();
+    }
+}
+
 /// Replies held back: while the next request is already in the read
 /// buffer (the client keeps several in flight), a worker on quick small
 /// requests keeps their short replies and the read lock, and sends them
@@ -463,6 +467,20 @@ struct HeldReplies {
 }
 
 impl HeldReplies {
+    /// A small write's reply while the next request is already buffered
+    /// and small requests run quick: held, and this worker reads that
+    /// request with the read lock it checked under (returned).
+    fn hold_for_next<'a>(
+        &self,
+        t: &'a Transmission<'_>,
+        small_write: bool,
+    ) -> Option<std::sync::MutexGuard<'a, io::BufReader<Conn>>> {
+        if !small_write || self.count + 1 >= HELD_REPLIES_MAX || hands_off(t) {
+            return None;
+        }
+        t.reader.try_lock().ok().filter(|r| !r.buffer().is_empty())
+    }
+
     /// Send what is held (nothing to do when empty).
     fn send(&mut self, t: &Transmission<'_>) -> io::Result<()> {
         if self.count == 0 {
