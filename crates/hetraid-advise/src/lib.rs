@@ -264,8 +264,11 @@ impl Candidate {
         if self.spare_partitions.is_some_and(|s| s > 0) {
             n += "+spare";
         }
-        if let (Some(c), Some(l)) = (self.chunks_per_bundle, &self.raidx_level) {
-            n += &format!(" c{c} L{l}");
+        match (self.chunks_per_bundle, &self.raidx_level) {
+            (Some(c), Some(l)) => n += &format!(" c{c} L{l}"),
+            // Widths chosen per bundle (to the capacity bound).
+            (None, Some(l)) => n += &format!(" bound L{l}"),
+            _ => {}
         }
         if let (Some(w), Some(p)) = (self.width, self.parity) {
             n = format!("decl G{w}P{p}");

@@ -120,6 +120,13 @@ impl Request {
                 s.raidx_level = Some(level.into());
                 out.push(s);
             }
+            // And with each bundle's width chosen where it is placed: the
+            // capacity bound (all but the largest member) on any sizes.
+            if mixed {
+                let mut s = Shape::new("raidx", &same);
+                s.raidx_level = Some("5".into());
+                out.push(s);
+            }
             // HPDA: its own roles from the kinds (pruned when they do not fit).
             if ssds > 0 {
                 out.push(Shape::new("hpda", &same));
@@ -149,6 +156,10 @@ impl Request {
             if !mixed {
                 return out;
             }
+            s.raidx_level = Some("6".into());
+            out.push(s);
+            // Widths per bundle: all but the two largest members.
+            let mut s = Shape::new("raidx", &same);
             s.raidx_level = Some("6".into());
             out.push(s);
         }

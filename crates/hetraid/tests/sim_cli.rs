@@ -935,6 +935,19 @@ fn advise_prunes_with_the_analytic_models_first() {
     );
     assert_eq!(r["winner"]["layout"], "raidx", "{}", r["winner"]);
     assert!(r["winner"]["capacity_bytes"].as_u64().unwrap() >= 1 << 40);
+    // RAIDX with widths chosen per bundle is a candidate, and holds the
+    // bound (all but the largest member: 3 x 640 + 64 GB) where bundles of
+    // 3 hold less.
+    let raidx: Vec<u64> = r["ranked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["layout"] == "raidx")
+        .map(|x| x["capacity_bytes"].as_u64().unwrap())
+        .collect();
+    let most = *raidx.iter().max().unwrap();
+    assert!(most >= 1_980_000_000_000, "{raidx:?}");
+    assert!(raidx.iter().any(|&c| c < most), "{raidx:?}");
     let r = json(&[
         "advise",
         "--members",
