@@ -97,14 +97,7 @@ fn bundle_tables_are_stored_checked_and_follow_replacements() {
         hetraid_engine::member::FaultMember::new("b2-new", sizes[2], 77),
     );
     a.replace(2, new.clone(), false).unwrap();
-    a.rebuild(
-        hetraid_engine::RebuildOptions {
-            max_speed: 0,
-            ..Default::default()
-        },
-        &|_| {},
-    )
-    .unwrap();
+    rebuild_unthrottled(&a);
     a.close().unwrap();
     drop(a);
     let mut now = members.clone();
@@ -313,14 +306,7 @@ fn raidx_with_widths_per_bundle_holds_the_bound_and_its_bytes() {
             a.replace(m, new.clone(), false).unwrap();
             now[m] = new;
         }
-        a.rebuild(
-            hetraid_engine::RebuildOptions {
-                max_speed: 0,
-                ..Default::default()
-            },
-            &|_| {},
-        )
-        .unwrap();
+        rebuild_unthrottled(&a);
         a.close().unwrap();
         drop(a);
         let a = Array::assemble(now.clone()).unwrap();

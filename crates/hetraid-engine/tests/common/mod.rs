@@ -196,3 +196,15 @@ pub fn checksum_errors(a: &hetraid_engine::Array) -> u32 {
         .map(|m| m.checksum_errors)
         .sum()
 }
+
+/// Rebuild what `a` has to rebuild, with no speed limit.
+pub fn rebuild_unthrottled(a: &hetraid_engine::Array) {
+    a.rebuild(
+        hetraid_engine::RebuildOptions {
+            max_speed: 0,
+            ..Default::default()
+        },
+        &|_| {},
+    )
+    .unwrap();
+}
