@@ -25,6 +25,7 @@ pub mod plan;
 pub mod readbalance;
 pub mod rebuild;
 pub mod scrub;
+pub mod sitout;
 pub mod spec;
 pub mod trim;
 pub mod units;

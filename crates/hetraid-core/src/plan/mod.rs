@@ -427,6 +427,9 @@ pub struct Planner<'a> {
     /// Layouts with copies: how reads choose one, and the members' state
     /// now (None: the first live copy).
     pub reads: Option<ReadBalance>,
+    /// Members sat out for reads (core `sitout`): read from a copy or
+    /// rebuilt from the rest of the stripe when that is possible.
+    pub sat_out: crate::sitout::SatOut,
 }
 
 /// A request's reads so far: the members' loads with its own chunks added,
@@ -459,7 +462,14 @@ impl<'a> Planner<'a> {
             policy,
             service,
             reads: None,
+            sat_out: crate::sitout::SatOut::NONE,
         }
+    }
+
+    /// Reads leave the members in `sat_out` out where they can.
+    pub fn with_sat_out(mut self, sat_out: crate::sitout::SatOut) -> Self {
+        self.sat_out = sat_out;
+        self
     }
 
     /// Reads on layouts with copies choose a copy with `policy` from the

@@ -31,11 +31,15 @@ impl Planner<'_> {
         cursor: &mut ReadCursor,
     ) -> Option<ChunkLoc> {
         let first = self.layout.data_loc(s, i);
+        let sat_out = self.sat_out;
         if !self.balances() {
-            return state.available(first.member, s).then_some(first);
+            // A sat-out member's chunk goes to the full planner (a copy, or
+            // a reconstruction).
+            return (state.available(first.member, s) && !sat_out.contains(first.member))
+                .then_some(first);
         }
         let st = self.layout.stripe(s);
-        let copies: Vec<ChunkLoc> = std::iter::once(first)
+        let mut copies: Vec<ChunkLoc> = std::iter::once(first)
             .chain(st.mirrors.get(i).into_iter().flatten().copied())
             .filter(|c| state.available(c.member, s))
             .map(|c| ChunkLoc {
@@ -43,6 +47,9 @@ impl Planner<'_> {
                 offset: c.offset + co,
             })
             .collect();
+        if !sat_out.is_empty() && copies.iter().any(|c| !sat_out.contains(c.member)) {
+            copies.retain(|c| !sat_out.contains(c.member));
+        }
         if copies.is_empty() {
             return None;
         }
@@ -76,11 +83,41 @@ impl Planner<'_> {
     pub(super) fn plan_read(
         &self,
         s: u64,
-        mut pieces: Vec<Piece>,
+        pieces: Vec<Piece>,
         state: &ArrayState,
     ) -> Result<StripePlan, PlanError> {
         let (cols, k, pc) = self.columns(s);
         let failed = self.failed_set(s, &cols, state);
+        if !self.sat_out.is_empty() {
+            // Sat-out members count as failed for this read when the stripe
+            // can still be read without them; else they are read.
+            let mut around = failed;
+            for (c, col) in cols.iter().enumerate() {
+                if self.sat_out.contains(col.loc.member) {
+                    around.insert(c);
+                }
+            }
+            if around != failed {
+                if let Ok(sp) =
+                    self.plan_read_around(s, cols.clone(), k, pc, pieces.clone(), around)
+                {
+                    return Ok(sp);
+                }
+            }
+        }
+        self.plan_read_around(s, cols, k, pc, pieces, failed)
+    }
+
+    /// [`Planner::plan_read`] with the columns in `failed` left out.
+    fn plan_read_around(
+        &self,
+        s: u64,
+        cols: Vec<Column>,
+        k: usize,
+        pc: usize,
+        mut pieces: Vec<Piece>,
+        failed: ColSet,
+    ) -> Result<StripePlan, PlanError> {
         let mut sp = StripePlan {
             stripe: s,
             columns: cols,
