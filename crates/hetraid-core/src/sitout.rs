@@ -29,13 +29,25 @@
 
 use crate::plan::{ArrayState, MemberState};
 
+/// What a member's kind should deliver for a read, from its service model:
+/// a random read of `EXPECTED_READ_BYTES` (the reference for a member that
+/// read too little in an interval to measure; both executors use it).
+pub fn expected_read_ns(model: &crate::ServiceModel) -> u64 {
+    model.service_ns(EXPECTED_READ_BYTES)
+}
+
+/// The read size [`expected_read_ns`] prices (a typical chunk-sized read).
+pub const EXPECTED_READ_BYTES: u64 = 64 << 10;
+
 /// When a member is sat out, and for how long.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct SitOutRule {
     /// How often the members are looked at.
     pub interval_ns: u64,
-    /// Reads a member must serve in an interval for its mean to count.
+    /// Reads a member's window must hold for its mean to count...
     pub min_reads: u64,
+    /// ...or, for a member that reads few, one read and this long.
+    pub window_ns_max: u64,
     /// Mean latency, as a multiple of the reference, that is an outlier.
     pub ratio: u64,
     /// Latencies below this never are (memory-speed members jitter by
@@ -52,6 +64,7 @@ impl Default for SitOutRule {
         Self {
             interval_ns: 100_000_000,
             min_reads: 8,
+            window_ns_max: 1_000_000_000,
             ratio: 4,
             floor_ns: 250_000,
             strikes: 3,
@@ -115,8 +128,11 @@ struct Standing {
     until_ns: Option<u64>,
     /// Came back from a sit-out and has not read a full interval since.
     returned: bool,
-    /// Its mean read latency in the last interval it read enough in.
+    /// Its mean read latency in the last window it read enough in.
     recent_ns: Option<u64>,
+    /// Its current window: the counters and time it began at.
+    since: ReadCounters,
+    since_ns: u64,
 }
 
 /// The sit-out state of one array.
@@ -128,7 +144,6 @@ pub struct SitOut {
     expected_ns: Vec<u64>,
     /// Failures any stripe survives.
     tolerance: usize,
-    last: Vec<ReadCounters>,
     last_at: Option<u64>,
     members: Vec<Standing>,
 }
@@ -142,7 +157,6 @@ impl SitOut {
             rule,
             expected_ns,
             tolerance,
-            last: vec![ReadCounters::default(); n],
             last_at: None,
             members: vec![Standing::default(); n],
         }
@@ -190,22 +204,34 @@ impl SitOut {
         let n = self.members.len();
         assert!(counters.len() >= n, "read counters for every member");
         let first = self.last_at.is_none();
-        let means: Vec<Option<u64>> = (0..n)
-            .map(|m| {
-                let (a, b) = (self.last[m], counters[m]);
-                let ops = b.read_ops.checked_sub(a.read_ops).unwrap_or(b.read_ops);
-                let ns = b.read_ns.checked_sub(a.read_ns).unwrap_or(b.read_ns);
-                (!first && ops >= self.rule.min_reads).then(|| ns / ops)
-            })
-            .collect();
-        self.last.copy_from_slice(&counters[..n]);
         self.last_at = Some(now_ns);
+        // Each member's mean over its window, once the window holds
+        // `min_reads` reads (or one read and `window_ns_max`: a slow member
+        // reads few), then a new window.
+        let mut means: Vec<Option<u64>> = vec![None; n];
+        for (m, st) in self.members.iter_mut().enumerate() {
+            let (a, b) = (st.since, counters[m]);
+            if first || b.read_ops < a.read_ops || b.read_ns < a.read_ns {
+                (st.since, st.since_ns) = (b, now_ns);
+                continue;
+            }
+            let ops = b.read_ops - a.read_ops;
+            let long = now_ns.saturating_sub(st.since_ns) >= self.rule.window_ns_max;
+            if ops >= self.rule.min_reads || (ops >= 1 && long) {
+                means[m] = Some((b.read_ns - a.read_ns) / ops);
+                (st.since, st.since_ns) = (b, now_ns);
+            } else if long && ops == 0 {
+                st.since_ns = now_ns;
+            }
+        }
         let mut changes = Vec::new();
         // Holds that ended.
         for (m, st) in self.members.iter_mut().enumerate() {
             if st.until_ns.is_some_and(|u| now_ns >= u) {
                 *st = Standing {
                     returned: true,
+                    since: counters[m],
+                    since_ns: now_ns,
                     ..Standing::default()
                 };
                 changes.push(SitOutChange::In { member: m });
@@ -228,7 +254,11 @@ impl SitOut {
             .map(|m| {
                 (0..n)
                     .filter(|&j| j != m && live(j) && self.members[j].until_ns.is_none())
-                    .map(|j| means[j].unwrap_or(self.expected_ns[j]))
+                    .map(|j| {
+                        means[j]
+                            .or(self.members[j].recent_ns)
+                            .unwrap_or(self.expected_ns[j])
+                    })
                     .max()
                     .unwrap_or(u64::MAX)
             })
@@ -239,8 +269,12 @@ impl SitOut {
                 continue;
             }
             let st = &mut self.members[m];
-            let Some(lat) = means[m].filter(|_| live(m)) else {
+            if !live(m) {
                 st.strikes = 0;
+                continue;
+            }
+            // Not measured this look: its standing waits for its window.
+            let Some(lat) = means[m] else {
                 continue;
             };
             st.recent_ns = Some(lat);

@@ -364,6 +364,18 @@ pub struct RunConfig {
     /// this less 64 KiB of headers.
     #[serde(default)]
     pub log_size: Option<Size>,
+    /// Members slow for reads, as a failing disk is: `"2:10"` makes member
+    /// 2's reads take 10 times as long (several comma-separated).
+    #[serde(default)]
+    pub slow: Option<String>,
+    /// Slow-member sit-out (core `sitout`, the engine's rule): reads leave
+    /// out a member whose reads are outliers (default on).
+    #[serde(default = "d_true")]
+    pub sit_out: bool,
+}
+
+fn d_true() -> bool {
+    true
 }
 
 fn d_chunk() -> Size {

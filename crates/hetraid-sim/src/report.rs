@@ -218,6 +218,28 @@ pub struct Report {
     pub trims: u64,
     pub trim_bytes: u64,
     pub trim_discarded_bytes: u64,
+    /// Slow-member sit-out, when a member was slowed (`slow`) or sat out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sit_out: Option<SitOutReport>,
+}
+
+/// What the sit-out rule did in a run: the rule, and each sit-out.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SitOutReport {
+    pub rule: hetraid_core::sitout::SitOutRule,
+    pub events: Vec<SitOutEvent>,
+}
+
+/// One member sat out: when, why (its mean read latency against the
+/// slowest other member's), and when it came back (None: still out at
+/// the end).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SitOutEvent {
+    pub member: usize,
+    pub out_at_s: f64,
+    pub back_at_s: Option<f64>,
+    pub latency_ms: f64,
+    pub reference_ms: f64,
 }
 
 /// What the simulated write log did.

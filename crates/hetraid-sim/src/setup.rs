@@ -139,6 +139,36 @@ pub struct Setup {
     /// Rebuild only windows of each stream's stripes (`estimate`: the
     /// rebuild time of a large member from a sample on its real geometry).
     pub rebuild_sample: Option<RebuildSample>,
+    /// Read slowdown by member (1: none), from `slow`.
+    pub slow_reads: Vec<f64>,
+}
+
+/// `slow = "2:10,3:4"`: member 2's reads 10 times slower, member 3's 4.
+fn parse_slow(text: &str, members: usize) -> Result<Vec<f64>, String> {
+    let mut out = vec![1.0; members];
+    for part in text.split(',').map(str::trim) {
+        let parsed = part.split_once(':').and_then(|(m, f)| {
+            Some((
+                m.trim().parse::<usize>().ok()?,
+                f.trim().parse::<f64>().ok()?,
+            ))
+        });
+        match parsed {
+            Some((m, f)) if m < members && f >= 1.0 && f <= 1e6 => out[m] = f,
+            Some((m, _)) if m >= members => {
+                return Err(format!(
+                    "slow '{part}' names member {m}; members are 0 to {}",
+                    members - 1
+                ))
+            }
+            _ => {
+                return Err(format!(
+                    "slow '{part}' is not MEMBER:FACTOR with a factor from 1 to 1000000; write it like slow = \"2:10\""
+                ))
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// A systematic sample of a rebuild: `windows` runs of `window_stripes`
@@ -276,7 +306,12 @@ impl Setup {
         let log = log_setup(log_choice, layout.as_ref(), log_specs)?;
         check_reclaim_idle(cfg, log.as_ref())?;
         let read_policy = array.read_policy.unwrap_or_default();
+        let slow_reads = match &cfg.slow {
+            Some(t) => parse_slow(t, specs.len())?,
+            None => vec![1.0; specs.len()],
+        };
         let setup = Self {
+            slow_reads,
             read_policy,
             pace,
             grow,

@@ -5,6 +5,7 @@
 pub mod hdd;
 pub mod measured;
 pub mod ram;
+pub mod slow;
 pub mod ssd;
 
 use crate::kernel::{Ns, NS_PER_S};

@@ -173,6 +173,9 @@ impl Runner<'_> {
             let (m, offset, len) = self.jobs[j as usize].as_ref().unwrap().io_op(write, i);
             self.dev_pending[m] += 1;
             self.dev_head[m] = offset + len;
+            if !write {
+                self.read_started(m, now);
+            }
             self.devices[m].submit(
                 now,
                 crate::device::DevIo {

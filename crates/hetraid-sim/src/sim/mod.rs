@@ -12,6 +12,7 @@ mod log;
 mod rebuild;
 mod report;
 mod scrub;
+mod sitout;
 mod user;
 
 use log::{LogRun, LOG_TAG};
@@ -193,6 +194,8 @@ struct Runner<'a> {
     log_idle_reclaims: u64,
     /// HPDA: RAID4 writes waiting for the log to be emptied (a copy lost).
     after_reclaim: VecDeque<(Request, Ns)>,
+    /// Slow-member sit-out (None: off, or no redundancy).
+    sit_out: Option<sitout::SitOutRun>,
 }
 
 /// Run one simulation.
@@ -312,7 +315,14 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
     let mut devices: Vec<Box<dyn Device>> = s
         .specs
         .iter()
-        .map(|spec| build_device(s, spec, s.cfg.precondition))
+        .zip(&s.slow_reads)
+        .map(|(spec, &slow)| {
+            let d = build_device(s, spec, s.cfg.precondition)?;
+            Ok::<_, String>(match slow > 1.0 {
+                true => Box::new(crate::device::slow::SlowReads::new(d, slow)) as Box<dyn Device>,
+                false => d,
+            })
+        })
         .collect::<Result<_, _>>()?;
     let service = if s.policy == WritePolicy::Cost {
         devices.iter().map(|d| d.service_model()).collect()
@@ -364,7 +374,9 @@ pub fn run_setup(s: &Setup) -> Result<Report, String> {
             ..Default::default()
         })
     });
+    let sit_out = sitout::SitOutRun::new(s, &devices, s.specs.len());
     let r = Runner {
+        sit_out,
         log,
         hpda,
         hpda_look: None,
@@ -466,6 +478,14 @@ impl Runner<'_> {
                     self.started = started;
                     if tag != INTERNAL {
                         self.dev_pending[dev as usize] -= 1;
+                    }
+                    if tag != INTERNAL
+                        && tag != LOG_TAG
+                        && self.jobs[tag as usize]
+                            .as_ref()
+                            .is_some_and(|j| j.phase == Phase::Reads)
+                    {
+                        self.read_finished(dev as usize, now);
                     }
                     if tag == LOG_TAG {
                         self.log_op_done()?;

@@ -134,6 +134,7 @@ impl Runner<'_> {
             trims: self.trims,
             trim_bytes: self.trim_bytes,
             trim_discarded_bytes: self.trim_discarded_bytes,
+            sit_out: self.sit_out_report(),
         }
     }
 }

@@ -122,6 +122,9 @@ impl Runner<'_> {
     }
 
     pub(super) fn plan(&mut self, req: &Request) -> Result<RequestIo, String> {
+        if req.op == Op::Read {
+            self.sit_out_look();
+        }
         if req.op == Op::Read
             && self.s.read_policy != hetraid_core::readbalance::ReadPolicy::First
             && hetraid_core::readbalance::keeps_copies(self.s.layout.as_ref())

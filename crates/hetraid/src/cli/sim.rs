@@ -152,6 +152,14 @@ pub struct SimCmd {
     /// Size of each log device (default 64M).
     #[arg(long)]
     pub log_size: Option<Size>,
+    /// Members slow for reads, as a failing disk is: 2:10 makes member 2's
+    /// reads take 10 times as long (several comma-separated).
+    #[arg(long, value_name = "MEMBER:FACTOR")]
+    pub slow: Option<String>,
+    /// Slow-member sit-out: reads leave out a member whose reads are
+    /// outliers and rebuild its chunks from the others (default true).
+    #[arg(long, value_name = "BOOL")]
+    pub sit_out: Option<bool>,
     #[command(flatten)]
     pub params: crate::args::LayoutParamArgs,
     /// One JSON document on stdout (the contract shape, plus additions).

@@ -45,7 +45,10 @@ impl SimCmd {
              read_policy => read_policy, write_buffer => write_buffer, size_max => size_max,
              trim_fraction => trim_fraction, trim_size => trim_size,
              trace_limit => trace_limit, trace_loops => trace_loops, pace => pace,
-             reclaim_idle => reclaim_idle);
+             reclaim_idle => reclaim_idle, slow => slow);
+        if let Some(on) = self.sit_out {
+            c.sit_out = on;
+        }
         self.params.apply_to(&mut c);
         c.rebuild |= self.rebuild;
         c.scrub |= self.scrub;

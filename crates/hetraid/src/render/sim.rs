@@ -166,6 +166,25 @@ fn background(out: &mut String, r: &Report) {
             g.requests_held
         );
     }
+    if let Some(so) = &r.sit_out {
+        if so.events.is_empty() {
+            say!(out, "  sit-out: no member sat out");
+        }
+        for e in &so.events {
+            say!(
+                out,
+                "  sit-out: member {} out at {:.2} s (reads {:.2} ms against {:.2} ms), {}",
+                e.member,
+                e.out_at_s,
+                e.latency_ms,
+                e.reference_ms,
+                match e.back_at_s {
+                    Some(b) => format!("back at {b:.2} s"),
+                    None => "out to the end".into(),
+                }
+            );
+        }
+    }
     if let Some(c) = &r.copy_back {
         say!(out,
             "  copy-back of member {} onto a replacement: {:.2} s from {:.2} s{}, {} chunks, {} MB ({:.1} MB/s); user response during it {:.2} ms",
