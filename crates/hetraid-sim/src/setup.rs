@@ -154,7 +154,7 @@ fn parse_slow(text: &str, members: usize) -> Result<Vec<f64>, String> {
             ))
         });
         match parsed {
-            Some((m, f)) if m < members && f >= 1.0 && f <= 1e6 => out[m] = f,
+            Some((m, f)) if m < members && (1.0..=1e6).contains(&f) => out[m] = f,
             Some((m, _)) if m >= members => {
                 return Err(format!(
                     "slow '{part}' names member {m}; members are 0 to {}",

@@ -58,7 +58,7 @@ impl SlowReads {
     }
 
     /// Hand `io` to the device, noting the finish times it reports.
-    fn to_device(&mut self, now: Ns, io: DevIo, started: &mut Started) {
+    fn pass_on(&mut self, now: Ns, io: DevIo, started: &mut Started) {
         let mark = started.len();
         self.inner.submit(now, io, started);
         self.note(mark, started);
@@ -74,7 +74,7 @@ impl SlowReads {
 impl Device for SlowReads {
     fn submit(&mut self, now: Ns, io: DevIo, started: &mut Started) {
         if io.write {
-            return self.to_device(now, io, started);
+            return self.pass_on(now, io, started);
         }
         let extra = ((self.factor - 1.0) * self.model.service_ns(io.len) as f64) as Ns;
         let ready = now.max(self.stage_free) + extra;
@@ -92,7 +92,7 @@ impl Device for SlowReads {
         }
         while self.stage.front().is_some_and(|(at, _)| *at <= now) {
             let (_, io) = self.stage.pop_front().expect("a staged read");
-            self.to_device(now, io, started);
+            self.pass_on(now, io, started);
         }
     }
 
