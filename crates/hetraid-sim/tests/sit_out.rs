@@ -60,7 +60,9 @@ fn bad_slow_settings_are_refused_with_the_fix() {
         ("2", "MEMBER:FACTOR"),
         ("x:3", "MEMBER:FACTOR"),
     ] {
-        let e = run(&cfg("raid5", Some(bad), true)).err().expect(bad);
+        let Err(e) = run(&cfg("raid5", Some(bad), true)) else {
+            panic!("{bad} was taken")
+        };
         assert!(e.contains(says), "{bad}: {e}");
     }
 }
