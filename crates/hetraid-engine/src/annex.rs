@@ -70,9 +70,13 @@ pub enum EventKind {
     Reclaimed,
     /// `hetraid clear`: error counters set back to zero.
     Cleared,
+    /// A member left out of reads for its slow reads (core `sitout`).
+    SatOut,
+    /// A member sat out reads again.
+    SatIn,
 }
 
-const KINDS: [EventKind; 22] = [
+const KINDS: [EventKind; 24] = [
     EventKind::Created,
     EventKind::Failed,
     EventKind::Removed,
@@ -95,6 +99,8 @@ const KINDS: [EventKind; 22] = [
     EventKind::LogCopyReplaced,
     EventKind::Reclaimed,
     EventKind::Cleared,
+    EventKind::SatOut,
+    EventKind::SatIn,
 ];
 
 impl EventKind {
@@ -122,6 +128,8 @@ impl EventKind {
             Self::LogCopyReplaced => "log_copy_replaced",
             Self::Reclaimed => "reclaimed",
             Self::Cleared => "cleared",
+            Self::SatOut => "sat_out",
+            Self::SatIn => "sat_in",
         }
     }
 
@@ -214,6 +222,12 @@ impl Event {
                 format!("write log copy {a} replaced by {}", self.detail)
             }
             EventKind::Reclaimed => format!("write-back log reclaimed: {a} bytes"),
+            EventKind::SatOut => format!(
+                "{who} sat out for reads for {c} s: its reads took {} against {} (read from the others meanwhile)",
+                duration_text(a),
+                duration_text(b)
+            ),
+            EventKind::SatIn => format!("{who} serves reads again"),
             EventKind::Cleared => match self.slot {
                 Some(_) => {
                     format!("{who}: error counts cleared ({a} read, {b} write, {c} checksum)")
@@ -223,6 +237,14 @@ impl Event {
                 }
             },
         }
+    }
+}
+
+/// `ns` for people: ms above one, else µs.
+fn duration_text(ns: u64) -> String {
+    match ns >= 1_000_000 {
+        true => format!("{:.2} ms", ns as f64 / 1e6),
+        false => format!("{:.1} µs", ns as f64 / 1e3),
     }
 }
 

@@ -2264,6 +2264,27 @@ fn write_back_memory_stays_under_its_bound_on_a_1t_log() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr)
         .contains("--log-memory applies to arrays with a write-back log only"));
+    // Sit-out needs redundancy to read around a member: refused on RAID0,
+    // its members untouched.
+    let f = tempfile::tempdir().unwrap();
+    let r0 = create(f.path(), &["--layout", "raid0"], 2, "8M");
+    let before: Vec<Vec<u8>> = r0.iter().map(|m| std::fs::read(m).unwrap()).collect();
+    let o = hetraid(&argv(
+        "serve",
+        &r0,
+        &[
+            "--listen",
+            &format!("unix:{}/s", f.path().display()),
+            "--sit-out",
+            "on",
+        ],
+    ));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--sit-out applies to arrays with redundancy")
+    );
+    let after: Vec<Vec<u8>> = r0.iter().map(|m| std::fs::read(m).unwrap()).collect();
+    assert!(before == after, "a refused serve changed the members");
 }
 
 /// Issue 36: a log copy is replaced on a served array while fio writes;

@@ -400,6 +400,15 @@ impl ArrayCell {
         }
     }
 
+    /// Slow-member sit-out for a served array: a look of core's rule every
+    /// interval (`Array::sit_out_look`). `sleep` waits and says whether to
+    /// stop.
+    pub fn run_sit_out(&self, sleep: &dyn Fn(std::time::Duration) -> bool) {
+        while !sleep(self.current().sit_out_interval()) {
+            self.current().sit_out_look();
+        }
+    }
+
     /// MD's safe mode for a served array: a degraded array idle for a second
     /// is marked clean. `sleep` waits and says whether to stop.
     pub fn run_safe_mode(&self, sleep: &dyn Fn(std::time::Duration) -> bool) {

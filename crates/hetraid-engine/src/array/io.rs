@@ -60,7 +60,8 @@ impl Array {
     /// members' loads when reads balance over copies (core `readbalance`).
     #[inline]
     fn read_planner(&self) -> Planner<'_> {
-        let p = Planner::new(self.layout.as_ref(), WritePolicy::Md, Vec::new());
+        let p = Planner::new(self.layout.as_ref(), WritePolicy::Md, Vec::new())
+            .with_sat_out(self.sat_out());
         if self.balance_reads.load(Ordering::Relaxed) {
             p.with_reads(self.read_policy(), self.member_loads())
         } else {
@@ -82,7 +83,9 @@ impl Array {
         // Fast path: inside one chunk on an in-sync member, read it directly (no
         // plan, no stripe lock — as MD's chunk-aligned reads bypass the stripe cache).
         let len = buf.len() as u64;
-        let direct = if !self.hot.all_in_sync.load(Ordering::Acquire) {
+        let direct = if !self.hot.all_in_sync.load(Ordering::Acquire)
+            || self.hot.sat_out_any.load(Ordering::Relaxed)
+        {
             self.read_planner()
                 .direct_read(offset, len, &self.state.read().unwrap())
         } else if let Some(map) = &self.hot.direct_map {

@@ -41,6 +41,7 @@ mod io;
 mod lifecycle;
 mod living;
 mod restripe;
+mod sitout;
 mod writeback;
 pub use living::{ChangeProgress, ChangeReport};
 mod status;
@@ -229,6 +230,8 @@ pub(crate) struct ReadHot {
     pub(crate) io_seen: AtomicBool,
     /// The write log is in write-back mode (reads look it up first).
     pub(crate) write_back_log: bool,
+    /// Some member sits out reads (`Array::sat_out`).
+    pub(crate) sat_out_any: AtomicBool,
 }
 const _: () = assert!(
     std::mem::size_of::<ReadHot>() == 64,
@@ -326,6 +329,10 @@ pub struct Array {
     /// Write policy and per-member service models (fixed for the array's life).
     policy: WritePolicy,
     service: Vec<hetraid_core::ServiceModel>,
+    /// Slow-member sit-out: the rule's state (from the first look), and
+    /// the members sat out (bit m of the 128).
+    pub(crate) sit_out: Mutex<Option<sitout::SitOutState>>,
+    pub(crate) sat_out_mask: [std::sync::atomic::AtomicU64; 2],
 }
 
 /// The layout with the superblock's relocations applied.
@@ -421,6 +428,7 @@ impl Array {
 
     pub(crate) fn planner(&self) -> Planner<'_> {
         Planner::new(self.layout.as_ref(), self.policy, self.service.clone())
+            .with_sat_out(self.sat_out())
     }
 
     pub(crate) fn lock_stripes(

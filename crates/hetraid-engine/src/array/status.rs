@@ -156,6 +156,12 @@ pub struct MemberStatus {
     /// I/O since measuring started (a served array), for iostat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub io: Option<crate::iostat::IoStats>,
+    /// Sat out for reads (slow-member sit-out): for how many more ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sat_out_ms_left: Option<u64>,
+    /// Its mean read latency when the sit-out rule last measured it, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_latency_us: Option<u64>,
 }
 
 impl Array {
@@ -281,6 +287,8 @@ impl Array {
                         .measuring_since
                         .get()
                         .map(|_| self.hot.slots[i].io_stats()),
+                    sat_out_ms_left: self.sit_out_of(i).0,
+                    read_latency_us: self.sit_out_of(i).1,
                 })
                 .collect(),
             warnings: {

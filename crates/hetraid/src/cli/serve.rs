@@ -92,6 +92,11 @@ pub struct ServeCmd {
     /// eighth of the machine's memory, 64M..4G; at least 64M).
     #[arg(long, value_name = "SIZE", value_parser = crate::args::size)]
     pub memory_limit: Option<u64>,
+    /// Slow-member sit-out (default on): a member whose reads are far
+    /// slower than a reconstruction from the others is left out of reads
+    /// for a minute (it keeps taking writes; events and status say so).
+    #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
+    pub sit_out: Option<String>,
     /// The log on stderr: human lines, or one JSON object per line (with
     /// the fields of each event: array, event, slot, path, seq).
     #[arg(long, default_value = "human", value_parser = ["human", "json"])]

@@ -64,6 +64,13 @@ impl ServeCmd {
                 }
             }
         }
+        if self.sit_out.is_some() && first.layout().redundancy().tolerance() == 0 {
+            return Err(format!(
+                "--sit-out applies to arrays with redundancy (reads around a member need it); this {} array has none",
+                first.layout().name()
+            )
+            .into());
+        }
         // Start as decided: members not given (with --degraded) recorded
         // missing before any client writes.
         first.commit().map_err(IntoFailure::failure)?;
@@ -337,12 +344,22 @@ impl ServeCmd {
             let (cell, stop) = (cell.clone(), stop.clone());
             std::thread::spawn(move || cell.run_safe_mode(&|d| stop.sleep(d)))
         };
+        // Slow-member sit-out: core's rule looks at the members' reads.
+        let sit_out_thread = (self.sit_out.as_deref() != Some("off")).then(|| {
+            let (cell, stop) = (cell.clone(), stop.clone());
+            std::thread::spawn(move || cell.run_sit_out(&|d| stop.sleep(d)))
+        });
         Services {
-            threads: [Some(ctl_thread), Some(spare_thread), Some(safe_mode_thread)]
-                .into_iter()
-                .chain([change_thread, reclaim_thread])
-                .flatten()
-                .collect(),
+            threads: [
+                Some(ctl_thread),
+                Some(spare_thread),
+                Some(safe_mode_thread),
+                sit_out_thread,
+            ]
+            .into_iter()
+            .chain([change_thread, reclaim_thread])
+            .flatten()
+            .collect(),
         }
     }
 

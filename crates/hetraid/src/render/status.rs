@@ -111,6 +111,13 @@ fn actions(v: &Status, held: bool) -> Vec<String> {
         _ => {}
     }
     for m in &v.member_states {
+        if m.sat_out_ms_left.is_some() {
+            todo.push(format!(
+                "member {} ({}) is sat out for reads (its reads are far slower than the others'; they are read around it): check the device (smartctl -a, iostat)",
+                m.device,
+                last(m)
+            ));
+        }
         if m.read_errors + m.write_errors + m.checksum_errors > 0 {
             todo.push(format!(
                 "member {} ({}) saw {} read, {} write and {} checksum errors: check the device (smartctl -a), hetraid scrub {given}, then hetraid clear {given} --member {}",
@@ -369,6 +376,16 @@ fn members(out: &mut String, v: &Status) {
                 c as f64 * 100.0 / stripes.max(1) as f64
             ),
             None => String::new(),
+        };
+        let progress = match m.sat_out_ms_left {
+            Some(ms) => format!(
+                "{progress}  (sat out for reads, {} s left{})",
+                ms.div_ceil(1000),
+                m.read_latency_us
+                    .map(|u| format!(": reads took {:.2} ms", u as f64 / 1000.0))
+                    .unwrap_or_default()
+            ),
+            None => progress,
         };
         say!(
             out,
