@@ -174,9 +174,11 @@ impl Planner<'_> {
         let rmw_ok = written.0 & failed.0 == 0;
         let rcw_ok = not_full.0 & failed.0 == 0;
         let use_rmw = match (rmw_ok, rcw_ok) {
-            (true, true) => {
-                stripe_pref.unwrap_or_else(|| self.prefer_rmw(sp, rmw_reads, rcw_reads, write))
-            }
+            (true, true) => self
+                .avoid_sat_out(sp, rmw_reads, rcw_reads)
+                .unwrap_or_else(|| {
+                    stripe_pref.unwrap_or_else(|| self.prefer_rmw(sp, rmw_reads, rcw_reads, write))
+                }),
             (true, false) => true,
             (false, true) => false,
             (false, false) => {
@@ -204,6 +206,24 @@ impl Planner<'_> {
                 ColSet::default(),
             )
         })
+    }
+
+    /// With members sat out for reads (core `sitout`): the strategy whose
+    /// reads leave them out when only one does (Some(true): RMW), else None.
+    fn avoid_sat_out(&self, sp: &StripePlan, rmw: ColSet, rcw: ColSet) -> Option<bool> {
+        if self.sat_out.is_empty() {
+            return None;
+        }
+        let touches = |reads: ColSet| {
+            reads
+                .iter()
+                .any(|c| self.sat_out.contains(sp.columns[c].loc.member))
+        };
+        match (touches(rmw), touches(rcw)) {
+            (true, false) => Some(false),
+            (false, true) => Some(true),
+            _ => None,
+        }
     }
 
     pub(super) fn prefer_rmw(
