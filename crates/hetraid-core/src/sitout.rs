@@ -13,16 +13,18 @@
 //! their planner ([`crate::plan::Planner::sat_out`]). Nothing here reads a
 //! clock.
 //!
-//! A member `m` is an outlier in an interval when it served at least
-//! `min_reads` reads there and their mean latency is at least `floor_ns`
+//! Each member is measured over a window: once it holds `min_reads` reads
+//! (or one read and `window_ns_max`, for a member that reads few), the mean
+//! latency of its reads there is its measure, and a new window starts. A
+//! member is an outlier in a window when that mean is at least `floor_ns`
 //! and `ratio` times the reference: the slowest of the other live members
-//! (measured in the interval, or what its kind should deliver when it read
+//! (their last measure, or what their kind should deliver when they read
 //! too little) — a reconstruction waits for the slowest column it reads,
 //! so this is "reconstructing is cheaper", and the mean includes the time
 //! reads queued, so a queue far deeper than the others' counts too. After
-//! `strikes` outlying intervals in a row it is sat out for `hold_ns`; a
-//! member that comes back and is an outlier in its first measured interval
-//! goes out again without waiting for the strikes. At most as many members
+//! `strikes` outlying windows in a row it is sat out for `hold_ns`; a
+//! member that comes back and is an outlier in its first window goes out
+//! again without waiting for the strikes. At most as many members
 //! sit out as the layout tolerates failures beyond those already failed,
 //! worst first; a failure ends the sit-outs that would leave a stripe
 //! unreadable without them.
