@@ -42,3 +42,33 @@ pub fn drain() {
         let _ = rustix::io::read(f, &mut [0u8; 8]);
     }
 }
+
+/// "User I/O came after an idle spell": a second process-wide eventfd, for
+/// watchers that only matter while users do I/O (the slow-member sit-out
+/// looker) and wait on it instead of waking on a timer while idle.
+static IO: OnceLock<Option<OwnedFd>> = OnceLock::new();
+
+fn io_efd() -> Option<&'static OwnedFd> {
+    IO.get_or_init(|| eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK).ok())
+        .as_ref()
+}
+
+/// The descriptor that is readable once user I/O came after a watcher
+/// said it waits (None: no eventfd; watchers then look on a timer).
+pub fn io_fd() -> Option<RawFd> {
+    io_efd().map(|f| f.as_raw_fd())
+}
+
+/// Note user I/O to a waiting watcher.
+pub(crate) fn io_resumed() {
+    if let Some(f) = io_efd() {
+        let _ = rustix::io::write(f, &1u64.to_ne_bytes());
+    }
+}
+
+/// Take what [`io_resumed`] noted (a watcher does this before it waits).
+pub fn drain_io() {
+    if let Some(f) = io_efd() {
+        let _ = rustix::io::read(f, &mut [0u8; 8]);
+    }
+}

@@ -2,8 +2,8 @@
 //! (core `sitout`): a RAID5 whose member 2 takes 2 ms per read (a
 //! `SlowMember`) among members that answer in microseconds. Looked at every
 //! interval while readers run, member 2 is sat out (an event says so),
-//! reads then never touch it and return the same bytes, and their p99
-//! drops; with every member healthy nothing is sat out.
+//! reads then never touch it and return the same bytes (their p99 before
+//! and after is printed); with every member healthy nothing is sat out.
 
 mod common;
 use common::*;
@@ -120,12 +120,12 @@ fn a_member_slow_for_reads_is_sat_out_and_read_around() {
     });
     assert_eq!(member_reads(&a, 2), reads_2, "sat-out member 2 was read");
     assert!(after.len() > 100, "{} reads", after.len());
+    // For the record (not asserted: no timing thresholds in tests).
     let (b, f) = (p99(before), p99(after));
     eprintln!(
         "p99 read: {b:?} before the sit-out, {f:?} after ({:.1}x)",
         b.as_secs_f64() / f.as_secs_f64()
     );
-    assert!(b >= 3 * f, "p99 {b:?} before, {f:?} after");
     // It still takes writes.
     let writes_2 = a.status().member_states[2].io.map_or(0, |io| io.write_ops);
     a.write(0, &Rng(7).bytes(MIB as usize)).unwrap();

@@ -540,6 +540,14 @@ fn reproductions_run_and_keep_their_published_direction() {
     assert!(get("RAIDH / RAID5, best size") > 1.3);
     assert!(get("degraded RAID4S / RAID5, best size below 128K") > 1.0);
     assert!(get("RAID4S / RAID4 on the OLTP traces") > 2.0);
+    // Issue 41: sit-out cuts the p99 read at least threefold with one member
+    // 10x slower, and changes nothing when all are healthy.
+    assert!(get("RAID5 p99 read, without / with sit-out, member 2 10x slower") >= 3.0);
+    assert!(get("RAIDX5 p99 read, without / with sit-out, member 2 10x slower") >= 3.0);
+    assert_eq!(
+        get("RAID5 throughput, healthy, with / without sit-out"),
+        1.0
+    );
     assert!(get("RAID5 / S2-RAID5 (spare) rebuild time, offline") > 2.5);
     // Issue 17: under MD's default limits, one pair per subRAID, the online
     // gain is the streams' (3 x 4/3); held to one pair it is the bytes'.

@@ -1,8 +1,9 @@
 //! Slow-member sit-out on a served array (issue 41), as `scripts/sit-out.sh`
 //! runs it with this build's binary: member 2 of a RAID5 reads in 5 ms
 //! (nbdkit's delay filter behind nbdfuse), fio reads over NBD with sit-out
-//! off and on. Status and events name member 2, and the p99 read latency is
-//! at least 3 times lower with sit-out.
+//! off and on. Status and events name member 2, and it served under 1 % of
+//! the reads while sat out (the p99s are printed, not asserted: no timing
+//! thresholds in tests).
 //!
 //! It needs /dev/fuse (not a client `.ci/run` can install): without it the
 //! test says so and returns; nbdkit, nbdfuse and fio are required with `CI`
@@ -45,13 +46,18 @@ fn a_slow_member_is_sat_out_on_a_served_array() {
             "'{said}' not in:\n{stdout}\n{stderr}"
         );
     }
-    let ratio: f64 = stdout
+    // Reads went around member 2 once it sat out: it served a sliver of
+    // them (those before the rule's three windows). Counts, not times: the
+    // p99s and their ratio are printed for the record (`--nocapture`).
+    let (m2, all): (u64, u64) = stdout
         .lines()
-        .find_map(|l| l.strip_prefix("p99 ratio: "))
-        .and_then(|r| r.trim_end_matches('x').parse().ok())
-        .unwrap_or_else(|| panic!("no ratio in:\n{stdout}"));
+        .find_map(|l| l.split_once("member 2: "))
+        .and_then(|(_, r)| r.split_once(" of "))
+        .and_then(|(a, b)| Some((a.parse().ok()?, b.trim().parse().ok()?)))
+        .unwrap_or_else(|| panic!("no member reads in:\n{stdout}"));
+    eprintln!("{stdout}");
     assert!(
-        ratio >= 3.0,
-        "p99 only {ratio}x lower with sit-out:\n{stdout}"
+        m2 * 100 < all,
+        "member 2 served {m2} of {all} reads:\n{stdout}"
     );
 }

@@ -401,11 +401,20 @@ impl ArrayCell {
     }
 
     /// Slow-member sit-out for a served array: a look of core's rule every
-    /// interval (`Array::sit_out_look`). `sleep` waits and says whether to
-    /// stop.
-    pub fn run_sit_out(&self, sleep: &dyn Fn(std::time::Duration) -> bool) {
+    /// interval (`Array::sit_out_look`) while users do I/O; idle, it waits
+    /// for their next request (`wait_io`, on `changes::io_fd`). `sleep` and
+    /// `wait_io` wait and say whether to stop.
+    pub fn run_sit_out(
+        &self,
+        sleep: &dyn Fn(std::time::Duration) -> bool,
+        wait_io: &dyn Fn() -> bool,
+    ) {
         while !sleep(self.current().sit_out_interval()) {
-            self.current().sit_out_look();
+            let a = self.current();
+            a.sit_out_look();
+            if a.sit_out_idle() && wait_io() {
+                break;
+            }
         }
     }
 

@@ -232,6 +232,8 @@ pub(crate) struct ReadHot {
     pub(crate) write_back_log: bool,
     /// Some member sits out reads (`Array::sat_out`).
     pub(crate) sat_out_any: AtomicBool,
+    /// The sit-out looker waits for user I/O (`changes::io_fd`).
+    pub(crate) sit_out_waits: AtomicBool,
 }
 const _: () = assert!(
     std::mem::size_of::<ReadHot>() == 64,
@@ -333,6 +335,8 @@ pub struct Array {
     /// the members sat out (bit m of the 128).
     pub(crate) sit_out: Mutex<Option<sitout::SitOutState>>,
     pub(crate) sat_out_mask: [std::sync::atomic::AtomicU64; 2],
+    /// Member reads counted at the last look (`Array::sit_out_idle`).
+    pub(crate) sit_out_reads_seen: std::sync::atomic::AtomicU64,
 }
 
 /// The layout with the superblock's relocations applied.
@@ -530,6 +534,9 @@ impl Array {
         }
         if !self.hot.io_seen.load(Ordering::Relaxed) {
             self.hot.io_seen.store(true, Ordering::Relaxed);
+        }
+        if self.hot.sit_out_waits.load(Ordering::Relaxed) {
+            self.wake_sit_out();
         }
     }
 

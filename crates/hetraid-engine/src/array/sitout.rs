@@ -103,6 +103,30 @@ impl Array {
         changes
     }
 
+    /// Nothing to look at until users do I/O again: no member read since the
+    /// last call and none sat out. When so, the looker is woken by the
+    /// next user request (`changes::io_fd` becomes readable): an idle
+    /// server's sit-out thread sleeps without a timer.
+    pub fn sit_out_idle(&self) -> bool {
+        let reads: u64 = self.hot.slots.iter().map(|s| s.io_stats().read_ops).sum();
+        let before = self.sit_out_reads_seen.swap(reads, Ordering::Relaxed);
+        let idle = reads == before && self.sat_out().is_empty();
+        if idle {
+            crate::changes::drain_io();
+            self.hot.sit_out_waits.store(true, Ordering::Relaxed);
+        }
+        idle
+    }
+
+    /// User I/O came while the looker waits: wake it (once).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn wake_sit_out(&self) {
+        if self.hot.sit_out_waits.swap(false, Ordering::Relaxed) {
+            crate::changes::io_resumed();
+        }
+    }
+
     /// Member `m` sits out reads: for how many more ms, and its mean read
     /// latency in µs when it was last measured.
     pub fn sit_out_of(&self, m: usize) -> (Option<u64>, Option<u64>) {

@@ -347,7 +347,16 @@ impl ServeCmd {
         // Slow-member sit-out: core's rule looks at the members' reads.
         let sit_out_thread = (self.sit_out.as_deref() != Some("off")).then(|| {
             let (cell, stop) = (cell.clone(), stop.clone());
-            std::thread::spawn(move || cell.run_sit_out(&|d| stop.sleep(d)))
+            std::thread::spawn(move || {
+                let wait_io = || match hetraid_engine::changes::io_fd() {
+                    Some(fd) => {
+                        hetraid_nbd::stop::wait_readable(&[fd], &stop, None);
+                        stop.is_set()
+                    }
+                    None => stop.sleep(std::time::Duration::from_secs(1)),
+                };
+                cell.run_sit_out(&|d| stop.sleep(d), &wait_io)
+            })
         });
         Services {
             threads: [
