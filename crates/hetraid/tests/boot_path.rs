@@ -29,18 +29,7 @@ fn from_bare_disks_to_a_mounted_filesystem_by_name() {
             return;
         }
     }
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/boot-path.sh");
-    let out = std::process::Command::new("bash")
-        .arg(script)
-        .env("HETRAID", env!("CARGO_BIN_EXE_hetraid"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "boot-path.sh failed:\n{stdout}\n{stderr}"
-    );
+    let (stdout, stderr) = common::run_script("boot-path.sh", &[]);
     for said in [
         "mkfs: mkfs.ext4 -b 4096 -E stride=16,stripe_width=48 /dev/loop",
         "files: intact, degraded",

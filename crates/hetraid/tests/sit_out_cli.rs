@@ -22,19 +22,7 @@ fn a_slow_member_is_sat_out_on_a_served_array() {
             return;
         }
     }
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/sit-out.sh");
-    let out = std::process::Command::new("bash")
-        .arg(script)
-        .env("HETRAID", env!("CARGO_BIN_EXE_hetraid"))
-        .env("SECONDS_EACH", "5")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "sit-out.sh failed:\n{stdout}\n{stderr}"
-    );
+    let (stdout, stderr) = common::run_script("sit-out.sh", &[("SECONDS_EACH", "5")]);
     for said in [
         "member 2 (",
         "sat out for reads, ",

@@ -198,3 +198,19 @@ pub fn serve_with(members: &[String], sock: &std::path::Path, extra: &[&str]) ->
     }
     Served(child)
 }
+
+/// Run `scripts/NAME` with this build's binary (`HETRAID`) and `env`; the
+/// test fails, with both outputs, if it does. Its (stdout, stderr).
+pub fn run_script(name: &str, env: &[(&str, &str)]) -> (String, String) {
+    let script = format!("{}/../../scripts/{name}", env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new("bash")
+        .arg(script)
+        .env("HETRAID", env!("CARGO_BIN_EXE_hetraid"))
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{name} failed:\n{stdout}\n{stderr}");
+    (stdout, stderr)
+}
