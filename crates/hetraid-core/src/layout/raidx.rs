@@ -98,6 +98,33 @@ pub struct RaidX {
     /// last bundle (empty: every bundle is `c` wide).
     starts: Vec<u64>,
     data_starts: Vec<u64>,
+    /// Bundles widened by a grow after they were placed: their new data
+    /// chunks, in logical order after the data placed before them.
+    widened: Option<Box<Widened>>,
+}
+
+/// Data chunks bundles gained after they were placed (a grow of a
+/// variable-width RAIDX, `raidx_widths::plan_grow`). Each took the next
+/// logical chunk when it was added, so no byte the array held moves: the
+/// logical order is the bundles' first data (`data_starts`, counted with
+/// the widenings before them) interleaved with these.
+#[derive(Debug, Clone, Default)]
+struct Widened {
+    /// Per bundle, its data chunks when it was placed.
+    base_data: Vec<u32>,
+    /// In logical order: (logical chunk, bundle, data index).
+    chunks: Vec<(u64, u64, u32)>,
+    /// (bundle, data index) -> logical chunk.
+    logical: std::collections::HashMap<(u64, u32), u64>,
+}
+
+/// A bundle's data chunk a grow added, as a table keeps it: taken after the
+/// first `after_bundles` bundles' data (and the widenings before it), by
+/// bundle `bundle`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Widening {
+    pub after_bundles: u64,
+    pub bundle: u64,
 }
 
 impl RaidX {
@@ -148,6 +175,7 @@ impl RaidX {
             parity_at: Vec::new(),
             starts: Vec::new(),
             data_starts: Vec::new(),
+            widened: None,
         })
     }
 
@@ -188,6 +216,7 @@ impl RaidX {
             parity_at: Vec::new(),
             starts: Vec::new(),
             data_starts: Vec::new(),
+            widened: None,
         };
         x.place_variable(&places);
         Ok(x)
@@ -209,6 +238,71 @@ impl RaidX {
             let before = *self.data_starts.last().expect("starts at 0");
             self.data_starts.push(before + data);
         }
+    }
+
+    /// Bundles widened after they were placed: `widenings` in logical order
+    /// (each one data chunk of its bundle, the bundle's last data chunks in
+    /// order). Replaces the logical order [`RaidX::place_variable`] made.
+    pub fn with_widenings(mut self, widenings: &[Widening]) -> Result<Self, LayoutError> {
+        self.widen(widenings)?;
+        Ok(self)
+    }
+
+    fn widen(&mut self, widenings: &[Widening]) -> Result<(), LayoutError> {
+        if widenings.is_empty() {
+            self.widened = None;
+            return Ok(());
+        }
+        let bundles = self.stripe_count();
+        let mut extra = vec![0u32; bundles as usize];
+        for w in widenings {
+            if w.bundle >= bundles || w.after_bundles > bundles {
+                return Err(LayoutError::Invalid(format!(
+                    "a widening of bundle {} after {} bundles, of {bundles}",
+                    w.bundle, w.after_bundles
+                )));
+            }
+            extra[w.bundle as usize] += 1;
+        }
+        let mut base_data = Vec::with_capacity(bundles as usize);
+        for b in 0..bundles {
+            let data = super::raidx_widths::data_in_bundle(self.level, self.width(b)) as u32;
+            let base = data.checked_sub(extra[b as usize]).filter(|&d| d > 0);
+            base_data.push(base.ok_or_else(|| {
+                LayoutError::Invalid(format!("bundle {b} was widened more than it holds"))
+            })?);
+        }
+        let mut w = Widened {
+            base_data,
+            ..Default::default()
+        };
+        let mut next_index = w.base_data.clone();
+        let (mut logical, mut wi) = (0u64, 0usize);
+        self.data_starts = Vec::with_capacity(bundles as usize + 1);
+        for b in 0..=bundles {
+            // Widenings taken after b bundles' data.
+            while let Some(x) = widenings.get(wi).filter(|x| x.after_bundles == b) {
+                let i = &mut next_index[x.bundle as usize];
+                w.chunks.push((logical, x.bundle, *i));
+                w.logical.insert((x.bundle, *i), logical);
+                *i += 1;
+                logical += 1;
+                wi += 1;
+            }
+            self.data_starts.push(logical);
+            if b < bundles {
+                logical += w.base_data[b as usize] as u64;
+            }
+        }
+        if wi != widenings.len() {
+            return Err(LayoutError::Invalid(
+                "widenings out of logical order".into(),
+            ));
+        }
+        // `data_starts`' last entry is the capacity in chunks.
+        *self.data_starts.last_mut().expect("an entry") = logical;
+        self.widened = Some(Box::new(w));
+        Ok(())
     }
 
     /// [`RaidX::variable`] with parity weights (see [`RaidX::with_weights`]).
@@ -523,6 +617,9 @@ impl Layout for RaidX {
         Some(self.stripe_count())
     }
     fn data_in_stripe(&self, s: u64) -> usize {
+        if self.widened.is_some() {
+            return super::raidx_widths::data_in_bundle(self.level, self.width(s));
+        }
         match self.data_starts.get(s as usize + 1) {
             Some(&end) => (end - self.data_starts[s as usize]) as usize,
             None => self.data_per_stripe(),
@@ -533,11 +630,22 @@ impl Layout for RaidX {
             let (q, r) = super::divmod(logical_chunk, self.data_per_stripe() as u64);
             return (q, r as usize);
         }
+        if let Some(w) = &self.widened {
+            let i = w.chunks.partition_point(|x| x.0 < logical_chunk);
+            if let Some(&(_, b, d)) = w.chunks.get(i).filter(|x| x.0 == logical_chunk) {
+                return (b, d as usize);
+            }
+        }
         // The last bundle starting at or before the chunk.
         let s = self.data_starts.partition_point(|&d| d <= logical_chunk) - 1;
         (s as u64, (logical_chunk - self.data_starts[s]) as usize)
     }
     fn logical_chunk(&self, stripe: u64, data_index: usize) -> u64 {
+        if let Some(w) = &self.widened {
+            if data_index as u32 >= w.base_data[stripe as usize] {
+                return w.logical[&(stripe, data_index as u32)];
+            }
+        }
         match self.data_starts.get(stripe as usize) {
             Some(&d) => d + data_index as u64,
             None => stripe * self.data_per_stripe() as u64 + data_index as u64,

@@ -55,6 +55,9 @@ pub struct Table {
     pub caps: Vec<u64>,
     /// RAIDX5/6 with weights: each bundle's P position (empty: rotation).
     pub parity_at: Vec<u8>,
+    /// Variable widths: data chunks bundles gained after they were placed,
+    /// in logical order (`RaidX::with_widenings`).
+    pub widened: Vec<super::raidx::Widening>,
 }
 
 /// What one change does to a table.
@@ -69,6 +72,10 @@ pub struct ChangePlan {
     pub caps_after: Vec<u64>,
     /// Lost chunks (moves from `lost`) are rebuilt from their bundles.
     pub lost: Option<usize>,
+    /// Variable widths: bundles that gain a data chunk, and where; zeroed
+    /// before they join (their parity holds as it is), after every data
+    /// chunk the table held.
+    pub widened: Vec<(u64, Place)>,
 }
 
 /// The RAIDX parameters a table is read with.
@@ -91,7 +98,8 @@ impl Table {
             p.c,
             p.level,
             self.parity_at.clone(),
-        )
+        )?
+        .with_widenings(&self.widened)
     }
 }
 
@@ -117,6 +125,7 @@ impl History {
             places: x.places(),
             caps: self.initial.clone(),
             parity_at: x.parity_positions().to_vec(),
+            widened: Vec::new(),
         };
         for ch in &self.changes {
             let plan = plan_change(&t, *ch, p)?;
@@ -168,13 +177,13 @@ fn weights_for(w: &[u64], n: usize) -> &[u64] {
     }
 }
 
-/// Why an array whose bundle widths vary cannot change its members (yet).
-pub const VARIABLE_WIDTHS_DO_NOT_CHANGE: &str = "this raidx chooses each bundle's width where it is placed (created without --chunks-per-bundle); adding or removing members of such an array is not supported yet: copy its data to an array of the new members";
+/// Why an array whose bundle widths vary cannot lose a member (yet).
+pub const VARIABLE_WIDTHS_DO_NOT_SHRINK: &str = "this raidx chooses each bundle's width where it is placed (created without --chunks-per-bundle); removing a member of such an array is not supported yet (adding one or enlarging one is): copy its data to an array of the new members";
 
 /// Plan `change` on table `t`.
 pub fn plan_change(t: &Table, change: Change, p: &Params<'_>) -> Result<ChangePlan, LayoutError> {
     if p.c == 0 {
-        return Err(LayoutError::Invalid(VARIABLE_WIDTHS_DO_NOT_CHANGE.into()));
+        return plan_variable_change(t, change, p);
     }
     match change {
         Change::Grow { slot, chunks } => {
@@ -209,6 +218,7 @@ pub fn plan_change(t: &Table, change: Change, p: &Params<'_>) -> Result<ChangePl
                 added: g.added,
                 caps_after: caps,
                 lost: None,
+                widened: Vec::new(),
             })
         }
         Change::Remove { slot, keep_bundles } => {
@@ -221,9 +231,63 @@ pub fn plan_change(t: &Table, change: Change, p: &Params<'_>) -> Result<ChangePl
                 added: Vec::new(),
                 caps_after: caps,
                 lost: Some(slot),
+                widened: Vec::new(),
             })
         }
     }
+}
+
+/// The capacities after a grow of slot `slot` to `chunks` chunks.
+fn grown_caps(t: &Table, slot: usize, chunks: u64) -> Result<Vec<u64>, LayoutError> {
+    let mut caps = t.caps.clone();
+    if slot > caps.len() {
+        return Err(LayoutError::Invalid(format!(
+            "slot {slot} does not follow the {} slots of the array",
+            caps.len()
+        )));
+    }
+    if slot == caps.len() {
+        caps.push(chunks);
+    } else if chunks < caps[slot] {
+        return Err(LayoutError::Invalid(format!(
+            "slot {slot} would shrink from {} to {chunks} chunks: a grow only adds room",
+            caps[slot]
+        )));
+    } else {
+        caps[slot] = chunks;
+    }
+    Ok(caps)
+}
+
+/// A change of a table whose bundle widths vary: a grow widens bundles and
+/// places new ones (`raidx_widths::plan_grow`), moving nothing.
+fn plan_variable_change(
+    t: &Table,
+    change: Change,
+    p: &Params<'_>,
+) -> Result<ChangePlan, LayoutError> {
+    let Change::Grow { slot, chunks } = change else {
+        return Err(LayoutError::Invalid(VARIABLE_WIDTHS_DO_NOT_SHRINK.into()));
+    };
+    let caps = grown_caps(t, slot, chunks)?;
+    let level = p.level.unwrap_or(RaidXLevel::X5);
+    let g =
+        super::raidx_widths::plan_grow(&t.places, &caps, level).map_err(LayoutError::Invalid)?;
+    if (t.places.len() + g.added.len()) as u64 > super::raidx::MAX_BUNDLES {
+        return Err(LayoutError::Invalid(format!(
+            "{} bundles exceed the {} limit of the in-memory table; use a larger chunk",
+            t.places.len() + g.added.len(),
+            super::raidx::MAX_BUNDLES
+        )));
+    }
+    Ok(ChangePlan {
+        keep_bundles: t.places.len() as u64,
+        moves: Vec::new(),
+        added: g.added,
+        caps_after: caps,
+        lost: None,
+        widened: g.widened,
+    })
 }
 
 impl ChangePlan {
@@ -250,6 +314,7 @@ impl ChangePlan {
             places,
             caps,
             parity_at,
+            widened: t.widened.clone(),
         }
     }
 
@@ -257,6 +322,9 @@ impl ChangePlan {
     pub fn finish(&self, t: &Table, p: &Params<'_>) -> Table {
         let mut out = self.partial(t, self.moves.len());
         out.caps = self.caps_after.clone();
+        if !self.widened.is_empty() {
+            self.widen(&mut out, p);
+        }
         out.places.extend(self.added.iter().cloned());
         if !out.parity_at.is_empty() {
             let w = weights_for(p.weights, out.caps.len());
@@ -271,9 +339,10 @@ impl ChangePlan {
             }
             for b in self.keep_bundles as usize..out.places.len() {
                 let ps = &out.places[b];
-                let rotation = p.c - 1 - b % p.c;
+                let c = ps.len();
+                let rotation = c - 1 - b % c;
                 let weight = |i: usize| w.get(ps[i].0).copied().unwrap_or(0);
-                let pos = (0..p.c)
+                let pos = (0..c)
                     .max_by(|&i, &j| {
                         let l = weight(i) as u128 * (held[ps[j].0] + 1) as u128;
                         let r = weight(j) as u128 * (held[ps[i].0] + 1) as u128;
@@ -287,6 +356,40 @@ impl ChangePlan {
             }
         }
         out
+    }
+
+    /// Apply the widenings to `out` (the table before the added bundles):
+    /// parity positions made explicit (a rotation follows the width, which
+    /// changes), each new chunk the bundle's last data chunk — appended
+    /// (RAIDX0/5: data in position order, P kept where it is), or put just
+    /// before P (RAIDX6: data runs from after Q round to P, so P and Q shift
+    /// one on) — and its logical place after all the table held.
+    fn widen(&self, out: &mut Table, p: &Params<'_>) {
+        let level = p.level.unwrap_or(RaidXLevel::X5);
+        let parity = matches!(level, RaidXLevel::X5 | RaidXLevel::X6);
+        if parity && out.parity_at.is_empty() {
+            out.parity_at = out
+                .places
+                .iter()
+                .enumerate()
+                .map(|(b, ps)| (ps.len() - 1 - b % ps.len()) as u8)
+                .collect();
+        }
+        let after = out.places.len() as u64;
+        for &(b, place) in &self.widened {
+            let ps = &mut out.places[b as usize];
+            if level == RaidXLevel::X6 {
+                let at = out.parity_at[b as usize] as usize;
+                ps.insert(at, place);
+                out.parity_at[b as usize] += 1;
+            } else {
+                ps.push(place);
+            }
+            out.widened.push(super::raidx::Widening {
+                after_bundles: after,
+                bundle: b,
+            });
+        }
     }
 
     /// The moves in crash-safe batches: a batch ends before a move that
@@ -395,6 +498,93 @@ mod tests {
             });
             let (now, _) = h.current(&p).unwrap();
             super::super::raidx_grow::check_table(&now.places, &now.caps, 3).unwrap();
+        }
+    }
+
+    /// Variable widths (issue 41): grows by an added member and an enlarged
+    /// one widen bundles and place new ones; every logical chunk the array
+    /// held stays on the same member at the same offset (nothing moves), the
+    /// logical map is a bijection, and the capacity reaches the new bound.
+    #[test]
+    fn a_variable_table_grows_in_place_to_the_bound() {
+        use crate::layout::Layout;
+        for level in [RaidXLevel::X0, RaidXLevel::X5, RaidXLevel::X6] {
+            let p = Params {
+                chunk: 4096,
+                c: 0,
+                level: Some(level),
+                weights: &[],
+            };
+            let mut h = History::new(vec![40, 40, 60, 60, 120]);
+            let mut before = h.completed(&p).unwrap().layout(&p).unwrap();
+            for ch in [
+                Change::Grow {
+                    slot: 5,
+                    chunks: 120,
+                },
+                Change::Grow {
+                    slot: 0,
+                    chunks: 90,
+                },
+                Change::Grow {
+                    slot: 6,
+                    chunks: 30,
+                },
+            ] {
+                h.changes.push(ch);
+                let t = h.completed(&p).unwrap();
+                super::super::raidx_grow::check_table(&t.places, &t.caps, 0).unwrap();
+                let after = t.layout(&p).unwrap();
+                let bound = super::super::raidx_widths::capacity_bound(&t.caps, level);
+                let cap = after.capacity_bytes() / 4096;
+                assert!(
+                    cap <= bound && cap + t.caps.len() as u64 >= bound,
+                    "{level:?}: {cap} of {bound}"
+                );
+                let loc = |l: &RaidX, c: u64| {
+                    let (s, i) = l.locate_chunk(c);
+                    assert_eq!(l.logical_chunk(s, i), c, "{level:?}: chunk {c}");
+                    l.data_loc(s, i)
+                };
+                for c in 0..before.capacity_bytes() / 4096 {
+                    assert_eq!(
+                        loc(&before, c),
+                        loc(&after, c),
+                        "{level:?}: chunk {c} moved"
+                    );
+                }
+                let mut seen = std::collections::HashSet::new();
+                for c in 0..cap {
+                    assert!(
+                        seen.insert(loc(&after, c)),
+                        "{level:?}: two chunks at one place"
+                    );
+                }
+                // Each stripe's data and parity are on distinct members.
+                for s in 0..after.stripe_count() {
+                    let st = after.stripe(s);
+                    let mut m: Vec<usize> =
+                        st.data.iter().chain(&st.parity).map(|l| l.member).collect();
+                    let n = m.len();
+                    m.sort_unstable();
+                    m.dedup();
+                    assert_eq!(m.len(), n, "{level:?}: stripe {s}");
+                    assert_eq!(st.data.len(), after.data_in_stripe(s));
+                }
+                before = after;
+            }
+            // Removing a member of a variable table is refused, saying why.
+            let t = h.completed(&p).unwrap();
+            let e = plan_change(
+                &t,
+                Change::Remove {
+                    slot: 1,
+                    keep_bundles: 1,
+                },
+                &p,
+            )
+            .unwrap_err();
+            assert!(e.to_string().contains("not supported yet"), "{e}");
         }
     }
 
