@@ -19,7 +19,8 @@ fn raidx(level: &str, c: usize) -> hetraid_engine::CreateOptions {
     let mut o = opts("raidx", CHUNK);
     o.layout = LayoutOptions {
         name: "raidx".into(),
-        chunks_per_bundle: Some(c),
+        // 0: widths chosen per bundle (no --chunks-per-bundle).
+        chunks_per_bundle: (c > 0).then_some(c),
         raidx_level: Some(level.into()),
         ..Default::default()
     };
@@ -220,10 +221,34 @@ fn changes_killed_at_any_write_resume_and_lose_nothing() {
     }
 }
 
+/// The same for RAIDX whose bundle widths vary (issue 41): a grow widens
+/// bundles and places new ones; killed anywhere, run again, it reaches the
+/// bound of the new member set with every byte in place.
+#[test]
+fn variable_width_grows_killed_at_any_write_resume_and_lose_nothing() {
+    let mut died = 0;
+    for seed in 0..60u64 {
+        let r = std::panic::catch_unwind(|| crash_cycle_with(seed, true));
+        match r {
+            Ok(d) => died += d as u32,
+            Err(_) => panic!("crash cycle failed: replay with seed {seed} (variable widths)"),
+        }
+    }
+    assert!(died >= 30, "only {died} of 60 grows were killed part-way");
+}
+
 fn crash_cycle(seed: u64) {
+    crash_cycle_with(seed, false);
+}
+
+/// One cycle; whether the kill came before the change ended.
+fn crash_cycle_with(seed: u64, variable: bool) -> bool {
     let mut rng = Rng(seed * 7919 + 1);
-    let (level, c) = LEVELS[1 + (seed % 4) as usize];
-    let grow = seed.is_multiple_of(2);
+    let (level, c) = match variable {
+        true => (["5", "6", "0"][(seed % 3) as usize], 0),
+        false => LEVELS[1 + (seed % 4) as usize],
+    };
+    let grow = variable || seed.is_multiple_of(2);
     let death = Arc::new(Death::never());
     let chunks = [30u64, 30, 24, 24, 24, 50];
     let (f, mut devs) = rig(seed, &chunks, &death);
@@ -240,10 +265,15 @@ fn crash_cycle(seed: u64) {
     let caps: Vec<u64> = (0..5)
         .map(|i| if i == 2 { 0 } else { chunks[i] - 1 })
         .collect();
-    let keep = hetraid_core::layout::max_bundles(&caps, c).min(bundles) * bundle_bytes;
+    let keep = match grow {
+        true => 0,
+        false => hetraid_core::layout::max_bundles(&caps, c).min(bundles) * bundle_bytes,
+    };
     let torn = rng.below(2) == 0;
     // Die somewhere in the change (most changes take a few hundred writes).
-    death.after(1 + rng.below(200) as i64);
+    // (A variable-width grow moves nothing: it zeroes the chunks it adds
+    // and writes the tables, a few dozen writes.)
+    death.after(1 + rng.below(if variable { 40 } else { 200 }) as i64);
     let lost_slot = 2;
     // A remove re-places the chunks of a member that is gone.
     let given: Vec<Arc<dyn Member>> = devs
@@ -295,6 +325,27 @@ fn crash_cycle(seed: u64) {
     assert!(read_all(&a)[..n] == data[..n], "seed {seed}: data lost");
     assert_eq!(a.scrub(None).unwrap().mismatches, 0, "seed {seed}");
     assert_eq!(a.out_members(true), 0, "seed {seed}");
+    if variable {
+        let caps: Vec<u64> = a
+            .superblock()
+            .roles
+            .iter()
+            .map(|r| r.data_size / CHUNK)
+            .collect();
+        let lvl = hetraid_core::layout::RaidXLevel::parse(level).unwrap();
+        let bound = hetraid_core::layout::raidx_widths::capacity_bound(&caps, lvl);
+        assert_eq!(
+            a.capacity(),
+            bound * CHUNK,
+            "seed {seed}: RAIDX{level} at its bound"
+        );
+        // The bytes past what was written read back as written now.
+        let more = rng.bytes((a.capacity() as usize).saturating_sub(data.len()));
+        a.write(data.len() as u64, &more).unwrap();
+        let all = read_all(&a);
+        assert!(all[data.len()..] == more[..], "seed {seed}: new space");
+    }
+    died
 }
 
 /// A member fails part-way through a RAIDX grow: the array reads every byte

@@ -297,3 +297,53 @@ fn status_test_exits_with_the_arrays_health() {
     assert_eq!(c, 2);
     assert!(err.contains("--test applies to status"), "{err}");
 }
+
+/// Issue 41: a RAIDX whose bundle widths vary (no --chunks-per-bundle)
+/// grows by a member to the capacity bound of the new set, every byte in
+/// place, and again when a member is replaced by a larger one (`--size
+/// max`); `status` says it holds the whole bound; removing a member is
+/// refused, nothing changed.
+#[test]
+fn a_raidx_of_varying_widths_grows_to_the_new_bound() {
+    let d = tempfile::tempdir().unwrap();
+    let m = files(d.path(), &[8, 8, 12, 12, 24, 24]);
+    let old = m[..5].to_vec();
+    create(&old, &["--layout", "raidx", "--raidx-level", "5"]);
+    let data = fill(&old, 41);
+    let (code, out, err) = hetraid(&args("grow", &old, &["--add", &m[5], "--json"]));
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["moves"], 0, "nothing moves: {v}");
+    let st = json(&args("status", &m, &["--json"]));
+    let cap = st["capacity_bytes"].as_u64().unwrap();
+    assert_eq!(Some(cap), st["capacity_bound_bytes"].as_u64(), "{st}");
+    assert!(
+        cap as usize > data.len() * 3 / 2,
+        "{cap} after {}",
+        data.len()
+    );
+    assert!(read(&m, data.len()) == data, "bytes moved");
+    let more = fill(&m, 42);
+    // Member 0 replaced by a larger one (its file made longer).
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&m[0])
+        .unwrap()
+        .set_len(40 << 20)
+        .unwrap();
+    let (code, _, err) = hetraid(&args("grow", &m, &["--size", "max"]));
+    assert_eq!(code, 0, "{err}");
+    let st = json(&args("status", &m, &["--json"]));
+    let cap2 = st["capacity_bytes"].as_u64().unwrap();
+    assert!(cap2 > cap, "{cap} -> {cap2}");
+    assert_eq!(Some(cap2), st["capacity_bound_bytes"].as_u64(), "{st}");
+    assert!(read(&m, more.len()) == more, "bytes moved");
+    let (code, out, _) = hetraid(&args("scrub", &m, &[]));
+    assert_eq!(code, 0);
+    assert!(out.contains(" 0 mismatched"), "{out}");
+    let before = sums(&m);
+    let (code, _, err) = hetraid(&args("shrink", &m, &["--member", "1", "--size", "1M"]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not supported yet"), "{err}");
+    assert!(sums(&m) == before, "a refused shrink changed a member");
+}

@@ -161,7 +161,6 @@ pub fn plan_grow(
             level.number()
         ));
     }
-    let n = caps.len();
     let mut used: Vec<Vec<bool>> = caps.iter().map(|&c| vec![false; c as usize]).collect();
     for (b, ps) in places.iter().enumerate() {
         for &(m, slot) in ps {
@@ -180,8 +179,8 @@ pub fn plan_grow(
         .collect();
     let mut widths: Vec<usize> = places.iter().map(Vec::len).collect();
     let mut plan = VariableGrow::default();
-    for m in 0..n {
-        if free[m].is_empty() {
+    for (m, free_m) in free.iter_mut().enumerate() {
+        if free_m.is_empty() {
             continue;
         }
         let mut lacking: Vec<usize> = (0..places.len())
@@ -189,7 +188,7 @@ pub fn plan_grow(
             .collect();
         lacking.sort_by_key(|&b| (widths[b], b));
         for b in lacking {
-            let Some(slot) = free[m].pop_front() else {
+            let Some(slot) = free_m.pop_front() else {
                 break;
             };
             widths[b] += 1;

@@ -288,6 +288,11 @@ impl Array {
         }
         check_changeable(&a, &sb)?;
         let params = RaidxParams::of(&sb)?;
+        if params.c == 0 {
+            return Err(EngineError::Refused(
+                hetraid_core::layout::raidx_history::VARIABLE_WIDTHS_DO_NOT_SHRINK.into(),
+            ));
+        }
         let n = sb.roles.len();
         if slot >= n {
             return Err(EngineError::Refused(format!(
@@ -416,11 +421,6 @@ pub(super) fn record_pending(
 
 /// Refuse a change on an array it cannot run on.
 pub(super) fn check_changeable(a: &Array, sb: &Superblock) -> Result<()> {
-    if RaidxParams::of(sb)?.c == 0 {
-        return Err(EngineError::Refused(
-            hetraid_core::layout::raidx_history::VARIABLE_WIDTHS_DO_NOT_CHANGE.into(),
-        ));
-    }
     if !sb.bundle_table {
         return Err(EngineError::Refused(
             "this RAIDX array was created before members kept bundle tables; it cannot change its members (create it again with this hetraid)".into(),

@@ -300,22 +300,26 @@ impl Array {
             self.persist(&mut sb)?;
             batches_run += 1;
         }
+        // New bundles, and the chunks bundles gain (variable widths), are
+        // zeroed before the table that names them is written: their parity
+        // holds as it is.
+        let widened: Vec<Vec<(usize, u64)>> = plan.widened.iter().map(|w| vec![w.1]).collect();
         self.zero_added_bundles(&plan.added, chunk, &usable)?;
+        self.zero_added_bundles(&widened, chunk, &usable)?;
         let after = plan.finish(t, &p);
         // Every member's table, then the superblock that makes it the truth
         // (while the change is pending, assembly does not check tables).
         write_tables(raw, &sb0, &after.places, &usable)?;
         hist.pending = None;
         hist.changes.push(pend.change);
-        let k = params.c
-            - match params.level {
-                RaidXLevel::X0 => 0,
-                RaidXLevel::X1 => params.c - 1,
-                RaidXLevel::X5 => 1,
-                RaidXLevel::X6 => 2,
-                RaidXLevel::X10 => params.c / 2,
-            };
-        let bundle_bytes = chunk * k as u64;
+        // Data per bundle: the widest bundle's, as the layout counts it.
+        let layout_before = t
+            .layout(&p)
+            .map_err(|e| EngineError::Refused(e.to_string()))?;
+        let layout_after = after
+            .layout(&p)
+            .map_err(|e| EngineError::Refused(e.to_string()))?;
+        let bundle_bytes = chunk * layout_after.data_per_stripe() as u64;
         let bundles_after = after.places.len() as u64;
         {
             let mut sb = self.sb.lock().unwrap();
@@ -343,8 +347,8 @@ impl Array {
             rebuilt,
             bundles_before: t.places.len() as u64,
             bundles_after,
-            capacity_before: t.places.len() as u64 * bundle_bytes,
-            capacity_after: bundles_after * bundle_bytes,
+            capacity_before: layout_before.capacity_bytes(),
+            capacity_after: layout_after.capacity_bytes(),
             seconds: start.elapsed().as_secs_f64(),
         }))
     }

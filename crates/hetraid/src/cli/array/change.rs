@@ -13,8 +13,10 @@ pub struct GrowCmd {
     #[arg(long)]
     pub degraded: bool,
     /// The new member (PATH[:hdd|ssd|nvram]): RAIDX moves chunks onto it so
-    /// the array holds the most bundles the members allow. Without --add,
-    /// a grow or shrink cut short (a crash) is finished.
+    /// the array holds the most bundles the members allow (a RAIDX of
+    /// varying widths widens its bundles onto it instead, to the capacity
+    /// bound, moving nothing). Without --add, a grow or shrink cut short (a
+    /// crash) is finished.
     #[arg(long, value_name = "NEW")]
     pub add: Option<String>,
     /// RAIDH: the parity weights after the grow, one per member (a member
