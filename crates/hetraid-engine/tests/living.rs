@@ -222,8 +222,9 @@ fn changes_killed_at_any_write_resume_and_lose_nothing() {
 }
 
 /// The same for RAIDX whose bundle widths vary (issue 41): a grow widens
-/// bundles and places new ones; killed anywhere, run again, it reaches the
-/// bound of the new member set with every byte in place.
+/// bundles and places new ones (mirrors: moves chunks onto the new member
+/// and pairs); killed anywhere, run again, it reaches the bound of the new
+/// member set with every byte in place.
 #[test]
 fn variable_width_grows_killed_at_any_write_resume_and_lose_nothing() {
     let mut died = 0;
@@ -245,7 +246,7 @@ fn crash_cycle(seed: u64) {
 fn crash_cycle_with(seed: u64, variable: bool) -> bool {
     let mut rng = Rng(seed * 7919 + 1);
     let (level, c) = match variable {
-        true => (["5", "6", "0"][(seed % 3) as usize], 0),
+        true => (["5", "6", "0", "1", "10"][(seed % 5) as usize], 0),
         false => LEVELS[1 + (seed % 4) as usize],
     };
     let grow = variable || seed.is_multiple_of(2);
@@ -271,9 +272,9 @@ fn crash_cycle_with(seed: u64, variable: bool) -> bool {
     };
     let torn = rng.below(2) == 0;
     // Die somewhere in the change (most changes take a few hundred writes).
-    // (A variable-width grow moves nothing: it zeroes the chunks it adds
-    // and writes the tables, a few dozen writes.)
-    death.after(1 + rng.below(if variable { 40 } else { 200 }) as i64);
+    // (A variable-width grow zeroes the chunks it adds and writes the
+    // tables, and mirrors move a few chunks: tens of writes.)
+    death.after(1 + rng.below(if variable { 60 } else { 200 }) as i64);
     let lost_slot = 2;
     // A remove re-places the chunks of a member that is gone.
     let given: Vec<Arc<dyn Member>> = devs

@@ -260,7 +260,8 @@ fn grown_caps(t: &Table, slot: usize, chunks: u64) -> Result<Vec<u64>, LayoutErr
 }
 
 /// A change of a table whose bundle widths vary: a grow widens bundles and
-/// places new ones (`raidx_widths::plan_grow`), moving nothing.
+/// places new ones (`raidx_widths::plan_grow`), moving nothing but, for
+/// mirrors, chunks onto the member with room.
 fn plan_variable_change(
     t: &Table,
     change: Change,
@@ -282,7 +283,7 @@ fn plan_variable_change(
     }
     Ok(ChangePlan {
         keep_bundles: t.places.len() as u64,
-        moves: Vec::new(),
+        moves: g.moves,
         added: g.added,
         caps_after: caps,
         lost: None,

@@ -135,6 +135,9 @@ pub struct VariableGrow {
     pub widened: Vec<(u64, Place)>,
     /// Bundles placed in what is left, as [`place`] places them.
     pub added: Vec<Vec<Place>>,
+    /// Mirrors: chunks moved onto the member with room, so that pairs can
+    /// form with the slots they leave (in order, before `added` join).
+    pub moves: Vec<super::raidx_grow::Move>,
 }
 
 /// Grow a table placed by [`place`] (and grown by this since) to the
@@ -155,12 +158,6 @@ pub fn plan_grow(
     level: RaidXLevel,
 ) -> Result<VariableGrow, String> {
     let (_, copies) = redundancy(level);
-    if copies > 1 {
-        return Err(format!(
-            "RAIDX{} keeps copies in pairs: growing one whose widths vary is not supported yet",
-            level.number()
-        ));
-    }
     let mut used: Vec<Vec<bool>> = caps.iter().map(|&c| vec![false; c as usize]).collect();
     for (b, ps) in places.iter().enumerate() {
         for &(m, slot) in ps {
@@ -177,6 +174,9 @@ pub fn plan_grow(
         .iter()
         .map(|u| (0..u.len() as u64).filter(|&s| !u[s as usize]).collect())
         .collect();
+    if copies > 1 {
+        return Ok(grow_pairs(places, free));
+    }
     let mut widths: Vec<usize> = places.iter().map(Vec::len).collect();
     let mut plan = VariableGrow::default();
     for (m, free_m) in free.iter_mut().enumerate() {
@@ -206,6 +206,54 @@ pub fn plan_grow(
         );
     }
     Ok(plan)
+}
+
+/// Mirrors (pairs) grown into the `free` slots: a pair of the two members
+/// with the most free slots while two have some (as [`place`]); then, while
+/// one member alone has two or more, a pair without it gives it a chunk
+/// (moved there) and the slot that chunk leaves pairs with another of its
+/// slots: one pair more for two of its slots, the greedy that pairs the
+/// largest member with all the others.
+fn grow_pairs(
+    places: &[Vec<Place>],
+    mut free: Vec<std::collections::VecDeque<u64>>,
+) -> VariableGrow {
+    let mut plan = VariableGrow::default();
+    let mut table = places.to_vec();
+    // Bounded: each round uses two free slots, or ends.
+    loop {
+        let mut with: Vec<usize> = (0..free.len()).filter(|&m| !free[m].is_empty()).collect();
+        with.sort_by(|&a, &b| free[b].len().cmp(&free[a].len()).then(a.cmp(&b)));
+        match with[..] {
+            [a, b, ..] => {
+                let pair = vec![(a.min(b), 0), (a.max(b), 0)]
+                    .into_iter()
+                    .map(|(m, _)| (m, free[m].pop_front().expect("free")))
+                    .collect();
+                plan.added.push(pair);
+            }
+            [m] if free[m].len() >= 2 => {
+                let Some(b) = (0..table.len()).find(|&b| table[b].iter().all(|p| p.0 != m)) else {
+                    break;
+                };
+                let (pos, from) = (0, table[b][0]);
+                let to = (m, free[m].pop_front().expect("free"));
+                plan.moves.push(super::raidx_grow::Move {
+                    bundle: b as u64,
+                    pos,
+                    from,
+                    to,
+                });
+                table[b][pos] = to;
+                let other = (m, free[m].pop_front().expect("two free"));
+                let mut pair = vec![from, other];
+                pair.sort_unstable();
+                plan.added.push(pair);
+            }
+            _ => break,
+        }
+    }
+    plan
 }
 
 /// The capacity bound of the RAIDX `spec` describes, in bytes, with what it
@@ -316,6 +364,10 @@ mod tests {
     fn grown(places: &[Vec<Place>], after: &[u64], level: RaidXLevel) -> Vec<Vec<Place>> {
         let g = plan_grow(places, after, level).unwrap();
         let mut out = places.to_vec();
+        for m in &g.moves {
+            assert_eq!(out[m.bundle as usize][m.pos], m.from);
+            out[m.bundle as usize][m.pos] = m.to;
+        }
         for &(b, p) in &g.widened {
             out[b as usize].push(p);
         }
@@ -348,13 +400,14 @@ mod tests {
         /// Random sequences of adding a member or enlarging one, from any
         /// 2..16 members of sizes spread up to 100x: after every step the
         /// table is valid and within 0.99 of the bound for the new sizes
-        /// (RAIDX0, 5 and 6; mirrors do not widen).
+        /// (every level: mirrors gain pairs, moving chunks onto the member
+        /// with room).
         #[test]
         fn growing_keeps_the_bound(
             sizes in prop::collection::vec(100u64..10_000, 2..=12),
             steps in prop::collection::vec((any::<bool>(), 0usize..16, 100u64..10_000), 1..5),
         ) {
-            for level in [RaidXLevel::X0, RaidXLevel::X5, RaidXLevel::X6] {
+            for level in LEVELS {
                 let mut caps = sizes.clone();
                 let mut t = place(&caps, level);
                 for &(add, m, size) in &steps {

@@ -240,10 +240,11 @@ impl Array {
         let chunk = sb0.chunk_bytes;
         let mut places = plan.partial(t, pend.moves_done as usize).places;
         let parity_at = t.parity_at.clone();
-        let p_at = |b: usize| -> usize {
+        // Bundle b's P position, by its width (widths vary without c).
+        let p_at = |b: usize, width: usize| -> usize {
             parity_at
                 .get(b)
-                .map_or(params.c - 1 - b % params.c, |&x| x as usize)
+                .map_or_else(|| width - 1 - b % width, |&x| x as usize)
         };
         let st = self.state();
         let usable = |m: usize| {
@@ -268,8 +269,9 @@ impl Array {
                         .read_at(&mut buf, self.data_off() + m.from.1 * chunk)
                         .map_err(|e| io_err(self.hot.slots[m.from.0].as_ref(), e))?;
                 } else {
+                    let width = places[b].len();
                     let roles =
-                        hetraid_core::layout::position_roles(params.level, params.c, p_at(b));
+                        hetraid_core::layout::position_roles(params.level, width, p_at(b, width));
                     self.rebuild_chunk(&places[b], &roles, m.pos, &usable, &mut buf)?;
                     rebuilt += 1;
                 }
