@@ -369,13 +369,10 @@ pub struct RunConfig {
     #[serde(default)]
     pub slow: Option<String>,
     /// Slow-member sit-out (core `sitout`, the engine's rule): reads leave
-    /// out a member whose reads are outliers (default on).
-    #[serde(default = "d_true")]
-    pub sit_out: bool,
-}
-
-fn d_true() -> bool {
-    true
+    /// out a member whose reads are outliers (default on where the layout
+    /// has redundancy; `true` on one without is an error).
+    #[serde(default)]
+    pub sit_out: Option<bool>,
 }
 
 fn d_chunk() -> Size {

@@ -306,6 +306,12 @@ impl Setup {
         let log = log_setup(log_choice, layout.as_ref(), log_specs)?;
         check_reclaim_idle(cfg, log.as_ref())?;
         let read_policy = array.read_policy.unwrap_or_default();
+        if cfg.sit_out == Some(true) && layout.redundancy().tolerance() == 0 {
+            return Err(format!(
+                "sit_out (--sit-out) applies to layouts with redundancy (reads around a member need it); {} has none: leave it out",
+                layout.name()
+            ));
+        }
         let slow_reads = match &cfg.slow {
             Some(t) => parse_slow(t, specs.len())?,
             None => vec![1.0; specs.len()],

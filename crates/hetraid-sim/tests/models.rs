@@ -767,7 +767,7 @@ fn raid1_random_reads_spread_over_the_copies() {
         c.read_policy = policy.map(String::from);
         // The policies alone: sit-out would send `first`'s queue (all on
         // member 0, eight deep) to another copy.
-        c.sit_out = false;
+        c.sit_out = Some(false);
         hetraid_sim::run(&c).unwrap()
     };
     let first = run(Some("first"));

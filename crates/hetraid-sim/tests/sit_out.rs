@@ -17,7 +17,7 @@ fn cfg(layout: &str, slow: Option<&str>, sit_out: bool) -> RunConfig {
     c.total = Some(Size(16 << 20));
     c.seed = 7;
     c.slow = slow.map(str::to_string);
-    c.sit_out = sit_out;
+    c.sit_out = Some(sit_out);
     c
 }
 
@@ -54,6 +54,12 @@ fn healthy_members_are_never_sat_out_and_the_run_is_unchanged() {
 
 #[test]
 fn bad_slow_settings_are_refused_with_the_fix() {
+    let mut c = cfg("raid0", None, true);
+    c.members = "caviar-black-640*2".into();
+    let Err(e) = run(&c) else {
+        panic!("sit_out on raid0 was taken")
+    };
+    assert!(e.contains("applies to layouts with redundancy"), "{e}");
     for (bad, says) in [
         ("9:10", "members are 0 to 4"),
         ("2:0.5", "MEMBER:FACTOR"),

@@ -36,7 +36,7 @@ impl SitOutRun {
     /// when the run turned it off or the layout has no redundancy.
     pub(super) fn new(s: &Setup, devices: &[Box<dyn Device>], members: usize) -> Option<Self> {
         let tolerance = s.layout.redundancy().tolerance();
-        if !s.cfg.sit_out || tolerance == 0 {
+        if s.cfg.sit_out == Some(false) || tolerance == 0 {
             return None;
         }
         let expected = devices[..members]

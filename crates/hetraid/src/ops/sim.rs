@@ -46,8 +46,8 @@ impl SimCmd {
              trim_fraction => trim_fraction, trim_size => trim_size,
              trace_limit => trace_limit, trace_loops => trace_loops, pace => pace,
              reclaim_idle => reclaim_idle, slow => slow);
-        if let Some(on) = self.sit_out {
-            c.sit_out = on;
+        if self.sit_out.is_some() {
+            c.sit_out = self.sit_out;
         }
         self.params.apply_to(&mut c);
         c.rebuild |= self.rebuild;
