@@ -75,12 +75,7 @@ fn adding_a_member_keeps_every_byte_and_grows_to_the_most_bundles() {
         let a = Array::assemble(all.clone()).unwrap();
         assert_eq!(a.capacity(), r.capacity_after);
         // The most bundles the five members allow.
-        let caps: Vec<u64> = a
-            .superblock()
-            .roles
-            .iter()
-            .map(|x| x.data_size / CHUNK)
-            .collect();
+        let caps = chunk_caps(&a, CHUNK);
         assert_eq!(
             a.layout().stripe_count(),
             hetraid_core::layout::max_bundles(&caps, *c),
@@ -327,12 +322,7 @@ fn crash_cycle_with(seed: u64, variable: bool) -> bool {
     assert_eq!(a.scrub(None).unwrap().mismatches, 0, "seed {seed}");
     assert_eq!(a.out_members(true), 0, "seed {seed}");
     if variable {
-        let caps: Vec<u64> = a
-            .superblock()
-            .roles
-            .iter()
-            .map(|r| r.data_size / CHUNK)
-            .collect();
+        let caps = chunk_caps(&a, CHUNK);
         let lvl = hetraid_core::layout::RaidXLevel::parse(level).unwrap();
         let bound = hetraid_core::layout::raidx_widths::capacity_bound(&caps, lvl);
         assert_eq!(

@@ -257,12 +257,7 @@ fn raidx_with_widths_per_bundle_holds_the_bound_and_its_bytes() {
             ..Default::default()
         };
         let a = Array::create(members.clone(), &o).unwrap();
-        let caps: Vec<u64> = a
-            .superblock()
-            .roles
-            .iter()
-            .map(|r| r.data_size / chunk)
-            .collect();
+        let caps = chunk_caps(&a, chunk);
         let lvl = hetraid_core::layout::RaidXLevel::parse(level).unwrap();
         assert_eq!(
             a.capacity(),

@@ -187,23 +187,7 @@ pub fn plan_change(t: &Table, change: Change, p: &Params<'_>) -> Result<ChangePl
     }
     match change {
         Change::Grow { slot, chunks } => {
-            if slot > t.caps.len() {
-                return Err(LayoutError::Invalid(format!(
-                    "slot {slot} does not follow the {} slots of the array",
-                    t.caps.len()
-                )));
-            }
-            let mut caps = t.caps.clone();
-            if slot == caps.len() {
-                caps.push(chunks);
-            } else if chunks < caps[slot] {
-                return Err(LayoutError::Invalid(format!(
-                    "slot {slot} would shrink from {} to {chunks} chunks: a grow only adds room",
-                    caps[slot]
-                )));
-            } else {
-                caps[slot] = chunks;
-            }
+            let caps = grown_caps(t, slot, chunks)?;
             let most = super::raidx::max_bundles(&caps, p.c);
             if most > super::raidx::MAX_BUNDLES {
                 return Err(LayoutError::Invalid(format!(

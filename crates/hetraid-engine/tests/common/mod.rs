@@ -208,3 +208,12 @@ pub fn rebuild_unthrottled(a: &hetraid_engine::Array) {
     )
     .unwrap();
 }
+
+/// Each slot's data area in chunks of `chunk` (what a RAIDX table spans).
+pub fn chunk_caps(a: &hetraid_engine::Array, chunk: u64) -> Vec<u64> {
+    a.superblock()
+        .roles
+        .iter()
+        .map(|r| r.data_size / chunk)
+        .collect()
+}
