@@ -196,14 +196,7 @@ pub fn plan_change(t: &Table, change: Change, p: &Params<'_>) -> Result<ChangePl
                 )));
             }
             let g = plan_grow(&t.places, &caps, p.c)?;
-            Ok(ChangePlan {
-                keep_bundles: t.places.len() as u64,
-                moves: g.moves,
-                added: g.added,
-                caps_after: caps,
-                lost: None,
-                widened: Vec::new(),
-            })
+            Ok(ChangePlan::grow(t, caps, g.moves, g.added, Vec::new()))
         }
         Change::Remove { slot, keep_bundles } => {
             let r = plan_remove(&t.places, &t.caps, p.c, slot, keep_bundles)?;
@@ -265,17 +258,28 @@ fn plan_variable_change(
             super::raidx::MAX_BUNDLES
         )));
     }
-    Ok(ChangePlan {
-        keep_bundles: t.places.len() as u64,
-        moves: g.moves,
-        added: g.added,
-        caps_after: caps,
-        lost: None,
-        widened: g.widened,
-    })
+    Ok(ChangePlan::grow(t, caps, g.moves, g.added, g.widened))
 }
 
 impl ChangePlan {
+    /// A grow of `t` to `caps`: every bundle kept, none lost.
+    fn grow(
+        t: &Table,
+        caps: Vec<u64>,
+        moves: Vec<Move>,
+        added: Vec<Vec<Place>>,
+        widened: Vec<(u64, Place)>,
+    ) -> Self {
+        Self {
+            keep_bundles: t.places.len() as u64,
+            moves,
+            added,
+            caps_after: caps,
+            lost: None,
+            widened,
+        }
+    }
+
     /// `t` with the first `done` moves (bundles past `keep_bundles`
     /// dropped: a remove starts by shrinking; added bundles join only at
     /// the end). Caps: the larger of before and after, so a slot being
