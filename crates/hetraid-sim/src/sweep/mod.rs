@@ -397,6 +397,13 @@ pub fn metric(r: &Report, name: &str) -> Option<f64> {
 ///   decimals (default 2).
 ///
 /// An expression that names nothing the run has is an error.
+/// The label `x_labels` gives x value `v`, if any (notes may name an x
+/// value by it: `{RAID5@10x}` where the value is `2:10`).
+fn x_label<'a>(c: &'a SweepConfig, v: &Value) -> Option<&'a str> {
+    let i = c.x_values.iter().position(|x| x == v)?;
+    c.x_labels.as_ref()?.get(i).map(String::as_str)
+}
+
 pub fn render_note(
     c: &SweepConfig,
     out: &[Outcome],
@@ -438,7 +445,7 @@ pub fn render_note(
             .iter()
             .find(|o| {
                 o.point.series == series.trim()
-                    && value_label(&o.point.x) == x
+                    && (value_label(&o.point.x) == x || x_label(c, &o.point.x) == Some(x))
                     && grid.iter().all(|(k, v)| {
                         o.point
                             .grid
