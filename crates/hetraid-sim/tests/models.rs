@@ -131,6 +131,7 @@ fn small_ssd() -> SsdParams {
         gc_free_percent: None,
         gc_occupies: Default::default(),
         multiplane: Default::default(),
+        interface_mbps: None,
     }
 }
 
@@ -1143,4 +1144,55 @@ fn ssd_prefetch_hints_change_nothing() {
         plain.1,
         hinted.1
     );
+}
+
+/// Issue 42: an SSD's host interface (`interface_mbps`) caps what crosses
+/// it: 1 MiB sequential writes then reads at eight outstanding run at the
+/// interface's rate when the flash behind it is faster, and at the flash's
+/// without the limit.
+#[test]
+fn an_ssd_interface_caps_sequential_transfers() {
+    let run = |limit: Option<f64>| {
+        let mut p = DeviceSpec::lookup("x25e-64").unwrap().ssd.unwrap();
+        p.interface_mbps = limit;
+        p.validate().unwrap();
+        let mut d = Ssd::new(p);
+        let mut rates = Vec::new();
+        for write in [true, false] {
+            let (n, len) = (64u64, 1u64 << 20);
+            let mut started = Vec::new();
+            // Reads long after the writes (the device idle again).
+            let t0 = if write { 0 } else { 1_000_000_000_000u64 };
+            for i in 0..n {
+                d.submit(
+                    t0,
+                    DevIo {
+                        tag: i,
+                        write,
+                        offset: i * len,
+                        len,
+                    },
+                    &mut started,
+                );
+            }
+            let end = started.iter().map(|s| s.1).max().unwrap();
+            rates.push((n * len) as f64 / ((end - t0) as f64 / 1e9) / 1e6);
+        }
+        rates
+    };
+    let free = run(None);
+    let capped = run(Some(100.0));
+    eprintln!("x25e-64 writes/reads MB/s: {free:.0?} unlimited, {capped:.1?} at 100 MB/s");
+    for (i, what) in ["writes", "reads"].iter().enumerate() {
+        assert!(free[i] > 150.0, "{what}: {:.0} MB/s unlimited", free[i]);
+        assert!(
+            (90.0..=100.5).contains(&capped[i]),
+            "{what}: {:.1} MB/s through a 100 MB/s interface ({:.0} unlimited)",
+            capped[i],
+            free[i]
+        );
+    }
+    let mut bad = DeviceSpec::lookup("x25e-64").unwrap().ssd.unwrap();
+    bad.interface_mbps = Some(0.0);
+    assert!(bad.validate().unwrap_err().contains("interface_mbps"));
 }

@@ -54,6 +54,12 @@ pub struct SsdParams {
     /// another plane of its die) or `independent` (every plane on its own).
     #[serde(default)]
     pub multiplane: Multiplane,
+    /// The host interface's rate, MB/s (a SATA 6 Gb/s link moves about
+    /// 560-600): every command's data crosses it once, one command at a
+    /// time — writes before their pages are programmed, reads after theirs
+    /// are read. None: no limit past the channels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface_mbps: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
@@ -145,6 +151,9 @@ impl SsdParams {
             (self.channel_mbps, "channel_mbps"),
         ] {
             pos(v, w)?;
+        }
+        if let Some(v) = self.interface_mbps {
+            pos(v, "interface_mbps")?;
         }
         if !(0.01..0.9).contains(&self.overprovision) {
             return Err("ssd overprovision must be between 0.01 and 0.9".into());
@@ -247,6 +256,9 @@ pub struct Ssd {
     dies: Vec<Die>,
     channel_free: Vec<Ns>,
     ctrl_free: Ns,
+    /// The host interface: free from then, and its time per byte (0: none).
+    link_free: Ns,
+    link_ns_per_byte: f64,
     /// Logical page -> physical page + 1 (0 = never written). Zeroed allocation, so
     /// untouched parts of a large SSD cost no memory.
     map: Vec<u32>,
@@ -303,6 +315,8 @@ impl Ssd {
             ],
             channel_free: vec![0; p.channels as usize],
             ctrl_free: 0,
+            link_free: 0,
+            link_ns_per_byte: p.interface_mbps.map_or(0.0, |m| 1e3 / m),
             map: huge_zeroed((p.capacity() / p.page_bytes) as usize),
             rmap: huge_zeroed(raw),
             live: vec![0; raw.div_ceil(64)],
@@ -542,6 +556,17 @@ impl Ssd {
         pl
     }
 
+    /// `bytes` over the host interface from `t` on (one command at a time);
+    /// when they are across. `t` itself without an interface limit.
+    fn over_link(&mut self, t: Ns, bytes: u64) -> Ns {
+        if self.link_ns_per_byte == 0.0 {
+            return t;
+        }
+        let end = t.max(self.link_free) + (bytes as f64 * self.link_ns_per_byte) as Ns;
+        self.link_free = end;
+        end
+    }
+
     fn read_page(&mut self, lpn: u64, t: Ns) -> Ns {
         let ppb = self.p.pages_per_block as u64;
         let pl = match self.map[lpn as usize] {
@@ -594,8 +619,12 @@ impl Device for Ssd {
         } else {
             self.p.read_overhead_ms
         });
-        let t = now.max(self.ctrl_free) + oh;
+        let mut t = now.max(self.ctrl_free) + oh;
         self.ctrl_free = t;
+        if io.write {
+            // The data arrives over the interface before a page is programmed.
+            t = self.over_link(t, io.len);
+        }
         let pb = self.p.page_bytes;
         let first = io.offset / pb;
         let last = (io.offset + io.len.max(1)).div_ceil(pb);
@@ -618,6 +647,9 @@ impl Device for Ssd {
                 self.read_page(lpn, t)
             };
             end = end.max(e);
+        }
+        if !io.write {
+            end = self.over_link(end, io.len);
         }
         self.counters.busy(now, end, io.write);
         started.push((io.tag, end));
@@ -688,7 +720,9 @@ impl Device for Ssd {
     fn service_model(&self) -> hetraid_core::ServiceModel {
         hetraid_core::ServiceModel {
             position_ns: ((self.p.read_ms + self.p.read_overhead_ms) * 1e6) as u64,
-            bytes_per_s: (self.p.channel_mbps * 1e6 * self.p.channels as f64) as u64,
+            bytes_per_s: ((self.p.channel_mbps * self.p.channels as f64)
+                .min(self.p.interface_mbps.unwrap_or(f64::INFINITY))
+                * 1e6) as u64,
         }
     }
     fn wear(&self) -> Option<Wear> {
