@@ -93,13 +93,19 @@ fi
 
 # Against DiskSim on its validated Cheetah 15K.5: the reference trace (100,000
 # requests; DiskSim runs one disk at 6,000-10,000 requests/s). Goal: >= 100x.
-REF=${REF:-../shared/reference}
-if [ -f "$REF/disksim-c15k5-rand4k.trace" ]; then
+REF=${REF:-reference/disksim}
+C15K5_TRACE="$REF/disksim-c15k5-rand4k.trace"
+if [ ! -f "$C15K5_TRACE" ] && [ -f "$C15K5_TRACE.gz" ]; then
+    mkdir -p target
+    gzip -dc "$C15K5_TRACE.gz" > target/disksim-c15k5-rand4k.trace
+    C15K5_TRACE=target/disksim-c15k5-rand4k.trace
+fi
+if [ -f "$C15K5_TRACE" ]; then
     best=""
     for _ in 1 2 3; do
         t0=$(date +%s%N)
         "$B" sim --layout raid0 --members cheetah-15k5 --workload trace \
-            --trace "$REF/disksim-c15k5-rand4k.trace" --replay timed --scheduler sptf \
+            --trace "$C15K5_TRACE" --replay timed --scheduler sptf \
             --disk-queue 8 --write-cache true --json > /dev/null
         t1=$(date +%s%N)
         ms=$(( (t1 - t0) / 1000000 ))
