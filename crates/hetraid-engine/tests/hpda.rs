@@ -397,14 +397,7 @@ fn each_failure_case_keeps_the_data_and_rebuilds() {
             99,
         ));
         a.replace(slot, new.clone(), false).unwrap();
-        a.rebuild(
-            hetraid_engine::RebuildOptions {
-                max_speed: 0,
-                ..Default::default()
-            },
-            &|_| {},
-        )
-        .unwrap();
+        rebuild_unthrottled(&a);
         let st = a.status();
         assert_eq!(st.state, "optimal", "{what}: {:?}", st.warnings);
         assert_eq!(st.log.as_ref().unwrap().state, "optimal", "{what}");

@@ -219,6 +219,9 @@ impl Array {
     pub fn status(&self) -> Status {
         let sb = self.superblock();
         let state = self.health(&sb);
+        // Slow-member sit-out, per slot (one look at its state each).
+        let sit_out: Vec<(Option<u64>, Option<u64>)> =
+            (0..sb.roles.len()).map(|i| self.sit_out_of(i)).collect();
         let usage = self
             .usage
             .get_or_init(|| hetraid_core::layout::member_usage(self.layout()));
@@ -287,8 +290,8 @@ impl Array {
                         .measuring_since
                         .get()
                         .map(|_| self.hot.slots[i].io_stats()),
-                    sat_out_ms_left: self.sit_out_of(i).0,
-                    read_latency_us: self.sit_out_of(i).1,
+                    sat_out_ms_left: sit_out[i].0,
+                    read_latency_us: sit_out[i].1,
                 })
                 .collect(),
             warnings: {
