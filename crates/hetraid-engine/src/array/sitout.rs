@@ -127,6 +127,11 @@ impl Array {
         }
     }
 
+    /// [`Array::sit_out_of`] for slots `0..n` (what `status` shows).
+    pub(crate) fn sit_out_states(&self, n: usize) -> Vec<(Option<u64>, Option<u64>)> {
+        (0..n).map(|i| self.sit_out_of(i)).collect()
+    }
+
     /// Member `m` sits out reads: for how many more ms, and its mean read
     /// latency in µs when it was last measured.
     pub fn sit_out_of(&self, m: usize) -> (Option<u64>, Option<u64>) {

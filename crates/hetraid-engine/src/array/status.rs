@@ -219,9 +219,7 @@ impl Array {
     pub fn status(&self) -> Status {
         let sb = self.superblock();
         let state = self.health(&sb);
-        // Slow-member sit-out, per slot (one look at its state each).
-        let sit_out: Vec<(Option<u64>, Option<u64>)> =
-            (0..sb.roles.len()).map(|i| self.sit_out_of(i)).collect();
+        let sit_out = self.sit_out_states(sb.roles.len());
         let usage = self
             .usage
             .get_or_init(|| hetraid_core::layout::member_usage(self.layout()));
