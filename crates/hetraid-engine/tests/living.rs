@@ -224,7 +224,7 @@ fn changes_killed_at_any_write_resume_and_lose_nothing() {
 fn variable_width_grows_killed_at_any_write_resume_and_lose_nothing() {
     let mut died = 0;
     for seed in 0..60u64 {
-        let r = std::panic::catch_unwind(|| crash_cycle_with(seed, true));
+        let r = std::panic::catch_unwind(|| crash_cycle_with(seed, true, true));
         match r {
             Ok(d) => died += d as u32,
             Err(_) => panic!("crash cycle failed: replay with seed {seed} (variable widths)"),
@@ -233,18 +233,37 @@ fn variable_width_grows_killed_at_any_write_resume_and_lose_nothing() {
     assert!(died >= 30, "only {died} of 60 grows were killed part-way");
 }
 
-fn crash_cycle(seed: u64) {
-    crash_cycle_with(seed, false);
+/// And a member leaving such an array (present: its chunks are moved off
+/// it or its bundles narrowed, the chunks that frees evacuated past the new
+/// end): killed anywhere, run again, every byte of the size asked for is
+/// in place, parity agrees, and the capacity is at the new set's bound.
+#[test]
+fn variable_width_shrinks_killed_at_any_write_resume_and_lose_nothing() {
+    let mut died = 0;
+    for seed in 0..60u64 {
+        let r = std::panic::catch_unwind(|| crash_cycle_with(seed, true, false));
+        match r {
+            Ok(d) => died += d as u32,
+            Err(_) => {
+                panic!("crash cycle failed: replay with seed {seed} (variable widths, shrink)")
+            }
+        }
+    }
+    assert!(died >= 30, "only {died} of 60 shrinks were killed part-way");
 }
 
-/// One cycle; whether the kill came before the change ended.
-fn crash_cycle_with(seed: u64, variable: bool) -> bool {
+fn crash_cycle(seed: u64) {
+    crash_cycle_with(seed, false, seed.is_multiple_of(2));
+}
+
+/// One cycle (a grow, or a remove); whether the kill came before the
+/// change ended.
+fn crash_cycle_with(seed: u64, variable: bool, grow: bool) -> bool {
     let mut rng = Rng(seed * 7919 + 1);
     let (level, c) = match variable {
         true => (["5", "6", "0", "1", "10"][(seed % 5) as usize], 0),
         false => LEVELS[1 + (seed % 4) as usize],
     };
-    let grow = variable || seed.is_multiple_of(2);
     let death = Arc::new(Death::never());
     let chunks = [30u64, 30, 24, 24, 24, 50];
     let (f, mut devs) = rig(seed, &chunks, &death);
@@ -261,21 +280,44 @@ fn crash_cycle_with(seed: u64, variable: bool) -> bool {
     let caps: Vec<u64> = (0..5)
         .map(|i| if i == 2 { 0 } else { chunks[i] - 1 })
         .collect();
-    let keep = match grow {
-        true => 0,
-        false => hetraid_core::layout::max_bundles(&caps, c).min(bundles) * bundle_bytes,
+    let keep = match (grow, variable) {
+        (true, _) => 0,
+        (false, false) => hetraid_core::layout::max_bundles(&caps, c).min(bundles) * bundle_bytes,
+        // What the plan keeps (as `shrink` says when --size is too large).
+        (false, true) => {
+            use hetraid_core::layout::raidx_history::{plan_change, Change, History, Params};
+            let p = Params {
+                chunk: CHUNK,
+                c: 0,
+                level: hetraid_core::layout::RaidXLevel::parse(level).ok(),
+                weights: &[],
+            };
+            let live: Vec<u64> = (0..5).map(|i| chunks[i] - 1).collect();
+            let t = History::new(live).completed(&p).unwrap();
+            let plan = plan_change(
+                &t,
+                Change::Remove {
+                    slot: 2,
+                    keep_bundles: 0,
+                },
+                &p,
+            )
+            .unwrap();
+            plan.shrinking.unwrap().kept * CHUNK
+        }
     };
     let torn = rng.below(2) == 0;
     // Die somewhere in the change (most changes take a few hundred writes).
     // (A variable-width grow zeroes the chunks it adds and writes the
     // tables, and mirrors move a few chunks: tens of writes.)
-    death.after(1 + rng.below(if variable { 60 } else { 200 }) as i64);
+    death.after(1 + rng.below(if variable && grow { 60 } else { 200 }) as i64);
     let lost_slot = 2;
-    // A remove re-places the chunks of a member that is gone.
+    // A remove re-places the chunks of a member that is gone (varying
+    // widths: of one that is here).
     let given: Vec<Arc<dyn Member>> = devs
         .iter()
         .enumerate()
-        .filter(|(i, _)| grow || *i != lost_slot)
+        .filter(|(i, _)| grow || variable || *i != lost_slot)
         .map(|(_, d)| d.clone())
         .collect();
     let run = |given: &Vec<Arc<dyn Member>>| -> Result<(), String> {
@@ -318,23 +360,32 @@ fn crash_cycle_with(seed: u64, variable: bool) -> bool {
     let a = Array::assemble(members).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
     assert!(a.change_progress().is_none(), "seed {seed}: still pending");
     let n = (a.capacity() as usize).min(data.len());
+    let n = if grow { n } else { keep as usize };
     assert!(read_all(&a)[..n] == data[..n], "seed {seed}: data lost");
     assert_eq!(a.scrub(None).unwrap().mismatches, 0, "seed {seed}");
     assert_eq!(a.out_members(true), 0, "seed {seed}");
     if variable {
-        let caps = chunk_caps(&a, CHUNK);
+        let mut caps = chunk_caps(&a, CHUNK);
+        if !grow {
+            caps[lost_slot] = 0;
+        }
         let lvl = hetraid_core::layout::RaidXLevel::parse(level).unwrap();
         let bound = hetraid_core::layout::raidx_widths::capacity_bound(&caps, lvl);
-        assert_eq!(
+        // At the bound (a remove: within a chunk a member of it).
+        let slack = if grow { 0 } else { 4 * CHUNK };
+        assert!(
+            a.capacity() <= bound * CHUNK && a.capacity() + slack >= bound * CHUNK,
+            "seed {seed}: RAIDX{level} holds {} of its bound {}",
             a.capacity(),
-            bound * CHUNK,
-            "seed {seed}: RAIDX{level} at its bound"
+            bound * CHUNK
         );
-        // The bytes past what was written read back as written now.
-        let more = rng.bytes((a.capacity() as usize).saturating_sub(data.len()));
-        a.write(data.len() as u64, &more).unwrap();
+        // The bytes past what was kept read back as written now.
+        let from = n as u64;
+        let more = rng.bytes((a.capacity() - from) as usize);
+        a.write(from, &more).unwrap();
         let all = read_all(&a);
-        assert!(all[data.len()..] == more[..], "seed {seed}: new space");
+        assert!(all[..n] == data[..n], "seed {seed}: kept bytes");
+        assert!(all[n..] == more[..], "seed {seed}: new space");
     }
     died
 }

@@ -239,7 +239,8 @@ fn raid1_reads_spread_over_the_copies_in_the_engine() {
 /// of very different sizes (one parity: all but the largest member; two:
 /// all but the two largest). Real bytes survive one (two) failures, a
 /// replacement is rebuilt, the table is the same after assembly, and a
-/// change of members is refused with nothing written.
+/// remove keeping more than the others hold is refused with nothing
+/// written.
 #[test]
 fn raidx_with_widths_per_bundle_holds_the_bound_and_its_bytes() {
     use hetraid_core::layout::raidx_widths::capacity_bound;
@@ -277,11 +278,11 @@ fn raidx_with_widths_per_bundle_holds_the_bound_and_its_bytes() {
         a.write(0, &data).unwrap();
         a.close().unwrap();
         drop(a);
-        // Removing a member is refused (not yet for varying widths), every
-        // member byte-identical.
+        // Removing a member keeping more than the others hold is refused,
+        // saying what they keep, every member byte-identical.
         let before: Vec<Vec<u8>> = f.iter().map(|m| m.durable()).collect();
-        let e = Array::shrink_remove(members.clone(), 1, chunk, true).unwrap_err();
-        assert!(e.to_string().contains("not supported yet"), "{e}");
+        let e = Array::shrink_remove(members.clone(), 1, data.len() as u64, true).unwrap_err();
+        assert!(e.to_string().contains("the other members keep"), "{e}");
         assert!(f.iter().map(|m| m.durable()).collect::<Vec<_>>() == before);
         let a = Array::assemble(members.clone()).unwrap();
         assert_eq!(

@@ -301,8 +301,8 @@ fn status_test_exits_with_the_arrays_health() {
 /// Issue 41: a RAIDX whose bundle widths vary (no --chunks-per-bundle)
 /// grows by a member to the capacity bound of the new set, every byte in
 /// place, and again when a member is replaced by a larger one (`--size
-/// max`); `status` says it holds the whole bound; removing a member is
-/// refused, nothing changed.
+/// max`); `status` says it holds the whole bound; a member leaves it, the
+/// bytes asked for kept and the capacity at the bound of the rest.
 #[test]
 fn a_raidx_of_varying_widths_grows_to_the_new_bound() {
     let d = tempfile::tempdir().unwrap();
@@ -341,9 +341,49 @@ fn a_raidx_of_varying_widths_grows_to_the_new_bound() {
     let (code, out, _) = hetraid(&args("scrub", &m, &[]));
     assert_eq!(code, 0);
     assert!(out.contains(" 0 mismatched"), "{out}");
+    // Removing member 1 keeping the whole array is refused, saying what
+    // the others keep, nothing changed...
     let before = sums(&m);
-    let (code, _, err) = hetraid(&args("shrink", &m, &["--member", "1", "--size", "1M"]));
+    let full = cap2.to_string();
+    let (code, _, err) = hetraid(&args("shrink", &m, &["--member", "1", "--size", &full]));
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("not supported yet"), "{err}");
+    assert!(err.contains("the other members keep"), "{err}");
     assert!(sums(&m) == before, "a refused shrink changed a member");
+    let kept: u64 = err
+        .split("give --size ")
+        .nth(1)
+        .and_then(|x| x.trim().trim_end_matches('.').parse().ok())
+        .unwrap_or_else(|| panic!("no size in {err}"));
+    // ...and with that size it runs: the first `kept` bytes in place, the
+    // capacity at the bound of the four left, parity agreeing.
+    let (code, out, err) = hetraid(&args(
+        "shrink",
+        &m,
+        &["--member", "1", "--size", &kept.to_string(), "--force"],
+    ));
+    assert_eq!(code, 0, "{out}{err}");
+    let left: Vec<String> = m
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 1)
+        .map(|(_, p)| p.clone())
+        .collect();
+    let st = json(&args("status", &left, &["--json"]));
+    let cap3 = st["capacity_bytes"].as_u64().unwrap();
+    let bound = st["capacity_bound_bytes"].as_u64().unwrap();
+    assert!(
+        cap3 >= kept && cap3 <= bound,
+        "{kept} kept, {cap3} of {bound}: {st}"
+    );
+    assert!(cap3 as f64 >= 0.97 * bound as f64, "{cap3} of {bound}");
+    // What was written, then the zeros the enlargement added.
+    let mut want = more.clone();
+    want.resize(kept as usize, 0);
+    assert!(
+        read(&left, kept as usize) == want[..kept as usize],
+        "bytes lost"
+    );
+    let (code, out, _) = hetraid(&args("scrub", &left, &[]));
+    assert_eq!(code, 0);
+    assert!(out.contains(" 0 mismatched"), "{out}");
 }

@@ -42,7 +42,7 @@ pub use fs_alignment::FsAlignment;
 pub use hpda::{Hpda, LogRegion};
 pub use presets::{Permuted, Preset};
 pub use raidh::{swrr_cycle, swrr_pairs, RaidH, RaidH6};
-pub use raidx::{max_bundles, position_roles, PositionRole, RaidX, RaidXLevel};
+pub use raidx::{max_bundles, position_roles, PositionRole, RaidX, RaidXLevel, NO_LABEL};
 pub use remap::{Move, Remapped};
 pub use s2::{default_partitions, is_prime, S2Raid10, S2Raid5};
 

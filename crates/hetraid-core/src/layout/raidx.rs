@@ -101,6 +101,26 @@ pub struct RaidX {
     /// Bundles widened by a grow after they were placed: their new data
     /// chunks, in logical order after the data placed before them.
     widened: Option<Box<Widened>>,
+    /// After a member left a variable-width table (`raidx_widths::plan_remove`):
+    /// every data chunk's logical chunk, given explicitly.
+    labeled: Option<Box<Labeled>>,
+}
+
+/// Marks a position that holds no logical chunk of its own (P, Q) in a
+/// table's labels (`Table::labels`).
+pub const NO_LABEL: u64 = u64::MAX;
+
+/// An explicit logical map: a shrink of a variable-width table evacuates
+/// chunks into the places of chunks cut off the end, so the order is no
+/// longer the bundles' (with widenings); it is kept per position instead.
+#[derive(Debug, Clone, Default)]
+struct Labeled {
+    /// Logical chunk -> (bundle, data index).
+    home: Vec<(u64, u32)>,
+    /// Per bundle, where its data chunks' logical chunks start in `flat`.
+    first: Vec<u64>,
+    /// Logical chunks of the data chunks, bundle by bundle, data index order.
+    flat: Vec<u64>,
 }
 
 /// Data chunks bundles gained after they were placed (a grow of a
@@ -176,6 +196,7 @@ impl RaidX {
             starts: Vec::new(),
             data_starts: Vec::new(),
             widened: None,
+            labeled: None,
         })
     }
 
@@ -217,6 +238,7 @@ impl RaidX {
             starts: Vec::new(),
             data_starts: Vec::new(),
             widened: None,
+            labeled: None,
         };
         x.place_variable(&places);
         Ok(x)
@@ -303,6 +325,89 @@ impl RaidX {
         *self.data_starts.last_mut().expect("an entry") = logical;
         self.widened = Some(Box::new(w));
         Ok(())
+    }
+
+    /// The logical chunk of every position, bundle by bundle ([`NO_LABEL`]
+    /// for P and Q; a copy carries its data chunk's): the map made explicit,
+    /// as [`RaidX::with_labels`] takes it.
+    pub fn labels(&self) -> Vec<Vec<u64>> {
+        (0..self.stripe_count())
+            .map(|b| {
+                self.roles(b)
+                    .into_iter()
+                    .map(|r| match r {
+                        PositionRole::Data(i) | PositionRole::Copy(i) => self.logical_chunk(b, i),
+                        PositionRole::P | PositionRole::Q => NO_LABEL,
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// The logical map given position by position (as [`RaidX::labels`]
+    /// gives it; empty: keep the bundles' order). Checked: data positions
+    /// carry labels, copies their data's, P and Q none, and the labels are
+    /// every logical chunk from 0 once.
+    pub fn with_labels(mut self, labels: &[Vec<u64>]) -> Result<Self, LayoutError> {
+        if labels.is_empty() {
+            return Ok(self);
+        }
+        let bundles = self.stripe_count();
+        if labels.len() as u64 != bundles {
+            return Err(LayoutError::Invalid(format!(
+                "labels for {} bundles of {bundles}",
+                labels.len()
+            )));
+        }
+        let mut l = Labeled::default();
+        let total: usize = (0..bundles).map(|b| self.data_in_stripe(b)).sum();
+        let mut home: Vec<Option<(u64, u32)>> = vec![None; total];
+        for (b, ls) in labels.iter().enumerate() {
+            let roles = self.roles(b as u64);
+            if ls.len() != roles.len() {
+                return Err(LayoutError::Invalid(format!(
+                    "bundle {b} has {} chunks but {} labels",
+                    roles.len(),
+                    ls.len()
+                )));
+            }
+            l.first.push(l.flat.len() as u64);
+            let data = super::raidx_widths::data_in_bundle(self.level, roles.len());
+            let mut of = vec![NO_LABEL; data];
+            for (&r, &x) in roles.iter().zip(ls) {
+                let bad = || LayoutError::Invalid(format!("bundle {b}: label {x} for {r:?}"));
+                match r {
+                    PositionRole::Data(i) => {
+                        let slot = home.get_mut(x as usize).ok_or_else(bad)?;
+                        if slot.replace((b as u64, i as u32)).is_some() {
+                            return Err(LayoutError::Invalid(format!(
+                                "logical chunk {x} is labelled twice"
+                            )));
+                        }
+                        of[i] = x;
+                    }
+                    PositionRole::P | PositionRole::Q if x != NO_LABEL => return Err(bad()),
+                    _ => {}
+                }
+            }
+            for (&r, &x) in roles.iter().zip(ls) {
+                if let PositionRole::Copy(i) = r {
+                    if of[i] != x {
+                        return Err(LayoutError::Invalid(format!(
+                            "bundle {b}: a copy labelled {x}, its data {}",
+                            of[i]
+                        )));
+                    }
+                }
+            }
+            l.flat.extend(of);
+        }
+        // As many labels as data chunks, none twice: each chunk has one.
+        l.home = home.into_iter().map(|h| h.expect("a bijection")).collect();
+        l.first.push(l.flat.len() as u64);
+        self.widened = None;
+        self.labeled = Some(Box::new(l));
+        Ok(self)
     }
 
     /// [`RaidX::variable`] with parity weights (see [`RaidX::with_weights`]).
@@ -617,7 +722,7 @@ impl Layout for RaidX {
         Some(self.stripe_count())
     }
     fn data_in_stripe(&self, s: u64) -> usize {
-        if self.widened.is_some() {
+        if self.widened.is_some() || self.labeled.is_some() || !self.starts.is_empty() {
             return super::raidx_widths::data_in_bundle(self.level, self.width(s));
         }
         match self.data_starts.get(s as usize + 1) {
@@ -626,6 +731,10 @@ impl Layout for RaidX {
         }
     }
     fn locate_chunk(&self, logical_chunk: u64) -> (u64, usize) {
+        if let Some(l) = &self.labeled {
+            let (b, i) = l.home[logical_chunk as usize];
+            return (b, i as usize);
+        }
         if self.data_starts.is_empty() {
             let (q, r) = super::divmod(logical_chunk, self.data_per_stripe() as u64);
             return (q, r as usize);
@@ -641,6 +750,9 @@ impl Layout for RaidX {
         (s as u64, (logical_chunk - self.data_starts[s]) as usize)
     }
     fn logical_chunk(&self, stripe: u64, data_index: usize) -> u64 {
+        if let Some(l) = &self.labeled {
+            return l.flat[(l.first[stripe as usize] + data_index as u64) as usize];
+        }
         if let Some(w) = &self.widened {
             if data_index as u32 >= w.base_data[stripe as usize] {
                 return w.logical[&(stripe, data_index as u32)];
@@ -652,6 +764,9 @@ impl Layout for RaidX {
         }
     }
     fn capacity_bytes(&self) -> u64 {
+        if let Some(l) = &self.labeled {
+            return l.home.len() as u64 * self.chunk;
+        }
         match self.data_starts.last() {
             Some(&d) => d * self.chunk,
             None => self.stripe_count() * self.data_per_stripe() as u64 * self.chunk,

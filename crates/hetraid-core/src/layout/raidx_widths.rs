@@ -208,6 +208,219 @@ pub fn plan_grow(
     Ok(plan)
 }
 
+/// What removing a member from a variable-width table does
+/// ([`plan_remove`]): logical chunks evacuated, bundles narrowed or
+/// dropped, chunks moved off the member.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct VariableRemove {
+    /// The member's chunks moved into slots of members their bundles lack
+    /// (free, or left by a drop), numbered as the bundles are after the
+    /// drops, in order.
+    pub moves: Vec<super::raidx_grow::Move>,
+    /// `(keep, cut)`: logical chunk `keep` is copied into the place of
+    /// logical chunk `cut` (past the new end), and the two swap places —
+    /// so every chunk a narrowing or a drop frees is past the end.
+    pub evacuations: Vec<(u64, u64)>,
+    /// Bundles that lose the member's position, one data chunk less.
+    pub narrowed: Vec<Narrowing>,
+    /// Bundles dropped whole (too narrow to lose a chunk), ascending.
+    pub dropped: Vec<u64>,
+    /// Logical chunks kept (from 0): all but those freed.
+    pub kept: u64,
+}
+
+/// A bundle losing position `pos`; its P is then at `parity_at` (RAIDX5/6),
+/// and its parity is computed again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Narrowing {
+    pub bundle: u64,
+    pub pos: usize,
+    pub parity_at: u8,
+}
+
+/// A bundle after a narrowing: its places and labels without `pos`, the
+/// labels of positions now P or Q cleared; and the label it frees (the
+/// lost position's, or that of a data chunk that becomes parity).
+pub fn narrow(
+    level: RaidXLevel,
+    places: &[Place],
+    labels: &[u64],
+    n: &Narrowing,
+) -> (Vec<Place>, Vec<u64>, u64) {
+    use super::raidx::{position_roles, PositionRole, NO_LABEL};
+    let mut ps = places.to_vec();
+    let mut ls = labels.to_vec();
+    ps.remove(n.pos);
+    let mut freed = ls.remove(n.pos);
+    let roles = position_roles(level, ps.len(), n.parity_at as usize);
+    for (r, l) in roles.iter().zip(ls.iter_mut()) {
+        if matches!(r, PositionRole::P | PositionRole::Q) && *l != NO_LABEL {
+            debug_assert_eq!(freed, NO_LABEL, "one label freed a narrowing");
+            freed = std::mem::replace(l, NO_LABEL);
+        }
+    }
+    debug_assert!(
+        roles
+            .iter()
+            .zip(&ls)
+            .all(|(r, &l)| matches!(r, PositionRole::P | PositionRole::Q) == (l == NO_LABEL)),
+        "a parity position becomes data"
+    );
+    (ps, ls, freed)
+}
+
+/// Where P goes when bundle `places` (P at `p`) loses position `j`: it
+/// stays when `j` held data (RAIDX6: Q after it stays too); RAIDX5 losing
+/// P puts it on the heaviest member left (`weights`; ties: the position
+/// whose data is latest, the likeliest to be cut anyway); RAIDX6 losing P
+/// puts it just before Q, and losing Q puts it after P.
+fn narrowed_parity(
+    level: RaidXLevel,
+    places: &[Place],
+    labels: &[u64],
+    p: usize,
+    j: usize,
+    weights: &[u64],
+) -> usize {
+    let w = places.len() - 1;
+    let shift = |i: usize| if i > j { i - 1 } else { i };
+    match level {
+        RaidXLevel::X5 if j == p => (0..places.len())
+            .filter(|&i| i != j)
+            .max_by_key(|&i| (weights.get(places[i].0).copied().unwrap_or(0), labels[i]))
+            .map(shift)
+            .expect("a bundle keeps chunks"),
+        RaidXLevel::X6 if j == p => (shift((p + 1) % places.len()) + w - 1) % w,
+        RaidXLevel::X5 | RaidXLevel::X6 => shift(p),
+        _ => 0,
+    }
+}
+
+/// Plan removing member `r` (present and whole) from a variable-width
+/// table: `places`, P positions `parity_at` (explicit for RAIDX5/6) and
+/// the logical chunk of each position `labels` ([`super::raidx::RaidX::labels`])
+/// over members of `caps` chunks.
+///
+/// Each bundle with a chunk on `r` keeps it by moving it to a slot of a
+/// member the bundle lacks — a free one, or one a dropped bundle leaves —
+/// or loses that position (one data chunk less: the cost of the member's
+/// room), or, at the narrowest width its level allows, is dropped whole
+/// (mirrors: of two pairs left with one copy each on different members,
+/// one is dropped and the other's copy goes where the first's was). The
+/// chunks narrowings and drops free are made the last logical ones by
+/// evacuating the kept chunks among them into the places of cut ones, so
+/// the array keeps its first `kept` chunks where a user reads them. The
+/// order the engine runs it in: evacuations; narrowings and drops at once
+/// (the moves' bundle numbers are the table's after it); the moves. What
+/// is still free is filled by [`plan_grow`] (the caller's part).
+pub fn plan_remove(
+    places: &[Vec<Place>],
+    parity_at: &[u8],
+    labels: &[Vec<u64>],
+    caps: &[u64],
+    level: RaidXLevel,
+    weights: &[u64],
+    r: usize,
+) -> Result<VariableRemove, String> {
+    use super::raidx::NO_LABEL;
+    if r >= caps.len() || caps[r] == 0 {
+        return Err(format!("member slot {r} holds nothing to remove"));
+    }
+    let mut used: Vec<Vec<bool>> = caps.iter().map(|&c| vec![false; c as usize]).collect();
+    for ps in places {
+        for &(m, slot) in ps {
+            used[m][slot as usize] = true;
+        }
+    }
+    // Slots a moved chunk can take, per member: free ones now, and those
+    // dropped bundles leave.
+    let mut pool: Vec<std::collections::VecDeque<u64>> = used
+        .iter()
+        .enumerate()
+        .map(|(m, u)| {
+            (0..u.len() as u64)
+                .filter(|&s| m != r && !u[s as usize])
+                .collect()
+        })
+        .collect();
+    let take = |pool: &mut [std::collections::VecDeque<u64>], ps: &[Place]| {
+        let m = (0..pool.len())
+            .filter(|&m| !pool[m].is_empty() && ps.iter().all(|p| p.0 != m))
+            .max_by_key(|&m| (pool[m].len(), std::cmp::Reverse(m)))?;
+        Some((m, pool[m].pop_front().expect("a slot")))
+    };
+    let with_r: Vec<(usize, usize)> = places
+        .iter()
+        .enumerate()
+        .filter_map(|(b, ps)| ps.iter().position(|p| p.0 == r).map(|j| (b, j)))
+        .collect();
+    let mut moved: Vec<(usize, usize, Place)> = Vec::new();
+    let mut left = Vec::new();
+    // Free slots first (nothing lost)...
+    for &(b, j) in &with_r {
+        match take(&mut pool, &places[b]) {
+            Some(to) => moved.push((b, j, to)),
+            None => left.push((b, j)),
+        }
+    }
+    // ...then the narrowest bundles: dropped, unless a slot an earlier
+    // drop left takes the chunk; then the others: moved into what the
+    // drops left, or narrowed.
+    left.sort_by_key(|&(b, _)| (places[b].len() > width_min(level), b));
+    let mut plan = VariableRemove::default();
+    let mut freed: Vec<u64> = Vec::new();
+    for (b, j) in left {
+        let ps = &places[b];
+        if let Some(to) = take(&mut pool, ps) {
+            moved.push((b, j, to));
+        } else if ps.len() <= width_min(level) {
+            plan.dropped.push(b as u64);
+            let mut ls: Vec<u64> = labels[b]
+                .iter()
+                .copied()
+                .filter(|&l| l != NO_LABEL)
+                .collect();
+            ls.dedup();
+            freed.extend(ls);
+            for &(m, slot) in ps.iter().filter(|p| p.0 != r) {
+                pool[m].push_back(slot);
+            }
+        } else {
+            let p = parity_at.get(b).copied().unwrap_or(0) as usize;
+            let n = Narrowing {
+                bundle: b as u64,
+                pos: j,
+                parity_at: narrowed_parity(level, ps, &labels[b], p, j, weights) as u8,
+            };
+            freed.push(narrow(level, ps, &labels[b], &n).2);
+            plan.narrowed.push(n);
+        }
+    }
+    plan.dropped.sort_unstable();
+    plan.narrowed.sort_by_key(|n| n.bundle);
+    // Moves, numbered as the bundles are once the drops are done.
+    moved.sort_by_key(|m| m.0);
+    for (b, j, to) in moved {
+        let gone = plan.dropped.partition_point(|&d| d < b as u64) as u64;
+        plan.moves.push(super::raidx_grow::Move {
+            bundle: b as u64 - gone,
+            pos: j,
+            from: places[b][j],
+            to,
+        });
+    }
+    let total: u64 = places
+        .iter()
+        .map(|ps| data_in_bundle(level, ps.len()) as u64)
+        .sum();
+    plan.kept = total - freed.len() as u64;
+    freed.sort_unstable();
+    let kept_freed: Vec<u64> = freed.iter().copied().filter(|&l| l < plan.kept).collect();
+    let cut = (plan.kept..total).filter(|l| freed.binary_search(l).is_err());
+    plan.evacuations = kept_freed.into_iter().zip(cut).collect();
+    Ok(plan)
+}
+
 /// Mirrors (pairs) grown into the `free` slots: a pair of the two members
 /// with the most free slots while two have some (as [`place`]); then, while
 /// one member alone has two or more, a pair without it gives it a chunk

@@ -281,18 +281,17 @@ impl Array {
             ..
         }) = sb.raidx_history.as_ref().and_then(|h| h.pending)
         {
-            let bundle_bytes = sb.chunk_bytes * a.layout().data_per_stripe() as u64;
-            if s == slot && keep_bundles * bundle_bytes == size {
+            // What `keep_bundles` counts: bundles, or chunks (varying widths).
+            let unit = match RaidxParams::of(&sb)?.c {
+                0 => sb.chunk_bytes,
+                _ => sb.chunk_bytes * a.layout().data_per_stripe() as u64,
+            };
+            if s == slot && keep_bundles * unit == size {
                 return a.close();
             }
         }
         check_changeable(&a, &sb)?;
         let params = RaidxParams::of(&sb)?;
-        if params.c == 0 {
-            return Err(EngineError::Refused(
-                hetraid_core::layout::raidx_history::VARIABLE_WIDTHS_DO_NOT_SHRINK.into(),
-            ));
-        }
         let n = sb.roles.len();
         if slot >= n {
             return Err(EngineError::Refused(format!(
@@ -319,6 +318,14 @@ impl Array {
             return Err(EngineError::Refused(format!(
                 "RAIDX0 keeps no redundancy: the chunks of slot {slot} are gone with its member and cannot be re-placed"
             )));
+        }
+        if params.c == 0 {
+            if !whole(slot) {
+                return Err(EngineError::Refused(format!(
+                    "slot {slot} is missing or not in sync: a raidx of varying bundle widths moves chunks off a leaving member and evacuates others past the new end, reading it all; give its member, or replace it first (hetraid replace)"
+                )));
+            }
+            return prepare_variable_shrink(a, &sb, &params, slot, size, force);
         }
         let data_per = a.layout().data_per_stripe() as u64;
         let bundle_bytes = sb.chunk_bytes * data_per;
@@ -396,6 +403,44 @@ impl Array {
         }
         Ok(r)
     }
+}
+
+/// [`Array::prepare_shrink`] of a raidx whose bundle widths vary: `size`
+/// (whole chunks) must fit what the plan keeps.
+fn prepare_variable_shrink(
+    a: Array,
+    sb: &Superblock,
+    params: &RaidxParams,
+    slot: usize,
+    size: u64,
+    force: bool,
+) -> Result<()> {
+    let chunk = sb.chunk_bytes;
+    let (t, _) = table_now(sb)?;
+    let change = Change::Remove {
+        slot,
+        keep_bundles: size / chunk,
+    };
+    let plan =
+        plan_change(&t, change, &params.core()).map_err(|e| EngineError::Refused(e.to_string()))?;
+    let kept = plan.shrinking.as_ref().map_or(0, |s| s.kept) * chunk;
+    let after = plan
+        .finish(&t, &params.core())
+        .layout(&params.core())
+        .map_err(|e| EngineError::Refused(e.to_string()))?
+        .capacity_bytes();
+    if size == 0 || !size.is_multiple_of(chunk) || size > kept {
+        return Err(EngineError::Refused(format!(
+            "--size {size} is not a whole number of {chunk}-byte chunks from 1 to the {kept} bytes the other members keep of the array's {} (it holds {after} bytes afterwards): shrink the filesystem (or whatever sits on the array) to at most {kept} bytes, then give --size {kept}",
+            a.capacity()
+        )));
+    }
+    if !force {
+        shrink_guard(&a, size)?;
+    }
+    a.close()?;
+    record_pending(&a, change, None)?;
+    a.close()
 }
 
 /// Record `change` pending on every member of `a` (no move done yet), with

@@ -75,10 +75,10 @@ pub(crate) fn table_now(sb: &Superblock) -> Result<(Table, Option<ChangePlan>)> 
         .map_or(0, |x| x.moves_done);
     let now = match &p.plan {
         Some(plan) => {
-            if done > plan.moves.len() as u64 {
+            if done > plan.steps() as u64 {
                 return Err(EngineError::Layout(format!(
                     "the pending change records {done} moves done of {}",
-                    plan.moves.len()
+                    plan.steps()
                 )));
             }
             plan.partial(&p.completed, done as usize)
@@ -206,7 +206,7 @@ impl Array {
             change: name.into(),
             slot,
             moves_done: pend.moves_done,
-            moves: plan.map_or(0, |p| p.moves.len() as u64),
+            moves: plan.map_or(0, |p| p.steps() as u64),
             rate: None,
         })
     }
@@ -238,21 +238,18 @@ impl Array {
             return Ok(None);
         };
         let chunk = sb0.chunk_bytes;
-        let mut places = plan.partial(t, pend.moves_done as usize).places;
-        let parity_at = t.parity_at.clone();
-        // Bundle b's P position, by its width (widths vary without c).
-        let p_at = |b: usize, width: usize| -> usize {
-            parity_at
-                .get(b)
-                .map_or_else(|| width - 1 - b % width, |&x| x as usize)
-        };
+        let now = plan.partial(t, pend.moves_done as usize);
+        let (mut places, mut parity_at) = (now.places, now.parity_at);
         let st = self.state();
         let usable = |m: usize| {
             m < self.hot.slots.len() && self.present(m) && st.members[m] == MemberState::InSync
         };
         let mut rebuilt = 0u64;
         let mut batches_run = 0u64;
-        let mut buf = AlignedBuf::zeroed(chunk as usize);
+        let labelled = plan
+            .shrinking
+            .as_ref()
+            .map(|s| super::living_shrink::places_of_labels(t, s));
         for batch in plan.batches(t, hetraid_core::limits::CHANGE_BATCH_MOVES_MAX) {
             if (batch.end as u64) <= pend.moves_done {
                 continue;
@@ -261,36 +258,21 @@ impl Array {
             if batches_max.is_some_and(|m| batches_run >= m) {
                 return Ok(None);
             }
-            let mut targets = std::collections::BTreeSet::new();
-            for m in &plan.moves[batch.clone()] {
-                let b = m.bundle as usize;
-                if usable(m.from.0) {
-                    self.hot.slots[m.from.0]
-                        .read_at(&mut buf, self.data_off() + m.from.1 * chunk)
-                        .map_err(|e| io_err(self.hot.slots[m.from.0].as_ref(), e))?;
-                } else {
-                    let width = places[b].len();
-                    let roles =
-                        hetraid_core::layout::position_roles(params.level, width, p_at(b, width));
-                    self.rebuild_chunk(&places[b], &roles, m.pos, &usable, &mut buf)?;
-                    rebuilt += 1;
+            use super::living_shrink::{step_kind, StepKind};
+            match (step_kind(plan, batch.start), &plan.shrinking, &labelled) {
+                (StepKind::Evacuation(i), Some(s), Some(at)) => {
+                    self.evacuate(t, s, at, i, &usable)?
                 }
-                let to = m.to.0;
-                if !usable(to) {
-                    return Err(EngineError::Refused(format!(
-                        "slot {to} takes a chunk but is not in sync; give all members"
-                    )));
+                (StepKind::Narrowing, Some(s), _) => {
+                    let after = plan.partial(t, batch.end);
+                    self.narrow_bundles(&after, s, &usable)?;
+                    (places, parity_at) = (after.places, after.parity_at);
                 }
-                self.hot.slots[to]
-                    .write_at(&buf, self.data_off() + m.to.1 * chunk)
-                    .map_err(|e| io_err(self.hot.slots[to].as_ref(), e))?;
-                targets.insert(to);
-                places[b][m.pos] = m.to;
-            }
-            for &to in &targets {
-                self.hot.slots[to]
-                    .flush()
-                    .map_err(|e| io_err(self.hot.slots[to].as_ref(), e))?;
+                (StepKind::Moves(first), _, _) => {
+                    let moves = &plan.moves[first..first + batch.len()];
+                    rebuilt += self.run_moves(moves, &mut places, &parity_at, &usable)?;
+                }
+                _ => unreachable!("evacuations come with a shrinking plan"),
             }
             hist.pending = Some(Pending {
                 change: pend.change,
@@ -345,7 +327,7 @@ impl Array {
         Ok(Some(ChangeReport {
             change: name.into(),
             slot,
-            moves: plan.moves.len() as u64,
+            moves: plan.steps() as u64,
             rebuilt,
             bundles_before: t.places.len() as u64,
             bundles_after,
@@ -353,6 +335,57 @@ impl Array {
             capacity_after: layout_after.capacity_bytes(),
             seconds: start.elapsed().as_secs_f64(),
         }))
+    }
+
+    /// Copy (or, from a member that is gone, rebuild) each chunk of
+    /// `moves` to its new place, `places` following; the members written
+    /// are flushed. Returns the chunks rebuilt.
+    fn run_moves(
+        &self,
+        moves: &[hetraid_core::layout::raidx_grow::Move],
+        places: &mut [Vec<(usize, u64)>],
+        parity_at: &[u8],
+        usable: &dyn Fn(usize) -> bool,
+    ) -> Result<u64> {
+        let chunk = self.superblock().chunk_bytes;
+        let level = RaidxParams::of(&self.superblock())?.level;
+        let mut buf = AlignedBuf::zeroed(chunk as usize);
+        let mut rebuilt = 0;
+        let mut targets = std::collections::BTreeSet::new();
+        for m in moves {
+            let b = m.bundle as usize;
+            if usable(m.from.0) {
+                self.hot.slots[m.from.0]
+                    .read_at(&mut buf, self.data_off() + m.from.1 * chunk)
+                    .map_err(|e| io_err(self.hot.slots[m.from.0].as_ref(), e))?;
+            } else {
+                // Bundle b's P position, by its width (widths vary without c).
+                let width = places[b].len();
+                let p_at = parity_at
+                    .get(b)
+                    .map_or_else(|| width - 1 - b % width, |&x| x as usize);
+                let roles = hetraid_core::layout::position_roles(level, width, p_at);
+                self.rebuild_chunk(&places[b], &roles, m.pos, usable, &mut buf)?;
+                rebuilt += 1;
+            }
+            let to = m.to.0;
+            if !usable(to) {
+                return Err(EngineError::Refused(format!(
+                    "slot {to} takes a chunk but is not in sync; give all members"
+                )));
+            }
+            self.hot.slots[to]
+                .write_at(&buf, self.data_off() + m.to.1 * chunk)
+                .map_err(|e| io_err(self.hot.slots[to].as_ref(), e))?;
+            targets.insert(to);
+            places[b][m.pos] = m.to;
+        }
+        for &to in &targets {
+            self.hot.slots[to]
+                .flush()
+                .map_err(|e| io_err(self.hot.slots[to].as_ref(), e))?;
+        }
+        Ok(rebuilt)
     }
 
     /// The bundles a grow adds start zeroed (their parity and copies agree).

@@ -40,6 +40,7 @@ mod hpda;
 mod io;
 mod lifecycle;
 mod living;
+mod living_shrink;
 mod restripe;
 mod sitout;
 mod writeback;
