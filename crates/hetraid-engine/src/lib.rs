@@ -21,7 +21,7 @@ pub mod scrub;
 
 pub use array::{
     Access, Array, ArrayCell, AssembleOptions, ChangeOptions, ChangeProgress, ChangeReport,
-    CreateOptions, LogSpec, Reopen, Status,
+    CreateOptions, LogSpec, Reopen, ShrinkSteps, Status,
 };
 pub use error::{EngineError, Result};
 

@@ -165,6 +165,23 @@ pub struct ChangeReport {
     pub capacity_before: u64,
     pub capacity_after: u64,
     pub seconds: f64,
+    /// A member leaving a raidx of varying bundle widths: what its steps
+    /// were (`moves` counts them all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shrink: Option<ShrinkSteps>,
+}
+
+/// The steps of a remove from a raidx of varying bundle widths.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ShrinkSteps {
+    /// Kept chunks copied into the places of chunks cut off the end.
+    pub evacuated: u64,
+    /// Bundles that lost the member's position (parity computed again).
+    pub narrowed: u64,
+    /// Bundles dropped whole.
+    pub dropped: u64,
+    /// Chunks moved (off the member, and to pair free room).
+    pub moved: u64,
 }
 
 /// A change in progress, for `status`.
@@ -334,6 +351,12 @@ impl Array {
             capacity_before: layout_before.capacity_bytes(),
             capacity_after: layout_after.capacity_bytes(),
             seconds: start.elapsed().as_secs_f64(),
+            shrink: plan.shrinking.as_ref().map(|s| ShrinkSteps {
+                evacuated: s.evacuations.len() as u64,
+                narrowed: s.narrowed.len() as u64,
+                dropped: s.dropped.len() as u64,
+                moved: plan.moves.len() as u64,
+            }),
         }))
     }
 

@@ -44,7 +44,7 @@ mod living_shrink;
 mod restripe;
 mod sitout;
 mod writeback;
-pub use living::{ChangeProgress, ChangeReport};
+pub use living::{ChangeProgress, ChangeReport, ShrinkSteps};
 mod status;
 mod trim;
 mod wbuf;

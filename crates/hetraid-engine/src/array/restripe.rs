@@ -229,6 +229,7 @@ impl Array {
             capacity_before: old.capacity_bytes(),
             capacity_after: new.capacity_bytes(),
             seconds: start.elapsed().as_secs_f64(),
+            shrink: None,
         }))
     }
 

@@ -34,6 +34,21 @@ impl Report for ChangeReport {
             "enlarge" => "grown to its whole member",
             _ => "removed",
         };
+        if let Some(s) = &r.shrink {
+            say!(
+                out,
+                "slot {} {verb}: {} chunks evacuated past the new end, {} bundles narrowed (parity computed again), {} dropped, {} chunk moves in {:.2} s; bundles {} -> {}; {capacity}",
+                r.slot,
+                s.evacuated,
+                s.narrowed,
+                s.dropped,
+                s.moved,
+                r.seconds,
+                r.bundles_before,
+                r.bundles_after,
+            );
+            return out;
+        }
         say!(
             out,
             "slot {} {verb}: {} chunk moves ({} rebuilt from their bundles) in {:.2} s; bundles {} -> {}; {capacity}",
@@ -128,6 +143,7 @@ mod tests {
             bundles_after: 13,
             capacity_before: 3 << 30,
             capacity_after: 4 << 30,
+            shrink: None,
         };
         let t = c.text();
         assert!(t.starts_with("slot 4 added: 1234 chunk moves"), "{t}");
