@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # kill -9 campaign against the changes that move data (issue 35): a RAIDX5
-# grow, a shrink, a served rebuild, and (issue 36) a restripe of a RAID5 with
+# grow, a shrink, a remove from a RAIDX of varying widths (issue 41), a served
+# rebuild, and (issue 36) a restripe of a RAID5 with
 # a journal or write-back log are killed at a random moment, then
 # resumed the way the messages say (grow MEMBERS..., the command a message
 # names, or serve again), and every byte is read back and scrubbed.
@@ -37,8 +38,42 @@ check() {
     $H scrub "$@" >/dev/null 2>&1 || fail "$what: scrub found a mismatch"
 }
 
-grow_kills=0 shrink_kills=0 serve_kills=0 log_kills=0 named=0
+# A RAIDX5 of varying widths (issue 41) over members of unequal sizes, data
+# in the part a remove of member 2 keeps (what shrink says when asked for
+# more).
+vsetup() {
+    rm -f v0 v1 v2 v3 v4 vdata
+    truncate -s 24M v0 v1
+    truncate -s 32M v2 v3
+    truncate -s 48M v4
+    $H create --layout raidx --raidx-level 5 --chunk 1M v0 v1 v2 v3 v4 >/dev/null 2>&1
+    if [ -z "${vkeep:-}" ]; then
+        vkeep=$({ $H shrink v0 v1 v2 v3 v4 --member 2 --size 1G 2>&1 || true; } | sed -n 's/.*then give --size \([0-9]*\).*/\1/p')
+        [ -n "$vkeep" ] || fail "shrink did not say what a remove keeps"
+    fi
+    head -c "$vkeep" /dev/urandom >vdata
+    $H write v0 v1 v2 v3 v4 --offset 0 <vdata 2>/dev/null
+}
+
+grow_kills=0 shrink_kills=0 serve_kills=0 log_kills=0 named=0 vkills=0
 for ((i = 0; i < KILLS; i++)); do
+    # A remove from a RAIDX of varying widths killed, finished by grow
+    # MEMBERS... (or run again when the kill came before it was recorded).
+    vsetup
+    $H shrink v0 v1 v2 v3 v4 --member 2 --size "$vkeep" --force --max-speed 20M >/dev/null 2>&1 &
+    pid=$!
+    sleep "$(ms)"
+    kill -9 $pid 2>/dev/null && vkills=$((vkills + 1)) || true
+    wait $pid 2>/dev/null || true
+    out=$($H grow v0 v1 v2 v3 v4 2>&1) || [[ $out == *"no grow or shrink is in progress"* ]] \
+        || fail "varying-width shrink round $i: resume refused: $out"
+    if $H status v0 v1 v2 v3 v4 2>/dev/null | grep -q "^     2  active"; then
+        $H shrink v0 v1 v2 v3 v4 --member 2 --size "$vkeep" --force >/dev/null 2>&1 \
+            || fail "varying-width shrink round $i: the shrink run again failed"
+    fi
+    $H read v0 v1 v3 v4 --offset 0 --length "$vkeep" 2>/dev/null | cmp -s - vdata \
+        || fail "varying-width shrink round $i: data differs"
+    $H scrub v0 v1 v3 v4 >/dev/null 2>&1 || fail "varying-width shrink round $i: scrub found a mismatch"
     # A grow killed, resumed by grow MEMBERS... (or the command named).
     setup
     $H grow m0 m1 m2 m3 --add x --max-speed 20M >/dev/null 2>&1 &
@@ -121,4 +156,4 @@ for ((i = 0; i < KILLS; i++)); do
         check "log round $i ($mode, x never joined)" m0 m1 m2 m3 l
     fi
 done
-echo "kill-changes: $KILLS rounds, seed $SEED: $grow_kills grows, $shrink_kills shrinks, $serve_kills served rebuilds, $log_kills restripes with a log killed; $named resumes by the command a message named; every byte read back, scrub clean"
+echo "kill-changes: $KILLS rounds, seed $SEED: $grow_kills grows, $shrink_kills shrinks, $vkills removes from a raidx of varying widths, $serve_kills served rebuilds, $log_kills restripes with a log killed; $named resumes by the command a message named; every byte read back, scrub clean"
