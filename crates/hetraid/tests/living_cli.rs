@@ -49,6 +49,13 @@ const RAIDX5: &[&str] = &[
     "5",
 ];
 
+/// The members but slot `slot`'s.
+fn without(m: &[String], slot: usize) -> Vec<String> {
+    let mut v = m.to_vec();
+    v.remove(slot);
+    v
+}
+
 fn sums(m: &[String]) -> Vec<Vec<u8>> {
     m.iter().map(|p| std::fs::read(p).unwrap()).collect()
 }
@@ -152,12 +159,7 @@ fn a_grow_cut_short_is_finished_by_assemble_and_shrink_re_places_a_lost_member()
     // Member 1 fails; the others take its chunks.
     let (code, _, err) = hetraid(&args("fail", &m, &["--member", "1"]));
     assert_eq!(code, 0, "{err}");
-    let left: Vec<String> = m
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| *i != 1)
-        .map(|(_, p)| p.clone())
-        .collect();
+    let left = without(&m, 1);
     let (code, _, err) = hetraid(&args(
         "shrink",
         &left,
@@ -362,12 +364,7 @@ fn a_raidx_of_varying_widths_grows_to_the_new_bound() {
         &["--member", "1", "--size", &kept.to_string(), "--force"],
     ));
     assert_eq!(code, 0, "{out}{err}");
-    let left: Vec<String> = m
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| *i != 1)
-        .map(|(_, p)| p.clone())
-        .collect();
+    let left = without(&m, 1);
     let st = json(&args("status", &left, &["--json"]));
     let cap3 = st["capacity_bytes"].as_u64().unwrap();
     let bound = st["capacity_bound_bytes"].as_u64().unwrap();

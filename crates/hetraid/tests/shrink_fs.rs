@@ -13,14 +13,7 @@ mod common;
 
 #[test]
 fn a_member_leaves_a_served_raidx_under_a_shrunk_filesystem() {
-    let root = rustix::process::geteuid().is_root();
-    let devices = ["/dev/fuse", "/dev/loop-control"]
-        .iter()
-        .all(|d| std::path::Path::new(d).exists());
-    if !root || !devices {
-        eprintln!(
-            "skipping: needs root, /dev/fuse and loop devices (a block device for the filesystem)"
-        );
+    if !common::block_devices_here() {
         return;
     }
     for tool in ["nbdfuse", "mkfs.ext4", "losetup", "e2fsck", "resize2fs"] {

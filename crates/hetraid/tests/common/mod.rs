@@ -84,6 +84,22 @@ pub fn have(tool: &str) -> bool {
 }
 
 /// A client the test needs is missing: skip locally, fail in CI.
+/// Whether this process can make a block device for a filesystem (root,
+/// /dev/fuse, loop devices); says why not when it cannot. (Not a client
+/// `.ci/run` can install: CI without them skips.)
+pub fn block_devices_here() -> bool {
+    let root = rustix::process::geteuid().is_root();
+    let devices = ["/dev/fuse", "/dev/loop-control"]
+        .iter()
+        .all(|d| std::path::Path::new(d).exists());
+    if !root || !devices {
+        eprintln!(
+            "skipping: needs root, /dev/fuse and loop devices (a block device for the filesystem)"
+        );
+    }
+    root && devices
+}
+
 pub fn missing(what: &str) {
     if std::env::var_os("CI").is_some() {
         panic!("CI is set and {what}: the test cannot run");
