@@ -320,10 +320,49 @@ fn plan_variable_remove(
     } else {
         t.parity_at.clone()
     };
+    // Narrowing keeps every bundle; when that leaves more bundles than the
+    // bound allows, dropping some narrow ones instead lets their room widen
+    // others (a data chunk for each slot, not one for two): the plan that
+    // holds the most wins, the fewest drops on a tie (more of the array kept).
+    let mut caps_after = t.caps.clone();
+    caps_after[slot] = 0;
+    let bound = super::raidx_widths::capacity_bound(&caps_after, level);
+    let mut best = remove_with(t, slot, level, p, (&labels, &parity_at), 0)?;
+    let held = |x: &ChangePlan| super::raidx_widths::data_chunks(&x.finish(t, p).places, level);
+    let first = held(&best);
+    if first < bound {
+        let gap = (bound - first) as usize;
+        let mut most = first;
+        for spare in [gap, 2 * gap] {
+            let x = remove_with(t, slot, level, p, (&labels, &parity_at), spare)?;
+            let h = held(&x);
+            if h > most {
+                (best, most) = (x, h);
+            }
+        }
+    }
+    Ok(best)
+}
+
+/// [`plan_variable_remove`] with at most `spare` narrow bundles dropped
+/// instead of narrowed (`raidx_widths::plan_remove`).
+fn remove_with(
+    t: &Table,
+    slot: usize,
+    level: RaidXLevel,
+    p: &Params<'_>,
+    (labels, parity_at): (&[Vec<u64>], &[u8]),
+    spare: usize,
+) -> Result<ChangePlan, LayoutError> {
     let w = weights_for(p.weights, t.caps.len());
-    let rm =
-        super::raidx_widths::plan_remove(&t.places, &parity_at, &labels, &t.caps, level, w, slot)
-            .map_err(LayoutError::Invalid)?;
+    let view = super::raidx_widths::TableView {
+        places: &t.places,
+        parity_at,
+        labels,
+        caps: &t.caps,
+    };
+    let rm = super::raidx_widths::plan_remove(&view, level, w, slot, spare)
+        .map_err(LayoutError::Invalid)?;
     let mut caps_after = t.caps.clone();
     caps_after[slot] = 0;
     let mut plan = ChangePlan {
@@ -335,8 +374,8 @@ fn plan_variable_remove(
         widened: Vec::new(),
         shrinking: Some(Box::new(Shrinking {
             level,
-            labels,
-            parity_at,
+            labels: labels.to_vec(),
+            parity_at: parity_at.to_vec(),
             evacuations: rm.evacuations,
             narrowed: rm.narrowed,
             dropped: rm.dropped,

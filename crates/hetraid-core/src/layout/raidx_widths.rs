@@ -296,10 +296,21 @@ fn narrowed_parity(
     }
 }
 
+/// A table as [`plan_remove`] reads it.
+#[derive(Debug, Clone, Copy)]
+pub struct TableView<'a> {
+    pub places: &'a [Vec<Place>],
+    /// P positions, explicit for RAIDX5/6.
+    pub parity_at: &'a [u8],
+    /// Each position's logical chunk ([`super::raidx::RaidX::labels`]).
+    pub labels: &'a [Vec<u64>],
+    /// Chunk slots per member.
+    pub caps: &'a [u64],
+}
+
 /// Plan removing member `r` (present and whole) from a variable-width
-/// table: `places`, P positions `parity_at` (explicit for RAIDX5/6) and
-/// the logical chunk of each position `labels` ([`super::raidx::RaidX::labels`])
-/// over members of `caps` chunks.
+/// table `t`; at most `spare_max` bundles that narrowing would leave at the
+/// narrowest width without the largest members are dropped instead.
 ///
 /// Each bundle with a chunk on `r` keeps it by moving it to a slot of a
 /// member the bundle lacks — a free one, or one a dropped bundle leaves —
@@ -314,15 +325,19 @@ fn narrowed_parity(
 /// (the moves' bundle numbers are the table's after it); the moves. What
 /// is still free is filled by [`plan_grow`] (the caller's part).
 pub fn plan_remove(
-    places: &[Vec<Place>],
-    parity_at: &[u8],
-    labels: &[Vec<u64>],
-    caps: &[u64],
+    t: &TableView<'_>,
     level: RaidXLevel,
     weights: &[u64],
     r: usize,
+    spare_max: usize,
 ) -> Result<VariableRemove, String> {
     use super::raidx::NO_LABEL;
+    let TableView {
+        places,
+        parity_at,
+        labels,
+        caps,
+    } = *t;
     if r >= caps.len() || caps[r] == 0 {
         return Err(format!("member slot {r} holds nothing to remove"));
     }
@@ -369,11 +384,25 @@ pub fn plan_remove(
     left.sort_by_key(|&(b, _)| (places[b].len() > width_min(level), b));
     let mut plan = VariableRemove::default();
     let mut freed: Vec<u64> = Vec::new();
+    // The members every bundle must hold for the bound (the largest left,
+    // one per parity chunk).
+    let (parity, _) = redundancy(level);
+    let mut by_size: Vec<usize> = (0..caps.len()).filter(|&m| m != r).collect();
+    by_size.sort_by_key(|&m| (std::cmp::Reverse(caps[m]), m));
+    let largest = &by_size[..parity.min(by_size.len())];
+    let mut spared = 0;
     for (b, j) in left {
         let ps = &places[b];
+        // A bundle narrowing would leave at the narrowest width without the
+        // largest members spends parity on room the bound does not: up to
+        // `spare_max` are dropped instead, their room left to widen others.
+        let wasteful = ps.len() == width_min(level) + 1
+            && parity > 0
+            && largest.iter().any(|l| ps.iter().all(|p| p.0 != *l));
         if let Some(to) = take(&mut pool, ps) {
             moved.push((b, j, to));
-        } else if ps.len() <= width_min(level) {
+        } else if ps.len() <= width_min(level) || (wasteful && spared < spare_max) {
+            spared += usize::from(ps.len() > width_min(level));
             plan.dropped.push(b as u64);
             let mut ls: Vec<u64> = labels[b]
                 .iter()
