@@ -333,7 +333,7 @@ fn plan_variable_remove(
     if first < bound {
         let gap = (bound - first) as usize;
         let mut most = first;
-        for spare in [gap, 2 * gap] {
+        for spare in [gap / 2, gap, 2 * gap, 4 * gap, usize::MAX] {
             let x = remove_with(t, slot, level, p, (&labels, &parity_at), spare)?;
             let h = held(&x);
             if h > most {

@@ -309,8 +309,8 @@ pub struct TableView<'a> {
 }
 
 /// Plan removing member `r` (present and whole) from a variable-width
-/// table `t`; at most `spare_max` bundles that narrowing would leave at the
-/// narrowest width without the largest members are dropped instead.
+/// table `t`; at most `spare_max` bundles narrowing would keep that lack
+/// one of the largest members are dropped instead.
 ///
 /// Each bundle with a chunk on `r` keeps it by moving it to a slot of a
 /// member the bundle lacks — a free one, or one a dropped bundle leaves —
@@ -393,11 +393,10 @@ pub fn plan_remove(
     let mut spared = 0;
     for (b, j) in left {
         let ps = &places[b];
-        // A bundle narrowing would leave at the narrowest width without the
-        // largest members spends parity on room the bound does not: up to
-        // `spare_max` are dropped instead, their room left to widen others.
-        let wasteful = ps.len() == width_min(level) + 1
-            && parity > 0
+        // A bundle without the largest members spends parity on room the
+        // bound does not: up to `spare_max` of those narrowing would keep
+        // are dropped instead, their room left to widen others.
+        let wasteful = parity > 0
             && largest.iter().any(|l| ps.iter().all(|p| p.0 != *l));
         if let Some(to) = take(&mut pool, ps) {
             moved.push((b, j, to));
