@@ -64,6 +64,20 @@ fn sim_json_has_the_contract_shape_and_consistent_numbers() {
             "x25e-64"
         ]
     );
+    // Where it came from (issue 42): the build, and the whole configuration
+    // the run used, as a run of its own takes it again.
+    let prov = &v["provenance"];
+    assert_eq!(prov["hetraid"], env!("CARGO_PKG_VERSION"));
+    assert!(
+        prov["commit"].as_str().is_some_and(|c| !c.is_empty()),
+        "{prov}"
+    );
+    let cfg = &prov["config"];
+    assert_eq!(cfg["members"], "caviar-black-640*4,x25e-64");
+    assert_eq!(cfg["qd"], 10);
+    assert_eq!(cfg["seed"], 7);
+    assert_eq!(cfg["layout"], "raid4s");
+    assert!(cfg.get("total").is_some(), "{cfg}");
     for (i, m) in m.iter().enumerate() {
         assert_eq!(m["device"], i);
         for k in ["reads", "writes", "read_pages", "write_pages", "erases"] {

@@ -396,8 +396,7 @@ pub fn plan_remove(
         // A bundle without the largest members spends parity on room the
         // bound does not: up to `spare_max` of those narrowing would keep
         // are dropped instead, their room left to widen others.
-        let wasteful = parity > 0
-            && largest.iter().any(|l| ps.iter().all(|p| p.0 != *l));
+        let wasteful = parity > 0 && largest.iter().any(|l| ps.iter().all(|p| p.0 != *l));
         if let Some(to) = take(&mut pool, ps) {
             moved.push((b, j, to));
         } else if ps.len() <= width_min(level) || (wasteful && spared < spare_max) {

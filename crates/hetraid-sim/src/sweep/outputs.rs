@@ -127,6 +127,7 @@ pub(super) fn write_results(c: &SweepConfig, out: &[Outcome], dir: &Path) -> Res
             "grid": o.point.grid.iter().map(|(k, v)| (k.clone(), value_label(v))).collect::<std::collections::BTreeMap<_, _>>(),
             "config": o.point.config,
             "result": r,
+            "provenance": crate::provenance(),
         });
         std::fs::write(
             dir.join("runs").join(format!("{i:04}.json")),
@@ -416,8 +417,8 @@ pub(super) fn write_summary(
     );
     let _ = writeln!(
         md,
-        "- hetraid {} ({} runs); simulation is deterministic: the same file, settings and seeds print the same numbers",
-        env!("CARGO_PKG_VERSION"),
+        "- {} ({} runs); simulation is deterministic: the same file, settings and seeds print the same numbers",
+        crate::provenance(),
         out.len()
     );
     let mut seeds: Vec<u64> = out.iter().map(|o| o.report.seed).collect();

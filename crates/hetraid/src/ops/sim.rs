@@ -3,6 +3,22 @@
 pub use crate::cli::sim::*;
 use hetraid_sim::RunConfig;
 
+/// A report with where it came from (`sim --json`'s object).
+#[derive(serde::Serialize)]
+pub struct Provenanced<'a, R: serde::Serialize> {
+    #[serde(flatten)]
+    pub report: &'a R,
+    pub provenance: RunProvenance<'a>,
+}
+
+/// The build and the whole configuration a run used.
+#[derive(serde::Serialize)]
+pub struct RunProvenance<'a> {
+    #[serde(flatten)]
+    pub build: hetraid_sim::Provenance,
+    pub config: &'a RunConfig,
+}
+
 impl SimCmd {
     pub fn config(&self) -> Result<RunConfig, String> {
         let mut c = match &self.config {
@@ -73,9 +89,18 @@ impl SimCmd {
         match self.json {
             // The report's own field order (the JSON contract's).
             true => {
+                // The report's fields in their order, then where it came
+                // from: the build and the whole configuration the run used.
+                let v = Provenanced {
+                    report: &r,
+                    provenance: RunProvenance {
+                        build: hetraid_sim::provenance(),
+                        config: &cfg,
+                    },
+                };
                 println!(
                     "{}",
-                    serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?
+                    serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
                 );
                 Ok(())
             }

@@ -22,6 +22,7 @@ pub fn advice_json(req: &Request, a: &Advice) -> serde_json::Value {
         "seconds": a.seconds,
         "ranked": a.ranked,
         "winner": a.ranked[0],
+        "provenance": hetraid_sim::provenance(),
     });
     v
 }
@@ -131,6 +132,7 @@ pub fn advice_text(req: &Request, a: &Advice, svg: Option<&Path>) -> Result<Stri
         say!(out, "front: {}", p.display());
     }
     say!(out, "build the winner: {}", rows[0].create);
+    say!(out, "{}", hetraid_sim::provenance());
     Ok(std::mem::take(out))
 }
 

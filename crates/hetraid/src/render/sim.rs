@@ -25,6 +25,22 @@ pub fn sim_text(c: &RunConfig, r: &Report) -> String {
         r.policy,
         r.seed
     );
+    // The rest of what the run was (a paper's setup line).
+    let amount = match (&c.total, c.duration_s) {
+        (Some(t), _) => format!("total {}", hetraid_core::units::format_size(t.0)),
+        (None, Some(d)) => format!("{d} s"),
+        (None, None) => "the whole trace".into(),
+    };
+    let failed = match &c.failed {
+        Some(f) if !f.0.is_empty() => format!("failed {:?}", f.0),
+        _ => "no member failed".into(),
+    };
+    say!(
+        out,
+        "  members {}; qd {}; {amount}; {failed}",
+        c.members,
+        c.qd
+    );
     let user_s = if r.iops > 0.0 {
         r.requests as f64 / r.iops
     } else {
@@ -118,6 +134,11 @@ pub fn sim_text(c: &RunConfig, r: &Report) -> String {
             );
         }
     }
+    say!(
+        out,
+        "  {}; the whole configuration: --json (provenance.config)",
+        hetraid_sim::provenance()
+    );
     std::mem::take(out)
 }
 
