@@ -1,4 +1,4 @@
-//! RAIDE's write decomposition (SPEC §5): a write of k chunks starting at data
+//! RAIDE's write decomposition ([Wacha 2012] ch. 5): a write of k chunks starting at data
 //! position i of an n-data-chunk stripe splits into at most a leading partial stripe,
 //! full stripes, and a trailing partial stripe.
 

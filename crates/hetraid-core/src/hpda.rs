@@ -1,4 +1,4 @@
-//! HPDA's decisions (SPEC §9): the monitor (which writes are sequential,
+//! HPDA's decisions ([Mao 2010]): the monitor (which writes are sequential,
 //! when the array is idle), the director (where a write goes: the mirrored
 //! log or the RAID4), how a RAID4 write is made crash-safe, and the
 //! reclaimer's policy. Pure: time is an input in nanoseconds, never read
@@ -198,7 +198,7 @@ pub struct Condition {
     pub overlaps_log: bool,
 }
 
-/// The director (SPEC §9): random writes go to the log, sequential ones to
+/// The director ([Mao 2010]): random writes go to the log, sequential ones to
 /// the RAID4; and, in order:
 /// - the RAID4 degraded (an SSD or HDD-1 failed or rebuilding): every write
 ///   goes to the log, so no write waits for reconstruction or risks the
@@ -406,7 +406,7 @@ pub struct LogFill {
     pub copy_lost: bool,
 }
 
-/// The reclaimer's policy (SPEC §9), asked before each batch, so a reclaim
+/// The reclaimer's policy ([Mao 2010]), asked before each batch, so a reclaim
 /// that user I/O interrupts stops after the batch in progress (user I/O
 /// keeps priority). Returns the ring usage to reclaim down to (0:
 /// everything), or None to wait:

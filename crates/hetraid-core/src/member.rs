@@ -33,7 +33,7 @@ impl MemberKind {
 
     /// Default service model: a 7200 rpm disk (8.5 ms average seek + half a
     /// rotation ~ 12.7 ms positioning, 78 MB/s media rate, the WD20EADS class of
-    /// SPEC §4), an SLC SSD (0.1 ms, 100 MB/s), NVRAM (2 us, 2 GB/s).
+    /// [Wacha 2012] ch. 3), an SLC SSD (0.1 ms, 100 MB/s), NVRAM (2 us, 2 GB/s).
     pub fn default_service(self) -> ServiceModel {
         match self {
             Self::Hdd => ServiceModel {

@@ -48,7 +48,7 @@ pub const MD_DEFAULT_MAX_ARG: &str = "200000K";
 /// What one pair of limits governs. MD paces each md device on its own;
 /// S²-RAID's prototype ran every subRAID as an md device of its own, so each
 /// parallel rebuild stream had its own `speed_limit_min`/`speed_limit_max`
-/// (SPEC §7). `Array` (the default, MD on one device) holds the whole
+/// ([Wan 2010]). `Array` (the default, MD on one device) holds the whole
 /// rebuild to the limits; `Stream` holds every stream to them apart, so
 /// streams running at once add up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -1,4 +1,4 @@
-//! The write buffer's rules (the RAIDX paper's buffer, SPEC §10): admission,
+//! The write buffer's rules (the RAIDX paper's buffer, [Fekete, Varki]): admission,
 //! how many drain it at once, and which write drains next — one set for the
 //! engine's buffer and the simulator's.
 

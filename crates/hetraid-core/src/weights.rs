@@ -1,4 +1,4 @@
-//! RAIDH parity weights from the members' service rates (SPEC §6, "derive
+//! RAIDH parity weights from the members' service rates ([Wacha 2012] ch. 6, "derive
 //! weights automatically"): the parity shares that make every member equally
 //! busy under a workload of small random requests, as a pure function the
 //! engine (`create --weights auto`, from the members' kinds) and the
@@ -146,7 +146,7 @@ mod tests {
         assert!((w.predicted_gain - 1.0).abs() < 1e-9);
     }
 
-    /// SPEC §6 / the thesis: one member 4x faster among five (F = 3) takes
+    /// [Wacha 2012] ch. 6 / the thesis: one member 4x faster among five (F = 3) takes
     /// all the parity (RAID4S), and the model's gain is the published +60 %.
     #[test]
     fn one_fast_member_of_five_takes_the_parity_for_1_6x() {

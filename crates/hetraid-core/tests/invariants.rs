@@ -544,7 +544,7 @@ fn raid4s_4_plus_1() -> Box<dyn hetraid_core::layout::Layout> {
     })
 }
 
-/// SPEC §3: on a 4+1 array with 64 KiB chunks, writes of 64 KiB and less are RMW,
+/// [Wacha 2012] ch. 3–4: on a 4+1 array with 64 KiB chunks, writes of 64 KiB and less are RMW,
 /// md switches to RCW at 128 KiB, modthresh keeps 128 KiB as RMW.
 #[test]
 fn modthresh_keeps_128k_writes_rmw() {

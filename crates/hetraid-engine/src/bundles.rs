@@ -1,4 +1,4 @@
-//! RAIDX's bundle table on the members (SPEC §10, issue 14): each member
+//! RAIDX's bundle table on the members ([Fekete, Varki], issue 14): each member
 //! keeps, past its data area, one entry per chunk slot of its own — which
 //! bundle the chunk there belongs to and at which position — so its size is
 //! fixed by the member's size. Byte layout in `docs/FORMAT.md` ("RAIDX bundle

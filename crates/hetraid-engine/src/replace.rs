@@ -235,7 +235,7 @@ impl Array {
                     region.bytes,
                 ));
                 // HPDA, HDD-2 replaced (it holds no chunk): the log is
-                // emptied onto the RAID4 first (SPEC §9), so the new mirror
+                // emptied onto the RAID4 first ([Mao 2010]), so the new mirror
                 // starts from an empty log.
                 if self.hpda_status().is_some() && !self.holds_chunks(i) {
                     self.reclaim()?;

@@ -1,6 +1,6 @@
 //! HPDA (issue 13) with real bytes: the director sends random writes to the
 //! mirrored log and sequential ones to the RAID4; reclaims (whole, and the
-//! idle reclaimer's batches) move the log to the RAID4; every failure case of SPEC §9; and crash cycles — a process
+//! idle reclaimer's batches) move the log to the RAID4; every failure case of [Mao 2010]; and crash cycles — a process
 //! death at a random member or log write, then power loss — in which every
 //! byte that a flushed write left, and every byte no write touched, reads
 //! back, after assembly, after the reclaimer and after a clean close.
@@ -175,7 +175,7 @@ fn create_refuses_what_does_not_fit_hpda() {
     }
 }
 
-/// Which member fails, and when (SPEC §9's cases).
+/// Which member fails, and when ([Mao 2010]'s cases).
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Failure {
     None,
@@ -353,7 +353,7 @@ fn hpda_keeps_every_flushed_write_across_crashes_failures_and_reclaims() {
     }
 }
 
-/// SPEC §9's failure cases, one by one, with a rebuild onto a replacement.
+/// [Mao 2010]'s failure cases, one by one, with a rebuild onto a replacement.
 #[test]
 fn each_failure_case_keeps_the_data_and_rebuilds() {
     for (slot, what) in [(1, "SSD"), (SSDS, "HDD-1"), (SSDS + 1, "HDD-2")] {

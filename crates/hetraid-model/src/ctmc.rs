@@ -322,7 +322,7 @@ mod tests {
         assert!(mttdl(&s, &[L; 4], f64::INFINITY).is_err());
     }
 
-    /// HPDA (SPEC §9): 3 SSDs + 2 HDDs, λ = 1/50,000 h, φ = 1/200,000 h (the
+    /// HPDA ([Mao 2010]): 3 SSDs + 2 HDDs, λ = 1/50,000 h, φ = 1/200,000 h (the
     /// SSDs hold no parity: no wear factor). The chain over the layout's
     /// failure sets (HDD-2 out of it) equals the paper's closed form.
     #[test]

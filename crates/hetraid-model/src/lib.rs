@@ -25,7 +25,7 @@ pub enum ModelError {
 
 /// RAIDH's model for small random writes on `n` devices where one is faster by an
 /// extra factor `f` (speed 1 + f): per-device work falls by z = 1 − n/(n + f) and
-/// throughput rises by 1/(1 − z) − 1 (SPEC §6: n = 5, f = 3 gives z = 37.5 %, +60 %).
+/// throughput rises by 1/(1 − z) − 1 ([Wacha 2012] ch. 6: n = 5, f = 3 gives z = 37.5 %, +60 %).
 pub fn raidh_gain(n: usize, f: f64) -> Result<RaidhGain, ModelError> {
     if n < 2 {
         return Err(ModelError::Invalid(format!(

@@ -194,7 +194,7 @@ pub struct Report {
     pub p50_response_ms: f64,
     pub max_response_ms: f64,
     /// Bytes / (simulated time − time with no request outstanding), the stripe-unit
-    /// study's definition (SPEC §8).
+    /// study's definition ([Rajaei Salmasi 2013]).
     pub busy_throughput_mbps: f64,
     /// Member operations simulated (the simulator's speed unit).
     pub member_ops: u64,

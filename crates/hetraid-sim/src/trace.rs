@@ -422,7 +422,7 @@ pub fn stats(t: &[TraceRecord]) -> TraceStats {
     }
 }
 
-/// A published workload profile (SPEC §11).
+/// A published workload profile (traces/README.md says whose).
 #[derive(Debug, Clone, Copy)]
 pub struct Profile {
     pub name: &'static str,
@@ -451,7 +451,7 @@ pub const PROFILES: &[Profile] = &[
         span: 16 << 30,
     },
     // The HPDA paper's Financial1 and Financial2 runs, as it quotes them
-    // (SPEC §9, issue 13): 32.8 % and 82.4 % reads, 6.2 KB and 2.2 KB, 69
+    // ([Mao 2010], issue 13): 32.8 % and 82.4 % reads, 6.2 KB and 2.2 KB, 69
     // and 125 IOPS; its arrays are 30 GB volumes.
     Profile {
         name: "hpda-financial1",

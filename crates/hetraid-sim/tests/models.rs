@@ -1,5 +1,5 @@
 //! Device models against the numbers they are built from, and the simulator against
-//! SPEC §8's page counts.
+//! [Rajaei Salmasi 2013]'s page counts.
 
 use hetraid_sim::device::hdd::Hdd;
 use hetraid_sim::device::ssd::{Ssd, SsdParams};
@@ -317,7 +317,7 @@ fn raid4(chunk: u64, size: u64) -> hetraid_sim::Report {
     hetraid_sim::run(&c).unwrap()
 }
 
-/// SPEC §8: with 128 KiB chunks the RAID4 parity SSD takes about twice the page
+/// [Rajaei Salmasi 2013]: with 128 KiB chunks the RAID4 parity SSD takes about twice the page
 /// writes of a data SSD (here: random 384 KiB writes, three chunks each), and 4 KiB
 /// chunks bring it back to about one.
 #[test]
@@ -376,7 +376,7 @@ fn rebuild_run(layout: &str, max_speed: u64, min_speed: u64, total: u64) -> hetr
 }
 
 /// S²-RAID's rebuild runs one stream per affected sub-array on disjoint disks
-/// (SPEC §7); RAID5's is one stream over all of them.
+/// ([Wan 2010]); RAID5's is one stream over all of them.
 #[test]
 fn s2raid5_rebuilds_in_parallel_streams_faster_than_raid5() {
     let r5 = rebuild_run("raid5", 1 << 40, 1 << 40, 4096);

@@ -198,7 +198,7 @@ fn an_hpda_array_lives_on_files() {
     assert_eq!(v["mismatches"], 0, "{v}");
 }
 
-/// SPEC §9's reliability comparison: HPDA (3 SSD + 2 HDD) lasts longer than
+/// [Mao 2010]'s reliability comparison: HPDA (3 SSD + 2 HDD) lasts longer than
 /// RAID5 of 4 disks and RAID5 of 4 SSDs (their parity wears them), at every
 /// repair time.
 #[test]

@@ -1,4 +1,4 @@
-//! HPDA (SPEC §9) geometry: n SSD data members + HDD-1 (parity, then log) + HDD-2
+//! HPDA ([Mao 2010]) geometry: n SSD data members + HDD-1 (parity, then log) + HDD-2
 //! (log mirror). The RAID4 part is exposed as the stripes; the log regions are
 //! described by [`LogRegion`] for the log writer (a later issue).
 

@@ -1,4 +1,4 @@
-//! The thesis's device-placement family (SPEC §4): each name is a base layout plus
+//! The thesis's device-placement family ([Wacha 2012] ch. 3): each name is a base layout plus
 //! a member order derived from member kinds. [`Permuted`] applies the order.
 
 use super::{ChunkLoc, Layout, LogRegion, ParityOrder, Raid4, Raid5, Redundancy, Stripe};
@@ -92,7 +92,7 @@ impl Layout for Permuted {
     }
 }
 
-/// SPEC §4's named placements.
+/// [Wacha 2012] ch. 3's named placements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Preset {
     /// RAID4, parity on the SSD, data on HDDs.

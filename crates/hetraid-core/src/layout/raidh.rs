@@ -9,7 +9,7 @@ use crate::error::LayoutError;
 /// Smooth weighted round robin, *add then pick*: every round adds w_d to each
 /// counter c_d, picks the largest counter (ties: lowest index) and subtracts W from
 /// it. (The thesis listing picks before adding, which can put the first parity on a
-/// weight-0 member; SPEC §6 fixes the order.)
+/// weight-0 member; [Wacha 2012] ch. 6 fixes the order.)
 pub fn swrr_cycle(weights: &[u64]) -> Vec<usize> {
     let total: u64 = weights.iter().sum();
     let mut counters = vec![0i128; weights.len()];
@@ -153,7 +153,7 @@ pub fn swrr_pairs(weights: &[u64]) -> Vec<(usize, usize)> {
     out
 }
 
-/// Weighted RAID6 (SPEC §6, "a second parity placed by the same weights"):
+/// Weighted RAID6 ([Wacha 2012] ch. 6, "a second parity placed by the same weights"):
 /// P and Q of each stripe on two distinct members picked by weight, the data
 /// on the others in member order; an array with two SSDs can hold both
 /// parities on them.

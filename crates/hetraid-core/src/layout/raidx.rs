@@ -1,4 +1,4 @@
-//! RAIDX (SPEC §10): bundles of c chunks, at most one per member, anywhere on that
+//! RAIDX ([Fekete, Varki]): bundles of c chunks, at most one per member, anywhere on that
 //! member, so members of different sizes are used in full.
 
 use super::{ChunkLoc, Layout, Redundancy, Stripe};

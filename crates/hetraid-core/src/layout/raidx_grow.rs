@@ -1,4 +1,4 @@
-//! Growing a RAIDX array (SPEC §10: "add a device: extend the table, move
+//! Growing a RAIDX array ([Fekete, Varki]: "add a device: extend the table, move
 //! chunks so new bundles can form"): from the bundles an array has and its
 //! members' capacities after the change (a member added, or one replaced by
 //! a larger one), which chunks move where and which bundles are added, so
@@ -193,7 +193,7 @@ impl RemovePlan {
 /// free slots on the other members, keeping the first `keep_bundles`
 /// bundles (the array shrunk to them), so every kept bundle has `c` chunks
 /// on distinct surviving members again — full redundancy before any
-/// replacement arrives (SPEC §10). `caps` are the members' capacities in
+/// replacement arrives ([Fekete, Varki]). `caps` are the members' capacities in
 /// chunks (the lost one's is ignored). Refused, saying how far to shrink,
 /// when the survivors cannot hold that many bundles.
 pub fn plan_remove(

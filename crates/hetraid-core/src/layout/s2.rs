@@ -1,4 +1,4 @@
-//! S2-RAID (SPEC §7): skewed sub-arrays whose survivors, for any single failed
+//! S2-RAID ([Wan 2010]): skewed sub-arrays whose survivors, for any single failed
 //! member, are pairwise disjoint, so their rebuilds run in parallel.
 
 use super::{need_members, ChunkLoc, Layout, ParityOrder, Redundancy, Stripe};

@@ -15,7 +15,7 @@ use serde::Serialize;
 mod read;
 mod write;
 
-/// RMW/RCW selection (SPEC §3).
+/// RMW/RCW selection ([Wacha 2012] ch. 3–4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum WritePolicy {

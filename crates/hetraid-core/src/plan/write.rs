@@ -1,5 +1,5 @@
 //! Planning writes: per page row, read-modify-write or reconstruct-write by
-//! the policy (SPEC §3), what degraded rows allow, rows merged into runs.
+//! the policy ([Wacha 2012] ch. 3–4), what degraded rows allow, rows merged into runs.
 
 use super::*;
 

@@ -1,4 +1,4 @@
-//! HPDA (SPEC §9) on real members: the core's monitor and director decide
+//! HPDA ([Mao 2010]) on real members: the core's monitor and director decide
 //! where each write goes; this module executes. Random writes are appended
 //! to the mirrored write-back log (on HDD-1 past the parity, and on HDD-2);
 //! sequential writes go to the RAID4 in place, each guarded by an intent

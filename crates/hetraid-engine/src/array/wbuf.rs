@@ -1,4 +1,4 @@
-//! The write buffer (the RAIDX paper's, SPEC §10): a write is acknowledged
+//! The write buffer (the RAIDX paper's, [Fekete, Varki]): a write is acknowledged
 //! once its bytes are in memory and written to the members by a pool of
 //! drainers meanwhile, so a burst keeps every member busy instead of each
 //! request waiting for its slowest member. What the NBD contract allows: a

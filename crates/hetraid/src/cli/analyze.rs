@@ -49,16 +49,16 @@ pub struct ArrayArgs {
 pub struct MttdlCmd {
     #[command(flatten)]
     pub array: ArrayArgs,
-    /// Mean time between failures of an HDD, hours (SPEC §9: λ = 1/50,000 h).
+    /// Mean time between failures of an HDD, hours ([Mao 2010]: λ = 1/50,000 h).
     #[arg(long, default_value_t = 50_000.0)]
     pub hdd_mtbf_h: f64,
-    /// Mean time between failures of an SSD, hours (SPEC §9: φ = 1/200,000 h).
+    /// Mean time between failures of an SSD, hours ([Mao 2010]: φ = 1/200,000 h).
     #[arg(long, default_value_t = 200_000.0)]
     pub ssd_mtbf_h: f64,
     /// Mean time between failures of an NVRAM device, hours (default: as an SSD).
     #[arg(long)]
     pub nvram_mtbf_h: Option<f64>,
-    /// Failure-rate factor for SSDs that hold parity (SPEC §9: doubled by parity
+    /// Failure-rate factor for SSDs that hold parity ([Mao 2010]: doubled by parity
     /// wear); 1 turns it off.
     #[arg(long, default_value_t = 2.0)]
     pub ssd_parity_wear: f64,
