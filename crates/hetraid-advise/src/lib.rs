@@ -154,8 +154,12 @@ pub struct Request {
     /// Member failures the array must survive: 1 or 2.
     pub redundancy: usize,
     /// Wall-clock seconds for the simulations (candidates not reached are
-    /// listed as not run).
-    pub budget_s: f64,
+    /// listed as not run); None: no limit, so the advice depends on the
+    /// request alone, not on how fast or busy this machine is.
+    pub budget_s: Option<f64>,
+    /// Simulate at most this many candidates, the most promising first (by
+    /// the load map); the rest are listed as not run. Deterministic.
+    pub candidates_max: Option<usize>,
     /// Bytes simulated per candidate (synthetic workloads).
     pub total: u64,
     /// Prune, before simulating, layouts holding less than this.
@@ -388,7 +392,9 @@ impl Request {
         let cands: Vec<(RunConfig, Shape, Candidate)> =
             cands.into_iter().map(|(c, s, d, _)| (c, s, d)).collect();
         let total = cands.len() + pruned.fit + pruned.capacity + pruned.mttdl + pruned.load_map;
-        let deadline = t0 + std::time::Duration::from_secs_f64(self.budget_s);
+        let deadline = self
+            .budget_s
+            .map(|s| t0 + std::time::Duration::from_secs_f64(s));
         let cands = self.measure(cands, deadline);
         let (rows, dims, simulated) = self.rank(
             cands.into_iter().map(|(_, _, c)| c).collect(),
@@ -431,7 +437,7 @@ impl Request {
         if !(1..=2).contains(&self.redundancy) {
             return Err(format!("--redundancy {} must be 1 or 2", self.redundancy));
         }
-        if !(self.budget_s > 0.0 && self.budget_s.is_finite()) {
+        if self.budget_s.is_some_and(|b| !(b > 0.0 && b.is_finite())) {
             return Err("--budget-s must be a positive number of seconds".into());
         }
         if self.chunks.is_empty() || !self.chunks.iter().all(|&c| hetraid_core::spec::chunk_ok(c)) {
@@ -587,13 +593,13 @@ impl Request {
     fn measure(
         &self,
         mut cands: Vec<(RunConfig, Shape, Candidate)>,
-        deadline: Instant,
+        deadline: Option<Instant>,
     ) -> Vec<(RunConfig, Shape, Candidate)> {
         let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-        // Performance: every candidate, in parallel, until the budget is spent.
-        let reports = parallel(cands.len(), threads, deadline, |i| {
-            hetraid_sim::run(&cands[i].0).ok()
-        });
+        // Performance: every candidate (the first `candidates_max`, best
+        // first), in parallel, until the budget is spent.
+        let n = cands.len().min(self.candidates_max.unwrap_or(usize::MAX));
+        let reports = parallel(n, threads, deadline, |i| hetraid_sim::run(&cands[i].0).ok());
         for ((_, _, cand), r) in cands.iter_mut().zip(&reports) {
             if let Some(r) = r {
                 cand.throughput_mbps = Some(r.throughput_mbps);
@@ -662,8 +668,8 @@ impl Request {
         let simulated = rows.iter().filter(|r| r.throughput_mbps.is_some()).count();
         if simulated == 0 {
             return Err(format!(
-                "no candidate was simulated within --budget-s {}; give more time or a smaller --total",
-                self.budget_s
+                "no candidate was simulated within --budget-s {}; give more time (or none: no --budget-s), or a smaller --total",
+                self.budget_s.unwrap_or(0.0)
             ));
         }
         // The Pareto front over every metric every simulated row has.
@@ -717,8 +723,8 @@ impl Request {
                         .map_or("a device", |s| s.name.as_str())
                 ),
                 _ => format!(
-                    "--objective {}: no candidate was measured for it within --budget-s {}; give more time",
-                    objective, self.budget_s
+                    "--objective {}: no candidate was measured for it within --budget-s {}; give more time (or none: no --budget-s)",
+                    objective, self.budget_s.unwrap_or(0.0)
                 ),
             });
         }
@@ -797,7 +803,7 @@ impl Request {
 fn parallel<T: Send>(
     n: usize,
     threads: usize,
-    deadline: Instant,
+    deadline: Option<Instant>,
     f: impl Fn(usize) -> Option<T> + Sync,
 ) -> Vec<Option<T>> {
     let next = AtomicUsize::new(0);
@@ -805,7 +811,7 @@ fn parallel<T: Send>(
     std::thread::scope(|s| {
         for _ in 0..threads.min(n) {
             s.spawn(|| loop {
-                if Instant::now() >= deadline {
+                if deadline.is_some_and(|d| Instant::now() >= d) {
                     break;
                 }
                 let i = next.fetch_add(1, Ordering::Relaxed);

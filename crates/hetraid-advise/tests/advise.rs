@@ -14,7 +14,8 @@ fn request(members: &str) -> Request {
         objective: None,
         chunks: vec![64 << 10],
         redundancy: 1,
-        budget_s: 120.0,
+        budget_s: None,
+        candidates_max: None,
         total: 1 << 20,
         capacity_min: None,
         mttdl_min_years: None,
@@ -62,4 +63,24 @@ fn bad_requests_are_refused_before_anything_runs() {
     let mut r = request("x25e-64*3");
     r.redundancy = 3;
     assert_eq!(r.advise().unwrap_err(), "--redundancy 3 must be 1 or 2");
+}
+
+/// Issue 42: the advice depends on the request alone. Without a wall-clock
+/// budget the same request ranks the same rows with the same numbers; with
+/// `candidates_max` only the most promising are simulated, the rest are
+/// listed as not run, again the same every time.
+#[test]
+fn the_same_request_gives_the_same_advice() {
+    let mut r = request("caviar-black-640*3,x25e-64");
+    r.candidates_max = Some(3);
+    let rows = |r: &Request| {
+        let a = r.advise().unwrap();
+        (a.simulated, serde_json::to_string(&a.ranked).unwrap())
+    };
+    let (n, first) = rows(&r);
+    assert_eq!(n, 3, "candidates_max 3 simulates 3");
+    assert_eq!(rows(&r), (n, first.clone()), "same request, other advice");
+    r.candidates_max = None;
+    let (all, _) = rows(&r);
+    assert!(all > 3, "without a cap every candidate left runs: {all}");
 }

@@ -42,9 +42,14 @@ pub struct AdviseCmd {
     #[arg(long, default_value = "1")]
     pub redundancy: usize,
     /// Wall-clock seconds for the simulations (candidates not reached are
-    /// listed as not run).
-    #[arg(long, default_value = "60")]
-    pub budget_s: f64,
+    /// listed as not run). Without it there is no time limit and the advice
+    /// depends on the request alone, not on this machine's speed or load.
+    #[arg(long)]
+    pub budget_s: Option<f64>,
+    /// Simulate at most N candidates, the most promising first (by the load
+    /// map); the rest are listed as not run. Deterministic, unlike --budget-s.
+    #[arg(long, value_name = "N")]
+    pub candidates: Option<usize>,
     /// Bytes simulated per candidate (synthetic workloads).
     #[arg(long, default_value = "32M", value_parser = crate::args::size)]
     pub total: u64,

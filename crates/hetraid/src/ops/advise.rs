@@ -20,6 +20,7 @@ impl AdviseCmd {
             chunks: self.chunks.clone(),
             redundancy: self.redundancy,
             budget_s: self.budget_s,
+            candidates_max: self.candidates,
             total: self.total,
             capacity_min: self.capacity_min,
             mttdl_min_years: self.mttdl_min_years,

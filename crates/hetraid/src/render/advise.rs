@@ -22,6 +22,8 @@ pub fn advice_json(req: &Request, a: &Advice) -> serde_json::Value {
         "seconds": a.seconds,
         "ranked": a.ranked,
         "winner": a.ranked[0],
+        "budget_s": req.budget_s,
+        "candidates_max": req.candidates_max,
         "provenance": hetraid_sim::provenance(),
     });
     v
@@ -64,6 +66,18 @@ pub fn advice_text(req: &Request, a: &Advice, svg: Option<&Path>) -> Result<Stri
         "pruned before simulating: {} that do not fit or survive fewer failures, {} by --capacity-min, {} by --mttdl-min-years, {} by the load map (busiest member over {LOAD_PRUNE}x the best's per write)",
         pruned.fit, pruned.capacity, pruned.mttdl, pruned.load_map
     );
+    let budget = match (req.budget_s, req.candidates_max) {
+        (None, None) => {
+            "no time limit: the same request gives the same advice on any machine".to_string()
+        }
+        (None, Some(n)) => {
+            format!("at most {n} candidates simulated (--candidates): deterministic")
+        }
+        (Some(s), _) => format!(
+            "--budget-s {s}: how many are simulated depends on this machine's speed and load"
+        ),
+    };
+    say!(out, "budget: {budget}");
     let money = rows.iter().any(|r| r.usd_per_gb.is_some());
     say!(
         out,
