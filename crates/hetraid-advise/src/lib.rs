@@ -360,7 +360,7 @@ impl Request {
         self.workload()?;
         let probe_dir =
             tempfile::tempdir().map_err(|e| format!("a directory for probed devices: {e}"))?;
-        let (members, probe_notes) = self.resolve_members(probe_dir.path())?;
+        let (members, probe_notes, probed) = self.resolve_members(probe_dir.path())?;
         for n in &probe_notes {
             eprintln!("hetraid: probed {n}");
         }
@@ -372,6 +372,9 @@ impl Request {
         hetraid_sim::setup::Setup::new(&self.base(&Shape::new("raid0", &members))?)?;
         let prices: Option<f64> = specs.iter().map(|s| s.price_usd).sum();
         let (mut cands, mut pruned) = self.enumerate(&tokens, &kinds, &specs, prices)?;
+        for c in cands.iter_mut() {
+            with_user_paths(&mut c.2, &probed);
+        }
         // The load map: a candidate whose busiest member is predicted
         // LOAD_PRUNE times as busy per write as the best candidate's is not
         // simulated (and the rest are simulated best first, so a short
@@ -800,6 +803,43 @@ impl Request {
 
 /// Run `f(0..n)` on `threads` threads until done or `deadline`; results by
 /// index (None: not reached or failed).
+/// A candidate over real files or devices (probed into device files)
+/// names them as the user gave them: its members in order, and a `create`
+/// line to run as it is (`PATH:kind` each, in the layout's order).
+fn with_user_paths(c: &mut Candidate, probed: &[(String, String)]) {
+    let user: Option<Vec<&str>> = c
+        .members
+        .split(',')
+        .map(|t| probed.iter().find(|(_, f)| f == t).map(|(p, _)| p.as_str()))
+        .collect();
+    let Some(user) = user else {
+        return;
+    };
+    let kinds: Vec<&str> = c
+        .create
+        .split("--kinds ")
+        .nth(1)
+        .and_then(|k| k.split(' ').next())
+        .map_or_else(Vec::new, |k| k.split(',').collect());
+    if kinds.len() != user.len() {
+        return;
+    }
+    let args: Vec<String> = user
+        .iter()
+        .zip(&kinds)
+        .map(|(p, k)| format!("{p}:{k}"))
+        .collect();
+    c.create = format!(
+        "hetraid create --layout {}{} --policy {} --chunk {} {}",
+        c.layout,
+        c.layout_flags(),
+        c.policy,
+        hetraid_core::units::format_size(c.chunk),
+        args.join(" ")
+    );
+    c.members = user.join(",");
+}
+
 fn parallel<T: Send>(
     n: usize,
     threads: usize,

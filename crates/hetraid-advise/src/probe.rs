@@ -45,6 +45,25 @@ impl Drop for Aligned {
 
 /// Open `path` for the probe: O_DIRECT when the file system has it
 /// (returns whether it does).
+/// `PATH` or `PATH:kind`. A suffix that looks like a kind but is none is an
+/// error (a file named `m0.img:nvme` is never created by mistake), unless a
+/// file of that whole name exists.
+pub fn split_member(arg: &str) -> Result<(std::path::PathBuf, Option<MemberKind>), String> {
+    if let Some((p, k)) = arg.rsplit_once(':') {
+        if let Ok(kind) = MemberKind::parse(k) {
+            return Ok((std::path::PathBuf::from(p), Some(kind)));
+        }
+        let looks_like_kind =
+            !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+        if looks_like_kind && !Path::new(arg).exists() {
+            return Err(format!(
+                "member {arg}: '{k}' is not a member kind; write PATH:hdd, PATH:ssd or PATH:nvram"
+            ));
+        }
+    }
+    Ok((std::path::PathBuf::from(arg), None))
+}
+
 fn open(path: &Path, write: bool) -> Result<(File, bool), String> {
     let sync = if write { libc::O_DSYNC } else { 0 };
     let mut o = OpenOptions::new();

@@ -8,33 +8,49 @@ impl Request {
     /// Real files and block devices among the members are measured
     /// (read-only) and replaced by the device files written into `dir`;
     /// presets and device files pass as they are.
-    pub(crate) fn resolve_members(&self, dir: &Path) -> Result<(String, Vec<String>), String> {
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn resolve_members(
+        &self,
+        dir: &Path,
+    ) -> Result<(String, Vec<String>, Vec<(String, String)>), String> {
         let mut out = Vec::new();
         let mut notes = Vec::new();
         let mut probed: Vec<(String, String)> = Vec::new();
+        // Every member understood before any is probed: a preset, a device
+        // file, or a real file or block device (`PATH:kind` as `create`
+        // takes it: the kind the probe says, overridden).
+        let mut parts = Vec::new();
         for part in self.members.split(',').map(str::trim) {
             let (name, rep) = match part.rsplit_once('*') {
                 Some((n, r)) => (n.trim(), Some(r.trim())),
                 None => (part, None),
             };
-            let is_device = !name.ends_with(".toml")
-                && hetraid_sim::preset::DeviceSpec::lookup(name).is_err()
-                && std::fs::metadata(name).is_ok_and(|m| !m.is_dir());
+            let known =
+                name.ends_with(".toml") || hetraid_sim::preset::DeviceSpec::lookup(name).is_ok();
+            let (path, kind) = crate::probe::split_member(name)?;
+            let is_device = !known && std::fs::metadata(&path).is_ok_and(|m| !m.is_dir());
+            if !known && !is_device {
+                // The preset parser says what is wrong (and lists presets).
+                hetraid_sim::preset::DeviceSpec::lookup(name)?;
+            }
+            parts.push((name, rep, is_device, path.display().to_string(), kind));
+        }
+        for (name, rep, is_device, path, kind) in parts {
             let name = if is_device {
-                if let Some((_, f)) = probed.iter().find(|(p, _)| p == name) {
+                if let Some((_, f)) = probed.iter().find(|(p, _)| *p == path) {
                     f.clone()
                 } else {
-                    let stem = Path::new(name)
+                    let stem = Path::new(&path)
                         .file_name()
                         .map(|n| n.to_string_lossy().into_owned())
                         .unwrap_or_else(|| "device".into());
                     let file = dir.join(format!("probe-{}-{stem}.toml", probed.len()));
                     let (text, summary) =
-                        crate::probe::probe_member(name, &stem, self.probe_seconds, false, None)?;
+                        crate::probe::probe_member(&path, &stem, self.probe_seconds, false, kind)?;
                     std::fs::write(&file, text).map_err(|e| format!("{}: {e}", file.display()))?;
                     notes.push(summary);
                     let f = file.display().to_string();
-                    probed.push((name.to_string(), f.clone()));
+                    probed.push((path.clone(), f.clone()));
                     f
                 }
             } else {
@@ -45,7 +61,7 @@ impl Request {
                 None => name,
             });
         }
-        Ok((out.join(","), notes))
+        Ok((out.join(","), notes, probed))
     }
 
     /// Every layout that fits the members, with its members in the order it

@@ -931,6 +931,48 @@ fn advise_probes_real_members_first() {
     assert!(r["simulated"].as_u64().unwrap() > 0);
     // Read-only: the file is as it was.
     assert!(std::fs::read(&f).unwrap().iter().all(|b| *b == 7));
+    // Issue 42: distinct files, one with its kind said as `create` takes
+    // it: the winner's create line names the user's paths in the layout's
+    // order, each with its kind, ready to run.
+    let paths: Vec<String> = (0..3)
+        .map(|i| {
+            let p = d.path().join(format!("m{i}"));
+            std::fs::write(&p, vec![0u8; 8 << 20]).unwrap();
+            p.display().to_string()
+        })
+        .collect();
+    let members = format!("{},{},{}:hdd", paths[0], paths[1], paths[2]);
+    let r = json(&[
+        "advise",
+        "--members",
+        &members,
+        "--probe-seconds",
+        "0.2",
+        "--chunks",
+        "64K",
+        "--total",
+        "1M",
+        "--candidates",
+        "3",
+        "--json",
+    ]);
+    let create = r["winner"]["create"].as_str().unwrap();
+    assert!(
+        !create.contains("probe-") && !create.contains("MEMBER"),
+        "{create}"
+    );
+    assert!(create.contains(&format!("{}:hdd", paths[2])), "{create}");
+    for p in &paths {
+        assert!(create.contains(p.as_str()), "{create}");
+    }
+    // A kind that is none is refused before anything is probed.
+    let bad = format!("{},{}:nvme", paths[0], paths[1]);
+    let (code, _, err) = hetraid(&["advise", "--members", &bad, "--probe-seconds", "0.2"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("is not a member kind") && !err.contains("probed"),
+        "{err}"
+    );
 }
 
 /// The analytic models prune before anything is simulated: capacity,

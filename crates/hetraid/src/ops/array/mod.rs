@@ -29,24 +29,8 @@ pub(crate) use members::*;
 #[allow(unused_imports)]
 pub(crate) use repair::*;
 
-/// `PATH` or `PATH:kind`. A suffix that looks like a kind but is none is an
-/// error (a file named `m0.img:nvme` is never created by mistake), unless a
-/// file of that whole name exists.
-pub fn split_member(arg: &str) -> Result<(PathBuf, Option<MemberKind>), String> {
-    if let Some((p, k)) = arg.rsplit_once(':') {
-        if let Ok(kind) = MemberKind::parse(k) {
-            return Ok((PathBuf::from(p), Some(kind)));
-        }
-        let looks_like_kind =
-            !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
-        if looks_like_kind && !Path::new(arg).exists() {
-            return Err(format!(
-                "member {arg}: '{k}' is not a member kind; write PATH:hdd, PATH:ssd or PATH:nvram"
-            ));
-        }
-    }
-    Ok((PathBuf::from(arg), None))
-}
+/// `PATH` or `PATH:kind` (decided once, for `advise` too).
+pub use hetraid_advise::probe::split_member;
 
 /// The kind of block device `p` from the kernel's `queue/rotational` (md
 /// reads the same flag): `None` for a file, or when sysfs does not say.
