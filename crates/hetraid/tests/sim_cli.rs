@@ -435,6 +435,15 @@ fn sweep_writes_csv_json_svg_and_summary() {
     assert!(f(&run["result"]["throughput_mbps"]) > 0.0);
     let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
     assert!(md.contains("| RAIDE / RAID5NSS at 1.25 stripes |") && md.contains("published"));
+    // Issue 42: the departure from the file is said first, and where the
+    // run came from (version, commit) at the end; each run's JSON too.
+    assert!(
+        md.contains("**This run departs from the experiment file**"),
+        "{md}"
+    );
+    assert!(md.contains("- `total` = \"8M\""), "{md}");
+    assert!(md.contains("(commit "), "{md}");
+    assert!(run["provenance"]["commit"].is_string(), "{run}");
     // The notes' numbers are computed from the run: the gain the prose
     // gives is the table's ratio.
     let ours: f64 = stdout

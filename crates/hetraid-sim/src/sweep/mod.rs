@@ -73,6 +73,23 @@ pub struct SweepConfig {
     /// The sweep file's directory: relative trace paths are resolved against it.
     #[serde(skip)]
     pub dir: Option<std::path::PathBuf>,
+    /// Settings this run changed from the file (`--set`): the key, the
+    /// file's value (None: the file left the default) and the one used.
+    /// The summary says each, first thing.
+    #[serde(skip)]
+    pub departures: Vec<(String, Option<Value>, Value)>,
+}
+
+impl SweepConfig {
+    /// Set `key` to `value` for every run (`--set`), remembering what the
+    /// file said so the summary can flag the departure.
+    pub fn set(&mut self, key: &str, value: Value) {
+        let old = self.base.get(key).cloned();
+        if old.as_ref() != Some(&value) {
+            self.departures.push((key.to_string(), old, value.clone()));
+        }
+        self.base.insert(key.to_string(), value);
+    }
 }
 
 fn d_metric() -> String {

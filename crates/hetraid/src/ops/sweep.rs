@@ -18,7 +18,13 @@ impl SweepCmd {
                 .ok()
                 .and_then(|mut t| t.remove("v"))
                 .unwrap_or_else(|| toml::Value::String(v.to_string()));
-            cfg.base.insert(k.trim().to_string(), value);
+            cfg.set(k.trim(), value);
+        }
+        for (k, old, new) in &cfg.departures {
+            let was = old
+                .as_ref()
+                .map_or("the default".to_string(), |v| v.to_string());
+            eprintln!("hetraid: this run departs from {}: {k} = {new} (the file: {was}); summary.md says so", self.config);
         }
         let points = cfg.points()?;
         let bar = if self.quiet {
