@@ -333,32 +333,7 @@ pub(super) fn write_summary(
     if let Some(s) = &c.source {
         let _ = writeln!(md, "Published source: {s}\n");
     }
-    // What this run changed from the file: its numbers are not the
-    // experiment's as written (nor, where the file follows a paper, the
-    // paper's setup).
-    if !c.departures.is_empty() {
-        let _ = writeln!(
-            md,
-            "**This run departs from the experiment file** (`--set`); compare its numbers with the published ones with that in mind:\n"
-        );
-        for (k, old, new) in &c.departures {
-            let was = match old {
-                Some(v) => format!("the file says {v}"),
-                None => "the file leaves the default".to_string(),
-            };
-            let shadowed = c.series.iter().any(|s| s.contains_key(k)) || c.grid.contains_key(k);
-            let _ = writeln!(
-                md,
-                "- `{k}` = {new} ({was}){}",
-                if shadowed {
-                    "; series or grid entries that set it keep their own"
-                } else {
-                    ""
-                }
-            );
-        }
-        md.push('\n');
-    }
+    departures_md(c, &mut md);
     if let Some(d) = &c.description {
         let _ = writeln!(md, "{}\n", d.trim());
     }
@@ -473,4 +448,38 @@ pub(super) fn write_summary(
     );
     std::fs::write(dir.join("summary.md"), md).map_err(err)?;
     Ok(heads)
+}
+
+/// The settings this run changed from the file (`--set`), first thing in
+/// the summary.
+fn departures_md(c: &SweepConfig, md: &mut String) {
+    // What this run changed from the file: its numbers are not the
+    // experiment's as written (nor, where the file follows a paper, the
+    // paper's setup).
+    if c.departures.is_empty() {
+        return;
+    }
+    {
+        let _ = writeln!(
+            *md,
+            "**This run departs from the experiment file** (`--set`); compare its numbers with the published ones with that in mind:\n"
+        );
+        for (k, old, new) in &c.departures {
+            let was = match old {
+                Some(v) => format!("the file says {v}"),
+                None => "the file leaves the default".to_string(),
+            };
+            let shadowed = c.series.iter().any(|s| s.contains_key(k)) || c.grid.contains_key(k);
+            let _ = writeln!(
+                *md,
+                "- `{k}` = {new} ({was}){}",
+                if shadowed {
+                    "; series or grid entries that set it keep their own"
+                } else {
+                    ""
+                }
+            );
+        }
+        md.push('\n');
+    }
 }
