@@ -748,7 +748,9 @@ fn advise_picks_what_the_thesis_would() {
     let dir = tempfile::tempdir().unwrap();
     let svg = dir.path().join("front.svg");
     let advise = |args: &[&str]| {
-        let mut a = vec!["advise", "--total", "8M", "--json"];
+        // A time limit, as before advise became deterministic by default:
+        // the debug build simulates every candidate slowly.
+        let mut a = vec!["advise", "--total", "8M", "--budget-s", "60", "--json"];
         a.extend_from_slice(args);
         json(&a)
     };
