@@ -216,6 +216,9 @@ pub struct Candidate {
     /// Candidates with the very same figures (the same placement under
     /// another name or policy): layout/policy.
     pub equivalent: Vec<String>,
+    /// Each member's kind, in `members`' order (what `create` is told).
+    #[serde(skip)]
+    pub kinds: Vec<String>,
 }
 
 impl Candidate {
@@ -562,6 +565,7 @@ impl Request {
                         pareto: false,
                         create: String::new(),
                         equivalent: vec![],
+                        kinds: kinds_arg.iter().map(|k| k.to_string()).collect(),
                     };
                     cand.create = format!(
                         "hetraid create --layout {}{} --policy {policy} --chunk {} --kinds {} MEMBER...  # members in this order: {}",
@@ -815,18 +819,12 @@ fn with_user_paths(c: &mut Candidate, probed: &[(String, String)]) {
     let Some(user) = user else {
         return;
     };
-    let kinds: Vec<&str> = c
-        .create
-        .split("--kinds ")
-        .nth(1)
-        .and_then(|k| k.split(' ').next())
-        .map_or_else(Vec::new, |k| k.split(',').collect());
-    if kinds.len() != user.len() {
+    if c.kinds.len() != user.len() {
         return;
     }
     let args: Vec<String> = user
         .iter()
-        .zip(&kinds)
+        .zip(&c.kinds)
         .map(|(p, k)| format!("{p}:{k}"))
         .collect();
     c.create = format!(
